@@ -1,0 +1,151 @@
+//! The closed set of ways a sandbox run can fail. Each kind maps to one JS error class
+//! (the six classes of the `@coda/sandbox` seed) and one stable code.
+use std::fmt;
+
+/// Why a run failed. Every kind has a JS class name and a stable `code`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Wall-clock or CPU-time limit reached.
+    Timeout,
+    /// V8 heap limit or ArrayBuffer budget reached.
+    MemoryLimit,
+    /// The sandboxed code threw, or its result could not be copied out.
+    Runtime,
+    /// Invalid input: bad options, non-string code, syntax errors.
+    Validation,
+    /// The caller aborted the run (AbortSignal, `session.abort()`, shutdown).
+    Aborted,
+    /// A bug or resource failure in isolet itself (e.g. an isolate could not be made).
+    Internal,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 6] = [
+        ErrorKind::Timeout,
+        ErrorKind::MemoryLimit,
+        ErrorKind::Runtime,
+        ErrorKind::Validation,
+        ErrorKind::Aborted,
+        ErrorKind::Internal,
+    ];
+
+    /// The JS class the host sees.
+    pub fn class_name(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "SandboxTimeoutError",
+            ErrorKind::MemoryLimit => "SandboxOOMError",
+            ErrorKind::Runtime => "SandboxRuntimeError",
+            ErrorKind::Validation => "SandboxValidationError",
+            ErrorKind::Aborted => "SandboxAbortedError",
+            ErrorKind::Internal => "SandboxError",
+        }
+    }
+
+    /// Stable machine-readable code (`err.code` in JS).
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "ERR_ISOLET_TIMEOUT",
+            ErrorKind::MemoryLimit => "ERR_ISOLET_OOM",
+            ErrorKind::Runtime => "ERR_ISOLET_RUNTIME",
+            ErrorKind::Validation => "ERR_ISOLET_VALIDATION",
+            ErrorKind::Aborted => "ERR_ISOLET_ABORTED",
+            ErrorKind::Internal => "ERR_ISOLET_INTERNAL",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.class_name())
+    }
+}
+
+/// What the sandboxed code threw, as strings copied out of the isolate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Thrown {
+    pub name: String,
+    pub message: String,
+    pub stack: Option<String>,
+    /// 1-based position, when V8 reported one.
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+}
+
+/// A failed run: its kind, a message for humans, and details where they exist.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct Failure {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// For `Runtime` and syntax (`Validation`) failures: what the code threw.
+    pub thrown: Option<Thrown>,
+    /// For `Timeout`: which limit, `"wall"` or `"cpu"`.
+    pub limit: Option<&'static str>,
+}
+
+impl Failure {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Failure { kind, message: message.into(), thrown: None, limit: None }
+    }
+
+    pub fn wall_timeout(ms: u64) -> Self {
+        Failure { limit: Some("wall"), ..Failure::new(ErrorKind::Timeout, format!("Execution exceeded the wall-clock limit of {ms} ms")) }
+    }
+
+    pub fn cpu_timeout(ms: u64) -> Self {
+        Failure { limit: Some("cpu"), ..Failure::new(ErrorKind::Timeout, format!("Execution exceeded the CPU-time limit of {ms} ms")) }
+    }
+
+    pub fn out_of_memory(mb: u32) -> Self {
+        Failure::new(ErrorKind::MemoryLimit, format!("Isolate exceeded its memory limit of {mb} MB"))
+    }
+
+    /// The code threw `thrown`; the message reads like V8's own `Name: message`.
+    pub fn threw(thrown: Thrown) -> Self {
+        let message = if thrown.message.is_empty() {
+            thrown.name.clone()
+        } else {
+            format!("{}: {}", thrown.name, thrown.message)
+        };
+        Failure { thrown: Some(thrown), ..Failure::new(ErrorKind::Runtime, message) }
+    }
+
+    /// The code did not compile.
+    pub fn syntax(thrown: Thrown) -> Self {
+        let at = match (thrown.line, thrown.column) {
+            (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
+            _ => String::new(),
+        };
+        let message = format!("{}: {}{at}", thrown.name, thrown.message);
+        Failure { thrown: Some(thrown), ..Failure::new(ErrorKind::Validation, message) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_distinct_class_and_code() {
+        let classes: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.class_name()).collect();
+        let codes: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
+        assert_eq!(classes.len(), 6);
+        assert_eq!(codes.len(), 6);
+        assert!(classes.contains("SandboxError"));
+    }
+
+    #[test]
+    fn thrown_message_reads_like_v8() {
+        let f = Failure::threw(Thrown { name: "TypeError".into(), message: "x is not a function".into(), ..Default::default() });
+        assert_eq!(f.kind, ErrorKind::Runtime);
+        assert_eq!(f.message, "TypeError: x is not a function");
+    }
+
+    #[test]
+    fn syntax_failure_carries_position() {
+        let f = Failure::syntax(Thrown { name: "SyntaxError".into(), message: "Unexpected token".into(), line: Some(3), column: Some(7), ..Default::default() });
+        assert_eq!(f.kind, ErrorKind::Validation);
+        assert!(f.message.ends_with("(line 3, column 7)"));
+    }
+}

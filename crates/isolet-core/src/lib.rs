@@ -1,0 +1,16 @@
+//! isolet-core: the parts of isolet that need neither Node nor V8, so `cargo test`
+//! can reach them: limits and their validation, the error taxonomy, console-log
+//! accounting, capability-name rules and the engine's admission queue.
+//!
+//! Nothing here may depend on `napi` or on the V8 seam.
+pub mod error;
+pub mod limits;
+pub mod logs;
+pub mod names;
+pub mod queue;
+
+pub use error::{ErrorKind, Failure, Thrown};
+pub use limits::{BridgeLimits, IsolateLimits, LimitsError, RawBridgeLimits};
+pub use names::{check_global_name, NameError};
+pub use queue::{AdmissionQueue, QueueFull};
+pub use logs::{LogBuffer, LogEntry, LogLevel};

@@ -1,0 +1,207 @@
+//! Resource limits, their defaults and their validation.
+//!
+//! Raw values arrive from JS as optional doubles; `IsolateLimits::from_raw` and
+//! `BridgeLimits::from_raw` turn them into checked, ready-to-use limits or a precise
+//! error naming the offending field (the "raw vs derived" split ripgrep uses).
+//!
+//! # Limitations
+//! - The memory limit caps the V8 heap (young + old generation). ArrayBuffer and typed
+//!   array backing stores live outside that heap and are capped separately at the same
+//!   number of megabytes, so a run can hold at most twice `memory_mb` in total.
+//! - WebAssembly memories are reserved by V8 outside both budgets (capped by the
+//!   module's own maximum, at most 4 GiB of address space, committed lazily).
+//! - The time limits are enforced by a watchdog thread that terminates execution.
+//!   A few V8 built-ins loop without checking for termination; such a run is reported
+//!   as timed out within a grace period and its thread is quarantined (suspended).
+use thiserror::Error;
+
+/// Default memory for `runSandbox` (the `@azmr/ai` seed): 64 MB.
+pub const DEFAULT_RUN_MEMORY_MB: u32 = 64;
+/// Default memory per isolate for `SandboxEngine` (the `@coda/sandbox` seed): 128 MB.
+pub const DEFAULT_ENGINE_MEMORY_MB: u32 = 128;
+/// Default wall-clock limit: 5 seconds.
+pub const DEFAULT_WALL_TIME_MS: u64 = 5_000;
+/// Smallest accepted memory limit; V8 needs a few megabytes just to start.
+pub const MIN_MEMORY_MB: u32 = 8;
+/// Largest accepted memory limit.
+pub const MAX_MEMORY_MB: u32 = 8_192;
+/// Largest accepted time limit (about 24 days, the range of a JS timer).
+pub const MAX_TIME_MS: u64 = 2_147_483_647;
+
+/// Default cap on one message crossing the bridge (host-call arguments, replies,
+/// data answers): 4 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Default cap on host calls plus data requests per execution.
+pub const DEFAULT_MAX_MESSAGES: u32 = 1_000;
+/// Default cap on the serialized result: 16 MiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+/// Default cap on captured console entries per execution.
+pub const DEFAULT_MAX_LOG_ENTRIES: usize = 1_000;
+/// Default cap on captured console bytes per execution: 1 MiB.
+pub const DEFAULT_MAX_LOG_BYTES: usize = 1024 * 1024;
+
+/// CPU, memory and wall-clock limits of one execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsolateLimits {
+    /// V8 heap limit in MB (and, separately, the ArrayBuffer budget).
+    pub memory_mb: u32,
+    /// Wall-clock limit in ms; counts waiting on the host. Default 5000.
+    pub wall_time_ms: u64,
+    /// CPU-time limit in ms, counting only time on the isolate's thread. Default: none
+    /// (the wall-clock limit bounds CPU time too).
+    pub cpu_time_ms: Option<u64>,
+}
+
+impl IsolateLimits {
+    pub fn with_memory(memory_mb: u32) -> Self {
+        IsolateLimits { memory_mb, wall_time_ms: DEFAULT_WALL_TIME_MS, cpu_time_ms: None }
+    }
+
+    /// Checks raw values from JS; `None` takes the default from `base`.
+    pub fn from_raw(
+        base: IsolateLimits,
+        memory_mb: Option<f64>,
+        wall_time_ms: Option<f64>,
+        cpu_time_ms: Option<f64>,
+    ) -> Result<Self, LimitsError> {
+        let memory_mb = match memory_mb {
+            None => base.memory_mb,
+            Some(v) => whole("memoryMb", v, MIN_MEMORY_MB as u64, MAX_MEMORY_MB as u64)? as u32,
+        };
+        let wall_time_ms = match wall_time_ms {
+            None => base.wall_time_ms,
+            Some(v) => whole("timeoutMs", v, 1, MAX_TIME_MS)?,
+        };
+        let cpu_time_ms = match cpu_time_ms {
+            None => base.cpu_time_ms,
+            Some(v) => Some(whole("cpuTimeMs", v, 1, MAX_TIME_MS)?),
+        };
+        Ok(IsolateLimits { memory_mb, wall_time_ms, cpu_time_ms })
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.memory_mb as usize * 1024 * 1024
+    }
+}
+
+impl Default for IsolateLimits {
+    fn default() -> Self {
+        IsolateLimits::with_memory(DEFAULT_ENGINE_MEMORY_MB)
+    }
+}
+
+/// Size and count limits on everything that crosses between host and isolate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeLimits {
+    /// Bytes of one serialized message in either direction. Default 4 MiB.
+    pub max_message_bytes: usize,
+    /// Host calls plus data requests per execution. Default 1000.
+    pub max_messages: u32,
+    /// Bytes of the serialized result. Default 16 MiB.
+    pub max_output_bytes: usize,
+    /// Console entries kept per execution. Default 1000.
+    pub max_log_entries: usize,
+    /// Console bytes kept per execution. Default 1 MiB.
+    pub max_log_bytes: usize,
+}
+
+impl Default for BridgeLimits {
+    fn default() -> Self {
+        BridgeLimits {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_messages: DEFAULT_MAX_MESSAGES,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            max_log_entries: DEFAULT_MAX_LOG_ENTRIES,
+            max_log_bytes: DEFAULT_MAX_LOG_BYTES,
+        }
+    }
+}
+
+/// Raw bridge limits from JS; every field optional.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawBridgeLimits {
+    pub max_message_bytes: Option<f64>,
+    pub max_messages: Option<f64>,
+    pub max_output_bytes: Option<f64>,
+    pub max_log_entries: Option<f64>,
+    pub max_log_bytes: Option<f64>,
+}
+
+const MAX_BYTES: u64 = 1 << 30;
+
+impl BridgeLimits {
+    pub fn from_raw(base: BridgeLimits, raw: RawBridgeLimits) -> Result<Self, LimitsError> {
+        let bytes = |name, v: Option<f64>, d: usize| -> Result<usize, LimitsError> {
+            v.map_or(Ok(d), |v| whole(name, v, 1, MAX_BYTES).map(|b| b as usize))
+        };
+        Ok(BridgeLimits {
+            max_message_bytes: bytes("maxMessageBytes", raw.max_message_bytes, base.max_message_bytes)?,
+            max_messages: match raw.max_messages {
+                None => base.max_messages,
+                Some(v) => whole("maxMessages", v, 0, u32::MAX as u64)? as u32,
+            },
+            max_output_bytes: bytes("maxOutputBytes", raw.max_output_bytes, base.max_output_bytes)?,
+            max_log_entries: match raw.max_log_entries {
+                None => base.max_log_entries,
+                Some(v) => whole("maxLogEntries", v, 0, 1_000_000)? as usize,
+            },
+            max_log_bytes: bytes("maxLogBytes", raw.max_log_bytes, base.max_log_bytes)?,
+        })
+    }
+}
+
+/// A limit given from JS was not acceptable.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("{field} must be a whole number between {min} and {max}, got {value}")]
+pub struct LimitsError {
+    pub field: &'static str,
+    pub value: f64,
+    pub min: u64,
+    pub max: u64,
+}
+
+fn whole(field: &'static str, value: f64, min: u64, max: u64) -> Result<u64, LimitsError> {
+    let err = LimitsError { field, value, min, max };
+    if !value.is_finite() || value.fract() != 0.0 || value < min as f64 || value > max as f64 {
+        return Err(err);
+    }
+    Ok(value as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_seeds() {
+        let run = IsolateLimits::with_memory(DEFAULT_RUN_MEMORY_MB);
+        assert_eq!(run.memory_mb, 64);
+        assert_eq!(run.wall_time_ms, 5_000);
+        assert_eq!(IsolateLimits::default().memory_mb, 128);
+        assert_eq!(run.heap_bytes(), 64 * 1024 * 1024);
+    }
+
+    #[test]
+    fn raw_values_are_checked_per_field() {
+        let base = IsolateLimits::default();
+        assert_eq!(IsolateLimits::from_raw(base, Some(32.0), Some(100.0), Some(50.0)).unwrap(),
+            IsolateLimits { memory_mb: 32, wall_time_ms: 100, cpu_time_ms: Some(50) });
+        for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY, 1e9] {
+            let err = IsolateLimits::from_raw(base, Some(bad), None, None).unwrap_err();
+            assert_eq!(err.field, "memoryMb");
+        }
+        assert_eq!(IsolateLimits::from_raw(base, None, Some(0.0), None).unwrap_err().field, "timeoutMs");
+        assert!(IsolateLimits::from_raw(base, None, None, Some(-5.0)).unwrap_err().to_string().contains("cpuTimeMs"));
+    }
+
+    #[test]
+    fn bridge_limits_take_defaults_and_reject_nonsense() {
+        let d = BridgeLimits::default();
+        assert_eq!(BridgeLimits::from_raw(d, RawBridgeLimits::default()).unwrap(), d);
+        let raw = RawBridgeLimits { max_messages: Some(0.0), max_output_bytes: Some(10.0), ..Default::default() };
+        let l = BridgeLimits::from_raw(d, raw).unwrap();
+        assert_eq!((l.max_messages, l.max_output_bytes), (0, 10));
+        let raw = RawBridgeLimits { max_message_bytes: Some(0.5), ..Default::default() };
+        assert_eq!(BridgeLimits::from_raw(d, raw).unwrap_err().field, "maxMessageBytes");
+    }
+}

@@ -1,0 +1,395 @@
+'use strict';
+// createFetchCapability(options): a capability handler that lets sandboxed code make
+// HTTP(S) requests to an explicit allow-list of origins, through the host's own global
+// `fetch`. Nothing network-related ever enters the isolate: the sandbox sends a plain
+// request object and gets a plain response object back.
+//
+// Enforced here, on the host, for every request and every redirect hop:
+// - exact origin match against the allow-list (scheme + host + port), http(s) only,
+//   no credentials in URLs;
+// - method allow-list; hop-by-hop and routing headers (Host, Content-Length, ...) refused;
+// - request body size cap; one overall deadline (AbortSignal.timeout) covering all hops
+//   and the body; response body streamed and cut off (stream cancelled) past the cap;
+// - redirects followed manually, at most MAX_REDIRECTS, each target re-checked.
+
+const { SandboxValidationError } = require('../errors');
+
+const MAX_REDIRECTS = 5;
+const DEFAULTS = Object.freeze({
+  timeoutMs: 10_000,
+  maxResponseBytes: 5 * 1024 * 1024,
+  maxRequestBytes: 1024 * 1024,
+  allowedMethods: Object.freeze(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']),
+});
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const OPTION_KEYS = new Set([
+  'allowedOrigins',
+  'timeoutMs',
+  'maxResponseBytes',
+  'maxRequestBytes',
+  'allowedMethods',
+]);
+const REQUEST_KEYS = new Set(['url', 'method', 'headers', 'body']);
+// The response body becomes one JS string.
+const MAX_RESPONSE_CAP = 256 * 1024 * 1024;
+const MAX_TIMEOUT_MS = 2 ** 31 - 1; // setTimeout's limit
+const MAX_URL_LENGTH = 8192;
+const MAX_HEADERS = 64;
+const MAX_HEADER_NAME = 256;
+const MAX_HEADER_VALUE = 8192;
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const FORBIDDEN_HEADERS = new Set([
+  'host',
+  'connection',
+  'content-length',
+  'transfer-encoding',
+  'keep-alive',
+  'upgrade',
+  'te',
+  'trailer',
+  'expect',
+  'proxy-authorization',
+  'proxy-connection',
+]);
+// Dropped when a redirect changes origin (as browsers drop Authorization).
+const CREDENTIAL_HEADERS = ['authorization', 'cookie'];
+// Dropped when a redirect turns the request into a body-less GET.
+const BODY_HEADERS = ['content-type', 'content-encoding', 'content-language', 'content-location'];
+
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function describe(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+function invalidOption(message) {
+  return new SandboxValidationError(`createFetchCapability: ${message}`);
+}
+
+function requestError(message) {
+  const err = new TypeError(`fetch: ${message}`);
+  err.code = 'ERR_ISOLET_INVALID_ARGUMENT';
+  return err;
+}
+
+function refusal(code, message) {
+  const err = new Error(`fetch: ${message}`);
+  err.code = code;
+  return err;
+}
+
+function checkInteger(name, value, min, max) {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw invalidOption(`${name} must be an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+function normaliseOrigin(entry, index) {
+  if (typeof entry !== 'string' || entry.length === 0) {
+    throw invalidOption(`allowedOrigins[${index}] must be a non-empty string`);
+  }
+  let url;
+  try {
+    url = new URL(entry);
+  } catch {
+    throw invalidOption(`allowedOrigins[${index}] is not a valid URL: ${JSON.stringify(entry)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw invalidOption(`allowedOrigins[${index}] must be an http: or https: origin`);
+  }
+  if (url.username || url.password) {
+    throw invalidOption(`allowedOrigins[${index}] must not contain credentials`);
+  }
+  if (url.pathname !== '/' || url.search || url.hash) {
+    // An entry like https://api.example.com/v1 would silently allow the whole origin.
+    throw invalidOption(
+      `allowedOrigins[${index}] must be a bare origin such as "https://api.example.com" (no path, query or fragment)`,
+    );
+  }
+  return url.origin;
+}
+
+function validateOptions(options) {
+  if (!isPlainObject(options)) {
+    throw invalidOption(`options must be an object with allowedOrigins, got ${describe(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!OPTION_KEYS.has(key)) throw invalidOption(`unknown option "${key}"`);
+  }
+  const { allowedOrigins } = options;
+  if (!Array.isArray(allowedOrigins) || allowedOrigins.length === 0) {
+    throw invalidOption('allowedOrigins must be a non-empty array of origin strings');
+  }
+  const origins = new Set(allowedOrigins.map(normaliseOrigin));
+
+  const timeoutMs =
+    options.timeoutMs === undefined
+      ? DEFAULTS.timeoutMs
+      : checkInteger('timeoutMs', options.timeoutMs, 1, MAX_TIMEOUT_MS);
+  const maxResponseBytes =
+    options.maxResponseBytes === undefined
+      ? DEFAULTS.maxResponseBytes
+      : checkInteger('maxResponseBytes', options.maxResponseBytes, 0, MAX_RESPONSE_CAP);
+  const maxRequestBytes =
+    options.maxRequestBytes === undefined
+      ? DEFAULTS.maxRequestBytes
+      : checkInteger('maxRequestBytes', options.maxRequestBytes, 0, Number.MAX_SAFE_INTEGER);
+
+  let methods = DEFAULTS.allowedMethods;
+  if (options.allowedMethods !== undefined) {
+    if (!Array.isArray(options.allowedMethods) || options.allowedMethods.length === 0) {
+      throw invalidOption('allowedMethods must be a non-empty array of method names');
+    }
+    methods = options.allowedMethods.map((m, i) => {
+      const upper = typeof m === 'string' ? m.toUpperCase() : undefined;
+      if (!upper || !KNOWN_METHODS.has(upper)) {
+        throw invalidOption(
+          `allowedMethods[${i}] must be one of ${[...KNOWN_METHODS].join(', ')}`,
+        );
+      }
+      return upper;
+    });
+  }
+  return { origins, timeoutMs, maxResponseBytes, maxRequestBytes, methods: new Set(methods) };
+}
+
+/** Parses and checks a URL against the allow-list. `what` names it in messages. */
+function checkUrl(input, base, origins, what) {
+  let url;
+  try {
+    url = base === undefined ? new URL(input) : new URL(input, base);
+  } catch {
+    throw refusal('ERR_ISOLET_INVALID_URL', `${what} is not a valid absolute URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw refusal('ERR_ISOLET_INVALID_URL', `${what} must use http: or https:`);
+  }
+  if (url.username || url.password) {
+    throw refusal('ERR_ISOLET_INVALID_URL', `${what} must not contain credentials`);
+  }
+  if (!origins.has(url.origin)) {
+    throw refusal(
+      'ERR_ISOLET_ORIGIN_NOT_ALLOWED',
+      base === undefined
+        ? `origin ${url.origin} is not in the allow-list`
+        : `refused a redirect to an origin that is not in the allow-list`,
+    );
+  }
+  url.hash = '';
+  return url;
+}
+
+function validateHeaders(headers) {
+  const out = {};
+  if (headers === undefined) return out;
+  if (!isPlainObject(headers)) {
+    throw requestError(`headers must be a plain object of name: value, got ${describe(headers)}`);
+  }
+  const names = Object.keys(headers);
+  if (names.length > MAX_HEADERS) throw requestError(`at most ${MAX_HEADERS} headers are allowed`);
+  for (const name of names) {
+    if (name.length > MAX_HEADER_NAME || !HEADER_NAME.test(name)) {
+      throw requestError(`invalid header name ${JSON.stringify(name.slice(0, 64))}`);
+    }
+    const lower = name.toLowerCase();
+    if (FORBIDDEN_HEADERS.has(lower) || lower.startsWith('proxy-')) {
+      throw requestError(`header "${lower}" may not be set`);
+    }
+    let value = headers[name];
+    if (typeof value === 'number' || typeof value === 'boolean') value = String(value);
+    if (typeof value !== 'string') {
+      throw requestError(`header "${lower}" must be a string, got ${describe(value)}`);
+    }
+    if (value.length > MAX_HEADER_VALUE || /[\0\r\n]/.test(value)) {
+      throw requestError(`header "${lower}" has an invalid or overlong value`);
+    }
+    if (Object.prototype.hasOwnProperty.call(out, lower)) {
+      throw requestError(`header "${lower}" is given more than once`);
+    }
+    out[lower] = value;
+  }
+  return out;
+}
+
+function validateBody(body, method, maxRequestBytes) {
+  if (body === undefined || body === null) return undefined;
+  let bytes;
+  if (typeof body === 'string') {
+    bytes = Buffer.from(body, 'utf8');
+  } else if (body instanceof ArrayBuffer) {
+    bytes = Buffer.from(new Uint8Array(body.slice(0)));
+  } else if (ArrayBuffer.isView(body)) {
+    bytes = Buffer.from(new Uint8Array(body.buffer, body.byteOffset, body.byteLength));
+  } else {
+    throw requestError(`body must be a string or bytes, got ${describe(body)}`);
+  }
+  if (method === 'GET' || method === 'HEAD') {
+    throw requestError(`a ${method} request cannot have a body`);
+  }
+  if (bytes.length > maxRequestBytes) {
+    throw refusal(
+      'ERR_ISOLET_REQUEST_TOO_LARGE',
+      `request body is larger than the limit of ${maxRequestBytes} bytes`,
+    );
+  }
+  return bytes;
+}
+
+function headersToRecord(headers) {
+  const record = Object.create(null);
+  for (const [name, value] of headers) {
+    record[name] = name in record ? `${record[name]}, ${value}` : value;
+  }
+  return { ...record };
+}
+
+async function cancelBody(response) {
+  try {
+    if (response.body) await response.body.cancel();
+  } catch {
+    // Already errored or closed: nothing left to release.
+  }
+}
+
+async function readBody(response, maxBytes) {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder('utf-8');
+  let received = 0;
+  let text = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    received += value.byteLength;
+    if (received > maxBytes) {
+      try {
+        await reader.cancel();
+      } catch {
+        // ignore: we are abandoning the stream either way
+      }
+      throw refusal(
+        'ERR_ISOLET_RESPONSE_TOO_LARGE',
+        `response body is larger than the limit of ${maxBytes} bytes`,
+      );
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+  return text + decoder.decode();
+}
+
+function isRedirect(status) {
+  return status === 301 || status === 302 || status === 303 || status === 307 || status === 308;
+}
+
+function translateFailure(err, signal, timeoutMs) {
+  if (err && typeof err.code === 'string' && err.code.startsWith('ERR_ISOLET_')) return err;
+  if (signal.aborted) {
+    return refusal('ERR_ISOLET_FETCH_TIMEOUT', `request timed out after ${timeoutMs} ms`);
+  }
+  // undici reports "fetch failed" with the socket error as `cause`; keep only its code.
+  const cause = err && err.cause;
+  const code = cause && typeof cause.code === 'string' ? cause.code : undefined;
+  return refusal('ERR_ISOLET_FETCH_FAILED', `network error${code ? ` (${code})` : ''}`);
+}
+
+/**
+ * @param {{ allowedOrigins: string[], timeoutMs?: number, maxResponseBytes?: number,
+ *           maxRequestBytes?: number, allowedMethods?: string[] }} options
+ * @returns {(request: { url: string, method?: string, headers?: Record<string, string>,
+ *           body?: string | Uint8Array }) => Promise<{ status: number, statusText: string,
+ *           headers: Record<string, string>, body: string }>}
+ */
+function createFetchCapability(options) {
+  const config = validateOptions(options);
+  const hostFetch = globalThis.fetch;
+  if (typeof hostFetch !== 'function') {
+    throw invalidOption('this Node.js has no global fetch (Node.js >= 18 is required)');
+  }
+  const { origins, timeoutMs, maxResponseBytes, maxRequestBytes, methods } = config;
+
+  return async function fetch(request) {
+    if (!isPlainObject(request)) {
+      throw requestError(
+        `expected an object like { url, method?, headers?, body? }, got ${describe(request)}`,
+      );
+    }
+    for (const key of Object.keys(request)) {
+      if (!REQUEST_KEYS.has(key)) {
+        throw requestError(
+          `unknown property "${key.slice(0, 64)}" (allowed: url, method, headers, body)`,
+        );
+      }
+    }
+    if (typeof request.url !== 'string') {
+      throw requestError(`url must be a string, got ${describe(request.url)}`);
+    }
+    if (request.url.length > MAX_URL_LENGTH) {
+      throw requestError(`url is longer than ${MAX_URL_LENGTH} characters`);
+    }
+    let method = 'GET';
+    if (request.method !== undefined) {
+      if (typeof request.method !== 'string') {
+        throw requestError(`method must be a string, got ${describe(request.method)}`);
+      }
+      method = request.method.toUpperCase();
+    }
+    if (!methods.has(method)) {
+      throw refusal('ERR_ISOLET_METHOD_NOT_ALLOWED', `method ${method.slice(0, 32)} is not allowed`);
+    }
+    let url = checkUrl(request.url, undefined, origins, 'url');
+    let headers = validateHeaders(request.headers);
+    let body = validateBody(request.body, method, maxRequestBytes);
+
+    const signal = AbortSignal.timeout(timeoutMs);
+    try {
+      for (let redirects = 0; ; redirects++) {
+        const response = await hostFetch(url.href, {
+          method,
+          headers,
+          body,
+          redirect: 'manual',
+          signal,
+        });
+        const location = response.headers.get('location');
+        if (isRedirect(response.status) && location !== null) {
+          await cancelBody(response);
+          if (redirects >= MAX_REDIRECTS) {
+            throw refusal('ERR_ISOLET_TOO_MANY_REDIRECTS', `more than ${MAX_REDIRECTS} redirects`);
+          }
+          const next = checkUrl(location, url, origins, 'redirect location');
+          const status = response.status;
+          if ((status === 303 && method !== 'HEAD') || ((status === 301 || status === 302) && method === 'POST')) {
+            method = 'GET';
+            body = undefined;
+            headers = { ...headers };
+            for (const name of BODY_HEADERS) delete headers[name];
+          }
+          if (next.origin !== url.origin) {
+            headers = { ...headers };
+            for (const name of CREDENTIAL_HEADERS) delete headers[name];
+          }
+          url = next;
+          continue;
+        }
+        const text = method === 'HEAD' ? (await cancelBody(response), '') : await readBody(response, maxResponseBytes);
+        return {
+          status: response.status,
+          statusText: response.statusText,
+          headers: headersToRecord(response.headers),
+          body: text,
+        };
+      }
+    } catch (err) {
+      throw translateFailure(err, signal, timeoutMs);
+    }
+  };
+}
+
+module.exports = { createFetchCapability, FETCH_DEFAULTS: DEFAULTS, MAX_REDIRECTS };

@@ -1,0 +1,34 @@
+'use strict';
+// Loads the addon built for this Node, and captures Node's V8 platform once.
+const fs = require('node:fs');
+const path = require('node:path');
+const { binaryCandidates, tag } = require('./binary-name');
+
+const root = path.resolve(__dirname, '..');
+
+function load() {
+  const candidates = binaryCandidates(root);
+  const file = candidates.find((p) => fs.existsSync(p));
+  if (!file) {
+    const prebuilt = fs.existsSync(path.join(root, 'prebuilds', tag()))
+      ? fs.readdirSync(path.join(root, 'prebuilds', tag())).join(', ')
+      : 'none';
+    throw new Error(
+      `isolet: no binary for ${tag()} and Node ABI ${process.versions.modules} ` +
+        `(Node ${process.version}). Prebuilt ABIs available: ${prebuilt}. ` +
+        'Run `npm run build` (needs Rust) to build one for this Node.',
+    );
+  }
+  const binding = require(file);
+  const info = binding.init();
+  if (info.nodeAbi !== process.versions.modules) {
+    throw new Error(
+      `isolet: ${path.basename(file)} was built for Node ABI ${info.nodeAbi}, ` +
+        `but this is Node ${process.version} (ABI ${process.versions.modules}). Rebuild with \`npm run build\`.`,
+    );
+  }
+  binding.info = info;
+  return binding;
+}
+
+module.exports = load();

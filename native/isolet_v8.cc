@@ -1,0 +1,864 @@
+// isolet_v8.cc: the one file that touches V8. It creates isolates registered with
+// Node's platform, runs code, copies values with V8's ValueSerializer and reports back
+// through the plain-C interface in isolet_v8.h. Policy (threads, limits, accounting,
+// errors) lives in Rust; this file only does what needs V8.
+#include "isolet_v8.h"
+
+#include <node.h>
+#include <v8.h>
+#include <v8-version.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#define ISOLET_V8_AT_LEAST(major, minor) \
+  (V8_MAJOR_VERSION > (major) || (V8_MAJOR_VERSION == (major) && V8_MINOR_VERSION >= (minor)))
+
+namespace {
+
+using v8::Context;
+using v8::HandleScope;
+using v8::Isolate;
+using v8::Local;
+using v8::MaybeLocal;
+using v8::Object;
+using v8::String;
+using v8::TryCatch;
+using v8::Value;
+
+node::MultiIsolatePlatform* g_platform = nullptr;
+
+// Longest string copied out of an error (name, message, stack).
+constexpr size_t kMaxErrorText = 16 * 1024;
+// Headroom granted when the heap limit is reached, so V8 can unwind instead of aborting.
+constexpr size_t kHeapHeadroom = 32 * 1024 * 1024;
+
+using Clock = std::chrono::steady_clock;
+
+// Foreground tasks V8 posts for one isolate. The isolate thread drains them; posting
+// from any thread wakes it through the Rust callback.
+class TaskQueue final : public v8::TaskRunner {
+ public:
+  TaskQueue(void (*wake)(void*), void* ctx) : wake_(wake), ctx_(ctx) {}
+
+  // After close(), tasks are dropped and the wake callback is never called again.
+  void close() {
+    std::deque<std::unique_ptr<v8::Task>> ready;
+    std::vector<Delayed> delayed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+      ready.swap(ready_);
+      delayed.swap(delayed_);
+    }
+  }
+
+  // Runs every task that is due; returns ms until the next delayed task, or -1.
+  int64_t run_due() {
+    std::vector<std::unique_ptr<v8::Task>> due;
+    int64_t next_ms = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!ready_.empty()) {
+        due.push_back(std::move(ready_.front()));
+        ready_.pop_front();
+      }
+      auto now = Clock::now();
+      for (size_t i = 0; i < delayed_.size();) {
+        if (delayed_[i].at <= now) {
+          due.push_back(std::move(delayed_[i].task));
+          delayed_.erase(delayed_.begin() + i);
+        } else {
+          auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(delayed_[i].at - now)
+                        .count() + 1;
+          if (next_ms < 0 || ms < next_ms) next_ms = ms;
+          ++i;
+        }
+      }
+    }
+    for (auto& task : due) task->Run();
+    return next_ms;
+  }
+
+  bool IdleTasksEnabled() override { return false; }
+  bool NonNestableTasksEnabled() const override { return true; }
+  bool NonNestableDelayedTasksEnabled() const override { return true; }
+
+#if ISOLET_V8_AT_LEAST(12, 4)
+ protected:
+  void PostTaskImpl(std::unique_ptr<v8::Task> task, const v8::SourceLocation&) override {
+    post(std::move(task), 0);
+  }
+  void PostNonNestableTaskImpl(std::unique_ptr<v8::Task> task,
+                               const v8::SourceLocation&) override {
+    post(std::move(task), 0);
+  }
+  void PostDelayedTaskImpl(std::unique_ptr<v8::Task> task, double seconds,
+                           const v8::SourceLocation&) override {
+    post(std::move(task), seconds);
+  }
+  void PostNonNestableDelayedTaskImpl(std::unique_ptr<v8::Task> task, double seconds,
+                                      const v8::SourceLocation&) override {
+    post(std::move(task), seconds);
+  }
+  void PostIdleTaskImpl(std::unique_ptr<v8::IdleTask>, const v8::SourceLocation&) override {}
+#else
+  void PostTask(std::unique_ptr<v8::Task> task) override { post(std::move(task), 0); }
+  void PostNonNestableTask(std::unique_ptr<v8::Task> task) override {
+    post(std::move(task), 0);
+  }
+  void PostDelayedTask(std::unique_ptr<v8::Task> task, double seconds) override {
+    post(std::move(task), seconds);
+  }
+  void PostNonNestableDelayedTask(std::unique_ptr<v8::Task> task, double seconds) override {
+    post(std::move(task), seconds);
+  }
+  void PostIdleTask(std::unique_ptr<v8::IdleTask>) override {}
+#endif
+
+ private:
+  struct Delayed {
+    Clock::time_point at;
+    std::unique_ptr<v8::Task> task;
+  };
+
+  void post(std::unique_ptr<v8::Task> task, double seconds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    if (seconds <= 0) {
+      ready_.push_back(std::move(task));
+    } else {
+      auto delay = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(seconds));
+      delayed_.push_back(Delayed{Clock::now() + delay, std::move(task)});
+    }
+    // Under the lock, so close() guarantees no wake after it returns.
+    wake_(ctx_);
+  }
+
+  std::mutex mu_;
+  bool closed_ = false;
+  std::deque<std::unique_ptr<v8::Task>> ready_;
+  std::vector<Delayed> delayed_;
+  void (*wake_)(void*);
+  void* ctx_;
+};
+
+class PlatformDelegate final : public node::IsolatePlatformDelegate {
+ public:
+  explicit PlatformDelegate(std::shared_ptr<TaskQueue> tasks) : tasks_(std::move(tasks)) {}
+  std::shared_ptr<v8::TaskRunner> GetForegroundTaskRunner() override { return tasks_; }
+  bool IdleTasksEnabled() override { return false; }
+
+ private:
+  std::shared_ptr<TaskQueue> tasks_;
+};
+
+// ArrayBuffer memory lives outside the V8 heap, so it is counted here against its own cap.
+class CountingAllocator final : public v8::ArrayBuffer::Allocator {
+ public:
+  CountingAllocator(size_t limit, std::atomic<bool>* over_limit)
+      : inner_(v8::ArrayBuffer::Allocator::NewDefaultAllocator()),
+        limit_(limit),
+        over_limit_(over_limit) {}
+  ~CountingAllocator() override { delete inner_; }
+
+  void set_isolate(Isolate* isolate) { isolate_ = isolate; }
+
+  void* Allocate(size_t length) override {
+    if (!reserve(length)) return nullptr;
+    void* p = inner_->Allocate(length);
+    if (p == nullptr) used_ -= length;
+    return p;
+  }
+  void* AllocateUninitialized(size_t length) override {
+    if (!reserve(length)) return nullptr;
+    void* p = inner_->AllocateUninitialized(length);
+    if (p == nullptr) used_ -= length;
+    return p;
+  }
+  void Free(void* data, size_t length) override {
+    inner_->Free(data, length);
+    used_ -= length;
+  }
+
+ private:
+  bool reserve(size_t length) {
+    size_t now = used_.fetch_add(length) + length;
+    if (now <= limit_) return true;
+    used_ -= length;
+    // Over budget is out of memory for the whole run, not a catchable RangeError.
+    over_limit_->store(true);
+    if (isolate_ != nullptr) isolate_->TerminateExecution();
+    return false;
+  }
+
+  v8::ArrayBuffer::Allocator* inner_;
+  size_t limit_;
+  std::atomic<size_t> used_{0};
+  std::atomic<bool>* over_limit_;
+  Isolate* isolate_ = nullptr;
+};
+
+}  // namespace
+
+struct isolet_sandbox {
+  isolet_sandbox_config config;
+  Isolate* isolate = nullptr;
+  std::atomic<bool> hit_memory_limit{false};
+  std::unique_ptr<CountingAllocator> allocator;
+  std::shared_ptr<TaskQueue> tasks;
+  std::unique_ptr<PlatformDelegate> delegate;
+  v8::Global<Context> context;
+  v8::Global<Value> completion;
+  v8::Global<Object> data_cache;
+  std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> calls;
+  uint32_t next_call_id = 1;
+  size_t heap_limit = 0;
+  size_t peak_heap = 0;
+  size_t max_message_bytes = 4 * 1024 * 1024;
+  size_t max_output_bytes = 16 * 1024 * 1024;
+};
+
+namespace {
+
+isolet_sandbox* SandboxOf(Isolate* isolate) {
+  return static_cast<isolet_sandbox*>(isolate->GetData(0));
+}
+
+isolet_bytes CopyBytes(const void* data, size_t len) {
+  isolet_bytes out{nullptr, 0};
+  out.ptr = static_cast<uint8_t*>(std::malloc(len == 0 ? 1 : len));
+  if (out.ptr == nullptr) return out;
+  if (len > 0) std::memcpy(out.ptr, data, len);
+  out.len = len;
+  return out;
+}
+
+// UTF-8 of a value's string form, cut to `max` bytes; empty if conversion throws.
+std::string ToUtf8(Isolate* isolate, Local<Context> ctx, Local<Value> value, size_t max) {
+  if (value.IsEmpty()) return std::string();
+  TryCatch try_catch(isolate);
+  Local<String> str;
+  if (!value->ToString(ctx).ToLocal(&str)) return std::string();
+  String::Utf8Value utf8(isolate, str);
+  if (*utf8 == nullptr) return std::string();
+  std::string out(*utf8, std::min<size_t>(utf8.length(), max));
+  return out;
+}
+
+void SetText(isolet_bytes* slot, const std::string& text) {
+  *slot = CopyBytes(text.data(), text.size());
+}
+
+Local<String> Utf8(Isolate* isolate, const uint8_t* data, size_t len) {
+  return String::NewFromUtf8(isolate, reinterpret_cast<const char*>(data),
+                             v8::NewStringType::kNormal, static_cast<int>(len))
+      .ToLocalChecked();
+}
+
+Local<String> Utf8(Isolate* isolate, const char* text) {
+  return String::NewFromUtf8(isolate, text).ToLocalChecked();
+}
+
+// Reads name/message/stack of a thrown value without trusting its shape: getters may
+// throw or return non-strings, in which case the field stays empty.
+void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> exception,
+                       Local<v8::Message> message, isolet_error* err) {
+  std::string name = "Error";
+  std::string text;
+  std::string stack;
+  if (!exception.IsEmpty() && exception->IsObject()) {
+    TryCatch try_catch(isolate);
+    Local<Object> obj = exception.As<Object>();
+    Local<Value> v;
+    if (obj->Get(ctx, Utf8(isolate, "name")).ToLocal(&v) && v->IsString())
+      name = ToUtf8(isolate, ctx, v, kMaxErrorText);
+    if (obj->Get(ctx, Utf8(isolate, "message")).ToLocal(&v) && !v->IsUndefined())
+      text = ToUtf8(isolate, ctx, v, kMaxErrorText);
+    if (obj->Get(ctx, Utf8(isolate, "stack")).ToLocal(&v) && v->IsString())
+      stack = ToUtf8(isolate, ctx, v, kMaxErrorText);
+    if (!exception->IsNativeError() && text.empty())
+      text = ToUtf8(isolate, ctx, exception, kMaxErrorText);
+  } else {
+    name = "Error";
+    text = ToUtf8(isolate, ctx, exception, kMaxErrorText);
+  }
+  SetText(&err->name, name);
+  SetText(&err->message, text);
+  SetText(&err->stack, stack);
+  err->line = 0;
+  err->column = 0;
+  if (!message.IsEmpty()) {
+    err->line = message->GetLineNumber(ctx).FromMaybe(0);
+    err->column = message->GetStartColumn(ctx).FromMaybe(-1) + 1;
+  }
+}
+
+class Serializer final : public v8::ValueSerializer::Delegate {
+ public:
+  Serializer(Isolate* isolate, size_t cap) : isolate_(isolate), cap_(cap) {}
+
+  void ThrowDataCloneError(Local<String> message) override {
+    isolate_->ThrowException(v8::Exception::Error(message));
+  }
+  void* ReallocateBufferMemory(void* old_buffer, size_t size, size_t* actual_size) override {
+    if (size > cap_) {
+      too_large = true;
+      return nullptr;
+    }
+    void* p = std::realloc(old_buffer, size);
+    *actual_size = p == nullptr ? 0 : size;
+    return p;
+  }
+  void FreeBufferMemory(void* buffer) override { std::free(buffer); }
+
+  bool too_large = false;
+
+ private:
+  Isolate* isolate_;
+  size_t cap_;
+};
+
+// Serializes `value` with the structured-clone algorithm. Returns ISOLET_OK, ISOLET_THREW
+// (exception left in the caller's TryCatch) or ISOLET_TOO_LARGE.
+int32_t SerializeValue(Isolate* isolate, Local<Context> ctx, Local<Value> value, size_t cap,
+                       isolet_bytes* out) {
+  Serializer delegate(isolate, cap);
+  v8::ValueSerializer serializer(isolate, &delegate);
+  serializer.WriteHeader();
+  if (serializer.WriteValue(ctx, value).IsNothing()) {
+    return delegate.too_large ? ISOLET_TOO_LARGE : ISOLET_THREW;
+  }
+  std::pair<uint8_t*, size_t> buffer = serializer.Release();
+  out->ptr = buffer.first;
+  out->len = buffer.second;
+  if (out->ptr == nullptr) *out = CopyBytes("", 0);
+  return ISOLET_OK;
+}
+
+MaybeLocal<Value> DeserializeValue(Isolate* isolate, Local<Context> ctx, const uint8_t* bytes,
+                                   size_t len) {
+  v8::ValueDeserializer deserializer(isolate, bytes, len);
+  if (deserializer.ReadHeader(ctx).IsNothing()) return MaybeLocal<Value>();
+  return deserializer.ReadValue(ctx);
+}
+
+size_t NearHeapLimit(void* data, size_t current_limit, size_t initial_limit) {
+  auto* sb = static_cast<isolet_sandbox*>(data);
+  sb->hit_memory_limit.store(true);
+  sb->isolate->TerminateExecution();
+  // Grant headroom so V8 unwinds the terminated script instead of aborting the process.
+  return current_limit + kHeapHeadroom;
+}
+
+void TrackPeakHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
+  v8::HeapStatistics stats;
+  isolate->GetHeapStatistics(&stats);
+  isolet_sandbox* sb = SandboxOf(isolate);
+  if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
+}
+
+template <uint32_t Level>
+void ConsoleMethod(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  std::string line;
+  for (int i = 0; i < info.Length(); ++i) {
+    if (i > 0) line.push_back(' ');
+    Local<Value> arg = info[i];
+    if (arg->IsString() || !arg->IsObject() || arg->IsNativeError()) {
+      line += ToUtf8(isolate, ctx, arg, kMaxErrorText);
+      continue;
+    }
+    TryCatch try_catch(isolate);
+    Local<String> json;
+    if (v8::JSON::Stringify(ctx, arg).ToLocal(&json)) {
+      line += ToUtf8(isolate, ctx, json, kMaxErrorText);
+    } else {
+      if (try_catch.HasTerminated()) {
+        try_catch.ReThrow();
+        return;
+      }
+      line += ToUtf8(isolate, ctx, arg, kMaxErrorText);
+    }
+  }
+  isolet_sandbox* sb = SandboxOf(isolate);
+  sb->config.on_console(sb->config.ctx, Level, reinterpret_cast<const uint8_t*>(line.data()),
+                        line.size());
+}
+
+void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  uint32_t fn_index = info.Data().As<v8::Uint32>()->Value();
+
+  Local<v8::Promise::Resolver> resolver;
+  if (!v8::Promise::Resolver::New(ctx).ToLocal(&resolver)) return;
+  info.GetReturnValue().Set(resolver->GetPromise());
+
+  Local<v8::Array> args = v8::Array::New(isolate, info.Length());
+  for (int i = 0; i < info.Length(); ++i) {
+    if (args->Set(ctx, i, info[i]).IsNothing()) return;
+  }
+  isolet_bytes bytes{nullptr, 0};
+  int32_t rc;
+  {
+    TryCatch try_catch(isolate);
+    rc = SerializeValue(isolate, ctx, args, sb->max_message_bytes, &bytes);
+    if (rc == ISOLET_THREW) {
+      if (try_catch.HasTerminated()) {
+        try_catch.ReThrow();
+        return;
+      }
+      Local<Value> reason = try_catch.Exception();
+      try_catch.Reset();
+      (void)resolver->Reject(ctx, reason);
+      return;
+    }
+  }
+  if (rc == ISOLET_TOO_LARGE) {
+    std::string msg = "Host call arguments exceed the bridge limit of " +
+                      std::to_string(sb->max_message_bytes) + " bytes";
+    (void)resolver->Reject(ctx, v8::Exception::RangeError(Utf8(isolate, msg.c_str())));
+    return;
+  }
+  uint32_t call_id = sb->next_call_id++;
+  sb->calls.emplace(call_id, v8::Global<v8::Promise::Resolver>(isolate, resolver));
+  sb->config.on_host_call(sb->config.ctx, fn_index, call_id, bytes.ptr, bytes.len);
+  isolet_bytes_free(&bytes);
+}
+
+// data[key]: answered from the per-run cache, or by a (blocking) request to the host.
+#if ISOLET_V8_AT_LEAST(12, 4)
+v8::Intercepted DataGetter(Local<v8::Name> property, const v8::PropertyCallbackInfo<Value>& info) {
+#define ISOLET_INTERCEPTED v8::Intercepted::kYes
+#define ISOLET_NOT_INTERCEPTED v8::Intercepted::kNo
+#else
+void DataGetter(Local<v8::Name> property, const v8::PropertyCallbackInfo<Value>& info) {
+#define ISOLET_INTERCEPTED
+#define ISOLET_NOT_INTERCEPTED
+#endif
+  if (!property->IsString()) return ISOLET_NOT_INTERCEPTED;
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  Local<Object> cache = sb->data_cache.Get(isolate);
+  Local<String> key = property.As<String>();
+  if (cache->HasOwnProperty(ctx, key).FromMaybe(false)) {
+    Local<Value> cached;
+    if (cache->Get(ctx, key).ToLocal(&cached)) info.GetReturnValue().Set(cached);
+    return ISOLET_INTERCEPTED;
+  }
+  // Promise machinery probes `then`; a data object is never a thenable.
+  String::Utf8Value utf8(isolate, key);
+  std::string name(*utf8 == nullptr ? "" : *utf8, utf8.length());
+  if (name == "then") return ISOLET_NOT_INTERCEPTED;
+  isolet_bytes answer{nullptr, 0};
+  int32_t rc = sb->config.on_data_request(
+      sb->config.ctx, reinterpret_cast<const uint8_t*>(name.data()), name.size(), &answer);
+  if (rc == ISOLET_TERMINATED) {
+    isolet_bytes_free(&answer);
+    isolate->TerminateExecution();
+    return ISOLET_INTERCEPTED;
+  }
+  if (rc != ISOLET_OK) {
+    std::string msg(reinterpret_cast<const char*>(answer.ptr), answer.len);
+    isolet_bytes_free(&answer);
+    isolate->ThrowException(v8::Exception::Error(Utf8(isolate, msg.c_str())));
+    return ISOLET_INTERCEPTED;
+  }
+  Local<Value> value;
+  bool ok = DeserializeValue(isolate, ctx, answer.ptr, answer.len).ToLocal(&value);
+  isolet_bytes_free(&answer);
+  if (!ok) return ISOLET_INTERCEPTED;  // the deserializer threw
+  (void)cache->CreateDataProperty(ctx, key, value);
+  info.GetReturnValue().Set(value);
+  return ISOLET_INTERCEPTED;
+}
+
+// Writes, deletes and definitions on the data object are refused.
+#if ISOLET_V8_AT_LEAST(12, 4)
+v8::Intercepted DataSetter(Local<v8::Name>, Local<Value>, const v8::PropertyCallbackInfo<void>& info) {
+#else
+void DataSetter(Local<v8::Name>, Local<Value>, const v8::PropertyCallbackInfo<Value>& info) {
+#endif
+  info.GetIsolate()->ThrowException(
+      v8::Exception::TypeError(Utf8(info.GetIsolate(), "data is read-only")));
+  return ISOLET_INTERCEPTED;
+}
+
+#if ISOLET_V8_AT_LEAST(12, 4)
+v8::Intercepted DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::Boolean>& info) {
+#else
+void DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::Boolean>& info) {
+#endif
+  info.GetIsolate()->ThrowException(
+      v8::Exception::TypeError(Utf8(info.GetIsolate(), "data is read-only")));
+  return ISOLET_INTERCEPTED;
+}
+
+void InstallConsole(Isolate* isolate, Local<Context> ctx) {
+  Local<Object> console = Object::New(isolate);
+  struct Method {
+    const char* name;
+    v8::FunctionCallback fn;
+  } methods[] = {{"log", ConsoleMethod<ISOLET_LOG>},
+                 {"info", ConsoleMethod<ISOLET_INFO>},
+                 {"warn", ConsoleMethod<ISOLET_WARN>},
+                 {"error", ConsoleMethod<ISOLET_ERROR>},
+                 {"debug", ConsoleMethod<ISOLET_DEBUG>}};
+  for (const Method& m : methods) {
+    Local<v8::Function> fn =
+        v8::Function::New(ctx, m.fn, Local<Value>(), 0, v8::ConstructorBehavior::kThrow)
+            .ToLocalChecked();
+    (void)console->Set(ctx, Utf8(isolate, m.name), fn);
+  }
+  (void)ctx->Global()->Set(ctx, Utf8(isolate, "console"), console);
+}
+
+// Enters the sandbox's isolate and context for the current scope.
+#define ENTER(sb)                                        \
+  Isolate* isolate = (sb)->isolate;                      \
+  Isolate::Scope isolate_scope(isolate);                 \
+  HandleScope handle_scope(isolate);                     \
+  Local<Context> ctx = (sb)->context.Get(isolate);       \
+  Context::Scope context_scope(ctx)
+
+}  // namespace
+
+extern "C" {
+
+int32_t isolet_v8_init(void) {
+  if (g_platform != nullptr) return 0;
+  Isolate* isolate = Isolate::GetCurrent();
+  if (isolate == nullptr) return 1;
+  HandleScope scope(isolate);
+  Local<Context> ctx = isolate->GetCurrentContext();
+  if (ctx.IsEmpty()) return 2;
+  node::Environment* env = node::GetCurrentEnvironment(ctx);
+  if (env == nullptr) return 3;
+  g_platform = node::GetMultiIsolatePlatform(env);
+  return g_platform == nullptr ? 4 : 0;
+}
+
+const char* isolet_v8_version(void) { return v8::V8::GetVersion(); }
+
+isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
+  if (g_platform == nullptr) return nullptr;
+  auto* sb = new isolet_sandbox();
+  sb->config = *config;
+  sb->heap_limit = config->heap_limit_bytes;
+  sb->allocator = std::make_unique<CountingAllocator>(config->array_buffer_limit_bytes,
+                                                      &sb->hit_memory_limit);
+  sb->tasks = std::make_shared<TaskQueue>(config->wake, config->ctx);
+  sb->delegate = std::make_unique<PlatformDelegate>(sb->tasks);
+
+  Isolate::CreateParams params;
+  params.array_buffer_allocator = sb->allocator.get();
+  params.constraints.ConfigureDefaultsFromHeapSize(0, config->heap_limit_bytes);
+
+  // Registration must come between Allocate and Initialize: heap setup already posts
+  // tasks, and an unregistered isolate aborts the process in NodePlatform::ForIsolate.
+  Isolate* isolate = Isolate::Allocate();
+  g_platform->RegisterIsolate(isolate, sb->delegate.get());
+  Isolate::Initialize(isolate, params);
+  sb->isolate = isolate;
+  sb->allocator->set_isolate(isolate);
+  isolate->SetData(0, sb);
+  isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
+  isolate->AddNearHeapLimitCallback(NearHeapLimit, sb);
+  isolate->AddGCPrologueCallback(TrackPeakHeap);
+
+  {
+    Isolate::Scope isolate_scope(isolate);
+    HandleScope handle_scope(isolate);
+    Local<Context> ctx = Context::New(isolate);
+    Context::Scope context_scope(ctx);
+    InstallConsole(isolate, ctx);
+    sb->context.Reset(isolate, ctx);
+    sb->data_cache.Reset(isolate, Object::New(isolate));
+  }
+  return sb;
+}
+
+void isolet_sandbox_dispose(isolet_sandbox* sb) {
+  if (sb == nullptr) return;
+  sb->tasks->close();
+  {
+    Isolate::Scope isolate_scope(sb->isolate);
+    sb->calls.clear();
+    sb->completion.Reset();
+    sb->data_cache.Reset();
+    sb->context.Reset();
+  }
+  Isolate* isolate = sb->isolate;
+#if ISOLET_V8_AT_LEAST(13, 0)
+  // Node 24+: the platform disposes, unregisters and frees in the one safe order.
+  g_platform->DisposeIsolate(isolate);
+#else
+  isolate->Dispose();
+  g_platform->UnregisterIsolate(isolate);
+#endif
+  delete sb;
+}
+
+void isolet_sandbox_set_copy_limits(isolet_sandbox* sb, size_t max_message_bytes,
+                                    size_t max_output_bytes) {
+  sb->max_message_bytes = max_message_bytes;
+  sb->max_output_bytes = max_output_bytes;
+}
+
+void* isolet_sandbox_isolate(isolet_sandbox* sb) { return sb->isolate; }
+
+void isolet_isolate_terminate(void* isolate) {
+  static_cast<Isolate*>(isolate)->TerminateExecution();
+}
+
+int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name, size_t len,
+                                         uint32_t fn_index) {
+  ENTER(sb);
+  Local<v8::Function> fn;
+  if (!v8::Function::New(ctx, HostFunction, v8::Integer::NewFromUnsigned(isolate, fn_index), 0,
+                         v8::ConstructorBehavior::kThrow)
+           .ToLocal(&fn))
+    return ISOLET_FAILED;
+  Local<String> key = Utf8(isolate, name, len);
+  fn->SetName(key);
+  return ctx->Global()->Set(ctx, key, fn).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
+}
+
+int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len) {
+  ENTER(sb);
+  Local<v8::ObjectTemplate> tmpl = v8::ObjectTemplate::New(isolate);
+  tmpl->SetHandler(v8::NamedPropertyHandlerConfiguration(
+      DataGetter, DataSetter, nullptr, DataDeleter, nullptr, Local<Value>(),
+      v8::PropertyHandlerFlags::kNonMasking));
+  Local<Object> data;
+  if (!tmpl->NewInstance(ctx).ToLocal(&data)) return ISOLET_FAILED;
+  (void)data->SetPrototype(ctx, v8::Null(isolate));
+  return ctx->Global()
+                 ->DefineOwnProperty(ctx, Utf8(isolate, name, len), data,
+                                     static_cast<v8::PropertyAttribute>(v8::ReadOnly |
+                                                                        v8::DontDelete))
+                 .FromMaybe(false)
+             ? ISOLET_OK
+             : ISOLET_FAILED;
+}
+
+int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
+                                         const uint8_t* name, size_t name_len,
+                                         const uint8_t* wasm, size_t wasm_len,
+                                         isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<Object> global = ctx->Global();
+  Local<String> ns_key = Utf8(isolate, ns, ns_len);
+  Local<Value> holder_value;
+  if (!global->Get(ctx, ns_key).ToLocal(&holder_value)) return ISOLET_FAILED;
+  Local<Object> holder;
+  if (holder_value->IsObject()) {
+    holder = holder_value.As<Object>();
+  } else {
+    holder = Object::New(isolate);
+    if (global->Set(ctx, ns_key, holder).IsNothing()) return ISOLET_FAILED;
+  }
+  Local<v8::WasmModuleObject> module;
+  if (!v8::WasmModuleObject::Compile(isolate, v8::MemorySpan<const uint8_t>(wasm, wasm_len))
+           .ToLocal(&module)) {
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  // new WebAssembly.Instance(module): V8 has no public C++ call for instantiation.
+  Local<Value> wasm_ns, ctor;
+  Local<Object> instance;
+  if (!global->Get(ctx, Utf8(isolate, "WebAssembly")).ToLocal(&wasm_ns) || !wasm_ns->IsObject() ||
+      !wasm_ns.As<Object>()->Get(ctx, Utf8(isolate, "Instance")).ToLocal(&ctor) ||
+      !ctor->IsFunction()) {
+    return ISOLET_FAILED;
+  }
+  Local<Value> argv[] = {module};
+  if (!ctor.As<v8::Function>()->NewInstance(ctx, 1, argv).ToLocal(&instance)) {
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  Local<Value> exports;
+  if (!instance->Get(ctx, Utf8(isolate, "exports")).ToLocal(&exports)) return ISOLET_FAILED;
+  return holder->Set(ctx, Utf8(isolate, name, name_len), exports).FromMaybe(false)
+             ? ISOLET_OK
+             : ISOLET_FAILED;
+}
+
+int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len, uint32_t mode,
+                           isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  std::string source;
+  int column_offset = 0;
+  if (mode == ISOLET_MODE_ASYNC_BODY) {
+    // Same line as the user's first line, so reported line numbers stay true.
+    static const char kPrefix[] = "(async function () {";
+    source.reserve(len + 32);
+    source.append(kPrefix);
+    source.append(reinterpret_cast<const char*>(code), len);
+    source.append("\n})()");
+    column_offset = -static_cast<int>(sizeof(kPrefix) - 1);
+  } else {
+    source.assign(reinterpret_cast<const char*>(code), len);
+  }
+  Local<String> text;
+  if (!String::NewFromUtf8(isolate, source.data(), v8::NewStringType::kNormal,
+                           static_cast<int>(source.size()))
+           .ToLocal(&text)) {
+    SetText(&err->name, "RangeError");
+    SetText(&err->message, "code is too long");
+    return ISOLET_SYNTAX;
+  }
+#if ISOLET_V8_AT_LEAST(12, 4)
+  v8::ScriptOrigin origin(Utf8(isolate, "sandbox.js"), 0, column_offset);
+#else
+  v8::ScriptOrigin origin(isolate, Utf8(isolate, "sandbox.js"), 0, column_offset);
+#endif
+  v8::ScriptCompiler::Source script_source(text, origin);
+  Local<v8::Script> script;
+  if (!v8::ScriptCompiler::Compile(ctx, &script_source).ToLocal(&script)) {
+    if (try_catch.HasTerminated()) return ISOLET_TERMINATED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_SYNTAX;
+  }
+  Local<Value> result;
+  if (!script->Run(ctx).ToLocal(&result)) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  sb->completion.Reset(isolate, result);
+  return isolet_sandbox_poll(sb);
+}
+
+int32_t isolet_sandbox_poll(isolet_sandbox* sb) {
+  ENTER(sb);
+  {
+    TryCatch try_catch(isolate);
+    isolate->PerformMicrotaskCheckpoint();
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+  }
+  if (sb->completion.IsEmpty()) return ISOLET_OK;
+  Local<Value> completion = sb->completion.Get(isolate);
+  if (completion->IsPromise() &&
+      completion.As<v8::Promise>()->State() == v8::Promise::kPending) {
+    return ISOLET_PENDING;
+  }
+  return ISOLET_OK;
+}
+
+int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_bytes* value, isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<Value> result =
+      sb->completion.IsEmpty() ? v8::Undefined(isolate).As<Value>() : sb->completion.Get(isolate);
+  if (result->IsPromise()) {
+    Local<v8::Promise> promise = result.As<v8::Promise>();
+    if (promise->State() == v8::Promise::kRejected) {
+      Local<Value> reason = promise->Result();
+      Local<v8::Message> message = v8::Exception::CreateMessage(isolate, reason);
+      DescribeException(isolate, ctx, reason, message, err);
+      if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+      return ISOLET_THREW;
+    }
+    if (promise->State() == v8::Promise::kPending) return ISOLET_PENDING;
+    result = promise->Result();
+  }
+  int32_t rc = SerializeValue(isolate, ctx, result, sb->max_output_bytes, value);
+  if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) {
+    isolet_bytes_free(value);
+    return ISOLET_TERMINATED;
+  }
+  if (rc == ISOLET_THREW) {
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+  }
+  return rc;
+}
+
+int64_t isolet_sandbox_run_tasks(isolet_sandbox* sb) {
+  Isolate::Scope isolate_scope(sb->isolate);
+  HandleScope handle_scope(sb->isolate);
+  return sb->tasks->run_due();
+}
+
+int32_t isolet_sandbox_fulfill_call(isolet_sandbox* sb, uint32_t call_id, const uint8_t* bytes,
+                                    size_t len) {
+  ENTER(sb);
+  auto it = sb->calls.find(call_id);
+  if (it == sb->calls.end()) return ISOLET_FAILED;
+  Local<v8::Promise::Resolver> resolver = it->second.Get(isolate);
+  sb->calls.erase(it);
+  TryCatch try_catch(isolate);
+  Local<Value> value;
+  if (DeserializeValue(isolate, ctx, bytes, len).ToLocal(&value)) {
+    (void)resolver->Resolve(ctx, value);
+  } else {
+    if (try_catch.HasTerminated()) return ISOLET_TERMINATED;
+    Local<Value> reason = try_catch.HasCaught()
+                              ? try_catch.Exception()
+                              : v8::Exception::Error(Utf8(isolate, "host reply could not be read"));
+    try_catch.Reset();
+    (void)resolver->Reject(ctx, reason);
+  }
+  return ISOLET_OK;
+}
+
+int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, const uint8_t* name,
+                                   size_t name_len, const uint8_t* message, size_t message_len) {
+  ENTER(sb);
+  auto it = sb->calls.find(call_id);
+  if (it == sb->calls.end()) return ISOLET_FAILED;
+  Local<v8::Promise::Resolver> resolver = it->second.Get(isolate);
+  sb->calls.erase(it);
+  // A fresh sandbox-side Error: the host's error object never enters the isolate.
+  Local<Value> error = v8::Exception::Error(Utf8(isolate, message, message_len));
+  if (name_len > 0) {
+    (void)error.As<Object>()->Set(ctx, Utf8(isolate, "name"), Utf8(isolate, name, name_len));
+  }
+  (void)resolver->Reject(ctx, error);
+  return ISOLET_OK;
+}
+
+void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak) {
+  v8::HeapStatistics stats;
+  sb->isolate->GetHeapStatistics(&stats);
+  if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
+  *used = stats.used_heap_size();
+  *peak = sb->peak_heap;
+}
+
+int32_t isolet_sandbox_hit_memory_limit(isolet_sandbox* sb) {
+  return sb->hit_memory_limit.load() ? 1 : 0;
+}
+
+void isolet_bytes_free(isolet_bytes* bytes) {
+  if (bytes == nullptr) return;
+  std::free(bytes->ptr);
+  bytes->ptr = nullptr;
+  bytes->len = 0;
+}
+
+void isolet_error_free(isolet_error* err) {
+  if (err == nullptr) return;
+  isolet_bytes_free(&err->name);
+  isolet_bytes_free(&err->message);
+  isolet_bytes_free(&err->stack);
+}
+
+}  // extern "C"

@@ -1,0 +1,135 @@
+// isolet_v8.h: the only interface between isolet's Rust code and V8.
+//
+// Every function here is plain C: opaque handles, pointer + length pairs, integers and
+// callbacks (function pointer + context). No V8 handle and no C++ exception crosses it.
+// Unless a comment says otherwise, a function must be called on the thread that created
+// the sandbox (its "isolate thread").
+#ifndef ISOLET_V8_H_
+#define ISOLET_V8_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct isolet_sandbox isolet_sandbox;
+
+// A byte buffer allocated by this layer (malloc); release with isolet_bytes_free.
+typedef struct {
+  uint8_t* ptr;
+  size_t len;
+} isolet_bytes;
+
+// What the sandboxed code threw (or failed to compile with). All strings are UTF-8.
+typedef struct {
+  isolet_bytes name;
+  isolet_bytes message;
+  isolet_bytes stack;
+  int32_t line;    // 1-based, 0 when unknown
+  int32_t column;  // 1-based, 0 when unknown
+} isolet_error;
+
+// Status codes returned by the functions below.
+enum {
+  ISOLET_OK = 0,          // finished; a value is available
+  ISOLET_PENDING = 1,     // a promise is still pending
+  ISOLET_THREW = 2,       // the script threw; the error is filled in
+  ISOLET_TERMINATED = 3,  // execution was terminated (limit, abort or OOM)
+  ISOLET_SYNTAX = 4,      // the code did not compile; the error is filled in
+  ISOLET_TOO_LARGE = 5,   // a value to copy out exceeded the byte cap
+  ISOLET_FAILED = 6,      // internal failure (e.g. the isolate could not be created)
+};
+
+// Console levels, in the order log, info, warn, error, debug.
+enum { ISOLET_LOG = 0, ISOLET_INFO = 1, ISOLET_WARN = 2, ISOLET_ERROR = 3, ISOLET_DEBUG = 4 };
+
+// How code is run.
+enum {
+  ISOLET_MODE_SCRIPT = 0,      // classic script; the completion value is the result
+  ISOLET_MODE_ASYNC_BODY = 1,  // body of an async function; `return` gives the result
+};
+
+typedef struct {
+  // Callbacks into Rust; all receive `ctx`. All run on the isolate thread except `wake`.
+  void* ctx;
+  // A platform task was posted for this isolate (any thread): the isolate thread should
+  // call isolet_sandbox_run_tasks soon. Never called after isolet_sandbox_dispose starts.
+  void (*wake)(void* ctx);
+  void (*on_console)(void* ctx, uint32_t level, const uint8_t* msg, size_t len);
+  // The sandbox called host function `fn_index`; `args` holds the serialized argument
+  // array. The reply comes later through isolet_sandbox_fulfill_call / _reject_call.
+  void (*on_host_call)(void* ctx, uint32_t fn_index, uint32_t call_id, const uint8_t* args,
+                       size_t len);
+  // The sandbox read `data[key]` for a key not cached yet. Blocks until the host answers.
+  // Returns ISOLET_OK with *out set to serialized bytes (malloc'd, owned by the caller),
+  // ISOLET_THREW with *out holding a UTF-8 message to throw, or ISOLET_TERMINATED.
+  int32_t (*on_data_request)(void* ctx, const uint8_t* key, size_t key_len, isolet_bytes* out);
+  // Heap budget: V8 heap limit (young + old generation) and ArrayBuffer bytes.
+  size_t heap_limit_bytes;
+  size_t array_buffer_limit_bytes;
+} isolet_sandbox_config;
+
+// Main thread, once, while Node's JS is running (at addon load): captures Node's platform.
+// Returns 0 on success, nonzero if no Node environment is current.
+int32_t isolet_v8_init(void);
+// The V8 version string, e.g. "11.3.244.8-node.33".
+const char* isolet_v8_version(void);
+
+// Creates an isolate registered with Node's platform, with limits and a fresh context
+// holding only ECMAScript built-ins plus a capturing `console`. NULL on failure.
+isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config);
+// Disposes the isolate and frees everything; `sb` is invalid afterwards.
+void isolet_sandbox_dispose(isolet_sandbox* sb);
+// Caps on serialized values copied out: host-call arguments, and the final result.
+void isolet_sandbox_set_copy_limits(isolet_sandbox* sb, size_t max_message_bytes,
+                                    size_t max_output_bytes);
+// The raw isolate, for isolet_isolate_terminate.
+void* isolet_sandbox_isolate(isolet_sandbox* sb);
+// Any thread: stops running JS as soon as V8 checks for interrupts.
+void isolet_isolate_terminate(void* isolate);
+
+// Globals the run may use.
+int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name, size_t len,
+                                         uint32_t fn_index);
+// Installs a read-only global `name` whose properties come from on_data_request.
+int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len);
+// Deserializes `bytes` (a WebAssembly.Module is compiled from raw bytes instead when
+// `is_wasm`) and stores it at globalThis[ns][name].
+int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
+                                         const uint8_t* name, size_t name_len,
+                                         const uint8_t* wasm, size_t wasm_len,
+                                         isolet_error* err);
+
+// Compiles and starts the code. ISOLET_OK or ISOLET_PENDING (promise), ISOLET_THREW,
+// ISOLET_SYNTAX or ISOLET_TERMINATED.
+int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len, uint32_t mode,
+                           isolet_error* err);
+// Runs microtasks and reports: ISOLET_OK (settled), ISOLET_PENDING or ISOLET_TERMINATED.
+int32_t isolet_sandbox_poll(isolet_sandbox* sb);
+// Copies the settled result out: ISOLET_OK (*value set), ISOLET_THREW (*err set),
+// ISOLET_TOO_LARGE or ISOLET_TERMINATED.
+int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_bytes* value, isolet_error* err);
+// Runs due platform tasks; returns milliseconds until the next delayed task, or -1.
+int64_t isolet_sandbox_run_tasks(isolet_sandbox* sb);
+
+// Settles a host call's promise. `bytes` is a serialized value.
+int32_t isolet_sandbox_fulfill_call(isolet_sandbox* sb, uint32_t call_id, const uint8_t* bytes,
+                                    size_t len);
+int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, const uint8_t* name,
+                                   size_t name_len, const uint8_t* message, size_t message_len);
+
+// Heap statistics in bytes: current used heap and the highest value seen.
+void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak);
+// 1 if the run hit its memory limit (heap or ArrayBuffers).
+int32_t isolet_sandbox_hit_memory_limit(isolet_sandbox* sb);
+
+void isolet_bytes_free(isolet_bytes* bytes);
+void isolet_error_free(isolet_error* err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // ISOLET_V8_H_

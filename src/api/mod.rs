@@ -1,0 +1,52 @@
+//! The JS-facing layer: the only module that imports `napi`. It converts JS values to
+//! checked Rust types, hands runs to the engine, and turns run events into JS calls.
+//! The public API (`runSandbox`, `SandboxEngine`, error classes) is finished in
+//! `lib/*.js` on top of these bindings.
+mod engine;
+mod events;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// Invalid input from JS. The JS layer turns every error thrown by a binding into a
+/// `SandboxValidationError` carrying this message.
+pub(crate) fn validation_error(message: impl Into<String>) -> Error {
+    Error::new(Status::InvalidArg, message.into())
+}
+
+#[napi(object)]
+pub struct NativeInfo {
+    pub v8_version: String,
+    /// `process.versions.modules` of the Node the addon was built for.
+    pub node_abi: String,
+    pub node_version: String,
+}
+
+/// Captures Node's V8 platform; must be called once, on the main thread, at load.
+#[napi]
+pub fn init() -> Result<NativeInfo> {
+    crate::v8::init().map_err(|code| {
+        Error::from_reason(format!("isolet: could not capture Node's V8 platform (code {code})"))
+    })?;
+    Ok(NativeInfo {
+        v8_version: crate::v8::version(),
+        node_abi: env!("ISOLET_NODE_ABI").to_string(),
+        node_version: env!("ISOLET_NODE_VERSION").to_string(),
+    })
+}
+
+#[napi(object)]
+pub struct ProcessStats {
+    /// Isolate threads alive in this process (warm, running and quarantined).
+    pub live_threads: u32,
+    /// Threads that ignored termination and were suspended for good.
+    pub quarantined_threads: u32,
+}
+
+#[napi]
+pub fn process_stats() -> ProcessStats {
+    ProcessStats {
+        live_threads: crate::isolate::thread::live_threads() as u32,
+        quarantined_threads: crate::limits::quarantine::quarantined() as u32,
+    }
+}

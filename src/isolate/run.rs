@@ -1,0 +1,334 @@
+//! State of one run shared between its isolate thread, the watchdog, the engine and the
+//! JS thread. Every field is either immutable or behind a lock or atomic.
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use isolet_core::{BridgeLimits, ErrorKind, Failure, IsolateLimits, LogBuffer, LogEntry, LogLevel};
+
+use crate::v8::{DataAnswer, IsolateHandle, Mode};
+
+/// Everything needed to execute one request.
+pub(crate) struct RunSpec {
+    pub code: String,
+    pub mode: Mode,
+    pub limits: IsolateLimits,
+    pub bridge: BridgeLimits,
+    /// Host functions to install, by global name; the index is the call's `fn_index`.
+    pub capabilities: Vec<String>,
+    /// Install the read-only `data` global.
+    pub data_object: bool,
+    /// WebAssembly modules to instantiate under `wasm.<name>`.
+    pub wasm_modules: Vec<(String, Arc<Vec<u8>>)>,
+    /// Send console entries as they happen (sessions) instead of only at the end.
+    pub stream_console: bool,
+}
+
+/// Statistics reported with every result and error.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ExecStats {
+    pub wall_time_ms: f64,
+    pub cpu_time_ms: f64,
+    pub heap_used_bytes: f64,
+    pub heap_peak_bytes: f64,
+    pub host_calls: u32,
+}
+
+pub(crate) struct Completion {
+    pub result: Result<Vec<u8>, Failure>,
+    pub stats: ExecStats,
+    pub logs: Vec<LogEntry>,
+}
+
+/// Outbound events, delivered to JS by the API layer.
+pub(crate) trait EventSink: Send + Sync {
+    fn started(&self);
+    fn console(&self, level: LogLevel, message: &str);
+    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>);
+    fn data_request(&self, id: u32, key: &str);
+    /// Called exactly once per run.
+    fn done(&self, completion: Completion);
+}
+
+/// A host's answer to a host call.
+pub(crate) enum HostReply {
+    Fulfill { call_id: u32, value: Vec<u8> },
+    Reject { call_id: u32, name: String, message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum StopReason {
+    WallTimeout = 1,
+    CpuTimeout = 2,
+    Aborted = 3,
+    Shutdown = 4,
+}
+
+impl StopReason {
+    fn from_u8(v: u8) -> Option<StopReason> {
+        match v {
+            1 => Some(StopReason::WallTimeout),
+            2 => Some(StopReason::CpuTimeout),
+            3 => Some(StopReason::Aborted),
+            4 => Some(StopReason::Shutdown),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inbox {
+    replies: VecDeque<HostReply>,
+    answers: HashMap<u32, DataAnswer>,
+    /// Data requests sent and not answered yet.
+    waiting: std::collections::HashSet<u32>,
+    woken: bool,
+}
+
+/// Where the isolate thread runs, for CPU accounting and quarantine.
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadInfo {
+    pub pthread: libc::pthread_t,
+    pub cpu_clock: libc::clockid_t,
+    pub cpu_at_start: Duration,
+}
+
+/// Called once when a run gives back its slot: (failure kind, thread quarantined).
+pub(crate) type ReleaseHook = Box<dyn FnOnce(Option<ErrorKind>, bool) + Send>;
+
+pub(crate) struct RunShared {
+    pub id: u64,
+    pub spec: RunSpec,
+    sink: Arc<dyn EventSink>,
+    inbox: Mutex<Inbox>,
+    cv: Condvar,
+    isolate: Mutex<Option<IsolateHandle>>,
+    stop: AtomicU8,
+    stopped_at: Mutex<Option<Instant>>,
+    delivered: AtomicBool,
+    released: AtomicBool,
+    started_at: Mutex<Option<Instant>>,
+    thread: Mutex<Option<ThreadInfo>>,
+    /// True while the isolate thread serving this run may still run; cleared (under the
+    /// lock) before it exits, so a pthread_t is never used after its thread is gone.
+    thread_gate: Mutex<bool>,
+    logs: Mutex<LogBuffer>,
+    messages: AtomicU32,
+    next_data_id: AtomicU32,
+    on_release: Mutex<Option<ReleaseHook>>,
+}
+
+impl RunShared {
+    pub(crate) fn new(id: u64, spec: RunSpec, sink: Arc<dyn EventSink>) -> Arc<RunShared> {
+        let logs = LogBuffer::new(spec.bridge.max_log_entries, spec.bridge.max_log_bytes);
+        Arc::new(RunShared {
+            id,
+            spec,
+            sink,
+            inbox: Mutex::new(Inbox::default()),
+            cv: Condvar::new(),
+            isolate: Mutex::new(None),
+            stop: AtomicU8::new(0),
+            stopped_at: Mutex::new(None),
+            delivered: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            started_at: Mutex::new(None),
+            thread: Mutex::new(None),
+            thread_gate: Mutex::new(true),
+            logs: Mutex::new(logs),
+            messages: AtomicU32::new(0),
+            next_data_id: AtomicU32::new(1),
+            on_release: Mutex::new(None),
+        })
+    }
+
+    /// Called once when the run no longer occupies a concurrency slot.
+    pub(crate) fn set_on_release(&self, f: ReleaseHook) {
+        *self.on_release.lock().unwrap() = Some(f);
+    }
+
+    /// Frees the run's slot (idempotent): after the isolate thread finished, or after the
+    /// watchdog gave up on it.
+    pub(crate) fn release(&self, failed: Option<ErrorKind>, quarantined: bool) {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let hook = self.on_release.lock().unwrap().take();
+        if let Some(f) = hook {
+            f(failed, quarantined);
+        }
+    }
+
+    pub(crate) fn sink(&self) -> &Arc<dyn EventSink> {
+        &self.sink
+    }
+
+    // ---- lifecycle -----------------------------------------------------------------
+
+    pub(crate) fn attach(&self, isolate: IsolateHandle, thread: ThreadInfo) {
+        *self.thread.lock().unwrap() = Some(thread);
+        *self.started_at.lock().unwrap() = Some(Instant::now());
+        let mut slot = self.isolate.lock().unwrap();
+        if self.stop_reason().is_some() {
+            isolate.terminate();
+        }
+        *slot = Some(isolate);
+    }
+
+    /// The isolate thread is about to exit.
+    pub(crate) fn close_thread_gate(&self) {
+        *self.thread_gate.lock().unwrap() = false;
+    }
+
+    /// Runs `f` with the serving thread, if it is still alive, keeping it alive meanwhile.
+    pub(crate) fn with_live_thread(&self, f: impl FnOnce(ThreadInfo)) {
+        let gate = self.thread_gate.lock().unwrap();
+        if let (true, Some(info)) = (*gate, self.thread()) {
+            f(info);
+        }
+    }
+
+    pub(crate) fn detach(&self) {
+        *self.isolate.lock().unwrap() = None;
+    }
+
+    pub(crate) fn started_at(&self) -> Option<Instant> {
+        *self.started_at.lock().unwrap()
+    }
+
+    pub(crate) fn thread(&self) -> Option<ThreadInfo> {
+        *self.thread.lock().unwrap()
+    }
+
+    /// Asks the run to stop; the first reason wins. Safe from any thread.
+    pub(crate) fn stop(&self, reason: StopReason) -> bool {
+        if self.stop.compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            return false;
+        }
+        *self.stopped_at.lock().unwrap() = Some(Instant::now());
+        if let Some(isolate) = self.isolate.lock().unwrap().as_ref() {
+            isolate.terminate();
+        }
+        self.wake();
+        true
+    }
+
+    pub(crate) fn stop_reason(&self) -> Option<StopReason> {
+        StopReason::from_u8(self.stop.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn stopped_at(&self) -> Option<Instant> {
+        *self.stopped_at.lock().unwrap()
+    }
+
+    pub(crate) fn is_delivered(&self) -> bool {
+        self.delivered.load(Ordering::SeqCst)
+    }
+
+    /// Delivers the run's one completion; later calls are ignored. Returns whether
+    /// this call delivered.
+    pub(crate) fn deliver(&self, completion: Completion) -> bool {
+        if self.delivered.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.sink.done(completion);
+        true
+    }
+
+    /// The failure matching a stop reason.
+    pub(crate) fn failure_for(&self, reason: StopReason) -> Failure {
+        match reason {
+            StopReason::WallTimeout => Failure::wall_timeout(self.spec.limits.wall_time_ms),
+            StopReason::CpuTimeout => Failure::cpu_timeout(self.spec.limits.cpu_time_ms.unwrap_or(0)),
+            StopReason::Aborted => Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"),
+            StopReason::Shutdown => Failure::new(ErrorKind::Aborted, "The sandbox engine was shut down"),
+        }
+    }
+
+    pub(crate) fn take_logs(&self) -> Vec<LogEntry> {
+        let mut logs = self.logs.lock().unwrap();
+        let full = std::mem::replace(&mut *logs, LogBuffer::new(0, 0));
+        full.finish()
+    }
+
+    // ---- inbox ---------------------------------------------------------------------
+
+    pub(crate) fn wake(&self) {
+        self.inbox.lock().unwrap().woken = true;
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn push_reply(&self, reply: HostReply) {
+        self.inbox.lock().unwrap().replies.push_back(reply);
+        self.cv.notify_all();
+    }
+
+    /// Answers data request `id`; false when no such request is waiting.
+    pub(crate) fn push_answer(&self, id: u32, answer: DataAnswer) -> bool {
+        let mut inbox = self.inbox.lock().unwrap();
+        if !inbox.waiting.remove(&id) {
+            return false;
+        }
+        inbox.answers.insert(id, answer);
+        self.cv.notify_all();
+        true
+    }
+
+    /// Waits until there is a reply, a wake-up or a stop, at most `timeout`; returns the
+    /// replies received.
+    pub(crate) fn wait_for_work(&self, timeout: Option<Duration>) -> Vec<HostReply> {
+        let mut inbox = self.inbox.lock().unwrap();
+        // A stop also wakes us; re-check every 100 ms as a backstop.
+        let limit = timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
+        if inbox.replies.is_empty() && !inbox.woken && self.stop_reason().is_none() {
+            inbox = self.cv.wait_timeout(inbox, limit).unwrap().0;
+        }
+        inbox.woken = false;
+        inbox.replies.drain(..).collect()
+    }
+
+    // ---- bridge accounting ---------------------------------------------------------
+
+    /// Counts one message against `max_messages`; false when over.
+    pub(crate) fn count_message(&self) -> bool {
+        let n = self.messages.fetch_add(1, Ordering::SeqCst) + 1;
+        n <= self.spec.bridge.max_messages
+    }
+
+    pub(crate) fn messages(&self) -> u32 {
+        self.messages.load(Ordering::SeqCst).min(self.spec.bridge.max_messages)
+    }
+
+    pub(crate) fn log(&self, level: LogLevel, message: &str) {
+        let kept = self.logs.lock().unwrap().push(level, message);
+        if kept && self.spec.stream_console {
+            self.sink.console(level, message);
+        }
+    }
+
+    /// Blocking data request from the isolate thread.
+    pub(crate) fn request_data(&self, key: &str) -> DataAnswer {
+        if !self.count_message() {
+            return DataAnswer::Error(format!(
+                "Bridge message limit of {} per execution exceeded",
+                self.spec.bridge.max_messages
+            ));
+        }
+        let id = self.next_data_id.fetch_add(1, Ordering::SeqCst);
+        self.inbox.lock().unwrap().waiting.insert(id);
+        self.sink.data_request(id, key);
+        let mut inbox = self.inbox.lock().unwrap();
+        loop {
+            if let Some(answer) = inbox.answers.remove(&id) {
+                return answer;
+            }
+            if self.stop_reason().is_some() {
+                inbox.waiting.remove(&id);
+                return DataAnswer::Terminated;
+            }
+            inbox = self.cv.wait_timeout(inbox, Duration::from_millis(100)).unwrap().0;
+        }
+    }
+}

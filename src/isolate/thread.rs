@@ -1,0 +1,253 @@
+//! The isolate thread: creates a sandbox, waits for (or is born with) one run, executes
+//! it, delivers the completion, disposes the sandbox. Nothing here blocks Node's thread.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use isolet_core::{ErrorKind, Failure, LogLevel};
+
+use super::run::{Completion, ExecStats, HostReply, RunShared, ThreadInfo};
+use crate::limits::watchdog;
+use crate::v8::{DataAnswer, Output, Sandbox, SandboxConfig, SandboxHost, Step};
+
+/// V8 sizes its stack limit from the thread it starts on; give it room for deep JS
+/// recursion to end in a RangeError, never a native stack overflow.
+const ISOLATE_THREAD_STACK: usize = 8 * 1024 * 1024;
+
+static LIVE_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Isolate threads currently alive (quarantined ones included).
+pub(crate) fn live_threads() -> usize {
+    LIVE_THREADS.load(Ordering::SeqCst)
+}
+
+/// The sandbox's view of the run it currently serves.
+#[derive(Default)]
+pub(crate) struct ThreadHost {
+    run: Mutex<Option<Arc<RunShared>>>,
+}
+
+impl ThreadHost {
+    fn current(&self) -> Option<Arc<RunShared>> {
+        self.run.lock().unwrap().clone()
+    }
+}
+
+impl SandboxHost for ThreadHost {
+    fn wake(&self) {
+        if let Some(run) = self.run.lock().unwrap().as_ref() {
+            run.wake();
+        }
+    }
+
+    fn console(&self, level: u32, message: &[u8]) {
+        if let Some(run) = self.current() {
+            run.log(LogLevel::from_index(level), &String::from_utf8_lossy(message));
+        }
+    }
+
+    fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) {
+        let Some(run) = self.current() else { return };
+        if !run.count_message() {
+            run.push_reply(HostReply::Reject {
+                call_id,
+                name: "RangeError".into(),
+                message: format!(
+                    "Bridge message limit of {} per execution exceeded",
+                    run.spec.bridge.max_messages
+                ),
+            });
+            return;
+        }
+        match run.spec.capabilities.get(fn_index as usize) {
+            Some(name) => run.sink().host_call(call_id, name, args.to_vec()),
+            None => run.push_reply(HostReply::Reject {
+                call_id,
+                name: "Error".into(),
+                message: "unknown host function".into(),
+            }),
+        }
+    }
+
+    fn data_request(&self, key: &str) -> DataAnswer {
+        match self.current() {
+            Some(run) => run.request_data(key),
+            None => DataAnswer::Terminated,
+        }
+    }
+}
+
+/// Where an isolate thread gets its one run.
+pub(crate) enum JobSource {
+    /// A cold start: the run is known before the isolate exists.
+    Now(Arc<RunShared>),
+    /// A warm isolate: `ready` is called once the isolate exists, then the thread waits
+    /// for a run. A closed channel ends the thread.
+    Later { jobs: mpsc::Receiver<Arc<RunShared>>, ready: Box<dyn FnOnce(bool) + Send> },
+}
+
+pub(crate) struct IsolateThread;
+
+impl IsolateThread {
+    /// Starts a thread that serves one run from `source`; `on_exit` runs as it ends.
+    pub(crate) fn spawn(
+        config: SandboxConfig,
+        source: JobSource,
+        on_exit: Box<dyn FnOnce() + Send>,
+    ) -> std::io::Result<()> {
+        LIVE_THREADS.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("isolet-isolate".into())
+            .stack_size(ISOLATE_THREAD_STACK)
+            .spawn(move || {
+                thread_main(config, source);
+                LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+                on_exit();
+            });
+        if spawned.is_err() {
+            LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+        }
+        spawned.map(|_| ())
+    }
+}
+
+fn thread_main(config: SandboxConfig, source: JobSource) {
+    let host = Arc::new(ThreadHost::default());
+    let mut sandbox = Sandbox::new(&config, host.clone());
+    let run = match source {
+        JobSource::Now(run) => run,
+        JobSource::Later { jobs, ready } => {
+            ready(sandbox.is_some());
+            if sandbox.is_none() {
+                return;
+            }
+            match jobs.recv() {
+                Ok(run) => run,
+                Err(_) => return, // pool shrank or engine shut down
+            }
+        }
+    };
+    let failed = match sandbox.as_mut() {
+        Some(sb) => execute(sb, &host, &run),
+        None => {
+            let failure = Failure::new(ErrorKind::Internal, "Could not create a V8 isolate");
+            run.deliver(Completion { result: Err(failure), stats: ExecStats::default(), logs: Vec::new() });
+            Some(ErrorKind::Internal)
+        }
+    };
+    drop(sandbox);
+    run.close_thread_gate();
+    run.release(failed, false);
+}
+
+fn thread_cpu(clock: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid out-pointer; the clock belongs to a live thread.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// CPU time a thread has used so far.
+pub(crate) fn cpu_time_of(info: &ThreadInfo) -> Duration {
+    thread_cpu(info.cpu_clock).saturating_sub(info.cpu_at_start)
+}
+
+/// Runs `run` on `sandbox` until it settles or is stopped; delivers the completion and
+/// returns the failure kind, if any.
+fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> Option<ErrorKind> {
+    let started = Instant::now();
+    // SAFETY: pthread_self is always valid; the clock id out-pointer is valid.
+    let info = unsafe {
+        let me = libc::pthread_self();
+        let mut clock: libc::clockid_t = libc::CLOCK_THREAD_CPUTIME_ID;
+        libc::pthread_getcpuclockid(me, &mut clock);
+        ThreadInfo { pthread: me, cpu_clock: clock, cpu_at_start: thread_cpu(clock) }
+    };
+    *host.run.lock().unwrap() = Some(run.clone());
+    run.attach(sandbox.handle(), info);
+    watchdog::watch(run.clone());
+    run.sink().started();
+
+    let step = install_and_run(sandbox, run);
+    let result = finish(sandbox, run, step);
+
+    let (_, peak) = sandbox.heap();
+    let (used, _) = sandbox.heap();
+    let stats = ExecStats {
+        wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
+        cpu_time_ms: cpu_time_of(&info).as_secs_f64() * 1000.0,
+        heap_used_bytes: used as f64,
+        heap_peak_bytes: peak as f64,
+        host_calls: run.messages(),
+    };
+    *host.run.lock().unwrap() = None;
+    run.detach();
+    let kind = result.as_ref().err().map(|f| f.kind);
+    run.deliver(Completion { result, stats, logs: run.take_logs() });
+    kind
+}
+
+fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
+    let spec = &run.spec;
+    sandbox.set_copy_limits(spec.bridge.max_message_bytes, spec.bridge.max_output_bytes);
+    for (index, name) in spec.capabilities.iter().enumerate() {
+        if !sandbox.add_host_function(name, index as u32) {
+            return Step::Terminated;
+        }
+    }
+    if spec.data_object && !sandbox.add_data_object("data") {
+        return Step::Terminated;
+    }
+    for (name, bytes) in &spec.wasm_modules {
+        if let Err(thrown) = sandbox.add_wasm_instance("wasm", name, bytes) {
+            return Step::Threw(thrown);
+        }
+    }
+    let mut step = sandbox.run(&spec.code, spec.mode);
+    while matches!(step, Step::Pending) {
+        if run.stop_reason().is_some() {
+            return Step::Terminated;
+        }
+        let next_task = sandbox.run_tasks().map(Duration::from_millis);
+        for reply in run.wait_for_work(next_task) {
+            match reply {
+                HostReply::Fulfill { call_id, value } => sandbox.fulfill_call(call_id, &value),
+                HostReply::Reject { call_id, name, message } => sandbox.reject_call(call_id, &name, &message),
+            }
+        }
+        step = sandbox.poll();
+    }
+    step
+}
+
+fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>, Failure> {
+    let outcome = match step {
+        Step::Settled => match sandbox.take_result() {
+            Output::Value(bytes) => Ok(bytes),
+            Output::Threw(thrown) => Err(Failure::threw(thrown)),
+            Output::TooLarge => Err(Failure::new(
+                ErrorKind::Runtime,
+                format!(
+                    "The result exceeds the output limit of {} bytes (maxOutputBytes)",
+                    run.spec.bridge.max_output_bytes
+                ),
+            )),
+            Output::Terminated => Err(Failure::new(ErrorKind::Internal, "terminated")),
+        },
+        Step::Threw(thrown) => Err(Failure::threw(thrown)),
+        Step::Syntax(thrown) => Err(Failure::syntax(thrown)),
+        Step::Terminated | Step::Pending => Err(Failure::new(ErrorKind::Internal, "terminated")),
+    };
+    // Limits win over whatever the script saw while being stopped.
+    if sandbox.hit_memory_limit() {
+        return Err(Failure::out_of_memory(run.spec.limits.memory_mb));
+    }
+    match (outcome, run.stop_reason()) {
+        (Ok(v), _) => Ok(v),
+        (Err(f), Some(reason)) if f.kind != ErrorKind::Validation => Err(run.failure_for(reason)),
+        (Err(f), _) if f.message == "terminated" => {
+            Err(Failure::new(ErrorKind::Internal, "Execution was terminated unexpectedly"))
+        }
+        (Err(f), _) => Err(f),
+    }
+}

@@ -1,0 +1,57 @@
+//! Threads that V8 could not stop (a built-in that loops without checking for
+//! termination, e.g. `Array.prototype.indexOf` on a huge array-like) are suspended: a
+//! signal parks the thread in its handler forever, so it stops burning a core. Its
+//! isolate and stack stay allocated (a bounded leak, counted and reported in stats)
+//! because freeing an isolate in the middle of a V8 built-in is not possible.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Once;
+
+static QUARANTINED: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads suspended so far in this process.
+pub(crate) fn quarantined() -> usize {
+    QUARANTINED.load(Ordering::SeqCst)
+}
+
+fn park_signal() -> libc::c_int {
+    // Node and V8 leave the real-time signals alone; glibc keeps the first few.
+    libc::SIGRTMAX() - 3
+}
+
+extern "C" fn park(_sig: libc::c_int) {
+    loop {
+        // SAFETY: pause is async-signal-safe.
+        unsafe { libc::pause() };
+    }
+}
+
+fn install_handler() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        // SAFETY: a zeroed sigaction with a valid handler and an empty mask.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = park as extern "C" fn(libc::c_int) as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_flags = 0;
+            libc::sigaction(park_signal(), &action, std::ptr::null_mut());
+        }
+    });
+}
+
+/// Parks `thread` for good. First drops it to SCHED_IDLE, so even before the signal
+/// lands it only gets CPU nobody else wants.
+///
+/// # Safety
+/// `thread` must be a live isolate thread that cannot exit during this call (the
+/// caller holds the run's thread gate).
+pub(crate) unsafe fn suspend(thread: libc::pthread_t) {
+    install_handler();
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: the caller guarantees `thread` is alive for this call.
+    unsafe {
+        libc::pthread_setschedparam(thread, libc::SCHED_IDLE, &param);
+        libc::pthread_kill(thread, park_signal());
+    }
+    QUARANTINED.fetch_add(1, Ordering::SeqCst);
+}

@@ -1,0 +1,95 @@
+//! One process-wide watchdog thread. Every 5 ms it checks the runs it watches:
+//! wall-clock deadline passed or CPU time used up → `RunShared::stop`, which calls V8's
+//! `TerminateExecution`. Termination reaches infinite loops, microtask and promise
+//! loops and `Atomics.wait`. A few built-ins never check for it; if a stopped run has
+//! not finished after `GRACE`, the watchdog reports the timeout itself and quarantines
+//! the thread (see `quarantine`).
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::isolate::thread::cpu_time_of;
+use crate::isolate::{Completion, RunShared, StopReason};
+
+use super::quarantine;
+
+const TICK: Duration = Duration::from_millis(5);
+/// How long a stopped run may take to unwind before its thread is given up on.
+pub(crate) const GRACE: Duration = Duration::from_millis(400);
+
+struct Watchdog {
+    runs: Mutex<Vec<Arc<RunShared>>>,
+    cv: Condvar,
+}
+
+fn watchdog() -> &'static Watchdog {
+    static WATCHDOG: OnceLock<Watchdog> = OnceLock::new();
+    WATCHDOG.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("isolet-watchdog".into())
+            .spawn(|| watch_loop(watchdog()))
+            .expect("isolet: cannot start the watchdog thread");
+        Watchdog { runs: Mutex::new(Vec::new()), cv: Condvar::new() }
+    })
+}
+
+/// Starts enforcing `run`'s time limits; call when it starts executing.
+pub(crate) fn watch(run: Arc<RunShared>) {
+    let dog = watchdog();
+    dog.runs.lock().unwrap().push(run);
+    dog.cv.notify_one();
+}
+
+fn watch_loop(dog: &'static Watchdog) {
+    let mut runs = dog.runs.lock().unwrap();
+    loop {
+        if runs.is_empty() {
+            runs = dog.cv.wait(runs).unwrap();
+            continue;
+        }
+        runs = dog.cv.wait_timeout(runs, TICK).unwrap().0;
+        let now = Instant::now();
+        runs.retain(|run| check(run, now));
+    }
+}
+
+/// Returns whether to keep watching `run`.
+fn check(run: &Arc<RunShared>, now: Instant) -> bool {
+    if run.is_delivered() {
+        return false;
+    }
+    let Some(started) = run.started_at() else { return true };
+    let limits = run.spec.limits;
+    if now.duration_since(started) >= Duration::from_millis(limits.wall_time_ms) {
+        run.stop(StopReason::WallTimeout);
+    }
+    if let (Some(cpu_limit), Some(thread)) = (limits.cpu_time_ms, run.thread()) {
+        if cpu_time_of(&thread) >= Duration::from_millis(cpu_limit) {
+            run.stop(StopReason::CpuTimeout);
+        }
+    }
+    if let (Some(reason), Some(stopped)) = (run.stop_reason(), run.stopped_at()) {
+        if now.duration_since(stopped) >= GRACE {
+            give_up(run, reason, started, now);
+            return false;
+        }
+    }
+    true
+}
+
+/// The run ignored termination: answer for it and take its thread out of service.
+fn give_up(run: &Arc<RunShared>, reason: StopReason, started: Instant, now: Instant) {
+    let stats = crate::isolate::ExecStats {
+        wall_time_ms: now.duration_since(started).as_secs_f64() * 1000.0,
+        cpu_time_ms: run.thread().map(|t| cpu_time_of(&t).as_secs_f64() * 1000.0).unwrap_or(0.0),
+        ..Default::default()
+    };
+    let failure = run.failure_for(reason);
+    let kind = failure.kind;
+    if run.deliver(Completion { result: Err(failure), stats, logs: run.take_logs() }) {
+        run.with_live_thread(|thread| {
+            // SAFETY: the gate keeps the thread from exiting while we signal it.
+            unsafe { quarantine::suspend(thread.pthread) }
+        });
+        run.release(Some(kind), true);
+    }
+}

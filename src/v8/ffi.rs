@@ -1,0 +1,111 @@
+//! Raw declarations of `native/isolet_v8.h`. Only `super` (the safe wrapper) uses them.
+#![allow(non_camel_case_types, dead_code)]
+use std::os::raw::{c_char, c_void};
+
+#[repr(C)]
+pub struct isolet_sandbox {
+    _unused: [u8; 0],
+}
+
+#[repr(C)]
+pub struct isolet_bytes {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+#[repr(C)]
+pub struct isolet_error {
+    pub name: isolet_bytes,
+    pub message: isolet_bytes,
+    pub stack: isolet_bytes,
+    pub line: i32,
+    pub column: i32,
+}
+
+pub const ISOLET_OK: i32 = 0;
+pub const ISOLET_PENDING: i32 = 1;
+pub const ISOLET_THREW: i32 = 2;
+pub const ISOLET_TERMINATED: i32 = 3;
+pub const ISOLET_SYNTAX: i32 = 4;
+pub const ISOLET_TOO_LARGE: i32 = 5;
+pub const ISOLET_FAILED: i32 = 6;
+
+pub const ISOLET_MODE_SCRIPT: u32 = 0;
+pub const ISOLET_MODE_ASYNC_BODY: u32 = 1;
+
+#[repr(C)]
+pub struct isolet_sandbox_config {
+    pub ctx: *mut c_void,
+    pub wake: extern "C" fn(ctx: *mut c_void),
+    pub on_console: extern "C" fn(ctx: *mut c_void, level: u32, msg: *const u8, len: usize),
+    pub on_host_call:
+        extern "C" fn(ctx: *mut c_void, fn_index: u32, call_id: u32, args: *const u8, len: usize),
+    pub on_data_request: extern "C" fn(
+        ctx: *mut c_void,
+        key: *const u8,
+        key_len: usize,
+        out: *mut isolet_bytes,
+    ) -> i32,
+    pub heap_limit_bytes: usize,
+    pub array_buffer_limit_bytes: usize,
+}
+
+extern "C" {
+    pub fn isolet_v8_init() -> i32;
+    pub fn isolet_v8_version() -> *const c_char;
+    pub fn isolet_sandbox_new(config: *const isolet_sandbox_config) -> *mut isolet_sandbox;
+    pub fn isolet_sandbox_dispose(sb: *mut isolet_sandbox);
+    pub fn isolet_sandbox_set_copy_limits(sb: *mut isolet_sandbox, max_message: usize, max_output: usize);
+    pub fn isolet_sandbox_isolate(sb: *mut isolet_sandbox) -> *mut c_void;
+    pub fn isolet_isolate_terminate(isolate: *mut c_void);
+    pub fn isolet_sandbox_add_host_function(
+        sb: *mut isolet_sandbox,
+        name: *const u8,
+        len: usize,
+        fn_index: u32,
+    ) -> i32;
+    pub fn isolet_sandbox_add_data_object(sb: *mut isolet_sandbox, name: *const u8, len: usize)
+        -> i32;
+    pub fn isolet_sandbox_add_wasm_instance(
+        sb: *mut isolet_sandbox,
+        ns: *const u8,
+        ns_len: usize,
+        name: *const u8,
+        name_len: usize,
+        wasm: *const u8,
+        wasm_len: usize,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_sandbox_run(
+        sb: *mut isolet_sandbox,
+        code: *const u8,
+        len: usize,
+        mode: u32,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_sandbox_poll(sb: *mut isolet_sandbox) -> i32;
+    pub fn isolet_sandbox_take_result(
+        sb: *mut isolet_sandbox,
+        value: *mut isolet_bytes,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_sandbox_run_tasks(sb: *mut isolet_sandbox) -> i64;
+    pub fn isolet_sandbox_fulfill_call(
+        sb: *mut isolet_sandbox,
+        call_id: u32,
+        bytes: *const u8,
+        len: usize,
+    ) -> i32;
+    pub fn isolet_sandbox_reject_call(
+        sb: *mut isolet_sandbox,
+        call_id: u32,
+        name: *const u8,
+        name_len: usize,
+        message: *const u8,
+        message_len: usize,
+    ) -> i32;
+    pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize);
+    pub fn isolet_sandbox_hit_memory_limit(sb: *mut isolet_sandbox) -> i32;
+    pub fn isolet_bytes_free(bytes: *mut isolet_bytes);
+    pub fn isolet_error_free(err: *mut isolet_error);
+}
