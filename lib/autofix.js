@@ -105,8 +105,8 @@ function validateOptions(options) {
   }
   for (const key of ['memoryLimitMb', 'timeoutMs', 'providerTimeoutMs', 'maxSuggestionBytes', 'maxFileBytes']) {
     const v = o[key]
-    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v > 0)) {
-      throw new AutoFixOptionsError(`autoFix(options): options.${key} must be a positive number when given`)
+    if (v !== undefined && !(Number.isSafeInteger(v) && v > 0)) {
+      throw new AutoFixOptionsError(`autoFix(options): options.${key} must be a positive whole number when given`)
     }
   }
   if (o.autoApprove !== undefined && typeof o.autoApprove !== 'boolean') {
@@ -134,9 +134,9 @@ function resolveSettings(o) {
     apiKey: o.apiKey ?? nonEmpty(env.OPENAI_API_KEY),
     baseURL: o.baseURL ?? nonEmpty(env.OPENAI_BASE_URL),
     model: o.model ?? nonEmpty(env.OPENAI_MODEL) ?? DEFAULT_MODEL,
-    providerTimeoutMs: Math.ceil(o.providerTimeoutMs ?? DEFAULT_PROVIDER_TIMEOUT_MS),
-    maxSuggestionBytes: Math.floor(o.maxSuggestionBytes ?? DEFAULT_MAX_SUGGESTION_BYTES),
-    maxFileBytes: Math.floor(o.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES),
+    providerTimeoutMs: o.providerTimeoutMs ?? DEFAULT_PROVIDER_TIMEOUT_MS,
+    maxSuggestionBytes: o.maxSuggestionBytes ?? DEFAULT_MAX_SUGGESTION_BYTES,
+    maxFileBytes: o.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
   }
 }
 
@@ -183,13 +183,19 @@ async function assertSafePath(filePath, root, auditRealPath) {
   } catch (err) {
     throw new StepFailure('unsafe-path', `file cannot be resolved: ${errCode(err)}`)
   }
+  if (fileReal === rootReal) throw new StepFailure('unsafe-path', 'file is root itself, not a regular file')
   if (!isInside(rootReal, fileReal)) {
     throw new StepFailure(
       'unsafe-path',
       link.isSymbolicLink() ? 'file is a symbolic link that leads outside root' : 'file is outside root',
     )
   }
-  const st = await fsp.lstat(fileReal)
+  let st
+  try {
+    st = await fsp.lstat(fileReal)
+  } catch (err) {
+    throw new StepFailure('unsafe-path', `file cannot be examined: ${errCode(err)}`)
+  }
   if (!st.isFile()) {
     throw new StepFailure('unsafe-path', `file is not a regular file (${describeType(st)})`)
   }
@@ -498,9 +504,16 @@ function sandboxScript(suggestion, test) {
     'globalThis.require = function require(id) { throw new Error("require(" + JSON.stringify(String(id)) + ") is not available in the isolet sandbox: the code must be self-contained"); }; '
   const script = head + preamble + body
   const suggestionLines = suggestion.split('\n').length
-  if (test === undefined) return { script, suggestionLines, testStartLine: undefined, preambleLine: head ? 2 : 1, preambleLength: preamble.length }
-  return { script: script + '\n;\n' + test, suggestionLines, testStartLine: suggestionLines + 2, preambleLine: head ? 2 : 1, preambleLength: preamble.length }
+  const common = { suggestionLines, preambleLine: head ? 2 : 1, preambleLength: preamble.length }
+  // The separator line resets the completion value, so the suggestion's own last value
+  // (often `module.exports = { fn }`, which holds functions and cannot be copied out of the
+  // isolate) never becomes the result; with a test, the test's last value is the result
+  // (a Promise, e.g. from an async IIFE, is awaited by runSandbox).
+  if (test === undefined) return { script: script + SEPARATOR, testStartLine: undefined, ...common }
+  return { script: script + SEPARATOR + test, testStartLine: suggestionLines + 2, ...common }
 }
+
+const SEPARATOR = '\n;void 0;\n'
 
 const MODULE_SYNTAX = /^[ \t]*(?:import\s*(?:[\w$*{]|["'])|export\s+(?:default\b|const\b|let\b|var\b|function\b|async\b|class\b|\{|\*))/m
 
@@ -522,18 +535,44 @@ async function runInSandbox(runSandbox, suggestion, test, limits) {
   return { result, shape }
 }
 
+/** A sandbox error as plain data (runSandbox gives Error instances with extra fields). */
+function plainError(error) {
+  if (error === null || typeof error !== 'object') return { name: 'Error', message: String(error) }
+  const out = {}
+  for (const [k, v] of Object.entries(error)) out[k] = v
+  out.name = typeof error.name === 'string' ? error.name : 'Error'
+  out.message = typeof error.message === 'string' ? error.message : ''
+  if (typeof error.stack === 'string') out.stack = error.stack
+  return out
+}
+
+/** Stack frames `at ... :line:column` of a sandbox error, innermost first. */
+function frames(error) {
+  const stacks = []
+  if (error.thrown && typeof error.thrown === 'object' && typeof error.thrown.stack === 'string') stacks.push(error.thrown.stack)
+  if (typeof error.stack === 'string') stacks.push(error.stack)
+  for (const stack of stacks) {
+    const found = []
+    for (const line of stack.split('\n')) {
+      const m = /^\s*at .*?:(\d+):(\d+)\)?\s*$/.exec(line)
+      if (m) found.push({ line: Number(m[1]), column: Number(m[2]) })
+    }
+    if (found.length > 0) return found
+  }
+  return []
+}
+
 /** Where (suggestion or test, which line) a sandbox error points, when it says. */
 function locate(error, shape) {
-  let line = typeof error.line === 'number' ? error.line : typeof error.lineNumber === 'number' ? error.lineNumber : undefined
-  let column = typeof error.column === 'number' ? error.column : typeof error.columnNumber === 'number' ? error.columnNumber : undefined
-  if (line === undefined && typeof error.stack === 'string') {
-    const m = /:(\d+):(\d+)\)?\s*(?:\n|$)/.exec(error.stack)
-    if (m) {
-      line = Number(m[1])
-      column = Number(m[2])
-    }
+  const inPreamble = (f) => f.line === shape.preambleLine && f.column <= shape.preambleLength
+  let where
+  if (typeof error.line === 'number') {
+    where = { line: error.line, column: typeof error.column === 'number' ? error.column : undefined }
+  } else {
+    where = frames(error).find((f) => !inPreamble(f))
   }
-  if (line === undefined) return undefined
+  if (where === undefined) return undefined
+  let { line, column } = where
   if (line === shape.preambleLine && column !== undefined && column > shape.preambleLength) column -= shape.preambleLength
   if (shape.testStartLine !== undefined && line >= shape.testStartLine) {
     return { part: 'test', line: line - shape.testStartLine + 1, column }
@@ -542,11 +581,11 @@ function locate(error, shape) {
 }
 
 function sandboxFailure(reason, result, shape, suggestion) {
-  const error = result.error && typeof result.error === 'object' ? result.error : { name: 'Error', message: 'unknown sandbox failure' }
-  const name = typeof error.name === 'string' ? error.name : 'Error'
+  const error = plainError(result.error)
+  const name = error.name
   const where = locate(error, shape)
   const at = where ? ` at line ${where.line}${where.column !== undefined ? `, column ${where.column}` : ''} of the ${where.part}` : ''
-  const detail = typeof error.message === 'string' ? error.message : ''
+  const detail = error.message
   const lineText = where && where.part === 'suggestion' ? suggestion.split('\n')[where.line - 1] || '' : ''
   if (
     name === 'SandboxValidationError' &&
@@ -556,10 +595,17 @@ function sandboxFailure(reason, result, shape, suggestion) {
     const message =
       'ES module syntax (import/export) is not supported: the suggestion runs as a classic script in the sandbox' +
       (detail ? ` (${detail})` : '')
-    return new StepFailure('sandbox-failure', message, { error, auditMessage: 'suggestion uses ES module syntax, which the sandbox does not run' })
+    return new StepFailure('sandbox-failure', message, {
+      error,
+      auditMessage: `suggestion uses ES module syntax, which the sandbox does not run${at}`,
+    })
   }
+  // The thrown value's class name helps the reader; only a plain identifier goes to the audit log.
+  const thrownName = error.thrown && typeof error.thrown.name === 'string' && /^[A-Za-z_$][\w$]{0,63}$/.test(error.thrown.name)
+    ? ` (${error.thrown.name})`
+    : ''
   const what = reason === 'test-failure' ? 'the test failed against the suggestion' : 'the suggestion failed in the sandbox'
-  const auditMessage = `${what}: ${name}${at}`
+  const auditMessage = `${what}: ${name}${thrownName}${at}`
   return new StepFailure(reason, `${what}: ${name}${at}${detail ? `: ${detail}` : ''}`, { error, auditMessage })
 }
 
@@ -903,7 +949,10 @@ async function pipeline(options, settings, audit, state) {
 
   return withLock('file:' + safe.fileReal, async () => {
     try {
-      return await lockedPipeline(options, settings, state, safe)
+      // Check again under the lock: a call queued before us may have replaced the file.
+      const fresh = await assertSafePath(options.filePath, options.root, audit.realPath)
+      if (fresh.fileReal !== safe.fileReal) throw new StepFailure('unsafe-path', 'the path changed while waiting for another autoFix on the same file')
+      return await lockedPipeline(options, settings, state, fresh)
     } finally {
       // sha256After: what the file holds when the call ends (null if it cannot be read).
       if (state.sha256Before !== null && state.sha256After === null) {

@@ -89,7 +89,7 @@ pub struct NativeEngine {
 #[napi]
 impl NativeEngine {
     #[napi(constructor)]
-    pub fn new(options: EngineOptions) -> Result<Self> {
+    pub fn new(env: Env, options: EngineOptions) -> Result<Self> {
         let memory_mb = whole("memoryMb", options.memory_mb, DEFAULT_ENGINE_MEMORY_MB as usize, MIN_MEMORY_MB as usize, MAX_MEMORY_MB as usize)? as u32;
         let config = EngineConfig {
             memory_mb,
@@ -97,7 +97,7 @@ impl NativeEngine {
             warm_pool_size: whole("warmPoolSize", options.warm_pool_size, 0, 0, 256)?,
             max_queue: whole("maxQueueSize", options.max_queue_size, 1000, 0, 1_000_000)?,
         };
-        Ok(NativeEngine { engine: Engine::new(config), memory_mb })
+        Ok(NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb })
     }
 
     /// Starts creating the warm pool in the background.

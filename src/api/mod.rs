@@ -24,10 +24,13 @@ pub struct NativeInfo {
 
 /// Captures Node's V8 platform; must be called once, on the main thread, at load.
 #[napi]
-pub fn init() -> Result<NativeInfo> {
+pub fn init(env: Env) -> Result<NativeInfo> {
     crate::v8::init().map_err(|code| {
         Error::from_reason(format!("isolet: could not capture Node's V8 platform (code {code})"))
     })?;
+    // Before Node disposes V8 at exit, stop every isolate thread.
+    let owner = env.raw() as usize;
+    env.add_env_cleanup_hook((), move |_| crate::engine::shutdown_all(owner, std::time::Duration::from_secs(2)))?;
     Ok(NativeInfo {
         v8_version: crate::v8::version(),
         node_abi: env!("ISOLET_NODE_ABI").to_string(),

@@ -3,4 +3,4 @@
 //! Owned by no particular thread; all state is behind one mutex.
 mod pool;
 
-pub(crate) use pool::{Engine, EngineConfig};
+pub(crate) use pool::{shutdown_all, Engine, EngineConfig};

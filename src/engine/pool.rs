@@ -54,6 +54,29 @@ pub(crate) struct Engine {
     inner: Arc<Inner>,
 }
 
+/// Every engine alive in the process, so Node's exit can stop them all first.
+/// Each entry is tagged with the Node environment (main thread or worker) that made it.
+static ENGINES: Mutex<Vec<(usize, Weak<Inner>)>> = Mutex::new(Vec::new());
+
+/// Shuts every engine down and waits (up to `timeout`) until no isolate thread is left
+/// except quarantined ones. Called as Node's environment is torn down: disposing an
+/// isolate while Node disposes V8 would crash the process.
+pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
+    let engines: Vec<_> = ENGINES
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(owner, _)| *owner == env)
+        .filter_map(|(_, e)| e.upgrade())
+        .collect();
+    let deadline = Instant::now() + timeout;
+    for inner in engines {
+        let engine = Engine { inner };
+        engine.shutdown();
+        engine.wait_idle(deadline.saturating_duration_since(Instant::now()));
+    }
+}
+
 fn sandbox_config(memory_mb: u32) -> SandboxConfig {
     let bytes = memory_mb as usize * 1024 * 1024;
     SandboxConfig { heap_limit_bytes: bytes, array_buffer_limit_bytes: bytes }
@@ -64,7 +87,8 @@ fn refuse(run: &RunShared, failure: Failure) {
 }
 
 impl Engine {
-    pub(crate) fn new(config: EngineConfig) -> Engine {
+    /// `env` identifies the Node environment that owns the engine (see `shutdown_all`).
+    pub(crate) fn new(config: EngineConfig, env: usize) -> Engine {
         let state = State {
             shutdown: false,
             active: HashMap::new(),
@@ -72,7 +96,11 @@ impl Engine {
             warm: VecDeque::new(),
             stats: EngineStats::default(),
         };
-        Engine { inner: Arc::new(Inner { config, state: Mutex::new(state), idle: Condvar::new() }) }
+        let inner = Arc::new(Inner { config, state: Mutex::new(state), idle: Condvar::new() });
+        let mut engines = ENGINES.lock().unwrap();
+        engines.retain(|(_, e)| e.strong_count() > 0);
+        engines.push((env, Arc::downgrade(&inner)));
+        Engine { inner }
     }
 
     /// Creates the warm pool (off the caller's path: each isolate on its own thread).

@@ -230,11 +230,21 @@ impl RunShared {
     /// Delivers the run's one completion; later calls are ignored. Returns whether
     /// this call delivered.
     pub(crate) fn deliver(&self, completion: Completion) -> bool {
-        if self.delivered.swap(true, Ordering::SeqCst) {
+        if !self.claim_delivery() {
             return false;
         }
-        self.sink.done(completion);
+        self.send_claimed(completion);
         true
+    }
+
+    /// First half of `deliver`: true for exactly one caller, which must then call
+    /// `send_claimed`. Lets the watchdog park a thread between the two.
+    pub(crate) fn claim_delivery(&self) -> bool {
+        !self.delivered.swap(true, Ordering::SeqCst)
+    }
+
+    pub(crate) fn send_claimed(&self, completion: Completion) {
+        self.sink.done(completion);
     }
 
     /// The failure matching a stop reason.

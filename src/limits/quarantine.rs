@@ -55,3 +55,18 @@ pub(crate) unsafe fn suspend(thread: libc::pthread_t) {
     }
     QUARANTINED.fetch_add(1, Ordering::SeqCst);
 }
+
+/// Signals are delivered asynchronously: wait (at most 100 ms) until the thread's CPU
+/// clock stops moving, i.e. it sits in the park handler.
+pub(crate) fn wait_until_parked(cpu_time: impl Fn() -> std::time::Duration) {
+    let step = std::time::Duration::from_millis(2);
+    let mut last = cpu_time();
+    for _ in 0..50 {
+        std::thread::sleep(step);
+        let now = cpu_time();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}

@@ -85,11 +85,16 @@ fn give_up(run: &Arc<RunShared>, reason: StopReason, started: Instant, now: Inst
     };
     let failure = run.failure_for(reason);
     let kind = failure.kind;
-    if run.deliver(Completion { result: Err(failure), stats, logs: run.take_logs() }) {
-        run.with_live_thread(|thread| {
-            // SAFETY: the gate keeps the thread from exiting while we signal it.
-            unsafe { quarantine::suspend(thread.pthread) }
-        });
-        run.release(Some(kind), true);
+    // Park the thread before answering, so the caller (and a process exiting right
+    // after) never sees the result while the thread still runs V8 code.
+    if !run.claim_delivery() {
+        return;
     }
+    run.with_live_thread(|thread| {
+        // SAFETY: the gate keeps the thread from exiting while we signal it.
+        unsafe { quarantine::suspend(thread.pthread) };
+        quarantine::wait_until_parked(|| cpu_time_of(&thread));
+    });
+    run.send_claimed(Completion { result: Err(failure), stats, logs: run.take_logs() });
+    run.release(Some(kind), true);
 }

@@ -1,0 +1,248 @@
+#!/usr/bin/env node
+'use strict'
+
+// isolet command line. One command for now:
+//
+//   isolet autofix <file> --root <dir> [--test <file>] [--yes] [--instruction <text>]
+//                  [--model <m>] [--base-url <u>] [--audit-log <file>]
+//                  [--timeout <ms>] [--memory <mb>] [--provider-timeout <ms>]
+//
+// Prints the unified diff of a fix that passed the sandbox. On a terminal it asks y/N
+// before writing; without a terminal it writes only with --yes (else: needs-approval).
+// Exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs-approval or rejected).
+
+const path = require('node:path')
+const fs = require('node:fs')
+const readline = require('node:readline')
+const { parseArgs } = require('node:util')
+
+const EXIT_APPLIED = 0
+const EXIT_FAILED = 1
+const EXIT_USAGE = 2
+const EXIT_NOT_APPLIED = 3
+
+const DEFAULT_INSTRUCTION = 'Find and fix the bug in this file.'
+
+const USAGE = `usage: isolet autofix <file> --root <dir> [options]
+
+Asks a chat model (OpenAI-compatible) for a fix, runs it in a fresh V8 isolate,
+shows the diff and writes the file only when the fix passed and you approved it.
+
+options:
+  --root <dir>             directory the file must stay inside (required)
+  --instruction, -i <text> what is wrong (default: "${DEFAULT_INSTRUCTION}")
+  --test <file>            sandbox code that must pass after the fix (same isolate)
+  --yes, -y                apply without asking once the sandbox passed
+  --model <m>              model (default: $OPENAI_MODEL, else gpt-4o-mini)
+  --base-url <u>           API base URL (default: $OPENAI_BASE_URL, else OpenAI)
+  --audit-log <file>       JSON-lines audit log (default: <root>/.isolet-audit.jsonl)
+  --timeout <ms>           sandbox time limit per run (default 5000)
+  --memory <mb>            sandbox heap limit (default 64)
+  --provider-timeout <ms>  how long to wait for the model (default 60000)
+  -h, --help               show this help
+  -v, --version            show the version
+
+The API key comes from $OPENAI_API_KEY.
+exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs approval or rejected)`
+
+function usageError(message) {
+  process.stderr.write(`isolet: ${message}\n\n${USAGE}\n`)
+  return EXIT_USAGE
+}
+
+function positiveNumber(name, value) {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`)
+  return n
+}
+
+function colorDiff(diff, enabled) {
+  if (!enabled) return diff
+  return diff
+    .split('\n')
+    .map((line) => {
+      if (line.startsWith('+++') || line.startsWith('---')) return `\x1b[1m${line}\x1b[0m`
+      if (line.startsWith('@@')) return `\x1b[36m${line}\x1b[0m`
+      if (line.startsWith('+')) return `\x1b[32m${line}\x1b[0m`
+      if (line.startsWith('-')) return `\x1b[31m${line}\x1b[0m`
+      return line
+    })
+    .join('\n')
+}
+
+function useColor(stream) {
+  return Boolean(stream.isTTY) && !('NO_COLOR' in process.env) && process.env.TERM !== 'dumb'
+}
+
+function ask(question) {
+  return new Promise((resolve) => {
+    const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
+    let answered = false
+    rl.on('SIGINT', () => {
+      process.stderr.write('\n')
+      rl.close()
+    })
+    rl.on('close', () => {
+      if (!answered) resolve(false)
+    })
+    rl.question(question, (answer) => {
+      answered = true
+      rl.close()
+      resolve(/^\s*y(es)?\s*$/i.test(answer))
+    })
+  })
+}
+
+async function autofixCommand(argv) {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        root: { type: 'string' },
+        instruction: { type: 'string', short: 'i' },
+        test: { type: 'string' },
+        yes: { type: 'boolean', short: 'y' },
+        model: { type: 'string' },
+        'base-url': { type: 'string' },
+        'audit-log': { type: 'string' },
+        timeout: { type: 'string' },
+        memory: { type: 'string' },
+        'provider-timeout': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    })
+  } catch (err) {
+    return usageError(err.message)
+  }
+  const { values, positionals } = parsed
+  if (values.help) {
+    process.stdout.write(USAGE + '\n')
+    return 0
+  }
+  if (positionals.length !== 1) return usageError('autofix takes exactly one file')
+  if (!values.root) return usageError('--root <dir> is required')
+
+  let limits
+  try {
+    limits = {
+      timeoutMs: positiveNumber('timeout', values.timeout),
+      memoryLimitMb: positiveNumber('memory', values.memory),
+      providerTimeoutMs: positiveNumber('provider-timeout', values['provider-timeout']),
+    }
+  } catch (err) {
+    return usageError(err.message)
+  }
+
+  let test
+  if (values.test !== undefined) {
+    try {
+      test = fs.readFileSync(path.resolve(values.test), 'utf8')
+    } catch (err) {
+      return usageError(`cannot read --test ${values.test}: ${err.code || err.message}`)
+    }
+  }
+
+  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY)
+  const color = useColor(process.stdout)
+  let shownDiff = false
+
+  const options = {
+    // The CLI takes paths relative to the current directory, like any command.
+    filePath: path.resolve(positionals[0]),
+    root: path.resolve(values.root),
+    instruction: values.instruction ?? DEFAULT_INSTRUCTION,
+    test,
+    model: values.model,
+    baseURL: values['base-url'],
+    auditLog: values['audit-log'] === undefined ? undefined : path.resolve(values['audit-log']),
+    autoApprove: values.yes === true,
+  }
+  for (const [k, v] of Object.entries(limits)) if (v !== undefined) options[k] = v
+  for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k]
+  if (!options.autoApprove && interactive) {
+    options.approve = async (review) => {
+      process.stdout.write(colorDiff(review.diff, color))
+      shownDiff = true
+      return ask(`Apply this change to ${review.file}? [y/N] `)
+    }
+  }
+
+  const { autoFix } = require('../lib/autofix')
+  let result
+  try {
+    result = await autoFix(options)
+  } catch (err) {
+    process.stderr.write(`isolet autofix: ${err.message}\n`)
+    return err && err.code === 'ERR_ISOLET_AUTOFIX_OPTIONS' ? EXIT_USAGE : EXIT_FAILED
+  }
+
+  if (typeof result.diff === 'string' && result.diff !== '' && !shownDiff) {
+    process.stdout.write(colorDiff(result.diff, color))
+  }
+  const where = result.file
+  let code
+  switch (result.status) {
+    case 'applied':
+      process.stderr.write(`isolet autofix: applied ${where}\n`)
+      code = EXIT_APPLIED
+      break
+    case 'needs-approval':
+      process.stderr.write(
+        `isolet autofix: needs-approval: ${where} was not changed; re-run on a terminal to review, or with --yes to apply\n`,
+      )
+      code = EXIT_NOT_APPLIED
+      break
+    case 'rejected':
+      process.stderr.write(`isolet autofix: rejected: ${where} was not changed\n`)
+      code = EXIT_NOT_APPLIED
+      break
+    default:
+      process.stderr.write(`isolet autofix: failed (${result.reason}): ${result.message}\n`)
+      if (result.sandbox && Array.isArray(result.sandbox.logs) && result.sandbox.logs.length > 0) {
+        process.stderr.write(`sandbox logs:\n${result.sandbox.logs.map((l) => '  ' + formatLog(l)).join('\n')}\n`)
+      }
+      code = EXIT_FAILED
+  }
+  if (result.auditError) process.stderr.write(`isolet autofix: warning: ${result.auditError}\n`)
+  return code
+}
+
+function formatLog(entry) {
+  if (typeof entry === 'string') return entry
+  if (entry && typeof entry === 'object' && 'message' in entry) {
+    return `${entry.level ? `[${entry.level}] ` : ''}${entry.message}`
+  }
+  try {
+    return JSON.stringify(entry)
+  } catch {
+    return String(entry)
+  }
+}
+
+async function main(argv) {
+  const [command, ...rest] = argv
+  if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
+    process.stdout.write(USAGE + '\n')
+    return command === undefined ? EXIT_USAGE : 0
+  }
+  if (command === '-v' || command === '--version') {
+    process.stdout.write(require('../package.json').version + '\n')
+    return 0
+  }
+  if (command === 'autofix') return autofixCommand(rest)
+  return usageError(`unknown command "${command}"`)
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (err) => {
+    process.stderr.write(`isolet: ${(err && err.stack) || err}\n`)
+    process.exitCode = EXIT_FAILED
+  },
+)

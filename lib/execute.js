@@ -1,0 +1,125 @@
+'use strict';
+// The one execution path: submit a request to a native engine, serve its host calls
+// and data requests on this (the Node main) thread, and settle with a result record.
+// runSandbox and SandboxEngine sessions are both built on `execute`.
+const { serialize, deserialize, describeHostError } = require('./bridge');
+const { SandboxRuntimeError, SandboxValidationError, errorFromFailure } = require('./errors');
+
+const EMPTY_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 });
+
+/** Public stats shape from the native one. */
+function statsOf(s) {
+  if (!s) return { ...EMPTY_STATS };
+  return {
+    wallTimeMs: s.wallTimeMs,
+    cpuTimeMs: s.cpuTimeMs,
+    heapUsedBytes: s.heapUsedBytes,
+    heapAtEndBytes: s.heapAtEndBytes,
+    hostCalls: s.hostCalls,
+  };
+}
+
+/**
+ * Starts a run. Returns `{ done, handle }` where `done` resolves to
+ * `{ ok: true, value, stats, logs } | { ok: false, error, stats, logs }` and never rejects.
+ *
+ * @param {object} engine a NativeEngine
+ * @param {object} request a native RunRequest
+ * @param {object} hooks
+ * @param {Record<string, Function>} [hooks.handlers] host functions by name
+ * @param {(name: string) => string | undefined} [hooks.deny] veto a call (tool policy)
+ * @param {(event: object) => void} [hooks.onEvent] started / console / dataRequest
+ * @param {number} [hooks.maxMessageBytes] cap on one serialized reply
+ */
+function execute(engine, request, hooks = {}) {
+  const handlers = hooks.handlers || {};
+  const maxReply = hooks.maxMessageBytes ?? 4 * 1024 * 1024;
+  let resolveDone;
+  const done = new Promise((resolve) => {
+    resolveDone = resolve;
+  });
+  let handle;
+  let finished = false;
+
+  const onNativeEvent = (ev) => {
+    switch (ev.type) {
+      case 'hostCall':
+        serveHostCall(ev);
+        break;
+      case 'done':
+        finished = true;
+        resolveDone(finish(ev));
+        break;
+      default:
+        if (hooks.onEvent) hooks.onEvent(ev);
+    }
+  };
+
+  const serveHostCall = (ev) => {
+    const callId = ev.callId;
+    const fn = handlers[ev.name];
+    const refusal = hooks.deny ? hooks.deny(ev.name) : undefined;
+    if (refusal !== undefined) {
+      handle.reject(callId, 'PermissionError', refusal);
+      return;
+    }
+    if (typeof fn !== 'function') {
+      handle.reject(callId, 'ReferenceError', `${ev.name} is not available`);
+      return;
+    }
+    let args;
+    try {
+      args = deserialize(ev.payload);
+    } catch {
+      handle.reject(callId, 'TypeError', 'host call arguments could not be read');
+      return;
+    }
+    Promise.resolve()
+      .then(() => fn(...args))
+      .then(
+        (value) => {
+          if (finished) return; // the run ended; drop the late reply
+          let bytes;
+          try {
+            bytes = serialize(value);
+          } catch (err) {
+            handle.reject(callId, 'DataCloneError', `${ev.name} returned a value that cannot be copied into the sandbox: ${describeHostError(err).message}`);
+            return;
+          }
+          if (bytes.length > maxReply) {
+            handle.reject(callId, 'RangeError', `${ev.name} returned ${bytes.length} bytes, over the bridge limit of ${maxReply} bytes`);
+            return;
+          }
+          handle.fulfill(callId, bytes);
+        },
+        (err) => {
+          if (finished) return;
+          const { name, message } = describeHostError(err);
+          handle.reject(callId, name, message);
+        },
+      );
+  };
+
+  try {
+    handle = engine.submit(request, onNativeEvent);
+  } catch (err) {
+    // Bindings throw only for invalid input.
+    resolveDone({ ok: false, error: new SandboxValidationError(err.message), stats: statsOf(), logs: [] });
+    return { done, handle: null };
+  }
+  return { done, handle };
+}
+
+function finish(ev) {
+  const stats = statsOf(ev.stats);
+  const logs = (ev.logs || []).map((l) => ({ level: l.level, message: l.message }));
+  if (!ev.ok) return { ok: false, error: errorFromFailure(ev.error), stats, logs };
+  try {
+    return { ok: true, value: deserialize(ev.payload), stats, logs };
+  } catch (err) {
+    const error = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
+    return { ok: false, error, stats, logs };
+  }
+}
+
+module.exports = { execute, statsOf, EMPTY_STATS };
