@@ -1,9 +1,16 @@
 'use strict';
 // isolet: run untrusted JavaScript in bare V8 isolates.
+// Public API: see index.d.ts and README.md.
 const native = require('./lib/native');
-const { runSandbox } = require('./lib/run-sandbox');
-const errors = require('./lib/errors');
-
+const { runSandbox, RUN_SANDBOX_DEFAULTS } = require('./lib/run-sandbox');
+const {
+  SandboxEngine,
+  SandboxSession,
+  DEFAULT_MEMORY_MB,
+  DEFAULT_ISOLATE_LIMITS,
+  DEFAULT_BRIDGE_LIMITS,
+  DEFAULT_TOOL_POLICY,
+} = require('./lib/engine');
 const {
   SandboxError,
   SandboxTimeoutError,
@@ -11,9 +18,12 @@ const {
   SandboxRuntimeError,
   SandboxValidationError,
   SandboxAbortedError,
-} = errors;
+} = require('./lib/errors');
+const { createFileReadCapability } = require('./lib/capabilities/file-read');
+const { createFetchCapability } = require('./lib/capabilities/fetch');
+const { autoFix, AutoFixOptionsError, AutoFixAuditError, AUTOFIX_STATUSES, AUTOFIX_FAILURE_REASONS } = require('./lib/autofix');
 
-/** Versions this binary runs on. */
+/** Versions this binary runs on: V8, and the Node it was built for. */
 const runtime = Object.freeze({ ...native.info });
 
 /** Process-wide isolate thread counts (for leak checks and monitoring). */
@@ -23,12 +33,26 @@ function processStats() {
 
 module.exports = {
   runSandbox,
+  RUN_SANDBOX_DEFAULTS,
+  createFileReadCapability,
+  createFetchCapability,
+  SandboxEngine,
+  SandboxSession,
+  DEFAULT_MEMORY_MB,
+  DEFAULT_ISOLATE_LIMITS,
+  DEFAULT_BRIDGE_LIMITS,
+  DEFAULT_TOOL_POLICY,
   SandboxError,
   SandboxTimeoutError,
   SandboxOOMError,
   SandboxRuntimeError,
   SandboxValidationError,
   SandboxAbortedError,
+  autoFix,
+  AutoFixOptionsError,
+  AutoFixAuditError,
+  AUTOFIX_STATUSES,
+  AUTOFIX_FAILURE_REASONS,
   runtime,
   processStats,
 };

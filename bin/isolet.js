@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-'use strict'
+'use strict';
 
 // isolet command line. One command for now:
 //
@@ -11,17 +11,17 @@
 // before writing; without a terminal it writes only with --yes (else: needs-approval).
 // Exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs-approval or rejected).
 
-const path = require('node:path')
-const fs = require('node:fs')
-const readline = require('node:readline')
-const { parseArgs } = require('node:util')
+const path = require('node:path');
+const fs = require('node:fs');
+const readline = require('node:readline');
+const { parseArgs } = require('node:util');
 
-const EXIT_APPLIED = 0
-const EXIT_FAILED = 1
-const EXIT_USAGE = 2
-const EXIT_NOT_APPLIED = 3
+const EXIT_APPLIED = 0;
+const EXIT_FAILED = 1;
+const EXIT_USAGE = 2;
+const EXIT_NOT_APPLIED = 3;
 
-const DEFAULT_INSTRUCTION = 'Find and fix the bug in this file.'
+const DEFAULT_INSTRUCTION = 'Find and fix the bug in this file.';
 
 const USAGE = `usage: isolet autofix <file> --root <dir> [options]
 
@@ -43,59 +43,59 @@ options:
   -v, --version            show the version
 
 The API key comes from $OPENAI_API_KEY.
-exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs approval or rejected)`
+exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs approval or rejected)`;
 
 function usageError(message) {
-  process.stderr.write(`isolet: ${message}\n\n${USAGE}\n`)
-  return EXIT_USAGE
+  process.stderr.write(`isolet: ${message}\n\n${USAGE}\n`);
+  return EXIT_USAGE;
 }
 
 function positiveNumber(name, value) {
-  if (value === undefined) return undefined
-  const n = Number(value)
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`)
-  return n
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`);
+  return n;
 }
 
 function colorDiff(diff, enabled) {
-  if (!enabled) return diff
+  if (!enabled) return diff;
   return diff
     .split('\n')
     .map((line) => {
-      if (line.startsWith('+++') || line.startsWith('---')) return `\x1b[1m${line}\x1b[0m`
-      if (line.startsWith('@@')) return `\x1b[36m${line}\x1b[0m`
-      if (line.startsWith('+')) return `\x1b[32m${line}\x1b[0m`
-      if (line.startsWith('-')) return `\x1b[31m${line}\x1b[0m`
-      return line
+      if (line.startsWith('+++') || line.startsWith('---')) return `\x1b[1m${line}\x1b[0m`;
+      if (line.startsWith('@@')) return `\x1b[36m${line}\x1b[0m`;
+      if (line.startsWith('+')) return `\x1b[32m${line}\x1b[0m`;
+      if (line.startsWith('-')) return `\x1b[31m${line}\x1b[0m`;
+      return line;
     })
-    .join('\n')
+    .join('\n');
 }
 
 function useColor(stream) {
-  return Boolean(stream.isTTY) && !('NO_COLOR' in process.env) && process.env.TERM !== 'dumb'
+  return Boolean(stream.isTTY) && !('NO_COLOR' in process.env) && process.env.TERM !== 'dumb';
 }
 
 function ask(question) {
   return new Promise((resolve) => {
-    const rl = readline.createInterface({ input: process.stdin, output: process.stderr })
-    let answered = false
+    const rl = readline.createInterface({ input: process.stdin, output: process.stderr });
+    let answered = false;
     rl.on('SIGINT', () => {
-      process.stderr.write('\n')
-      rl.close()
-    })
+      process.stderr.write('\n');
+      rl.close();
+    });
     rl.on('close', () => {
-      if (!answered) resolve(false)
-    })
+      if (!answered) resolve(false);
+    });
     rl.question(question, (answer) => {
-      answered = true
-      rl.close()
-      resolve(/^\s*y(es)?\s*$/i.test(answer))
-    })
-  })
+      answered = true;
+      rl.close();
+      resolve(/^\s*y(es)?\s*$/i.test(answer));
+    });
+  });
 }
 
 async function autofixCommand(argv) {
-  let parsed
+  let parsed;
   try {
     parsed = parseArgs({
       args: argv,
@@ -114,41 +114,41 @@ async function autofixCommand(argv) {
         'provider-timeout': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
-    })
+    });
   } catch (err) {
-    return usageError(err.message)
+    return usageError(err.message);
   }
-  const { values, positionals } = parsed
+  const { values, positionals } = parsed;
   if (values.help) {
-    process.stdout.write(USAGE + '\n')
-    return 0
+    process.stdout.write(USAGE + '\n');
+    return 0;
   }
-  if (positionals.length !== 1) return usageError('autofix takes exactly one file')
-  if (!values.root) return usageError('--root <dir> is required')
+  if (positionals.length !== 1) return usageError('autofix takes exactly one file');
+  if (!values.root) return usageError('--root <dir> is required');
 
-  let limits
+  let limits;
   try {
     limits = {
       timeoutMs: positiveNumber('timeout', values.timeout),
       memoryLimitMb: positiveNumber('memory', values.memory),
       providerTimeoutMs: positiveNumber('provider-timeout', values['provider-timeout']),
-    }
+    };
   } catch (err) {
-    return usageError(err.message)
+    return usageError(err.message);
   }
 
-  let test
+  let test;
   if (values.test !== undefined) {
     try {
-      test = fs.readFileSync(path.resolve(values.test), 'utf8')
+      test = fs.readFileSync(path.resolve(values.test), 'utf8');
     } catch (err) {
-      return usageError(`cannot read --test ${values.test}: ${err.code || err.message}`)
+      return usageError(`cannot read --test ${values.test}: ${err.code || err.message}`);
     }
   }
 
-  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY)
-  const color = useColor(process.stdout)
-  let shownDiff = false
+  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
+  const color = useColor(process.stdout);
+  let shownDiff = false;
 
   const options = {
     // The CLI takes paths relative to the current directory, like any command.
@@ -160,89 +160,89 @@ async function autofixCommand(argv) {
     baseURL: values['base-url'],
     auditLog: values['audit-log'] === undefined ? undefined : path.resolve(values['audit-log']),
     autoApprove: values.yes === true,
-  }
-  for (const [k, v] of Object.entries(limits)) if (v !== undefined) options[k] = v
-  for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k]
+  };
+  for (const [k, v] of Object.entries(limits)) if (v !== undefined) options[k] = v;
+  for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
   if (!options.autoApprove && interactive) {
     options.approve = async (review) => {
-      process.stdout.write(colorDiff(review.diff, color))
-      shownDiff = true
-      return ask(`Apply this change to ${review.file}? [y/N] `)
-    }
+      process.stdout.write(colorDiff(review.diff, color));
+      shownDiff = true;
+      return ask(`Apply this change to ${review.file}? [y/N] `);
+    };
   }
 
-  const { autoFix } = require('../lib/autofix')
-  let result
+  const { autoFix } = require('../lib/autofix');
+  let result;
   try {
-    result = await autoFix(options)
+    result = await autoFix(options);
   } catch (err) {
-    process.stderr.write(`isolet autofix: ${err.message}\n`)
-    return err && err.code === 'ERR_ISOLET_AUTOFIX_OPTIONS' ? EXIT_USAGE : EXIT_FAILED
+    process.stderr.write(`isolet autofix: ${err.message}\n`);
+    return err && err.code === 'ERR_ISOLET_AUTOFIX_OPTIONS' ? EXIT_USAGE : EXIT_FAILED;
   }
 
   if (typeof result.diff === 'string' && result.diff !== '' && !shownDiff) {
-    process.stdout.write(colorDiff(result.diff, color))
+    process.stdout.write(colorDiff(result.diff, color));
   }
-  const where = result.file
-  let code
+  const where = result.file;
+  let code;
   switch (result.status) {
     case 'applied':
-      process.stderr.write(`isolet autofix: applied ${where}\n`)
-      code = EXIT_APPLIED
-      break
+      process.stderr.write(`isolet autofix: applied ${where}\n`);
+      code = EXIT_APPLIED;
+      break;
     case 'needs-approval':
       process.stderr.write(
         `isolet autofix: needs-approval: ${where} was not changed; re-run on a terminal to review, or with --yes to apply\n`,
-      )
-      code = EXIT_NOT_APPLIED
-      break
+      );
+      code = EXIT_NOT_APPLIED;
+      break;
     case 'rejected':
-      process.stderr.write(`isolet autofix: rejected: ${where} was not changed\n`)
-      code = EXIT_NOT_APPLIED
-      break
+      process.stderr.write(`isolet autofix: rejected: ${where} was not changed\n`);
+      code = EXIT_NOT_APPLIED;
+      break;
     default:
-      process.stderr.write(`isolet autofix: failed (${result.reason}): ${result.message}\n`)
+      process.stderr.write(`isolet autofix: failed (${result.reason}): ${result.message}\n`);
       if (result.sandbox && Array.isArray(result.sandbox.logs) && result.sandbox.logs.length > 0) {
-        process.stderr.write(`sandbox logs:\n${result.sandbox.logs.map((l) => '  ' + formatLog(l)).join('\n')}\n`)
+        process.stderr.write(`sandbox logs:\n${result.sandbox.logs.map((l) => '  ' + formatLog(l)).join('\n')}\n`);
       }
-      code = EXIT_FAILED
+      code = EXIT_FAILED;
   }
-  if (result.auditError) process.stderr.write(`isolet autofix: warning: ${result.auditError}\n`)
-  return code
+  if (result.auditError) process.stderr.write(`isolet autofix: warning: ${result.auditError}\n`);
+  return code;
 }
 
 function formatLog(entry) {
-  if (typeof entry === 'string') return entry
+  if (typeof entry === 'string') return entry;
   if (entry && typeof entry === 'object' && 'message' in entry) {
-    return `${entry.level ? `[${entry.level}] ` : ''}${entry.message}`
+    return `${entry.level ? `[${entry.level}] ` : ''}${entry.message}`;
   }
   try {
-    return JSON.stringify(entry)
+    return JSON.stringify(entry);
   } catch {
-    return String(entry)
+    return String(entry);
   }
 }
 
 async function main(argv) {
-  const [command, ...rest] = argv
+  const [command, ...rest] = argv;
   if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
-    process.stdout.write(USAGE + '\n')
-    return command === undefined ? EXIT_USAGE : 0
+    process.stdout.write(USAGE + '\n');
+    return command === undefined ? EXIT_USAGE : 0;
   }
   if (command === '-v' || command === '--version') {
-    process.stdout.write(require('../package.json').version + '\n')
-    return 0
+    process.stdout.write(require('../package.json').version + '\n');
+    return 0;
   }
-  if (command === 'autofix') return autofixCommand(rest)
-  return usageError(`unknown command "${command}"`)
+  if (command === 'autofix') return autofixCommand(rest);
+  return usageError(`unknown command "${command}"`);
 }
 
 main(process.argv.slice(2)).then(
   (code) => {
-    process.exitCode = code
+    process.exitCode = code;
   },
   (err) => {
-    process.stderr.write(`isolet: ${(err && err.stack) || err}\n`)
-    process.exitCode = EXIT_FAILED
+    process.stderr.write(`isolet: ${(err && err.stack) || err}\n`);
+    process.exitCode = EXIT_FAILED;
   },
-)
+);

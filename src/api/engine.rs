@@ -53,6 +53,8 @@ pub struct RunRequest {
     pub capabilities: Option<Vec<String>>,
     /// Install the read-only `data` object; reads arrive as `dataRequest` events.
     pub data_object: Option<bool>,
+    /// `data` values given up front (serialized); reading them needs no round trip.
+    pub data_values: Option<std::collections::HashMap<String, Buffer>>,
     pub wasm_modules: Option<Vec<WasmModuleJs>>,
     /// Also send each console entry as a `console` event.
     pub stream_console: Option<bool>,
@@ -186,6 +188,12 @@ impl NativeEngine {
             bridge,
             capabilities,
             data_object: r.data_object.unwrap_or(false),
+            data_values: r
+                .data_values
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.to_vec()))
+                .collect(),
             wasm_modules,
             stream_console: r.stream_console.unwrap_or(false),
         })

@@ -132,7 +132,9 @@ fn map_io(err: io::Error) -> FileReadError {
         None => match err.kind() {
             io::ErrorKind::PermissionDenied => FileReadError::Outside,
             io::ErrorKind::NotFound => FileReadError::NotFound,
-            io::ErrorKind::InvalidInput => FileReadError::InvalidPath("rejected by the file system"),
+            io::ErrorKind::InvalidInput => {
+                FileReadError::InvalidPath("rejected by the file system")
+            }
             _ => FileReadError::Io("I/O error"),
         },
     }
@@ -161,7 +163,9 @@ pub fn read_beneath(
     // O_NONBLOCK: opening a FIFO swapped in since the check above returns at once
     // instead of waiting for a writer. O_NOCTTY: a terminal never becomes ours.
     let mut options = OpenOptions::new();
-    options.read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    options
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
     let file = dir.open_with(path, &options).map_err(map_io)?;
 
     // Re-check what was actually opened.
@@ -252,7 +256,11 @@ impl Task for ReadFile {
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
         Ok(match output {
-            Ok(content) => FileReadOutcome { content: Some(content), code: None, message: None },
+            Ok(content) => FileReadOutcome {
+                content: Some(content),
+                code: None,
+                message: None,
+            },
             Err(err) => FileReadOutcome {
                 content: None,
                 code: Some(err.code().to_string()),
@@ -281,9 +289,14 @@ impl FileReadRoot {
             ));
         }
         let handle = Dir::open_ambient_dir(&dir, ambient_authority()).map_err(|e| {
-            Error::new(Status::InvalidArg, format!("cannot open directory {dir:?}: {e}"))
+            Error::new(
+                Status::InvalidArg,
+                format!("cannot open directory {dir:?}: {e}"),
+            )
         })?;
-        Ok(FileReadRoot { dir: Arc::new(handle) })
+        Ok(FileReadRoot {
+            dir: Arc::new(handle),
+        })
     }
 
     /// Reads `path` beneath the directory, off the JS thread. Resolves to a

@@ -19,6 +19,8 @@ pub(crate) struct RunSpec {
     pub capabilities: Vec<String>,
     /// Install the read-only `data` global.
     pub data_object: bool,
+    /// Serialized `data` values known up front.
+    pub data_values: HashMap<String, Vec<u8>>,
     /// WebAssembly modules to instantiate under `wasm.<name>`.
     pub wasm_modules: Vec<(String, Arc<Vec<u8>>)>,
     /// Send console entries as they happen (sessions) instead of only at the end.
@@ -320,6 +322,9 @@ impl RunShared {
 
     /// Blocking data request from the isolate thread.
     pub(crate) fn request_data(&self, key: &str) -> DataAnswer {
+        if let Some(value) = self.spec.data_values.get(key) {
+            return DataAnswer::Value(value.clone());
+        }
         if !self.count_message() {
             return DataAnswer::Error(format!(
                 "Bridge message limit of {} per execution exceeded",
