@@ -21,7 +21,17 @@ const {
 } = require('./lib/errors');
 const { createFileReadCapability } = require('./lib/capabilities/file-read');
 const { createFetchCapability } = require('./lib/capabilities/fetch');
-const { autoFix, AutoFixOptionsError, AutoFixAuditError, AUTOFIX_STATUSES, AUTOFIX_FAILURE_REASONS } = require('./lib/autofix');
+const {
+  autoFix,
+  unifiedDiff,
+  extractCode,
+  AutoFixOptionsError,
+  AutoFixAuditError,
+  AUTOFIX_STATUSES,
+  AUTOFIX_FAILURE_REASONS,
+  DEFAULT_AUTOFIX_MODEL,
+  DEFAULT_AUDIT_LOG_NAME,
+} = require('./lib/autofix');
 
 /** Versions this binary runs on: V8, and the Node it was built for. */
 const runtime = Object.freeze({ ...native.info });
@@ -49,10 +59,14 @@ module.exports = {
   SandboxValidationError,
   SandboxAbortedError,
   autoFix,
+  unifiedDiff,
+  extractCode,
   AutoFixOptionsError,
   AutoFixAuditError,
   AUTOFIX_STATUSES,
   AUTOFIX_FAILURE_REASONS,
+  DEFAULT_AUTOFIX_MODEL,
+  DEFAULT_AUDIT_LOG_NAME,
   runtime,
   processStats,
 };

@@ -700,6 +700,29 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
              : ISOLET_FAILED;
 }
 
+int32_t isolet_sandbox_seal_wasm(isolet_sandbox* sb) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<Object> global = ctx->Global();
+  Local<String> ns_key = Utf8(isolate, "WebAssembly");
+  Local<Value> ns;
+  if (!global->Get(ctx, ns_key).ToLocal(&ns) || !ns->IsObject()) return ISOLET_OK;
+  Local<v8::Array> names;
+  if (!ns.As<Object>()->GetOwnPropertyNames(ctx).ToLocal(&names)) return ISOLET_FAILED;
+  for (uint32_t i = 0; i < names->Length(); ++i) {
+    Local<Value> name, member, proto;
+    if (!names->Get(ctx, i).ToLocal(&name) || !ns.As<Object>()->Get(ctx, name).ToLocal(&member) ||
+        !member->IsFunction())
+      continue;
+    if (!member.As<Object>()->Get(ctx, Utf8(isolate, "prototype")).ToLocal(&proto) ||
+        !proto->IsObject())
+      continue;
+    if (proto.As<Object>()->Delete(ctx, Utf8(isolate, "constructor")).IsNothing())
+      return ISOLET_FAILED;
+  }
+  return global->Delete(ctx, ns_key).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
+}
+
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len, uint32_t mode,
                            isolet_error* err) {
   ENTER(sb);

@@ -102,6 +102,12 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
                                          const uint8_t* wasm, size_t wasm_len,
                                          isolet_error* err);
 
+// Removes the WebAssembly namespace (not ECMAScript, and its Memory constructor would
+// allocate outside the heap budget) and cuts the `constructor` links from its
+// prototypes, so exported memories or tables cannot lead back to it. Call after the
+// last add_wasm_instance and before run.
+int32_t isolet_sandbox_seal_wasm(isolet_sandbox* sb);
+
 // Compiles and starts the code. ISOLET_OK or ISOLET_PENDING (promise), ISOLET_THREW,
 // ISOLET_SYNTAX or ISOLET_TERMINATED.
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len, uint32_t mode,

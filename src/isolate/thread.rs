@@ -207,6 +207,9 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
             return Step::Threw(thrown);
         }
     }
+    if !sandbox.seal_wasm() {
+        return Step::Terminated;
+    }
     let mut step = sandbox.run(&spec.code, spec.mode);
     while matches!(step, Step::Pending) {
         if run.stop_reason().is_some() {

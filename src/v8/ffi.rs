@@ -76,6 +76,7 @@ extern "C" {
         wasm_len: usize,
         err: *mut isolet_error,
     ) -> i32;
+    pub fn isolet_sandbox_seal_wasm(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_sandbox_run(
         sb: *mut isolet_sandbox,
         code: *const u8,

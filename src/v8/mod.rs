@@ -244,6 +244,12 @@ impl Sandbox {
         }
     }
 
+    /// Removes the `WebAssembly` global and its constructors' back links.
+    pub(crate) fn seal_wasm(&mut self) -> bool {
+        // SAFETY: live sandbox.
+        unsafe { ffi::isolet_sandbox_seal_wasm(self.raw) == 0 }
+    }
+
     pub(crate) fn run(&mut self, code: &str, mode: Mode) -> Step {
         let mut err = empty_error();
         let mode = match mode {
