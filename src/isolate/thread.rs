@@ -250,7 +250,10 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
         return Err(Failure::out_of_memory(run.spec.limits.memory_mb));
     }
     match (outcome, run.stop_reason()) {
-        (Ok(v), _) => Ok(v),
+        // A stop requested while the run finished (e.g. a data request cut short by
+        // the time limit) still ends it: the limit was reached.
+        (Ok(_), Some(reason)) => Err(run.failure_for(reason)),
+        (Ok(v), None) => Ok(v),
         (Err(f), Some(reason)) if f.kind != ErrorKind::Validation => Err(run.failure_for(reason)),
         (Err(f), _) if f.message == "terminated" => {
             Err(Failure::new(ErrorKind::Internal, "Execution was terminated unexpectedly"))
