@@ -106,7 +106,7 @@ export interface SandboxOptions {
   signal?: AbortSignal;
   /** Cap on the serialized output. Default 16 MiB. */
   maxOutputBytes?: number;
-  /** Cap on one host-call argument list or reply. Default 4 MiB. */
+  /** Cap on one host-call argument list or reply. Default 16 MiB. */
   maxMessageBytes?: number;
   /** Cap on host calls per run. Default 1000. */
   maxHostCalls?: number;
@@ -193,7 +193,7 @@ export interface FetchRequest {
   url: string;
   method?: string;
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Uint8Array | ArrayBuffer;
 }
 
 export interface FetchResponse {
@@ -226,7 +226,7 @@ export interface IsolateLimits {
 
 /** Message size and count limits for the bridge, per execution. */
 export interface BridgeLimits {
-  /** Bytes of one message in either direction (tool args/replies, data answers). Default 4 MiB. */
+  /** Bytes of one message in either direction (tool args/replies, data answers). Default 16 MiB. */
   maxMessageBytes?: number;
   /** Tool calls plus data requests. Default 1000. */
   maxMessages?: number;

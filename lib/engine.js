@@ -21,7 +21,7 @@ const DEFAULT_ISOLATE_LIMITS = Object.freeze({
 
 /** Size and count limits on what crosses the bridge, per execution. */
 const DEFAULT_BRIDGE_LIMITS = Object.freeze({
-  maxMessageBytes: 4 * 1024 * 1024,
+  maxMessageBytes: 16 * 1024 * 1024,
   maxMessages: 1000,
   maxOutputBytes: 16 * 1024 * 1024,
   maxLogEntries: 1000,

@@ -33,7 +33,7 @@ function statsOf(s) {
  */
 function execute(engine, request, hooks = {}) {
   const handlers = hooks.handlers || {};
-  const maxReply = hooks.maxMessageBytes ?? 4 * 1024 * 1024;
+  const maxReply = hooks.maxMessageBytes ?? 16 * 1024 * 1024;
   let resolveDone;
   const done = new Promise((resolve) => {
     resolveDone = resolve;

@@ -226,11 +226,14 @@ struct isolet_sandbox {
   uint32_t next_call_id = 1;
   size_t heap_limit = 0;
   size_t peak_heap = 0;
-  size_t max_message_bytes = 4 * 1024 * 1024;
+  size_t max_message_bytes = 16 * 1024 * 1024;
   size_t max_output_bytes = 16 * 1024 * 1024;
 };
 
 namespace {
+
+// The sandbox whose isolate this thread owns (isolate threads own exactly one).
+thread_local isolet_sandbox* t_sandbox = nullptr;
 
 isolet_sandbox* SandboxOf(Isolate* isolate) {
   return static_cast<isolet_sandbox*>(isolate->GetData(0));
@@ -360,6 +363,15 @@ size_t NearHeapLimit(void* data, size_t current_limit, size_t initial_limit) {
   sb->isolate->TerminateExecution();
   // Grant headroom so V8 unwinds the terminated script instead of aborting the process.
   return current_limit + kHeapHeadroom;
+}
+
+// Fatal OOM inside V8. On the sandbox's own thread we hand over to Rust, which reports
+// SandboxOOMError and parks the thread for good; elsewhere V8 aborts as before.
+void OnFatalOOM(const char* location, const v8::OOMDetails& details) {
+  isolet_sandbox* sb = t_sandbox;
+  if (sb == nullptr) return;
+  sb->hit_memory_limit.store(true);
+  sb->config.on_fatal_oom(sb->config.ctx);
 }
 
 void TrackPeakHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
@@ -579,6 +591,8 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   isolate->SetData(0, sb);
   isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
   isolate->AddNearHeapLimitCallback(NearHeapLimit, sb);
+  isolate->SetOOMErrorHandler(OnFatalOOM);
+  t_sandbox = sb;
   isolate->AddGCPrologueCallback(TrackPeakHeap);
 
   {
@@ -595,6 +609,7 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
 
 void isolet_sandbox_dispose(isolet_sandbox* sb) {
   if (sb == nullptr) return;
+  if (t_sandbox == sb) t_sandbox = nullptr;
   sb->tasks->close();
   {
     Isolate::Scope isolate_scope(sb->isolate);

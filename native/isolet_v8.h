@@ -66,6 +66,10 @@ typedef struct {
   // Returns ISOLET_OK with *out set to serialized bytes (malloc'd, owned by the caller),
   // ISOLET_THREW with *out holding a UTF-8 message to throw, or ISOLET_TERMINATED.
   int32_t (*on_data_request)(void* ctx, const uint8_t* key, size_t key_len, isolet_bytes* out);
+  // V8 hit a fatal out-of-memory condition on the isolate thread (e.g. "young object
+  // promotion failed" during a GC), which the near-heap-limit callback cannot turn into
+  // a termination. Must not return: returning lets V8 abort the whole process.
+  void (*on_fatal_oom)(void* ctx);
   // Heap budget: V8 heap limit (young + old generation) and ArrayBuffer bytes.
   size_t heap_limit_bytes;
   size_t array_buffer_limit_bytes;

@@ -1,7 +1,8 @@
 //! isolet: run untrusted JavaScript in bare V8 isolates from Node.js.
 //!
 //! Layers, from JS inwards:
-//! - `api`: napi bindings (the only module that imports `napi`);
+//! - `api`: napi bindings for the engine (with `capabilities`, the only modules that
+//!   import `napi`);
 //! - `engine`: admission, warm pool, shutdown;
 //! - `isolate`: the isolate thread and the state a run shares across threads;
 //! - `limits`: the watchdog and the quarantine of unstoppable threads;

@@ -75,6 +75,17 @@ impl SandboxHost for ThreadHost {
             None => DataAnswer::Terminated,
         }
     }
+
+    fn fatal_oom(&self) -> ! {
+        if let Some(run) = self.current() {
+            if run.claim_delivery() {
+                let failure = Failure::out_of_memory(run.spec.limits.memory_mb);
+                run.send_claimed(Completion { result: Err(failure), stats: ExecStats::default(), logs: run.take_logs() });
+            }
+            run.release(Some(ErrorKind::MemoryLimit), true);
+        }
+        crate::limits::quarantine::park_current_thread()
+    }
 }
 
 /// Where an isolate thread gets its one run.

@@ -56,6 +56,15 @@ pub(crate) unsafe fn suspend(thread: libc::pthread_t) {
     QUARANTINED.fetch_add(1, Ordering::SeqCst);
 }
 
+/// Parks the calling thread for good (a fatal V8 OOM on an isolate thread: V8 would
+/// abort the process if we returned, and the isolate's heap cannot be used again).
+pub(crate) fn park_current_thread() -> ! {
+    QUARANTINED.fetch_add(1, Ordering::SeqCst);
+    loop {
+        std::thread::park();
+    }
+}
+
 /// Signals are delivered asynchronously: wait (at most 100 ms) until the thread's CPU
 /// clock stops moving, i.e. it sits in the park handler.
 pub(crate) fn wait_until_parked(cpu_time: impl Fn() -> std::time::Duration) {

@@ -18,6 +18,8 @@ pub(crate) trait SandboxHost: Send + Sync {
     fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]);
     /// Blocking read of `data[key]`.
     fn data_request(&self, key: &str) -> DataAnswer;
+    /// V8 hit a fatal OOM on this isolate's thread. Must never return.
+    fn fatal_oom(&self) -> !;
 }
 
 pub(crate) enum DataAnswer {
@@ -109,6 +111,10 @@ extern "C" fn wake_cb(ctx: *mut c_void) {
     host_of(ctx).wake();
 }
 
+extern "C" fn fatal_oom_cb(ctx: *mut c_void) {
+    host_of(ctx).fatal_oom()
+}
+
 extern "C" fn console_cb(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) {
     // SAFETY: the seam passes a valid buffer for the duration of the call.
     let msg = unsafe { bytes(msg, len) };
@@ -193,6 +199,7 @@ impl Sandbox {
             on_console: console_cb,
             on_host_call: host_call_cb,
             on_data_request: data_request_cb,
+            on_fatal_oom: fatal_oom_cb,
             heap_limit_bytes: config.heap_limit_bytes,
             array_buffer_limit_bytes: config.array_buffer_limit_bytes,
         };

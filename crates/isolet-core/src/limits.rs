@@ -29,8 +29,8 @@ pub const MAX_MEMORY_MB: u32 = 8_192;
 pub const MAX_TIME_MS: u64 = 2_147_483_647;
 
 /// Default cap on one message crossing the bridge (host-call arguments, replies,
-/// data answers): 4 MiB.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// data answers): 16 MiB, so a file at the file capability's 10 MB cap fits.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// Default cap on host calls plus data requests per execution.
 pub const DEFAULT_MAX_MESSAGES: u32 = 1_000;
 /// Default cap on the serialized result: 16 MiB.
@@ -93,7 +93,7 @@ impl Default for IsolateLimits {
 /// Size and count limits on everything that crosses between host and isolate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BridgeLimits {
-    /// Bytes of one serialized message in either direction. Default 4 MiB.
+    /// Bytes of one serialized message in either direction. Default 16 MiB.
     pub max_message_bytes: usize,
     /// Host calls plus data requests per execution. Default 1000.
     pub max_messages: u32,
