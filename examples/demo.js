@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// `npm run demo`: the seed examples, run for real.
+'use strict';
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { runSandbox, createFileReadCapability, SandboxEngine, DEFAULT_ISOLATE_LIMITS, DEFAULT_BRIDGE_LIMITS } = require('..');
+
+async function main() {
+  // 1. @azmr/ai: the usage example.
+  const result = await runSandbox(`
+  const nums = [1, 2, 3, 4, 5];
+  nums.reduce((a, b) => a + b, 0);
+`);
+  if (result.success) {
+    console.log(result.output); // 15
+  }
+
+  // 2. @azmr/ai: a file reader scoped to one directory.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-demo-'));
+  fs.writeFileSync(path.join(dir, 'notes.txt'), 'hello from notes.txt');
+  const withFile = await runSandbox(
+    `const file = await readFile({ path: "notes.txt" }); return file.content;`,
+    { capabilities: { readFile: createFileReadCapability(dir) } },
+  );
+  console.log('readFile:', withFile.success ? withFile.output : withFile.error.message);
+  const escape = await runSandbox(`return await readFile({ path: "../../etc/passwd" });`, {
+    capabilities: { readFile: createFileReadCapability(dir) },
+  });
+  console.log('escape attempt:', escape.success ? 'READ (bug!)' : `${escape.error.name}: ${escape.error.message}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+
+  // 3. A runaway script and a heap bomb: typed errors, host unharmed.
+  const loop = await runSandbox('while (true) {}', { timeoutMs: 200 });
+  console.log('infinite loop:', loop.error.name);
+  const bomb = await runSandbox('const a = []; while (true) a.push({ a })');
+  console.log('heap bomb:', bomb.error.name);
+
+  // 4. @coda/sandbox: the engine with a data request.
+  const engine = new SandboxEngine({
+    memoryMb: 128,
+    maxConcurrentIsolates: 4,
+    warmPoolSize: 2,
+    wasmModules: [],
+    defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS,
+    defaultBridgeLimits: DEFAULT_BRIDGE_LIMITS,
+  });
+  await engine.init();
+  const session = engine.submit({ requestId: 'req_123', code: 'return data.accounts.length;' });
+  for await (const event of session) {
+    switch (event.type) {
+      case 'status':
+        console.log('Status:', event.message);
+        break;
+      case 'dataRequest':
+        session.respond(event.id, [{ id: 'acc_1' }, { id: 'acc_2' }]);
+        break;
+      case 'result':
+        console.log('Result:', event.data);
+        break;
+      case 'error':
+        console.error('Error:', event.message);
+        break;
+    }
+  }
+  await engine.shutdown();
+}
+
+main().then(
+  () => {
+    // 5. autoFix against a local chat-completions stub.
+    require('./autofix-demo');
+  },
+  (err) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);
