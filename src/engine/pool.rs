@@ -211,7 +211,8 @@ impl Engine {
             let config = sandbox_config(run.spec.limits.memory_mb);
             self.spawn(state, config, JobSource::Now(run.clone()), Some(run));
         }
-        self.replenish(state);
+        // The pool is topped up when a run finishes, not here: creating an isolate now
+        // would compete for CPU with the run that was just started.
     }
 
     fn spawn(&self, state: &mut State, config: SandboxConfig, source: JobSource, run: Option<Arc<RunShared>>) {
@@ -272,6 +273,7 @@ impl Engine {
             }
         }
         state.stats.queued = state.queue.len();
+        self.replenish(&mut state);
         self.inner.idle.notify_all();
     }
 }

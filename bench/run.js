@@ -1,0 +1,210 @@
+#!/usr/bin/env node
+// `npm run bench`: isolet side by side with its peers in one process, printing medians
+// and ratios. Peers come from bench/package.json (installed by the npm script).
+// Machines here are shared and noisy: compare ratios within one run, not absolute times.
+'use strict';
+const path = require('node:path');
+const vm = require('node:vm');
+const { runSandbox, SandboxEngine } = require('..');
+
+const N = Number(process.env.BENCH_N || 200);
+
+function peer(name) {
+  try {
+    return require(path.join(__dirname, 'node_modules', name));
+  } catch {
+    return null;
+  }
+}
+const ivm = peer('isolated-vm');
+const quickjs = peer('quickjs-emscripten');
+const vm2 = peer('vm2');
+
+function stats(samples) {
+  const s = [...samples].sort((a, b) => a - b);
+  return { median: s[Math.floor(s.length / 2)], p95: s[Math.floor(s.length * 0.95)] };
+}
+
+async function measure(fn, n = N) {
+  for (let i = 0; i < Math.min(10, n); i++) await fn(); // warm-up
+  const samples = [];
+  for (let i = 0; i < n; i++) {
+    const t = process.hrtime.bigint();
+    await fn();
+    samples.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  return stats(samples);
+}
+
+const rows = [];
+function report(scenario, name, s, unit = 'ms') {
+  rows.push({ scenario, name, ...s, unit });
+}
+
+function assert(cond, what) {
+  if (!cond) throw new Error(`benchmark sanity check failed: ${what}`);
+}
+
+async function freshRun() {
+  const scenario = "fresh isolate, run '1+1'";
+  report(scenario, 'isolet runSandbox (warm pool)', await measure(async () => assert((await runSandbox('1+1')).output === 2, 'isolet')));
+  report(scenario, 'isolet runSandbox (cold isolate)', await measure(async () => assert((await runSandbox('1+1', { memoryLimitMb: 65 })).output === 2, 'isolet cold')));
+  if (ivm) {
+    report(scenario, 'isolated-vm 5', await measure(async () => {
+      const isolate = new ivm.Isolate({ memoryLimit: 64 });
+      const context = await isolate.createContext();
+      assert((await context.eval('1+1', { timeout: 5000 })) === 2, 'ivm');
+      isolate.dispose();
+    }));
+  }
+  if (quickjs) {
+    const QuickJS = await quickjs.getQuickJS();
+    report(scenario, 'quickjs-emscripten', await measure(async () => {
+      const runtime = QuickJS.newRuntime();
+      runtime.setMemoryLimit(64 * 1024 * 1024);
+      const ctx = runtime.newContext();
+      const r = ctx.unwrapResult(ctx.evalCode('1+1'));
+      assert(ctx.getNumber(r) === 2, 'quickjs');
+      r.dispose();
+      ctx.dispose();
+      runtime.dispose();
+    }));
+  }
+  if (vm2) report(scenario, 'vm2 (same heap, deprecated)', await measure(async () => assert(new vm2.VM({ timeout: 5000 }).run('1+1') === 2, 'vm2')));
+  report(scenario, 'node:vm (not a sandbox)', await measure(async () => assert(vm.runInNewContext('1+1') === 2, 'vm')));
+}
+
+async function hostCalls() {
+  const scenario = 'host call round trip (sync handler), per call';
+  const CALLS = 1000;
+  const perCall = async (fn) => {
+    const s = await measure(fn, 21);
+    return { median: s.median / CALLS, p95: s.p95 / CALLS };
+  };
+  const code = `let s = 0; for (let i = 0; i < ${CALLS}; i++) s += await f(i); return s;`;
+  report(scenario, 'isolet (async bridge, awaits Promises)', await perCall(async () => {
+    const r = await runSandbox(code, { capabilities: { f: (i) => i }, maxHostCalls: CALLS });
+    assert(r.success && r.output === (CALLS * (CALLS - 1)) / 2, 'isolet host calls');
+  }));
+  if (ivm) {
+    report(scenario, 'isolated-vm 5 (sync Callback)', await perCall(async () => {
+      const isolate = new ivm.Isolate({ memoryLimit: 64 });
+      const context = await isolate.createContext();
+      await context.global.set('f', new ivm.Callback((i) => i));
+      const out = await context.eval(`let s = 0; for (let i = 0; i < ${CALLS}; i++) s += f(i); s`);
+      assert(out === (CALLS * (CALLS - 1)) / 2, 'ivm host calls');
+      isolate.dispose();
+    }));
+  }
+  if (quickjs) {
+    const QuickJS = await quickjs.getQuickJS();
+    report(scenario, 'quickjs-emscripten (sync function)', await perCall(async () => {
+      const ctx = QuickJS.newContext();
+      const f = ctx.newFunction('f', (h) => ctx.newNumber(ctx.getNumber(h)));
+      ctx.setProp(ctx.global, 'f', f);
+      f.dispose();
+      const r = ctx.unwrapResult(ctx.evalCode(`let s = 0; for (let i = 0; i < ${CALLS}; i++) s += f(i); s`));
+      assert(ctx.getNumber(r) === (CALLS * (CALLS - 1)) / 2, 'quickjs host calls');
+      r.dispose();
+      ctx.dispose();
+    }));
+  }
+}
+
+const CPU_CODE = `function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); } fib(25)`;
+async function cpuBound() {
+  const scenario = 'CPU-bound script: fib(25), fresh sandbox each';
+  const n = 31;
+  report(scenario, 'isolet runSandbox', await measure(async () => assert((await runSandbox(CPU_CODE)).output === 75025, 'isolet fib'), n));
+  if (ivm) {
+    report(scenario, 'isolated-vm 5', await measure(async () => {
+      const isolate = new ivm.Isolate({ memoryLimit: 64 });
+      const context = await isolate.createContext();
+      assert((await context.eval(CPU_CODE)) === 75025, 'ivm fib');
+      isolate.dispose();
+    }, n));
+  }
+  if (quickjs) {
+    const QuickJS = await quickjs.getQuickJS();
+    report(scenario, 'quickjs-emscripten (interpreter)', await measure(async () => {
+      const ctx = QuickJS.newContext();
+      const r = ctx.unwrapResult(ctx.evalCode(CPU_CODE));
+      assert(ctx.getNumber(r) === 75025, 'quickjs fib');
+      r.dispose();
+      ctx.dispose();
+    }, n));
+  }
+  if (vm2) report(scenario, 'vm2 (same heap, deprecated)', await measure(async () => assert(new vm2.VM().run(CPU_CODE) === 75025, 'vm2 fib'), n));
+}
+
+async function enginePool() {
+  const scenario = 'SandboxEngine session, submit to result';
+  for (const warm of [2, 0]) {
+    const engine = new SandboxEngine({ memoryMb: 128, maxConcurrentIsolates: 4, warmPoolSize: warm, wasmModules: [], defaultIsolateLimits: {}, defaultBridgeLimits: {} });
+    await engine.init();
+    await new Promise((r) => setTimeout(r, 50));
+    // Between requests the pool refills in the background, as it would in a service
+    // that is not saturated; only submit-to-result is timed.
+    const samples = [];
+    for (let i = 0; i < N + 10; i++) {
+      const t = process.hrtime.bigint();
+      const end = await engine.submit({ requestId: 'b', code: 'return 1 + 1;' }).done;
+      if (i >= 10) samples.push(Number(process.hrtime.bigint() - t) / 1e6);
+      assert(end.type === 'result' && end.data === 2, 'engine');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    report(scenario, warm ? `isolet warm pool (${warm})` : 'isolet cold isolate', stats(samples));
+    await engine.shutdown();
+  }
+}
+
+async function heapBomb() {
+  const scenario = 'heap bomb under a 64 MB limit';
+  const bomb = 'const a = []; while (true) a.push({ x: a.length })';
+  const r = await runSandbox(bomb);
+  rows.push({ scenario, name: 'isolet', text: r.success ? 'no error (bug)' : `${r.error.name}, host fine` });
+  if (ivm) {
+    const isolate = new ivm.Isolate({ memoryLimit: 64 });
+    const context = await isolate.createContext();
+    let text;
+    try {
+      await context.eval(bomb, { timeout: 10000 });
+      text = 'no error';
+    } catch (e) {
+      text = `${e.message.slice(0, 60)}, host fine`;
+    }
+    rows.push({ scenario, name: 'isolated-vm 5', text });
+  }
+  if (vm2) rows.push({ scenario, name: 'vm2', text: 'not run: same heap, would take the host down' });
+}
+
+function print() {
+  const base = new Map();
+  for (const row of rows) if (!base.has(row.scenario) && row.median !== undefined) base.set(row.scenario, row.median);
+  console.log(`\nisolet benchmark — Node ${process.version}, ${require('node:os').cpus().length} CPUs, N=${N}; ratio = median / isolet's first row\n`);
+  console.log('| scenario | sandbox | median | p95 | ratio |');
+  console.log('|---|---|---:|---:|---:|');
+  for (const row of rows) {
+    if (row.text) {
+      console.log(`| ${row.scenario} | ${row.name} | ${row.text} | | |`);
+      continue;
+    }
+    const fmt = (v) => (v < 0.1 ? `${(v * 1000).toFixed(1)} µs` : `${v.toFixed(2)} ms`);
+    const ratio = row.median / base.get(row.scenario);
+    console.log(`| ${row.scenario} | ${row.name} | ${fmt(row.median)} | ${fmt(row.p95)} | ${ratio.toFixed(2)}× |`);
+  }
+  const missing = ['isolated-vm', 'quickjs-emscripten', 'vm2'].filter((p) => !peer(p));
+  if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}; run \`npm run bench\` to install them)`);
+}
+
+(async () => {
+  await freshRun();
+  await hostCalls();
+  await cpuBound();
+  await enginePool();
+  await heapBomb();
+  print();
+})().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
