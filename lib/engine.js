@@ -221,8 +221,8 @@ class SandboxEngine {
       seen.add(m.name);
       const bytes = toBytes(m.source, m.name);
       try {
-        // Validate (and compile) once on the host; V8 caches the native module per
-        // process, so each isolate's own compile of the same bytes reuses it.
+        // Validate on the host; the first isolate that needs the module compiles it
+        // and every later isolate instantiates that same compiled code.
         const module = new WebAssembly.Module(bytes);
         if (WebAssembly.Module.imports(module).length > 0) {
           throw new Error('modules with imports are not supported (a sandbox has nothing to import)');
@@ -243,6 +243,7 @@ class SandboxEngine {
     } catch (err) {
       throw new SandboxValidationError(err.message);
     }
+    this._native.setWasmModules(this._wasm);
     this._native.warmUp();
     this._state = 'ready';
     this._log('info', `isolet engine ready: ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
@@ -355,7 +356,7 @@ class SandboxEngine {
         capabilities: Object.keys(this._tools),
         dataObject: true,
         dataValues,
-        wasmModules: this._wasm,
+        wasm: this._wasm.length > 0,
         streamConsole: true,
       },
     };

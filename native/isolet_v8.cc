@@ -212,6 +212,10 @@ class CountingAllocator final : public v8::ArrayBuffer::Allocator {
 
 }  // namespace
 
+struct isolet_wasm_module {
+  v8::CompiledWasmModule compiled;
+};
+
 struct isolet_sandbox {
   isolet_sandbox_config config;
   Isolate* isolate = nullptr;
@@ -675,7 +679,7 @@ int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, 
 int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
                                          const uint8_t* name, size_t name_len,
                                          const uint8_t* wasm, size_t wasm_len,
-                                         isolet_error* err) {
+                                         isolet_wasm_module** compiled, isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
   Local<Object> global = ctx->Global();
@@ -690,10 +694,16 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
     if (global->Set(ctx, ns_key, holder).IsNothing()) return ISOLET_FAILED;
   }
   Local<v8::WasmModuleObject> module;
-  if (!v8::WasmModuleObject::Compile(isolate, v8::MemorySpan<const uint8_t>(wasm, wasm_len))
-           .ToLocal(&module)) {
-    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
-    return ISOLET_THREW;
+  if (*compiled != nullptr) {
+    if (!v8::WasmModuleObject::FromCompiledModule(isolate, (*compiled)->compiled).ToLocal(&module))
+      return ISOLET_FAILED;
+  } else {
+    if (!v8::WasmModuleObject::Compile(isolate, v8::MemorySpan<const uint8_t>(wasm, wasm_len))
+             .ToLocal(&module)) {
+      DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+      return ISOLET_THREW;
+    }
+    *compiled = new isolet_wasm_module{module->GetCompiledModule()};
   }
   // new WebAssembly.Instance(module): V8 has no public C++ call for instantiation.
   Local<Value> wasm_ns, ctor;
@@ -714,6 +724,8 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
              ? ISOLET_OK
              : ISOLET_FAILED;
 }
+
+void isolet_wasm_module_free(isolet_wasm_module* module) { delete module; }
 
 int32_t isolet_sandbox_seal_wasm(isolet_sandbox* sb) {
   ENTER(sb);

@@ -99,12 +99,17 @@ int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name
                                          uint32_t fn_index);
 // Installs a read-only global `name` whose properties come from on_data_request.
 int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len);
-// Deserializes `bytes` (a WebAssembly.Module is compiled from raw bytes instead when
-// `is_wasm`) and stores it at globalThis[ns][name].
+// A compiled WebAssembly module that any isolate of the process can instantiate
+// without compiling again (V8 shares the native module). Free with
+// isolet_wasm_module_free, on any thread.
+typedef struct isolet_wasm_module isolet_wasm_module;
+// Instantiates a WebAssembly module (no imports) at globalThis[ns][name]. If *compiled
+// is set it is reused; otherwise `wasm` is compiled and *compiled receives the result.
 int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
                                          const uint8_t* name, size_t name_len,
                                          const uint8_t* wasm, size_t wasm_len,
-                                         isolet_error* err);
+                                         isolet_wasm_module** compiled, isolet_error* err);
+void isolet_wasm_module_free(isolet_wasm_module* module);
 
 // Removes the WebAssembly namespace (not ECMAScript, and its Memory constructor would
 // allocate outside the heap budget) and cuts the `constructor` links from its

@@ -14,7 +14,7 @@ use super::events::{EventFn, JsSink, RunEventJs};
 use super::validation_error;
 use crate::engine::{Engine, EngineConfig};
 use crate::isolate::{HostReply, RunShared, RunSpec};
-use crate::v8::{DataAnswer, Mode};
+use crate::v8::{DataAnswer, Mode, WasmModule};
 
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -55,7 +55,8 @@ pub struct RunRequest {
     pub data_object: Option<bool>,
     /// `data` values given up front (serialized); reading them needs no round trip.
     pub data_values: Option<std::collections::HashMap<String, Buffer>>,
-    pub wasm_modules: Option<Vec<WasmModuleJs>>,
+    /// Instantiate the engine's WebAssembly modules (see `setWasmModules`).
+    pub wasm: Option<bool>,
     /// Also send each console entry as a `console` event.
     pub stream_console: Option<bool>,
 }
@@ -86,6 +87,7 @@ fn whole(name: &str, v: Option<f64>, default: usize, min: usize, max: usize) -> 
 pub struct NativeEngine {
     engine: Engine,
     memory_mb: u32,
+    wasm_modules: Vec<(String, Arc<WasmModule>)>,
 }
 
 #[napi]
@@ -99,7 +101,20 @@ impl NativeEngine {
             warm_pool_size: whole("warmPoolSize", options.warm_pool_size, 0, 0, 256)?,
             max_queue: whole("maxQueueSize", options.max_queue_size, 1000, 0, 1_000_000)?,
         };
-        Ok(NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb })
+        Ok(NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb, wasm_modules: Vec::new() })
+    }
+
+    /// Registers the WebAssembly modules every run may instantiate. The first isolate
+    /// that instantiates one compiles it; later isolates reuse the compiled code.
+    #[napi]
+    pub fn set_wasm_modules(&mut self, modules: Vec<WasmModuleJs>) -> Result<()> {
+        let mut out = Vec::new();
+        for m in modules {
+            check_global_name(&m.name).map_err(|e| validation_error(format!("wasm module name: {e}")))?;
+            out.push((m.name, Arc::new(WasmModule::new(m.bytes.to_vec()))));
+        }
+        self.wasm_modules = out;
+        Ok(())
     }
 
     /// Starts creating the warm pool in the background.
@@ -175,12 +190,7 @@ impl NativeEngine {
         for name in &capabilities {
             check_global_name(name).map_err(|e| validation_error(format!("capability name: {e}")))?;
         }
-        let wasm_modules = r
-            .wasm_modules
-            .unwrap_or_default()
-            .into_iter()
-            .map(|m| (m.name, Arc::new(m.bytes.to_vec())))
-            .collect();
+        let wasm_modules = if r.wasm.unwrap_or(false) { self.wasm_modules.clone() } else { Vec::new() };
         Ok(RunSpec {
             code: r.code,
             mode,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use isolet_core::{BridgeLimits, ErrorKind, Failure, IsolateLimits, LogBuffer, LogEntry, LogLevel};
 
-use crate::v8::{DataAnswer, IsolateHandle, Mode};
+use crate::v8::{DataAnswer, IsolateHandle, Mode, WasmModule};
 
 /// Everything needed to execute one request.
 pub(crate) struct RunSpec {
@@ -22,7 +22,7 @@ pub(crate) struct RunSpec {
     /// Serialized `data` values known up front.
     pub data_values: HashMap<String, Vec<u8>>,
     /// WebAssembly modules to instantiate under `wasm.<name>`.
-    pub wasm_modules: Vec<(String, Arc<Vec<u8>>)>,
+    pub wasm_modules: Vec<(String, Arc<WasmModule>)>,
     /// Send console entries as they happen (sessions) instead of only at the end.
     pub stream_console: bool,
 }

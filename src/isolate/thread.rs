@@ -213,8 +213,8 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     if spec.data_object && !sandbox.add_data_object("data") {
         return Step::Terminated;
     }
-    for (name, bytes) in &spec.wasm_modules {
-        if let Err(thrown) = sandbox.add_wasm_instance("wasm", name, bytes) {
+    for (name, module) in &spec.wasm_modules {
+        if let Err(thrown) = sandbox.add_wasm_instance("wasm", name, module) {
             return Step::Threw(thrown);
         }
     }

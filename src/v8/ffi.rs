@@ -8,6 +8,11 @@ pub struct isolet_sandbox {
 }
 
 #[repr(C)]
+pub struct isolet_wasm_module {
+    _unused: [u8; 0],
+}
+
+#[repr(C)]
 pub struct isolet_bytes {
     pub ptr: *mut u8,
     pub len: usize,
@@ -75,8 +80,10 @@ extern "C" {
         name_len: usize,
         wasm: *const u8,
         wasm_len: usize,
+        compiled: *mut *mut isolet_wasm_module,
         err: *mut isolet_error,
     ) -> i32;
+    pub fn isolet_wasm_module_free(module: *mut isolet_wasm_module);
     pub fn isolet_sandbox_seal_wasm(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_sandbox_run(
         sb: *mut isolet_sandbox,

@@ -88,6 +88,32 @@ pub(crate) fn version() -> String {
     unsafe { CStr::from_ptr(ffi::isolet_v8_version()) }.to_string_lossy().into_owned()
 }
 
+/// A WebAssembly module's bytes and, once some isolate compiled it, the compiled code
+/// that every later isolate instantiates without compiling again.
+pub(crate) struct WasmModule {
+    pub bytes: Vec<u8>,
+    compiled: Mutex<Option<CompiledWasm>>,
+}
+
+impl WasmModule {
+    pub(crate) fn new(bytes: Vec<u8>) -> Self {
+        WasmModule { bytes, compiled: Mutex::new(None) }
+    }
+}
+
+struct CompiledWasm(*mut ffi::isolet_wasm_module);
+
+// SAFETY: V8's CompiledWasmModule is a shared_ptr to a process-wide native module, made
+// to be instantiated from any isolate and released from any thread.
+unsafe impl Send for CompiledWasm {}
+
+impl Drop for CompiledWasm {
+    fn drop(&mut self) {
+        // SAFETY: owned pointer from the seam, freed once.
+        unsafe { ffi::isolet_wasm_module_free(self.0) };
+    }
+}
+
 /// Memory and copy limits fixed when the isolate is created.
 pub(crate) struct SandboxConfig {
     pub heap_limit_bytes: usize,
@@ -235,15 +261,22 @@ impl Sandbox {
         unsafe { ffi::isolet_sandbox_add_data_object(self.raw, name.as_ptr(), name.len()) == 0 }
     }
 
-    /// Instantiates a WebAssembly module at `globalThis[ns][name]`.
-    pub(crate) fn add_wasm_instance(&mut self, ns: &str, name: &str, wasm: &[u8]) -> Result<(), Thrown> {
+    /// Instantiates `module` at `globalThis[ns][name]`, compiling it on first use and
+    /// sharing the compiled code with every later isolate.
+    pub(crate) fn add_wasm_instance(&mut self, ns: &str, name: &str, module: &WasmModule) -> Result<(), Thrown> {
         let mut err = empty_error();
-        // SAFETY: live sandbox, valid buffers.
+        let mut compiled = module.compiled.lock().unwrap();
+        let mut raw = compiled.as_ref().map_or(std::ptr::null_mut(), |c| c.0);
+        let bytes = &module.bytes;
+        // SAFETY: live sandbox, valid buffers; `raw` is null or a live compiled module.
         let rc = unsafe {
             ffi::isolet_sandbox_add_wasm_instance(
-                self.raw, ns.as_ptr(), ns.len(), name.as_ptr(), name.len(), wasm.as_ptr(), wasm.len(), &mut err,
+                self.raw, ns.as_ptr(), ns.len(), name.as_ptr(), name.len(), bytes.as_ptr(), bytes.len(), &mut raw, &mut err,
             )
         };
+        if compiled.is_none() && !raw.is_null() {
+            *compiled = Some(CompiledWasm(raw));
+        }
         match rc {
             ffi::ISOLET_OK => Ok(()),
             ffi::ISOLET_THREW => Err(take_error(&mut err)),
