@@ -86,7 +86,9 @@ describe('memory limits', () => {
   });
 
   it('survives 100 OOM runs in a row with host RSS back near its level after the first', async () => {
-    const bomb = 'const a = []; while (true) a.push(new Array(1000).fill(a.length))';
+    // (Bombs that V8 13's optimizing compiler makes uninterruptible are covered by
+    // hazard-optimized-loop.spec.ts.)
+    const bomb = 'const a = []; while (true) a.push({ x: Math.random(), n: a.length })';
     expect(failed(await runSandbox(bomb))).toBeInstanceOf(SandboxOOMError);
     const baseline = process.memoryUsage().rss;
     for (let i = 0; i < 100; i++) {
@@ -99,7 +101,7 @@ describe('memory limits', () => {
     expect(after - baseline).toBeLessThan(120 * 1024 * 1024);
     const healthy = await runSandbox('"still fine"');
     expect(healthy.success && healthy.output).toBe('still fine');
-  });
+  }, 120_000);
 });
 
 describe('stack limits', () => {

@@ -28,6 +28,9 @@ function load() {
     );
   }
   binding.info = info;
+  // If a thread had to be quarantined, isolet ends the process right after Node's exit
+  // hooks (V8 cannot be torn down with a parked isolate); it then needs the exit code.
+  process.on('exit', (code) => binding.noteExitCode(typeof code === 'number' ? code : 0));
   return binding;
 }
 

@@ -42,6 +42,7 @@ node::MultiIsolatePlatform* g_platform = nullptr;
 constexpr size_t kMaxErrorText = 16 * 1024;
 // Headroom granted when the heap limit is reached, so V8 can unwind instead of aborting.
 constexpr size_t kHeapHeadroom = 32 * 1024 * 1024;
+constexpr int kMaxHeapLimitRaises = 2;
 
 using Clock = std::chrono::steady_clock;
 
@@ -230,6 +231,7 @@ struct isolet_sandbox {
   uint32_t next_call_id = 1;
   size_t heap_limit = 0;
   size_t peak_heap = 0;
+  int heap_limit_raises = 0;
   size_t max_message_bytes = 16 * 1024 * 1024;
   size_t max_output_bytes = 16 * 1024 * 1024;
 };
@@ -365,7 +367,11 @@ size_t NearHeapLimit(void* data, size_t current_limit, size_t initial_limit) {
   auto* sb = static_cast<isolet_sandbox*>(data);
   sb->hit_memory_limit.store(true);
   sb->isolate->TerminateExecution();
-  // Grant headroom so V8 unwinds the terminated script instead of aborting the process.
+  sb->config.on_heap_limit(sb->config.ctx);
+  // Grant headroom so V8 unwinds the terminated script instead of aborting the process,
+  // but only twice: if the script keeps allocating, V8 reaches a fatal OOM, which
+  // OnFatalOOM turns into a parked thread. Memory stays bounded either way.
+  if (++sb->heap_limit_raises > kMaxHeapLimitRaises) return current_limit;
   return current_limit + kHeapHeadroom;
 }
 
@@ -474,7 +480,11 @@ void DataGetter(Local<v8::Name> property, const v8::PropertyCallbackInfo<Value>&
   Local<String> key = property.As<String>();
   if (cache->HasOwnProperty(ctx, key).FromMaybe(false)) {
     Local<Value> cached;
-    if (cache->Get(ctx, key).ToLocal(&cached)) info.GetReturnValue().Set(cached);
+    if (cache->Get(ctx, key).ToLocal(&cached)) {
+      info.GetReturnValue().Set(cached);
+    } else {
+      info.GetReturnValue().SetUndefined();
+    }
     return ISOLET_INTERCEPTED;
   }
   // Promise machinery probes `then`; a data object is never a thenable.
@@ -487,18 +497,25 @@ void DataGetter(Local<v8::Name> property, const v8::PropertyCallbackInfo<Value>&
   if (rc == ISOLET_TERMINATED) {
     isolet_bytes_free(&answer);
     isolate->TerminateExecution();
+    // An intercepted read must yield a value (V8 >= 12.4 checks); termination follows.
+    info.GetReturnValue().SetUndefined();
     return ISOLET_INTERCEPTED;
   }
   if (rc != ISOLET_OK) {
     std::string msg(reinterpret_cast<const char*>(answer.ptr), answer.len);
     isolet_bytes_free(&answer);
     isolate->ThrowException(v8::Exception::Error(Utf8(isolate, msg.c_str())));
+    info.GetReturnValue().SetUndefined();
     return ISOLET_INTERCEPTED;
   }
   Local<Value> value;
   bool ok = DeserializeValue(isolate, ctx, answer.ptr, answer.len).ToLocal(&value);
   isolet_bytes_free(&answer);
-  if (!ok) return ISOLET_INTERCEPTED;  // the deserializer threw
+  if (!ok) {
+    // The deserializer threw; the exception propagates.
+    info.GetReturnValue().SetUndefined();
+    return ISOLET_INTERCEPTED;
+  }
   (void)cache->CreateDataProperty(ctx, key, value);
   info.GetReturnValue().Set(value);
   return ISOLET_INTERCEPTED;
@@ -522,6 +539,7 @@ void DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::Boolean>& i
 #endif
   info.GetIsolate()->ThrowException(
       v8::Exception::TypeError(Utf8(info.GetIsolate(), "data is read-only")));
+  info.GetReturnValue().Set(false);
   return ISOLET_INTERCEPTED;
 }
 

@@ -66,6 +66,10 @@ typedef struct {
   // Returns ISOLET_OK with *out set to serialized bytes (malloc'd, owned by the caller),
   // ISOLET_THREW with *out holding a UTF-8 message to throw, or ISOLET_TERMINATED.
   int32_t (*on_data_request)(void* ctx, const uint8_t* key, size_t key_len, isolet_bytes* out);
+  // The heap reached its limit (called inside a GC on the isolate thread). The run must
+  // be terminated from another thread: V8 13 ignores TerminateExecution issued from
+  // inside the near-heap-limit callback.
+  void (*on_heap_limit)(void* ctx);
   // V8 hit a fatal out-of-memory condition on the isolate thread (e.g. "young object
   // promotion failed" during a GC), which the near-heap-limit callback cannot turn into
   // a termination. Must not return: returning lets V8 abort the whole process.

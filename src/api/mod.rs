@@ -53,3 +53,10 @@ pub fn process_stats() -> ProcessStats {
         quarantined_threads: crate::limits::quarantine::quarantined() as u32,
     }
 }
+
+/// Records the code the process is exiting with (from `process.on('exit')`), used if
+/// quarantined threads force isolet to end the process before V8's teardown.
+#[napi]
+pub fn note_exit_code(code: i32) {
+    crate::limits::quarantine::set_exit_code(code);
+}

@@ -75,6 +75,11 @@ pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
         engine.shutdown();
         engine.wait_idle(deadline.saturating_duration_since(Instant::now()));
     }
+    if crate::limits::quarantine::quarantined() > 0 {
+        // A parked thread still owns a live isolate, and V8 (13+) aborts in V8::Dispose
+        // when any isolate is left. Leave now, with the code the process was exiting with.
+        crate::limits::quarantine::exit_without_v8_teardown();
+    }
 }
 
 fn sandbox_config(memory_mb: u32) -> SandboxConfig {

@@ -217,6 +217,14 @@ impl RunShared {
         true
     }
 
+    /// Terminates the isolate's current JS execution without setting a stop reason
+    /// (used for the memory limit, whose flag lives in the sandbox).
+    pub(crate) fn terminate_isolate(&self) {
+        if let Some(isolate) = self.isolate.lock().unwrap().as_ref() {
+            isolate.terminate();
+        }
+    }
+
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         StopReason::from_u8(self.stop.load(Ordering::SeqCst))
     }

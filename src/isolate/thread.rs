@@ -76,6 +76,12 @@ impl SandboxHost for ThreadHost {
         }
     }
 
+    fn heap_limit(&self) {
+        if let Some(run) = self.current() {
+            crate::limits::watchdog::terminate_soon(run);
+        }
+    }
+
     fn fatal_oom(&self) -> ! {
         if let Some(run) = self.current() {
             if run.claim_delivery() {

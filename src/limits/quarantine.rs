@@ -7,6 +7,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 
 static QUARANTINED: AtomicUsize = AtomicUsize::new(0);
+/// The code Node is exiting with, recorded by lib/native.js from `process.on('exit')`.
+static EXIT_CODE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+pub(crate) fn set_exit_code(code: i32) {
+    EXIT_CODE.store(code, Ordering::SeqCst);
+}
+
+/// Ends the process without tearing V8 down (see `engine::shutdown_all`).
+pub(crate) fn exit_without_v8_teardown() -> ! {
+    // SAFETY: flushing C stdio and _exit have no preconditions.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(EXIT_CODE.load(Ordering::SeqCst))
+    }
+}
 
 /// Threads suspended so far in this process.
 pub(crate) fn quarantined() -> usize {

@@ -18,6 +18,8 @@ pub(crate) const GRACE: Duration = Duration::from_millis(400);
 
 struct Watchdog {
     runs: Mutex<Vec<Arc<RunShared>>>,
+    /// Runs to terminate on the next wake-up (memory limit reached).
+    terminate: Mutex<Vec<Arc<RunShared>>>,
     cv: Condvar,
 }
 
@@ -28,7 +30,7 @@ fn watchdog() -> &'static Watchdog {
             .name("isolet-watchdog".into())
             .spawn(|| watch_loop(watchdog()))
             .expect("isolet: cannot start the watchdog thread");
-        Watchdog { runs: Mutex::new(Vec::new()), cv: Condvar::new() }
+        Watchdog { runs: Mutex::new(Vec::new()), terminate: Mutex::new(Vec::new()), cv: Condvar::new() }
     })
 }
 
@@ -39,11 +41,24 @@ pub(crate) fn watch(run: Arc<RunShared>) {
     dog.cv.notify_one();
 }
 
+/// Terminates `run`'s isolate from the watchdog thread, as soon as possible. For calls
+/// made on the isolate's own thread inside V8 (e.g. the near-heap-limit callback),
+/// where V8 may not honour a termination request.
+pub(crate) fn terminate_soon(run: Arc<RunShared>) {
+    let dog = watchdog();
+    dog.terminate.lock().unwrap().push(run);
+    dog.cv.notify_one();
+}
+
 fn watch_loop(dog: &'static Watchdog) {
     let mut runs = dog.runs.lock().unwrap();
     loop {
+        let pending: Vec<_> = dog.terminate.lock().unwrap().drain(..).collect();
+        for run in pending {
+            run.terminate_isolate();
+        }
         if runs.is_empty() {
-            runs = dog.cv.wait(runs).unwrap();
+            runs = dog.cv.wait_timeout(runs, Duration::from_millis(100)).unwrap().0;
             continue;
         }
         runs = dog.cv.wait_timeout(runs, TICK).unwrap().0;

@@ -51,6 +51,7 @@ pub struct isolet_sandbox_config {
         key_len: usize,
         out: *mut isolet_bytes,
     ) -> i32,
+    pub on_heap_limit: extern "C" fn(ctx: *mut c_void),
     pub on_fatal_oom: extern "C" fn(ctx: *mut c_void),
     pub heap_limit_bytes: usize,
     pub array_buffer_limit_bytes: usize,

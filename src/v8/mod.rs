@@ -18,6 +18,8 @@ pub(crate) trait SandboxHost: Send + Sync {
     fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]);
     /// Blocking read of `data[key]`.
     fn data_request(&self, key: &str) -> DataAnswer;
+    /// The heap reached its limit (inside a GC): terminate the run from another thread.
+    fn heap_limit(&self);
     /// V8 hit a fatal OOM on this isolate's thread. Must never return.
     fn fatal_oom(&self) -> !;
 }
@@ -137,6 +139,10 @@ extern "C" fn wake_cb(ctx: *mut c_void) {
     host_of(ctx).wake();
 }
 
+extern "C" fn heap_limit_cb(ctx: *mut c_void) {
+    host_of(ctx).heap_limit();
+}
+
 extern "C" fn fatal_oom_cb(ctx: *mut c_void) {
     host_of(ctx).fatal_oom()
 }
@@ -225,6 +231,7 @@ impl Sandbox {
             on_console: console_cb,
             on_host_call: host_call_cb,
             on_data_request: data_request_cb,
+            on_heap_limit: heap_limit_cb,
             on_fatal_oom: fatal_oom_cb,
             heap_limit_bytes: config.heap_limit_bytes,
             array_buffer_limit_bytes: config.array_buffer_limit_bytes,
