@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // Builds the addon from source for the Node running this script, and puts it where
 // lib/native.js looks: build/isolet.<platform>-<arch>.abi<N>.node.
-// `--if-missing` (used by `npm install`) does nothing when a matching prebuilt or
-// earlier build exists.
+// `--if-missing` (used by `npm install` and before `npm test`) does nothing when a
+// matching prebuilt exists, or an earlier build made from the same sources.
 'use strict';
 const { spawnSync } = require('node:child_process');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const { binaryCandidates, localBinaryPath } = require('../lib/binary-name');
@@ -12,10 +13,32 @@ const { binaryCandidates, localBinaryPath } = require('../lib/binary-name');
 const root = path.resolve(__dirname, '..');
 const ifMissing = process.argv.includes('--if-missing');
 
+/** Hash of every source file the binary is built from. */
+function sourceHash() {
+  const hash = crypto.createHash('sha256');
+  const walk = (rel) => {
+    const full = path.join(root, rel);
+    if (!fs.existsSync(full)) return;
+    const stat = fs.statSync(full);
+    if (stat.isDirectory()) {
+      for (const name of fs.readdirSync(full).sort()) walk(path.join(rel, name));
+    } else if (/\.(rs|cc|h|toml|lock)$/.test(rel) || rel === 'build.rs') {
+      hash.update(rel).update('\0').update(fs.readFileSync(full));
+    }
+  };
+  for (const rel of ['build.rs', 'Cargo.toml', 'Cargo.lock', 'src', 'native', 'crates']) walk(rel);
+  return hash.digest('hex');
+}
+
+const stampPath = `${localBinaryPath(root)}.source-sha256`;
+
 if (ifMissing) {
-  const found = binaryCandidates(root).find((p) => fs.existsSync(p));
-  if (found) {
-    console.log(`isolet: using ${path.relative(root, found)}`);
+  const [local, prebuilt] = binaryCandidates(root);
+  // A local build is reused only if it was built from the current sources.
+  const localFresh =
+    fs.existsSync(local) && fs.existsSync(stampPath) && fs.readFileSync(stampPath, 'utf8') === sourceHash();
+  if (localFresh || (!fs.existsSync(local) && fs.existsSync(prebuilt))) {
+    console.log(`isolet: using ${path.relative(root, localFresh ? local : prebuilt)}`);
     process.exit(0);
   }
 }
@@ -51,4 +74,5 @@ fs.mkdirSync(path.dirname(dest), { recursive: true });
 const tmp = `${dest}.${process.pid}.tmp`;
 fs.copyFileSync(built, tmp);
 fs.renameSync(tmp, dest);
+fs.writeFileSync(stampPath, sourceHash());
 console.log(`isolet: built ${path.relative(root, dest)}`);
