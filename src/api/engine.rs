@@ -79,7 +79,7 @@ fn whole(name: &str, v: Option<f64>, default: usize, min: usize, max: usize) -> 
     match v {
         None => Ok(default),
         Some(v) if v.is_finite() && v.fract() == 0.0 && v >= min as f64 && v <= max as f64 => Ok(v as usize),
-        Some(v) => Err(validation_error(format!("{name} must be a whole number between {min} and {max}, got {v}")).into()),
+        Some(v) => Err(validation_error(format!("{name} must be a whole number between {min} and {max}, got {v}"))),
     }
 }
 
@@ -173,7 +173,7 @@ impl NativeEngine {
         let mode = match r.mode.as_str() {
             "script" => Mode::Script,
             "asyncBody" => Mode::AsyncBody,
-            other => return Err(validation_error(format!("unknown mode `{other}`")).into()),
+            other => return Err(validation_error(format!("unknown mode `{other}`"))),
         };
         let base = IsolateLimits::with_memory(self.memory_mb);
         let limits = IsolateLimits::from_raw(base, r.memory_mb, r.timeout_ms, r.cpu_time_ms)

@@ -40,8 +40,8 @@ pub struct FailureJs {
 
 impl From<Failure> for FailureJs {
     fn from(f: Failure) -> Self {
-        let thrown = f.thrown.clone().unwrap_or_default();
         let has_thrown = f.thrown.is_some();
+        let thrown = f.thrown.map(|t| *t).unwrap_or_default();
         FailureJs {
             code: f.kind.code().to_string(),
             class_name: f.kind.class_name().to_string(),

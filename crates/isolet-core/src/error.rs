@@ -79,7 +79,7 @@ pub struct Failure {
     pub kind: ErrorKind,
     pub message: String,
     /// For `Runtime` and syntax (`Validation`) failures: what the code threw.
-    pub thrown: Option<Thrown>,
+    pub thrown: Option<Box<Thrown>>,
     /// For `Timeout`: which limit, `"wall"` or `"cpu"`.
     pub limit: Option<&'static str>,
 }
@@ -108,7 +108,7 @@ impl Failure {
         } else {
             format!("{}: {}", thrown.name, thrown.message)
         };
-        Failure { thrown: Some(thrown), ..Failure::new(ErrorKind::Runtime, message) }
+        Failure { thrown: Some(Box::new(thrown)), ..Failure::new(ErrorKind::Runtime, message) }
     }
 
     /// The code did not compile.
@@ -118,7 +118,7 @@ impl Failure {
             _ => String::new(),
         };
         let message = format!("{}: {}{at}", thrown.name, thrown.message);
-        Failure { thrown: Some(thrown), ..Failure::new(ErrorKind::Validation, message) }
+        Failure { thrown: Some(Box::new(thrown)), ..Failure::new(ErrorKind::Validation, message) }
     }
 }
 
