@@ -2,7 +2,7 @@
 // SandboxTimeoutError within timeout + 1 s, and the stuck thread must neither burn a
 // core nor block later runs. (Runs in its own worker process: the thread stays parked.)
 import { describe, expect, it } from 'vitest';
-import { runSandbox, processStats, SandboxTimeoutError } from '..';
+import { runSandbox, processStats, SandboxError, SandboxTimeoutError } from '..';
 
 describe('a built-in that ignores TerminateExecution', () => {
   it('times out, quarantines the thread and keeps serving runs', async () => {
@@ -24,5 +24,23 @@ describe('a built-in that ignores TerminateExecution', () => {
     // Later runs are not blocked.
     const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => runSandbox(`${i} * 2`)));
     expect(runs.map((x) => x.success && x.output)).toEqual([0, 2, 4, 6, 8, 10, 12, 14]);
+  });
+
+  it('refuses new runs once ISOLET_MAX_QUARANTINED threads are parked', async () => {
+    const parked = processStats().quarantinedThreads;
+    expect(parked).toBeGreaterThanOrEqual(1);
+    process.env.ISOLET_MAX_QUARANTINED = String(parked);
+    try {
+      const refused = await runSandbox('1');
+      expect(refused.success).toBe(false);
+      if (!refused.success) {
+        expect(refused.error).toBeInstanceOf(SandboxError);
+        expect(refused.error.message).toMatch(/restart the process/);
+      }
+    } finally {
+      delete process.env.ISOLET_MAX_QUARANTINED;
+    }
+    const again = await runSandbox('1 + 1');
+    expect(again.success && again.output).toBe(2);
   });
 });

@@ -120,6 +120,10 @@ impl Engine {
             drop(state);
             return refuse(&run, Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"));
         }
+        if let Some(message) = crate::limits::quarantine::refusal() {
+            drop(state);
+            return refuse(&run, Failure::new(ErrorKind::Internal, message));
+        }
         if state.active.len() < self.inner.config.max_concurrent {
             self.start(&mut state, run);
             return;

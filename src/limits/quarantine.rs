@@ -28,6 +28,26 @@ pub(crate) fn quarantined() -> usize {
     QUARANTINED.load(Ordering::SeqCst)
 }
 
+/// Default for `ISOLET_MAX_QUARANTINED`: how many parked threads (each holding an
+/// isolate of up to its memory limit) a process accepts before refusing new runs.
+pub(crate) const DEFAULT_MAX_QUARANTINED: usize = 32;
+
+/// `Some(message)` when the process has parked as many threads as it may: new runs are
+/// refused so leaked isolates cannot grow without bound; the process should restart.
+pub(crate) fn refusal() -> Option<String> {
+    let max = std::env::var("ISOLET_MAX_QUARANTINED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_MAX_QUARANTINED);
+    let n = quarantined();
+    (n >= max).then(|| {
+        format!(
+            "{n} sandbox threads ignored termination and are parked (limit ISOLET_MAX_QUARANTINED={max}); \
+             restart the process to reclaim their memory"
+        )
+    })
+}
+
 fn park_signal() -> libc::c_int {
     // Node and V8 leave the real-time signals alone; glibc keeps the first few.
     libc::SIGRTMAX() - 3
