@@ -10,12 +10,9 @@ function load() {
   const candidates = binaryCandidates(root);
   const file = candidates.find((p) => fs.existsSync(p));
   if (!file) {
-    const prebuilt = fs.existsSync(path.join(root, 'prebuilds', tag()))
-      ? fs.readdirSync(path.join(root, 'prebuilds', tag())).join(', ')
-      : 'none';
     throw new Error(
       `isolet: no binary for ${tag()} and Node ABI ${process.versions.modules} ` +
-        `(Node ${process.version}). Prebuilt ABIs available: ${prebuilt}. ` +
+        `(Node ${process.version}); looked in: ${candidates.join(', ')}. ` +
         'Run `npm run build` (needs Rust) to build one for this Node.',
     );
   }

@@ -33,12 +33,13 @@ function sourceHash() {
 const stampPath = `${localBinaryPath(root)}.source-sha256`;
 
 if (ifMissing) {
-  const [local, prebuilt] = binaryCandidates(root);
+  const [local, ...prebuilt] = binaryCandidates(root);
   // A local build is reused only if it was built from the current sources.
   const localFresh =
     fs.existsSync(local) && fs.existsSync(stampPath) && fs.readFileSync(stampPath, 'utf8') === sourceHash();
-  if (localFresh || (!fs.existsSync(local) && fs.existsSync(prebuilt))) {
-    console.log(`isolet: using ${path.relative(root, localFresh ? local : prebuilt)}`);
+  const use = localFresh ? local : fs.existsSync(local) ? null : prebuilt.find((p) => fs.existsSync(p));
+  if (use) {
+    console.log(`isolet: using ${use}`);
     process.exit(0);
   }
 }
