@@ -47,4 +47,20 @@ describe('process exit', () => {
     expect(r.stdout.trim()).toBe('SandboxTimeoutError 1');
     expect(r.status).toBe(7);
   });
+
+  it('works inside worker threads, and a worker exiting leaves the main thread engine running', () => {
+    const r = runNode(`
+      const { Worker } = require('node:worker_threads');
+      const src = 'const { runSandbox } = require(' + JSON.stringify(${JSON.stringify(root)}) + '); const { parentPort } = require("node:worker_threads"); runSandbox("2 + 3").then((r) => parentPort.postMessage(r.output));';
+      const w = new Worker(src, { eval: true });
+      w.on('message', (m) => console.log('worker', m));
+      w.on('exit', async () => {
+        const after = await isolet.runSandbox('1 + 1');
+        console.log('main', after.output);
+      });
+    `);
+    expect(r.signal).toBeNull();
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual(['worker 5', 'main 2']);
+  });
 });
