@@ -192,8 +192,7 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> Op
     let step = install_and_run(sandbox, run);
     let result = finish(sandbox, run, step);
 
-    let (_, peak) = sandbox.heap();
-    let (used, _) = sandbox.heap();
+    let (used, peak) = sandbox.heap();
     let stats = ExecStats {
         wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
         cpu_time_ms: cpu_time_of(&info).as_secs_f64() * 1000.0,
