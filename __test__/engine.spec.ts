@@ -398,6 +398,24 @@ describe('WASM modules', () => {
     expect(again).toMatchObject({ type: 'result', data: 2 });
   });
 
+  it('an exported memory grows only to its declared maximum and leads back to no WebAssembly constructor', async () => {
+    // Module: one memory (min 1, max 2 pages) exported as "mem".
+    const MEM_WASM = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x05, 0x04, 0x01, 0x01, 0x01, 0x02, 0x07, 0x07, 0x01, 0x03, 0x6d, 0x65, 0x6d, 0x02, 0x00]);
+    const engine = await makeEngine({ wasmModules: [{ name: 'm', source: MEM_WASM }] });
+    const end = await engine.submit({
+      requestId: 'mem',
+      code: `const mem = wasm.m.mem;
+        const out = [mem.buffer.byteLength, mem.grow(1), mem.buffer.byteLength];
+        try { mem.grow(1); out.push('grew past max'); } catch (e) { out.push(e.name); }
+        const proto = Object.getPrototypeOf(mem);
+        // The only constructor reachable is Object's: constructing through it makes no memory.
+        out.push(Object.prototype.hasOwnProperty.call(proto, 'constructor'), mem.constructor === Object, typeof WebAssembly);
+        out.push(new mem.constructor({ initial: 60000 }).buffer === undefined);
+        return out;`,
+    }).done;
+    expect(end).toMatchObject({ type: 'result', data: [65536, 1, 131072, 'RangeError', false, true, 'undefined', true] });
+  });
+
   it('rejects invalid WASM bytes at init with SandboxValidationError', async () => {
     const engine = new SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 1, warmPoolSize: 0, wasmModules: [{ name: 'bad', source: new Uint8Array([0, 1, 2, 3]) }], defaultIsolateLimits: {}, defaultBridgeLimits: {} });
     engines.push(engine);

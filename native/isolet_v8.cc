@@ -232,8 +232,9 @@ struct isolet_sandbox {
   size_t heap_limit = 0;
   size_t peak_heap = 0;
   int heap_limit_raises = 0;
-  size_t max_message_bytes = 16 * 1024 * 1024;
-  size_t max_output_bytes = 16 * 1024 * 1024;
+  // Set from the run's BridgeLimits (isolet_sandbox_set_copy_limits) before any code runs.
+  size_t max_message_bytes = 0;
+  size_t max_output_bytes = 0;
 };
 
 namespace {
@@ -753,7 +754,11 @@ int32_t isolet_sandbox_seal_wasm(isolet_sandbox* sb) {
   Local<Value> ns;
   if (!global->Get(ctx, ns_key).ToLocal(&ns) || !ns->IsObject()) return ISOLET_OK;
   Local<v8::Array> names;
-  if (!ns.As<Object>()->GetOwnPropertyNames(ctx).ToLocal(&names)) return ISOLET_FAILED;
+  // WebIDL members are not enumerable: ask for all string-keyed properties.
+  if (!ns.As<Object>()
+           ->GetOwnPropertyNames(ctx, static_cast<v8::PropertyFilter>(v8::SKIP_SYMBOLS))
+           .ToLocal(&names))
+    return ISOLET_FAILED;
   for (uint32_t i = 0; i < names->Length(); ++i) {
     Local<Value> name, member, proto;
     if (!names->Get(ctx, i).ToLocal(&name) || !ns.As<Object>()->Get(ctx, name).ToLocal(&member) ||
