@@ -1,72 +1,45 @@
 'use strict';
 // isolet: run untrusted JavaScript in bare V8 isolates.
-// Public API: see index.d.ts and README.md.
+// Public API: see index.d.ts and README.md. Each export is listed once, as
+// `exports.name = ...`, so Node's ESM loader can see the named exports.
 const native = require('./lib/native');
-const { runSandbox, RUN_SANDBOX_DEFAULTS } = require('./lib/run-sandbox');
-const {
-  SandboxEngine,
-  SandboxSession,
-  DEFAULT_MEMORY_MB,
-  DEFAULT_ISOLATE_LIMITS,
-  DEFAULT_BRIDGE_LIMITS,
-  DEFAULT_TOOL_POLICY,
-} = require('./lib/engine');
-const {
-  SandboxError,
-  SandboxTimeoutError,
-  SandboxOOMError,
-  SandboxRuntimeError,
-  SandboxValidationError,
-  SandboxAbortedError,
-} = require('./lib/errors');
-const { createFileReadCapability } = require('./lib/capabilities/file-read');
-const { createFetchCapability } = require('./lib/capabilities/fetch');
-const {
-  autoFix,
-  unifiedDiff,
-  extractCode,
-  AutoFixOptionsError,
-  AutoFixAuditError,
-  AUTOFIX_STATUSES,
-  AUTOFIX_FAILURE_REASONS,
-  DEFAULT_AUTOFIX_MODEL,
-  DEFAULT_AUDIT_LOG_NAME,
-} = require('./lib/autofix');
+const runSandbox = require('./lib/run-sandbox');
+const engine = require('./lib/engine');
+const errors = require('./lib/errors');
+const autofix = require('./lib/autofix');
+
+exports.runSandbox = runSandbox.runSandbox;
+exports.RUN_SANDBOX_DEFAULTS = runSandbox.RUN_SANDBOX_DEFAULTS;
+
+exports.createFileReadCapability = require('./lib/capabilities/file-read').createFileReadCapability;
+exports.createFetchCapability = require('./lib/capabilities/fetch').createFetchCapability;
+
+exports.SandboxEngine = engine.SandboxEngine;
+exports.SandboxSession = engine.SandboxSession;
+exports.DEFAULT_MEMORY_MB = engine.DEFAULT_MEMORY_MB;
+exports.DEFAULT_ISOLATE_LIMITS = engine.DEFAULT_ISOLATE_LIMITS;
+exports.DEFAULT_BRIDGE_LIMITS = engine.DEFAULT_BRIDGE_LIMITS;
+exports.DEFAULT_TOOL_POLICY = engine.DEFAULT_TOOL_POLICY;
+
+exports.SandboxError = errors.SandboxError;
+exports.SandboxTimeoutError = errors.SandboxTimeoutError;
+exports.SandboxOOMError = errors.SandboxOOMError;
+exports.SandboxRuntimeError = errors.SandboxRuntimeError;
+exports.SandboxValidationError = errors.SandboxValidationError;
+exports.SandboxAbortedError = errors.SandboxAbortedError;
+
+exports.autoFix = autofix.autoFix;
+exports.unifiedDiff = autofix.unifiedDiff;
+exports.extractCode = autofix.extractCode;
+exports.AutoFixOptionsError = autofix.AutoFixOptionsError;
+exports.AutoFixAuditError = autofix.AutoFixAuditError;
+exports.AUTOFIX_STATUSES = autofix.AUTOFIX_STATUSES;
+exports.AUTOFIX_FAILURE_REASONS = autofix.AUTOFIX_FAILURE_REASONS;
+exports.DEFAULT_AUTOFIX_MODEL = autofix.DEFAULT_AUTOFIX_MODEL;
+exports.DEFAULT_AUDIT_LOG_NAME = autofix.DEFAULT_AUDIT_LOG_NAME;
 
 /** Versions this binary runs on: V8, and the Node it was built for. */
-const runtime = Object.freeze({ ...native.info });
+exports.runtime = Object.freeze({ ...native.info });
 
 /** Process-wide isolate thread counts (for leak checks and monitoring). */
-function processStats() {
-  return native.processStats();
-}
-
-module.exports = {
-  runSandbox,
-  RUN_SANDBOX_DEFAULTS,
-  createFileReadCapability,
-  createFetchCapability,
-  SandboxEngine,
-  SandboxSession,
-  DEFAULT_MEMORY_MB,
-  DEFAULT_ISOLATE_LIMITS,
-  DEFAULT_BRIDGE_LIMITS,
-  DEFAULT_TOOL_POLICY,
-  SandboxError,
-  SandboxTimeoutError,
-  SandboxOOMError,
-  SandboxRuntimeError,
-  SandboxValidationError,
-  SandboxAbortedError,
-  autoFix,
-  unifiedDiff,
-  extractCode,
-  AutoFixOptionsError,
-  AutoFixAuditError,
-  AUTOFIX_STATUSES,
-  AUTOFIX_FAILURE_REASONS,
-  DEFAULT_AUTOFIX_MODEL,
-  DEFAULT_AUDIT_LOG_NAME,
-  runtime,
-  processStats,
-};
+exports.processStats = () => native.processStats();

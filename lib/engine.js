@@ -10,7 +10,9 @@ const {
   SandboxError,
 } = require('./errors');
 
-const DEFAULT_MEMORY_MB = 128;
+const LIMITS = native.defaults();
+
+const DEFAULT_MEMORY_MB = LIMITS.engineMemoryMb;
 
 /** CPU, memory and wall-clock limits of one execution. */
 const DEFAULT_ISOLATE_LIMITS = Object.freeze({
@@ -21,11 +23,11 @@ const DEFAULT_ISOLATE_LIMITS = Object.freeze({
 
 /** Size and count limits on what crosses the bridge, per execution. */
 const DEFAULT_BRIDGE_LIMITS = Object.freeze({
-  maxMessageBytes: 16 * 1024 * 1024,
-  maxMessages: 1000,
-  maxOutputBytes: 16 * 1024 * 1024,
-  maxLogEntries: 1000,
-  maxLogBytes: 1024 * 1024,
+  maxMessageBytes: LIMITS.maxMessageBytes,
+  maxMessages: LIMITS.maxMessages,
+  maxOutputBytes: LIMITS.maxOutputBytes,
+  maxLogEntries: LIMITS.maxLogEntries,
+  maxLogBytes: LIMITS.maxLogBytes,
 });
 
 /** No tools unless a request's policy names them. */

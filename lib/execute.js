@@ -3,7 +3,10 @@
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
 const { serialize, deserialize, describeHostError } = require('./bridge');
+const native = require('./native');
 const { SandboxRuntimeError, SandboxValidationError, errorFromFailure } = require('./errors');
+
+const DEFAULT_MAX_MESSAGE_BYTES = native.defaults().maxMessageBytes;
 
 const EMPTY_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 });
 
@@ -29,11 +32,12 @@ function statsOf(s) {
  * @param {Record<string, Function>} [hooks.handlers] host functions by name
  * @param {(name: string) => string | undefined} [hooks.deny] veto a call (tool policy)
  * @param {(event: object) => void} [hooks.onEvent] started / console / dataRequest
- * @param {number} [hooks.maxMessageBytes] cap on one serialized reply
+ * @param {number} [hooks.maxMessageBytes] cap on one serialized reply (default: the
+ *   bridge default of isolet-core)
  */
 function execute(engine, request, hooks = {}) {
   const handlers = hooks.handlers || {};
-  const maxReply = hooks.maxMessageBytes ?? 16 * 1024 * 1024;
+  const maxReply = hooks.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   let resolveDone;
   const done = new Promise((resolve) => {
     resolveDone = resolve;

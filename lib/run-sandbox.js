@@ -6,7 +6,10 @@ const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError } = require('./errors');
 
 /** Defaults of the @azmr/ai seed. */
-const RUN_SANDBOX_DEFAULTS = Object.freeze({ memoryLimitMb: 64, timeoutMs: 5000 });
+const RUN_SANDBOX_DEFAULTS = Object.freeze({
+  memoryLimitMb: native.defaults().runMemoryMb,
+  timeoutMs: native.defaults().wallTimeMs,
+});
 
 const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes'];
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use isolet_core::limits::{DEFAULT_ENGINE_MEMORY_MB, MAX_MEMORY_MB, MIN_MEMORY_MB};
+use isolet_core::limits::{self, DEFAULT_ENGINE_MEMORY_MB, MAX_MEMORY_MB, MIN_MEMORY_MB};
 use isolet_core::{check_global_name, BridgeLimits, IsolateLimits, RawBridgeLimits};
 
 use super::events::{EventFn, JsSink, RunEventJs};
@@ -75,12 +75,11 @@ pub struct EngineStatsJs {
     pub quarantined: u32,
 }
 
-fn whole(name: &str, v: Option<f64>, default: usize, min: usize, max: usize) -> Result<usize> {
-    match v {
-        None => Ok(default),
-        Some(v) if v.is_finite() && v.fract() == 0.0 && v >= min as f64 && v <= max as f64 => Ok(v as usize),
-        Some(v) => Err(validation_error(format!("{name} must be a whole number between {min} and {max}, got {v}"))),
-    }
+/// An optional engine option: the default when absent, else a checked whole number.
+fn whole(name: &'static str, v: Option<f64>, default: usize, min: usize, max: usize) -> Result<usize> {
+    v.map_or(Ok(default), |v| {
+        limits::whole(name, v, min as u64, max as u64).map(|n| n as usize).map_err(|e| validation_error(e.to_string()))
+    })
 }
 
 #[napi]

@@ -60,3 +60,32 @@ pub fn process_stats() -> ProcessStats {
 pub fn note_exit_code(code: i32) {
     crate::limits::quarantine::set_exit_code(code);
 }
+
+/// The limit defaults of `crates/isolet-core`, so JS states each one only once.
+#[napi(object)]
+pub struct DefaultsJs {
+    pub run_memory_mb: u32,
+    pub engine_memory_mb: u32,
+    pub wall_time_ms: u32,
+    pub max_message_bytes: u32,
+    pub max_messages: u32,
+    pub max_output_bytes: u32,
+    pub max_log_entries: u32,
+    pub max_log_bytes: u32,
+}
+
+#[napi]
+pub fn defaults() -> DefaultsJs {
+    use isolet_core::limits::{DEFAULT_ENGINE_MEMORY_MB, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS};
+    let bridge = isolet_core::BridgeLimits::default();
+    DefaultsJs {
+        run_memory_mb: DEFAULT_RUN_MEMORY_MB,
+        engine_memory_mb: DEFAULT_ENGINE_MEMORY_MB,
+        wall_time_ms: DEFAULT_WALL_TIME_MS as u32,
+        max_message_bytes: bridge.max_message_bytes as u32,
+        max_messages: bridge.max_messages,
+        max_output_bytes: bridge.max_output_bytes as u32,
+        max_log_entries: bridge.max_log_entries as u32,
+        max_log_bytes: bridge.max_log_bytes as u32,
+    }
+}

@@ -20,6 +20,7 @@ pub(crate) struct EngineConfig {
     pub max_queue: usize,
 }
 
+/// Counters kept as runs come and go; `Engine::stats` adds the derived counts.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EngineStats {
     pub warm: usize,
@@ -136,14 +137,12 @@ impl Engine {
             );
             return refuse(&full.0, Failure::new(ErrorKind::Internal, message));
         }
-        state.stats.queued = state.queue.len();
     }
 
     /// Aborts a run whether it is queued or running.
     pub(crate) fn abort(&self, run: &Arc<RunShared>) {
         let mut state = self.inner.state.lock().unwrap();
         if let Some(queued) = state.queue.remove(run.id) {
-            state.stats.queued = state.queue.len();
             drop(state);
             return refuse(&queued, queued.failure_for(StopReason::Aborted));
         }
@@ -156,7 +155,6 @@ impl Engine {
         let mut state = self.inner.state.lock().unwrap();
         state.shutdown = true;
         let queued = state.queue.drain();
-        state.stats.queued = 0;
         state.warm.clear(); // closing the channels ends the warm threads
         let running: Vec<_> = state.active.values().cloned().collect();
         drop(state);
@@ -281,7 +279,6 @@ impl Engine {
                 self.start(&mut state, next);
             }
         }
-        state.stats.queued = state.queue.len();
         self.replenish(&mut state);
         self.inner.idle.notify_all();
     }

@@ -160,7 +160,8 @@ pub struct LimitsError {
     pub max: u64,
 }
 
-fn whole(field: &'static str, value: f64, min: u64, max: u64) -> Result<u64, LimitsError> {
+/// Checks that a number from JS is a whole number in `min..=max`.
+pub fn whole(field: &'static str, value: f64, min: u64, max: u64) -> Result<u64, LimitsError> {
     let err = LimitsError { field, value, min, max };
     if !value.is_finite() || value.fract() != 0.0 || value < min as f64 || value > max as f64 {
         return Err(err);
