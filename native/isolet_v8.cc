@@ -685,7 +685,11 @@ int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, 
       v8::PropertyHandlerFlags::kNonMasking));
   Local<Object> data;
   if (!tmpl->NewInstance(ctx).ToLocal(&data)) return ISOLET_FAILED;
+#if ISOLET_V8_AT_LEAST(13, 0)
+  (void)data->SetPrototypeV2(ctx, v8::Null(isolate));
+#else
   (void)data->SetPrototype(ctx, v8::Null(isolate));
+#endif
   return ctx->Global()
                  ->DefineOwnProperty(ctx, Utf8(isolate, name, len), data,
                                      static_cast<v8::PropertyAttribute>(v8::ReadOnly |
