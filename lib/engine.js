@@ -4,6 +4,8 @@
 const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
+const { normalizeTools } = require('./tools');
+const { checkLanguage, toJavaScript } = require('./typescript');
 const {
   SandboxValidationError,
   SandboxAbortedError,
@@ -64,8 +66,8 @@ function checkToolPolicy(policy, tools) {
     throw new SandboxValidationError('toolPolicy.allowedTools must be an array of tool names');
   }
   for (const name of allowed) {
-    if (!Object.prototype.hasOwnProperty.call(tools, name)) {
-      throw new SandboxValidationError(`toolPolicy allows unknown tool "${name}" (registered: ${Object.keys(tools).join(', ') || 'none'})`);
+    if (!tools.names.includes(name)) {
+      throw new SandboxValidationError(`toolPolicy allows unknown tool "${name}" (registered: ${tools.names.join(', ') || 'none'})`);
     }
   }
   const maxCalls = policy.maxCallsPerTool ?? {};
@@ -195,11 +197,8 @@ class SandboxEngine {
     const wasm = config.wasmModules ?? [];
     if (!Array.isArray(wasm)) throw new SandboxValidationError('wasmModules must be an array');
     this._wasmConfig = wasm;
-    const tools = config.tools ?? {};
-    if (!isPlainObject(tools) || Object.values(tools).some((t) => typeof t !== 'function')) {
-      throw new SandboxValidationError('tools must be an object of functions');
-    }
-    this._tools = tools;
+    // Functions, described tools and namespaces, by the name the sandbox calls.
+    this._tools = normalizeTools(config.tools ?? {}, 'tools');
     this._clock = deps.clock ?? Date.now;
     let n = 0;
     this._nextId = deps.idGenerator ?? (() => `session_${++n}`);
@@ -281,7 +280,7 @@ class SandboxEngine {
       return undefined;
     };
     const { done, handle } = execute(this._native, spec.native, {
-      handlers: this._tools,
+      handlers: this._tools.handlers,
       deny,
       maxMessageBytes: spec.bridge.maxMessageBytes,
       onEvent: (ev) => {
@@ -326,6 +325,7 @@ class SandboxEngine {
   _requestSpec(request) {
     if (!isPlainObject(request)) throw new SandboxValidationError('request must be an object');
     if (typeof request.code !== 'string') throw new SandboxValidationError('request.code must be a string');
+    const code = toJavaScript(request.code, { language: checkLanguage(request.language, 'request.language'), asyncBody: true });
     const limits = { ...this._config.defaultIsolateLimits, ...checkLimits('isolateLimits', request.isolateLimits, ISOLATE_LIMIT_KEYS) };
     const bridge = { ...this._config.defaultBridgeLimits, ...checkLimits('bridgeLimits', request.bridgeLimits, BRIDGE_LIMIT_KEYS) };
     const policy = checkToolPolicy(request.toolPolicy, this._tools);
@@ -345,7 +345,7 @@ class SandboxEngine {
       bridge,
       policy,
       native: {
-        code: request.code,
+        code,
         mode: 'asyncBody',
         memoryMb: limits.memoryMb,
         timeoutMs: limits.wallTimeMs,
@@ -355,7 +355,7 @@ class SandboxEngine {
         maxOutputBytes: bridge.maxOutputBytes,
         maxLogEntries: bridge.maxLogEntries,
         maxLogBytes: bridge.maxLogBytes,
-        capabilities: Object.keys(this._tools),
+        capabilities: this._tools.names,
         dataObject: true,
         dataValues,
         wasm: this._wasm.length > 0,

@@ -4,6 +4,8 @@ const os = require('node:os');
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError } = require('./errors');
+const { normalizeTools } = require('./tools');
+const { checkLanguage, toJavaScript } = require('./typescript');
 
 /** Defaults of the @azmr/ai seed. */
 const RUN_SANDBOX_DEFAULTS = Object.freeze({
@@ -40,13 +42,6 @@ function validate(code, options) {
       return `${key} must be a positive whole number, got ${String(v)}`;
     }
   }
-  const caps = options.capabilities;
-  if (caps !== undefined) {
-    if (caps === null || typeof caps !== 'object' || Array.isArray(caps)) return 'capabilities must be an object of functions';
-    for (const [name, fn] of Object.entries(caps)) {
-      if (typeof fn !== 'function') return `capability ${name} must be a function`;
-    }
-  }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) return 'signal must be an AbortSignal';
   return null;
@@ -64,8 +59,16 @@ async function runSandbox(code, options = undefined) {
   if (signal && signal.aborted) return failure(new SandboxAbortedError('Execution was aborted before it started'));
 
   const capabilities = opts.capabilities;
+  let tools;
+  let source;
+  try {
+    tools = normalizeTools(capabilities);
+    source = toJavaScript(code, { language: checkLanguage(opts.language), asyncBody: capabilities !== undefined });
+  } catch (err) {
+    return failure(err);
+  }
   const request = {
-    code,
+    code: source,
     mode: capabilities ? 'asyncBody' : 'script',
     memoryMb: opts.memoryLimitMb ?? RUN_SANDBOX_DEFAULTS.memoryLimitMb,
     timeoutMs: opts.timeoutMs ?? RUN_SANDBOX_DEFAULTS.timeoutMs,
@@ -75,10 +78,10 @@ async function runSandbox(code, options = undefined) {
     maxMessages: opts.maxHostCalls,
     maxLogEntries: opts.maxLogEntries,
     maxLogBytes: opts.maxLogBytes,
-    capabilities: capabilities ? Object.keys(capabilities) : [],
+    capabilities: tools.names,
   };
   const { done, handle } = execute(getDefaultEngine(), request, {
-    handlers: capabilities,
+    handlers: tools.handlers,
     maxMessageBytes: opts.maxMessageBytes,
   });
   const onAbort = () => handle && handle.abort();

@@ -677,6 +677,35 @@ int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name
   return ctx->Global()->Set(ctx, key, fn).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
 }
 
+int32_t isolet_sandbox_add_host_namespace(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
+                                          const uint8_t* names, size_t names_len,
+                                          const uint32_t* fn_indices, size_t count) {
+  ENTER(sb);
+  // Null prototype: a member lookup never reaches Object.prototype of this context.
+  Local<Object> holder = Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0);
+  const auto fixed = static_cast<v8::PropertyAttribute>(v8::ReadOnly | v8::DontDelete);
+  size_t start = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const void* nul = std::memchr(names + start, '\0', names_len - start);
+    size_t end = nul ? static_cast<const uint8_t*>(nul) - names : names_len;
+    Local<v8::Function> fn;
+    if (!v8::Function::New(ctx, HostFunction, v8::Integer::NewFromUnsigned(isolate, fn_indices[i]),
+                           0, v8::ConstructorBehavior::kThrow)
+             .ToLocal(&fn))
+      return ISOLET_FAILED;
+    Local<String> key = Utf8(isolate, names + start, end - start);
+    fn->SetName(key);
+    if (!holder->DefineOwnProperty(ctx, key, fn, fixed).FromMaybe(false)) return ISOLET_FAILED;
+    start = end + 1;
+    if (start > names_len && i + 1 < count) return ISOLET_FAILED;
+  }
+  if (!holder->SetIntegrityLevel(ctx, v8::IntegrityLevel::kFrozen).FromMaybe(false))
+    return ISOLET_FAILED;
+  return ctx->Global()->DefineOwnProperty(ctx, Utf8(isolate, ns, ns_len), holder, fixed).FromMaybe(false)
+             ? ISOLET_OK
+             : ISOLET_FAILED;
+}
+
 int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len) {
   ENTER(sb);
   Local<v8::ObjectTemplate> tmpl = v8::ObjectTemplate::New(isolate);
@@ -903,8 +932,14 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, const u
   if (it == sb->calls.end()) return ISOLET_FAILED;
   Local<v8::Promise::Resolver> resolver = it->second.Get(isolate);
   sb->calls.erase(it);
-  // A fresh sandbox-side Error: the host's error object never enters the isolate.
-  Local<Value> error = v8::Exception::Error(Utf8(isolate, message, message_len));
+  // A fresh sandbox-side Error: the host's error object never enters the isolate. The
+  // standard names get their own class, so `instanceof TypeError` holds in the sandbox.
+  std::string kind(reinterpret_cast<const char*>(name), name_len);
+  Local<String> text = Utf8(isolate, message, message_len);
+  Local<Value> error = kind == "TypeError"        ? v8::Exception::TypeError(text)
+                       : kind == "RangeError"     ? v8::Exception::RangeError(text)
+                       : kind == "ReferenceError" ? v8::Exception::ReferenceError(text)
+                                                  : v8::Exception::Error(text);
   if (name_len > 0) {
     (void)error.As<Object>()->Set(ctx, Utf8(isolate, "name"), Utf8(isolate, name, name_len));
   }

@@ -101,6 +101,11 @@ void isolet_isolate_terminate(void* isolate);
 // Globals the run may use.
 int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name, size_t len,
                                          uint32_t fn_index);
+// Installs `globalThis[ns]` as a frozen, null-prototype, read-only object holding host
+// functions: `names` is `count` identifiers joined by '\0', `fn_indices` their indices.
+int32_t isolet_sandbox_add_host_namespace(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
+                                          const uint8_t* names, size_t names_len,
+                                          const uint32_t* fn_indices, size_t count);
 // Installs a read-only global `name` whose properties come from on_data_request.
 int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len);
 // A compiled WebAssembly module that any isolate of the process can instantiate

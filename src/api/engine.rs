@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use isolet_core::limits::{self, DEFAULT_ENGINE_MEMORY_MB, MAX_MEMORY_MB, MIN_MEMORY_MB};
-use isolet_core::{check_global_name, BridgeLimits, IsolateLimits, RawBridgeLimits};
+use isolet_core::{check_capability_names, check_global_name, BridgeLimits, IsolateLimits, RawBridgeLimits};
 
 use super::events::{EventFn, JsSink, RunEventJs};
 use super::validation_error;
@@ -186,9 +186,7 @@ impl NativeEngine {
         };
         let bridge = BridgeLimits::from_raw(BridgeLimits::default(), raw).map_err(|e| validation_error(e.to_string()))?;
         let capabilities = r.capabilities.unwrap_or_default();
-        for name in &capabilities {
-            check_global_name(name).map_err(|e| validation_error(format!("capability name: {e}")))?;
-        }
+        check_capability_names(&capabilities).map_err(|e| validation_error(format!("capability name: {e}")))?;
         let wasm_modules = if r.wasm.unwrap_or(false) { self.wasm_modules.clone() } else { Vec::new() };
         Ok(RunSpec {
             code: r.code,

@@ -216,8 +216,23 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
 fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     let spec = &run.spec;
     sandbox.set_copy_limits(spec.bridge.max_message_bytes, spec.bridge.max_output_bytes);
+    // Names were checked when the request was admitted; dotted ones go into namespaces.
+    let mut namespaces: Vec<(&str, Vec<(&str, u32)>)> = Vec::new();
     for (index, name) in spec.capabilities.iter().enumerate() {
-        if !sandbox.add_host_function(name, index as u32) {
+        match name.split_once('.') {
+            None => {
+                if !sandbox.add_host_function(name, index as u32) {
+                    return Step::Terminated;
+                }
+            }
+            Some((ns, member)) => match namespaces.iter_mut().find(|(n, _)| *n == ns) {
+                Some((_, members)) => members.push((member, index as u32)),
+                None => namespaces.push((ns, vec![(member, index as u32)])),
+            },
+        }
+    }
+    for (ns, members) in &namespaces {
+        if !sandbox.add_host_namespace(ns, members) {
             return Step::Terminated;
         }
     }

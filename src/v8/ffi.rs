@@ -71,6 +71,15 @@ extern "C" {
         len: usize,
         fn_index: u32,
     ) -> i32;
+    pub fn isolet_sandbox_add_host_namespace(
+        sb: *mut isolet_sandbox,
+        ns: *const u8,
+        ns_len: usize,
+        names: *const u8,
+        names_len: usize,
+        fn_indices: *const u32,
+        count: usize,
+    ) -> i32;
     pub fn isolet_sandbox_add_data_object(sb: *mut isolet_sandbox, name: *const u8, len: usize)
         -> i32;
     pub fn isolet_sandbox_add_wasm_instance(

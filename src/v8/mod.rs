@@ -263,6 +263,26 @@ impl Sandbox {
         unsafe { ffi::isolet_sandbox_add_host_function(self.raw, name.as_ptr(), name.len(), index) == 0 }
     }
 
+    /// Installs `globalThis[namespace]`, a frozen null-prototype object whose members
+    /// are host functions `(name, index)`. Names must be checked identifiers (no NUL).
+    pub(crate) fn add_host_namespace(&mut self, namespace: &str, members: &[(&str, u32)]) -> bool {
+        let names = members.iter().map(|(name, _)| *name).collect::<Vec<_>>().join("\0");
+        let indices: Vec<u32> = members.iter().map(|(_, index)| *index).collect();
+        // SAFETY: live sandbox; `names` holds `members.len()` NUL-separated names and
+        // `indices` as many entries, both alive for the call.
+        unsafe {
+            ffi::isolet_sandbox_add_host_namespace(
+                self.raw,
+                namespace.as_ptr(),
+                namespace.len(),
+                names.as_ptr(),
+                names.len(),
+                indices.as_ptr(),
+                indices.len(),
+            ) == 0
+        }
+    }
+
     pub(crate) fn add_data_object(&mut self, name: &str) -> bool {
         // SAFETY: live sandbox, valid buffer.
         unsafe { ffi::isolet_sandbox_add_data_object(self.raw, name.as_ptr(), name.len()) == 0 }

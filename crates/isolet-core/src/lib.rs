@@ -11,6 +11,6 @@ pub mod queue;
 
 pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits, LimitsError, RawBridgeLimits};
-pub use names::{check_global_name, NameError};
+pub use names::{check_capability_name, check_capability_names, check_global_name, CapabilityName, NameError};
 pub use queue::{AdmissionQueue, QueueFull};
 pub use logs::{LogBuffer, LogEntry, LogLevel};
