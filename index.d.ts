@@ -90,12 +90,60 @@ export interface LogEntry {
 /** A host function exposed to the sandbox. Arguments and result are structured-cloned. */
 export type Capability = (...args: any[]) => unknown | Promise<unknown>;
 
+/**
+ * An input schema: a JSON Schema object, an AI SDK `jsonSchema()` / `zodSchema()` value,
+ * or a zod (or any Standard Schema) schema. Checked on the host before `execute` runs.
+ */
+export type ToolInputSchema = Record<string, unknown> | boolean | { safeParse(value: unknown): unknown } | { '~standard': unknown };
+
+/**
+ * A tool in the AI SDK's shape. Its input (the first argument in the sandbox) is checked
+ * against `inputSchema` on the host before `execute` runs; a mismatch rejects the call
+ * with a TypeError in the sandbox naming the field (`github.listIssues: input.repo must be a string`).
+ */
+export interface DescribedTool<Input = any, Output = unknown> {
+  /** Becomes JSDoc in `describeTools`. */
+  description?: string;
+  inputSchema?: ToolInputSchema;
+  /** Older AI SDK name of `inputSchema`. */
+  parameters?: ToolInputSchema;
+  /** Used only by `describeTools` for the return type. */
+  outputSchema?: ToolInputSchema;
+  execute(input: Input, options: { toolCallId: string; messages: unknown[] }): Output | Promise<Output>;
+}
+
+/** One tool: a plain function or a described tool. */
+export type ToolDefinition = Capability | DescribedTool;
+
+/**
+ * Capabilities or tools: each entry is a tool (`readFile(...)` in the sandbox) or a
+ * namespace of tools one level deep (`{ github: { listIssues } }` -> `github.listIssues(...)`,
+ * a frozen object in the sandbox). Host calls, tool policies and call counts use the
+ * dotted name (`github.listIssues`).
+ */
+export type Capabilities = Record<string, ToolDefinition | Record<string, ToolDefinition>>;
+
+/** Source language of sandboxed code. TypeScript is type-stripped, keeping every position. */
+export type SandboxLanguage = 'javascript' | 'typescript';
+
+/**
+ * TypeScript declarations of `capabilities` (JSDoc from descriptions, input types from
+ * schemas), for a model's prompt. Every tool returns a Promise inside the sandbox.
+ */
+export declare function describeTools(capabilities: Capabilities): string;
+
 export interface SandboxOptions {
   /**
    * Host functions exposed as globals. With capabilities the code is the body of an
    * async function: only `return` gives `output`.
    */
-  capabilities?: Record<string, Capability>;
+  capabilities?: Capabilities;
+  /**
+   * `typescript`: types are erased before compiling (positions kept, so errors and stack
+   * frames point into the TypeScript); enums, namespaces and parameter properties give a
+   * SandboxValidationError with line and column. Default `javascript`.
+   */
+  language?: SandboxLanguage;
   /** V8 heap limit in MB (ArrayBuffers are capped separately at the same size). Default 64. */
   memoryLimitMb?: number;
   /** Wall-clock limit in ms. Default 5000. */
@@ -270,8 +318,11 @@ export interface SandboxEngineConfig {
   defaultBridgeLimits: BridgeLimits;
   /** Executions allowed to wait for a slot; more are refused with an error event. Default 1000. */
   maxQueueSize?: number;
-  /** Host tools, exposed as globals; a request's `toolPolicy` decides which it may call. */
-  tools?: Record<string, Capability>;
+  /**
+   * Host tools, exposed as globals or namespaces; a request's `toolPolicy` decides which
+   * (by dotted name) it may call.
+   */
+  tools?: Capabilities;
 }
 
 /** Injectable dependencies, for tests. */
@@ -297,6 +348,13 @@ export interface ExecuteMessage {
   isolateLimits?: IsolateLimits;
   bridgeLimits?: BridgeLimits;
   toolPolicy?: ToolPolicy;
+  /** Source language; see SandboxOptions.language. Default `javascript`. */
+  language?: SandboxLanguage;
+  /**
+   * Tools of this request only, beside the engine's `tools` (a name may not clash).
+   * They need no `toolPolicy` entry; `maxCallsPerTool` still applies.
+   */
+  tools?: Capabilities;
 }
 
 /** Inbound: data supplied for a data request (see `SandboxSession.respond`). */

@@ -11,6 +11,8 @@ const autofix = require('./lib/autofix');
 exports.runSandbox = runSandbox.runSandbox;
 exports.RUN_SANDBOX_DEFAULTS = runSandbox.RUN_SANDBOX_DEFAULTS;
 
+exports.describeTools = require('./lib/tools').describeTools;
+
 exports.createFileReadCapability = require('./lib/capabilities/file-read').createFileReadCapability;
 exports.createFetchCapability = require('./lib/capabilities/fetch').createFetchCapability;
 

@@ -59,7 +59,7 @@ function checkLimits(where, value, keys) {
 }
 
 function checkToolPolicy(policy, tools) {
-  if (policy === undefined) return DEFAULT_TOOL_POLICY;
+  if (policy === undefined) return { allowedTools: DEFAULT_TOOL_POLICY.allowedTools, maxCallsPerTool: {} };
   if (!isPlainObject(policy)) throw new SandboxValidationError('toolPolicy must be an object');
   const allowed = policy.allowedTools ?? [];
   if (!Array.isArray(allowed) || allowed.some((t) => typeof t !== 'string')) {
@@ -76,6 +76,11 @@ function checkToolPolicy(policy, tools) {
     if (!Number.isInteger(n) || n < 0) throw new SandboxValidationError(`toolPolicy.maxCallsPerTool.${name} must be a non-negative whole number`);
   }
   return { allowedTools: allowed, maxCallsPerTool: maxCalls };
+}
+
+function mergeTools(a, b) {
+  const handlers = Object.assign(Object.create(null), a.handlers, b.handlers);
+  return { names: [...a.names, ...b.names], handlers, entries: [...a.entries, ...b.entries] };
 }
 
 function toBytes(source, name) {
@@ -272,7 +277,8 @@ class SandboxEngine {
     const calls = new Map();
     const policy = spec.policy;
     const deny = (name) => {
-      if (!policy.allowedTools.includes(name)) return `tool "${name}" is not allowed by this request's toolPolicy`;
+      // A request's own tools were handed over by the requester: allowed, still counted.
+      if (!spec.ownTools.has(name) && !policy.allowedTools.includes(name)) return `tool "${name}" is not allowed by this request's toolPolicy`;
       const max = policy.maxCallsPerTool[name];
       const used = (calls.get(name) ?? 0) + 1;
       calls.set(name, used);
@@ -280,7 +286,7 @@ class SandboxEngine {
       return undefined;
     };
     const { done, handle } = execute(this._native, spec.native, {
-      handlers: this._tools.handlers,
+      handlers: spec.handlers,
       deny,
       maxMessageBytes: spec.bridge.maxMessageBytes,
       onEvent: (ev) => {
@@ -328,7 +334,12 @@ class SandboxEngine {
     const code = toJavaScript(request.code, { language: checkLanguage(request.language, 'request.language'), asyncBody: true });
     const limits = { ...this._config.defaultIsolateLimits, ...checkLimits('isolateLimits', request.isolateLimits, ISOLATE_LIMIT_KEYS) };
     const bridge = { ...this._config.defaultBridgeLimits, ...checkLimits('bridgeLimits', request.bridgeLimits, BRIDGE_LIMIT_KEYS) };
-    const policy = checkToolPolicy(request.toolPolicy, this._tools);
+    const own = normalizeTools(request.tools, 'request.tools');
+    for (const name of own.names) {
+      if (this._tools.names.includes(name)) throw new SandboxValidationError(`request.tools.${name} clashes with the engine tool of that name`);
+    }
+    const tools = own.names.length === 0 ? this._tools : mergeTools(this._tools, own);
+    const policy = checkToolPolicy(request.toolPolicy, tools);
     let dataValues;
     if (request.data !== undefined) {
       if (!isPlainObject(request.data)) throw new SandboxValidationError('request.data must be an object');
@@ -344,6 +355,8 @@ class SandboxEngine {
     return {
       bridge,
       policy,
+      handlers: tools.handlers,
+      ownTools: new Set(own.names),
       native: {
         code,
         mode: 'asyncBody',
@@ -355,7 +368,7 @@ class SandboxEngine {
         maxOutputBytes: bridge.maxOutputBytes,
         maxLogEntries: bridge.maxLogEntries,
         maxLogBytes: bridge.maxLogBytes,
-        capabilities: this._tools.names,
+        capabilities: tools.names,
         dataObject: true,
         dataValues,
         wasm: this._wasm.length > 0,

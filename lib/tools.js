@@ -16,11 +16,15 @@ function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+function isSchemaLike(v) {
+  return typeof v === 'boolean' || (v !== null && typeof v === 'object');
+}
+
 function isDescribedTool(v) {
   return (
     isPlainObject(v) &&
     typeof v.execute === 'function' &&
-    (v.description !== undefined || v.inputSchema !== undefined || v.parameters !== undefined)
+    (typeof v.description === 'string' || isSchemaLike(v.inputSchema) || isSchemaLike(v.parameters))
   );
 }
 
