@@ -94,22 +94,30 @@ export type Capability = (...args: any[]) => unknown | Promise<unknown>;
  * An input schema: a JSON Schema object, an AI SDK `jsonSchema()` / `zodSchema()` value,
  * or a zod (or any Standard Schema) schema. Checked on the host before `execute` runs.
  */
-export type ToolInputSchema = Record<string, unknown> | boolean | { safeParse(value: unknown): unknown } | { '~standard': unknown };
+export type ToolInputSchema = unknown;
 
 /**
- * A tool in the AI SDK's shape. Its input (the first argument in the sandbox) is checked
- * against `inputSchema` on the host before `execute` runs; a mismatch rejects the call
- * with a TypeError in the sandbox naming the field (`github.listIssues: input.repo must be a string`).
+ * A tool in the AI SDK's shape (an AI SDK `tool({...})` is one). Its input (the first
+ * argument in the sandbox) is checked against `inputSchema` on the host before `execute`
+ * runs; a mismatch rejects the call with a TypeError in the sandbox naming the field
+ * (`github.listIssues: input.repo must be a string, got a number`). An object counts as a
+ * described tool when `execute` is a function and it has a string `description` or an
+ * `inputSchema`; any other object is a namespace.
  */
-export interface DescribedTool<Input = any, Output = unknown> {
+export interface DescribedTool {
   /** Becomes JSDoc in `describeTools`. */
   description?: string;
+  /**
+   * A JSON Schema object, an AI SDK `jsonSchema()` / `zodSchema()` value (or a function
+   * returning one), or a zod / Standard Schema schema.
+   */
   inputSchema?: ToolInputSchema;
   /** Older AI SDK name of `inputSchema`. */
   parameters?: ToolInputSchema;
-  /** Used only by `describeTools` for the return type. */
+  /** Used only by `describeTools`, for the return type. */
   outputSchema?: ToolInputSchema;
-  execute(input: Input, options: { toolCallId: string; messages: unknown[] }): Output | Promise<Output>;
+  /** Called with the checked input and `{ toolCallId, messages: [] }`. Required at run time. */
+  execute?: (input: any, options: any) => unknown;
 }
 
 /** One tool: a plain function or a described tool. */

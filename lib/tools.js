@@ -16,8 +16,9 @@ function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+// The AI SDK also takes a lazy schema: a function returning the schema.
 function isSchemaLike(v) {
-  return typeof v === 'boolean' || (v !== null && typeof v === 'object');
+  return typeof v === 'boolean' || typeof v === 'function' || (v !== null && typeof v === 'object');
 }
 
 function isDescribedTool(v) {
@@ -56,6 +57,8 @@ function normalizeTools(capabilities, where = 'capabilities') {
   for (const [key, value] of Object.entries(capabilities)) {
     if (typeof value === 'function' || isDescribedTool(value)) {
       entries.push(entry(undefined, key, value, `${where}.${key}`));
+    } else if (isPlainObject(value) && typeof value.execute !== 'function' && (typeof value.description === 'string' || isSchemaLike(value.inputSchema))) {
+      throw new SandboxValidationError(`${where}.${key} looks like a described tool but has no execute function`);
     } else if (isPlainObject(value)) {
       const members = Object.entries(value);
       if (members.length === 0) throw new SandboxValidationError(`${where}.${key} is an empty namespace`);
@@ -85,7 +88,8 @@ function entry(namespace, member, value, path) {
   if (value.description !== undefined && typeof value.description !== 'string') {
     throw new SandboxValidationError(`${path}.description must be a string`);
   }
-  const inputSchema = value.inputSchema ?? value.parameters;
+  let inputSchema = value.inputSchema ?? value.parameters;
+  if (typeof inputSchema === 'function') inputSchema = inputSchema();
   if (inputSchema !== undefined && !isPlainObject(inputSchema) && typeof inputSchema !== 'boolean') {
     throw new SandboxValidationError(`${path}.inputSchema must be a JSON Schema object or a zod schema`);
   }
@@ -128,16 +132,16 @@ function describeTools(capabilities) {
   }
   for (const [ns, members] of namespaces) {
     out.push(`declare const ${ns}: {`);
-    for (const e of members) out.push(...doc(e.description, '  '), `  ${propertyKey(e.member)}${signature(e)};`);
+    for (const e of members) out.push(...doc(e.description, '  '), `  ${propertyKey(e.member)}${signature(e, '  ')};`);
     out.push('};', '');
   }
   return out.join('\n').trimEnd() + '\n';
 }
 
-function signature(e) {
-  const output = e.outputSchema === undefined ? 'unknown' : schemaToTypeScript(e.outputSchema, '');
+function signature(e, indent = '') {
+  const output = e.outputSchema === undefined ? 'unknown' : schemaToTypeScript(e.outputSchema, indent);
   if (e.inputSchema === undefined) return `(...args: unknown[]): Promise<${output}>`;
-  return `(input: ${schemaToTypeScript(e.inputSchema, '')}): Promise<${output}>`;
+  return `(input: ${schemaToTypeScript(e.inputSchema, indent)}): Promise<${output}>`;
 }
 
 function doc(text, indent) {
