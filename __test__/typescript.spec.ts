@@ -88,6 +88,16 @@ describe('runSandbox with language: typescript', () => {
     expect(err).toBeInstanceOf(SandboxValidationError);
   });
 
+  it('TypeScript too deep for the parser is a SandboxValidationError, and the next run still works', async () => {
+    // These break the stripper's WebAssembly instance; isolet must replace it, not keep failing.
+    for (const code of ['('.repeat(100_000), 'let a: ' + 'Array<'.repeat(50_000) + 'x' + '>'.repeat(50_000) + ' = 1;']) {
+      const err = failed(await runSandbox(code, { language: 'typescript' }));
+      expect(err).toBeInstanceOf(SandboxValidationError);
+      expect(err.message).toMatch(/^TypeScript could not be parsed/);
+      expect(await runSandbox('const ok: number = 1; ok', { language: 'typescript' })).toMatchObject({ success: true, output: 1 });
+    }
+  });
+
   it('rejects an unknown language with a SandboxValidationError naming the option', async () => {
     const err = failed(await runSandbox('1', { language: 'python' as any }));
     expect(err).toBeInstanceOf(SandboxValidationError);

@@ -18,6 +18,22 @@ const HINT = {
 
 let amaro = null;
 
+function loadAmaro() {
+  if (amaro === null) amaro = require('amaro');
+  return amaro;
+}
+
+// A failure that is not a syntax error (deep nesting overflowing the parser's stack, an
+// out-of-bounds access) can leave amaro's WebAssembly instance broken for every later
+// call. Drop it: the next call loads a fresh instance (about 0.1 s).
+function discardAmaro() {
+  amaro = null;
+  const dir = require('node:path').dirname(require.resolve('amaro'));
+  for (const key of Object.keys(require.cache)) {
+    if (key.startsWith(dir)) delete require.cache[key];
+  }
+}
+
 /** Checks a `language` option; returns the language, `javascript` when unset. */
 function checkLanguage(value, where = 'language') {
   if (value === undefined) return 'javascript';
@@ -36,12 +52,12 @@ function checkLanguage(value, where = 'language') {
  */
 function toJavaScript(code, options = {}) {
   if (options.language !== 'typescript') return code;
-  if (amaro === null) amaro = require('amaro');
   const wrap = options.asyncBody === true;
   let out;
   try {
-    out = amaro.transformSync(wrap ? BODY_PREFIX + code + BODY_SUFFIX : code, { mode: 'strip-only' }).code;
+    out = loadAmaro().transformSync(wrap ? BODY_PREFIX + code + BODY_SUFFIX : code, { mode: 'strip-only' }).code;
   } catch (err) {
+    if (!err || typeof err.startLine !== 'number') discardAmaro();
     throw syntaxError(err, wrap ? 1 : 0);
   }
   return wrap ? out.slice(out.indexOf('\n') + 1, out.length - BODY_SUFFIX.length) : out;
@@ -49,7 +65,7 @@ function toJavaScript(code, options = {}) {
 
 function syntaxError(err, lineOffset) {
   if (!err || typeof err.startLine !== 'number') {
-    return new SandboxValidationError(`TypeScript could not be read: ${err && err.message ? err.message : String(err)}`);
+    return new SandboxValidationError(`TypeScript could not be parsed (too deeply nested or too large?): ${err && err.message ? err.message : String(err)}`);
   }
   const line = err.startLine - lineOffset;
   const column = err.startColumn + 1; // amaro counts columns from 0, V8 from 1
