@@ -2,6 +2,8 @@
 // createCodeTool (with the real `ai` and `zod`) driving isolet's executor.
 
 import { afterAll, describe, expect, it } from 'vitest';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as nodeModule from 'node:module';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -118,6 +120,44 @@ describe('Executor contract', () => {
     expect(() => new IsoletExecutor({ timeout: -1 })).toThrow(/timeout must be a positive whole number/);
     expect(() => new IsoletExecutor({ language: 'python' as any })).toThrow(/language must be 'javascript' or 'typescript'/);
     expect(() => new IsoletExecutor({ memoryMb: 1 })).toThrow(/memoryMb must be a whole number >= 8/);
+  });
+});
+
+describe('types', () => {
+  it("IsoletExecutor's declared type is assignable to @cloudflare/codemode's own Executor type", async () => {
+    const ts = (await load('typescript')).default;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-cm-types-'));
+    try {
+      const file = path.join(dir, 'check.ts');
+      const codemodeTypes = path.resolve(__dirname, '..', 'lib', 'codemode');
+      fs.writeFileSync(
+        file,
+        [
+          `import type { Executor } from '@cloudflare/codemode';`,
+          `import { IsoletExecutor } from ${JSON.stringify(codemodeTypes)};`,
+          `const executor: Executor = new IsoletExecutor({ timeout: 1000 });`,
+          `const run: Promise<{ result: unknown; error?: string; logs?: string[] }> = executor.execute('async () => 1', [{ name: 'x', fns: {} }]);`,
+          `export { run };`,
+        ].join('\n'),
+      );
+      const program = ts.createProgram([file], {
+        strict: true,
+        noEmit: true,
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        target: ts.ScriptTarget.ES2022,
+        // The package's own .d.ts files need Cloudflare's Workers type globals; only our file is checked.
+        skipLibCheck: true,
+        types: ['node'],
+        typeRoots: [path.resolve(__dirname, '..', 'node_modules', '@types')],
+        baseUrl: path.resolve(__dirname, '..'),
+        paths: { '@cloudflare/codemode': [path.resolve(__dirname, '..', 'node_modules', '@cloudflare', 'codemode', 'dist', 'index.d.ts')] },
+      });
+      const problems = ts.getPreEmitDiagnostics(program).filter((d: any) => d.file && d.file.fileName === file);
+      expect(problems.map((d: any) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

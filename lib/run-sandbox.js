@@ -3,7 +3,7 @@
 const os = require('node:os');
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
-const { SandboxValidationError, SandboxAbortedError } = require('./errors');
+const { SandboxError, SandboxValidationError, SandboxAbortedError } = require('./errors');
 const { normalizeTools } = require('./tools');
 const { checkLanguage, toJavaScript } = require('./typescript');
 
@@ -65,7 +65,7 @@ async function runSandbox(code, options = undefined) {
     tools = normalizeTools(capabilities);
     source = toJavaScript(code, { language: checkLanguage(opts.language), asyncBody: capabilities !== undefined });
   } catch (err) {
-    return failure(err);
+    return failure(err instanceof SandboxError ? err : new SandboxError(err.message));
   }
   const request = {
     code: source,
