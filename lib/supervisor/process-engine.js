@@ -20,8 +20,10 @@ const path = require('node:path');
 
 const HOST_SCRIPT = path.join(__dirname, 'sandbox-host.js');
 
-/** How long past its wall limit a run may go unanswered before its child is ended. */
-const DEADLINE_GRACE_MS = 1000;
+/** How long past its wall limit a run may go unanswered before its child is ended
+ *  (the child's own watchdog answers 400 ms past the limit; this is the backstop, and
+ *  keeps every run settled within limit + 1 s). */
+const DEADLINE_GRACE_MS = 750;
 /** RSS polling period while a child has runs in flight, and while it is idle. */
 const RSS_POLL_BUSY_MS = 10;
 const RSS_POLL_IDLE_MS = 500;
@@ -71,6 +73,8 @@ class SandboxProcess {
     this.health = null;
     this.lockdown = null;
     this.stuckAtReady = 0;
+    /** Set once the supervisor decided to replace this child (counted once). */
+    this.recycledFor = null;
     /** Why the supervisor ended this child (null: it ended on its own). */
     this.endReason = null;
     this.stderrTail = '';
@@ -138,6 +142,7 @@ class SandboxProcess {
         // A thread in this child ignored termination: it can only be reclaimed by
         // ending the process. Take no new work; end it once the others finish.
         this.state = 'draining';
+        this.recycledFor = 'stuck';
         this.engine.counters.recycled.stuck = (this.engine.counters.recycled.stuck ?? 0) + 1;
         this.engine.onChildDraining(this);
       }
@@ -438,7 +443,7 @@ class ProcessEngine {
       // It ended on its own: a crash (a signal such as SIGSEGV, or V8's fatal OOM).
       this.counters.crashed += 1;
       this.counters.crashReasons[why] = (this.counters.crashReasons[why] ?? 0) + 1;
-    } else if (child.endReason === 'memory' || child.endReason === 'overdue' || child.endReason === 'start-timeout') {
+    } else if (!child.recycledFor && (child.endReason === 'memory' || child.endReason === 'overdue' || child.endReason === 'start-timeout')) {
       this.counters.recycled[why] = (this.counters.recycled[why] ?? 0) + 1;
     }
     // 'drained' was counted when draining began; 'shutdown' and 'host-exit' are orderly.
