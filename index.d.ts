@@ -406,6 +406,8 @@ export interface IsolateStats {
 export interface SandboxProcessStats {
   /** Hosts starting or serving. */
   live: number;
+  /** Hosts not yet ready (a replacement coming up counts here). */
+  starting: number;
   /** Hosts taking no new work, to be ended once their runs finish. */
   draining: number;
   /** Hosts started so far (replacements included). */

@@ -486,6 +486,7 @@ class ProcessEngine {
       quarantined: engine ? engine.quarantined : 0,
       processes: {
         live: this.liveChildren().length,
+        starting: [...this.children].filter((c) => c.state === 'starting').length,
         draining: [...this.children].filter((c) => c.state === 'draining').length,
         started: this.counters.started,
         crashed: this.counters.crashed,
