@@ -416,8 +416,8 @@ export interface SandboxProcessStats {
   crashed: number;
   /** Hosts the supervisor replaced, by reason: `stuck` (a run ignored termination),
    *  `memory` (resident memory over budget), `overdue` (a run unanswered past its
-   *  limit + 1 s), `start-timeout`. */
-  recycled: Partial<Record<'stuck' | 'memory' | 'overdue' | 'start-timeout', number>>;
+   *  limit + 750 ms), `start-timeout`, `protocol` (a message that breaks the protocol). */
+  recycled: Partial<Record<'stuck' | 'memory' | 'overdue' | 'start-timeout' | 'protocol', number>>;
   /** Crashes by cause (`signal SIGSEGV`, `exit code 134`, ...). */
   crashReasons: Record<string, number>;
   /** Process ids of the live and draining hosts. */

@@ -13,6 +13,7 @@ import {
   SandboxError,
   SandboxOOMError,
   SandboxTimeoutError,
+  SandboxValidationError,
 } from '..';
 
 const root = path.resolve(__dirname, '..');
@@ -55,6 +56,37 @@ async function serving(engine: SandboxEngine): Promise<void> {
   const r = await engine.submit({ requestId: id(), code: 'return 6 * 7' }).done;
   expect(r).toMatchObject({ type: 'result', data: 42 });
 }
+
+describe('process isolation: options', () => {
+  it('refuses an unknown isolation mode, naming the option and value', async () => {
+    const r = await runSandbox('1', { isolation: 'vm' as never });
+    expect(r.success).toBe(false);
+    if (!r.success) {
+      expect(r.error).toBeInstanceOf(SandboxValidationError);
+      expect(r.error.message).toBe("isolation must be 'process' or 'thread', got 'vm'");
+    }
+    expect(() => new SandboxEngine({ isolation: 5 as never })).toThrow(/isolation must be 'process' or 'thread', got 5/);
+    expect(() => new SandboxEngine({ processes: 0 })).toThrow(/processes must be a whole number >= 1, got 0/);
+  });
+
+  it('runs the same code alike in both modes', async () => {
+    const code = 'return [typeof require, typeof process, Object.getOwnPropertyNames(globalThis).length, await twice(21)]';
+    const opts = { capabilities: { twice: (n: number) => n * 2 } };
+    const p = await runSandbox(code, { ...opts, isolation: 'process' });
+    const t = await runSandbox(code, { ...opts, isolation: 'thread' });
+    expect(p.success && p.output).toEqual(t.success && t.output);
+    expect(p.success && (p.output as unknown[])[3]).toBe(42);
+  });
+
+  it('spreads an engine over the processes asked for', async () => {
+    const engine = await makeEngine({ processes: 2, maxConcurrentIsolates: 4 });
+    const s = engine.stats();
+    expect(s.isolation).toBe('process');
+    expect(s.processes!.live).toBe(2);
+    expect(new Set(s.processes!.pids).size).toBe(2);
+    expect(s.processes!.pids).not.toContain(process.pid);
+  });
+});
 
 describe('process isolation: hard memory', () => {
   const bombs: Array<[string, string]> = [

@@ -50,6 +50,31 @@ function failureEvent(className, code, message, extra = {}, wallTimeMs = 0) {
   return { type: 'done', ok: false, error: { className, code, message, ...extra }, stats: { ...ZERO_STATS, wallTimeMs }, logs: [] };
 }
 
+/** The environment of a sandbox host: isolet's own settings and the time zone (so dates
+ *  read alike in both modes), nothing else: no secrets of the parent reach a host. */
+function hostEnv() {
+  const env = { ISOLET_SANDBOX_HOST: '1' };
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k.startsWith('ISOLET_') || k === 'TZ') env[k] = v;
+  }
+  return env;
+}
+
+/** Whether a message from a host has the shape the protocol allows. A host runs
+ *  untrusted code: a message that does not fit ends it. */
+function wellFormed(msg) {
+  if (msg === null || typeof msg !== 'object') return false;
+  switch (msg.type) {
+    case 'ready':
+    case 'health':
+      return msg.health !== null && typeof msg.health === 'object';
+    case 'event':
+      return Number.isInteger(msg.id) && msg.ev !== null && typeof msg.ev === 'object' && typeof msg.ev.type === 'string';
+    default:
+      return false;
+  }
+}
+
 /** VmRSS of `pid` in MB, or null once the process is gone. */
 function rssMb(pid) {
   try {
@@ -88,7 +113,7 @@ class SandboxProcess {
       execArgv: [],
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: { ...process.env, ISOLET_SANDBOX_HOST: '1' },
+      env: hostEnv(),
     });
     this.child = child;
     this.pid = child.pid;
@@ -119,6 +144,10 @@ class SandboxProcess {
   }
 
   onMessage(msg) {
+    if (!wellFormed(msg)) {
+      this.end('protocol');
+      return;
+    }
     if (msg.type === 'ready') {
       clearTimeout(this.startTimer);
       if (this.state !== 'starting') return;
@@ -443,7 +472,7 @@ class ProcessEngine {
       // It ended on its own: a crash (a signal such as SIGSEGV, or V8's fatal OOM).
       this.counters.crashed += 1;
       this.counters.crashReasons[why] = (this.counters.crashReasons[why] ?? 0) + 1;
-    } else if (!child.recycledFor && (child.endReason === 'memory' || child.endReason === 'overdue' || child.endReason === 'start-timeout')) {
+    } else if (!child.recycledFor && ['memory', 'overdue', 'start-timeout', 'protocol'].includes(child.endReason)) {
       this.counters.recycled[why] = (this.counters.recycled[why] ?? 0) + 1;
     }
     // 'drained' was counted when draining began; 'shutdown' and 'host-exit' are orderly.
