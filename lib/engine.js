@@ -57,6 +57,17 @@ function checkLimits(where, value, keys) {
   return out;
 }
 
+/**
+ * The limits a request gets when it names none. `memoryMb` is the engine's per-isolate
+ * memory (its warm isolates have it): it wins over `defaultIsolateLimits.memoryMb`, which
+ * the seed's own pattern (`defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS`) sets to 128.
+ */
+function isolateDefaults(config) {
+  const given = checkLimits('defaultIsolateLimits', config.defaultIsolateLimits, ISOLATE_LIMIT_KEYS);
+  const memoryMb = config.memoryMb ?? given.memoryMb ?? DEFAULT_MEMORY_MB;
+  return { ...DEFAULT_ISOLATE_LIMITS, ...given, memoryMb };
+}
+
 function checkToolPolicy(policy, tools) {
   if (policy === undefined) return DEFAULT_TOOL_POLICY;
   if (!isPlainObject(policy)) throw new SandboxValidationError('toolPolicy must be an object');
@@ -185,13 +196,15 @@ class SandboxEngine {
       if (!Number.isInteger(v) || v < min) throw new SandboxValidationError(`${key} must be a whole number >= ${min}, got ${String(v)}`);
       return v;
     };
+    const isolateLimits = isolateDefaults(config);
     this._config = {
-      memoryMb: num('memoryMb', DEFAULT_MEMORY_MB, 8),
+      // Warm isolates are made with the memory requests get by default.
+      memoryMb: num('memoryMb', isolateLimits.memoryMb, 8),
       maxConcurrentIsolates: num('maxConcurrentIsolates', 4, 1),
       warmPoolSize: num('warmPoolSize', 0, 0),
       maxQueueSize: num('maxQueueSize', 1000, 0),
       processes: num('processes', DEFAULT_PROCESSES, 1),
-      defaultIsolateLimits: { ...DEFAULT_ISOLATE_LIMITS, memoryMb: config.memoryMb ?? DEFAULT_MEMORY_MB, ...checkLimits('defaultIsolateLimits', config.defaultIsolateLimits, ISOLATE_LIMIT_KEYS) },
+      defaultIsolateLimits: isolateLimits,
       defaultBridgeLimits: { ...DEFAULT_BRIDGE_LIMITS, ...checkLimits('defaultBridgeLimits', config.defaultBridgeLimits, BRIDGE_LIMIT_KEYS) },
     };
     const badIsolation = checkIsolation(config.isolation);
