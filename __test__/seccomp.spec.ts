@@ -4,7 +4,7 @@
 // and PDEATHSIG tests kill processes. Each refusal is tried for real, next to a control
 // child that makes the same attempts without locking down and succeeds, so a probe that
 // cannot observe a refusal fails the test.
-import { spawn, spawnSync } from 'node:child_process';
+import { fork, spawn, spawnSync } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -76,12 +76,13 @@ const net = require('node:net');
 const dgram = require('node:dgram');
 const http = require('node:http');
 const path = require('node:path');
+const os = require('node:os');
 const { Worker } = require('node:worker_threads');
 const [parentPid, mode, dir, tcpPort, httpPort, udpPort] = process.argv.slice(1);
 const existing = path.join(dir, 'existing.txt');
 const out = {};
 if (mode === 'lockDown') out.status = native.lockDown(Number(parentPid));
-const sync = (f) => { try { f(); return 'allowed'; } catch (e) { return e.code || String(e); } };
+const sync = (f) => { try { f(); return 'allowed'; } catch (e) { return (e.info && e.info.code) || e.code || String(e); } };
 const settle = (start) => new Promise((resolve) => {
   const t = setTimeout(() => resolve('no answer'), 5000);
   start((v) => { clearTimeout(t); resolve(v); });
@@ -130,6 +131,9 @@ const settle = (start) => new Promise((resolve) => {
   // Other processes: signal 0 checks permission without delivering anything.
   out.signalParent = sync(() => process.kill(Number(parentPid), 0));
   out.signalSelf = sync(() => process.kill(process.pid, 0));
+  // Scheduling: setting the parent's priority (to what it is, so the control changes nothing).
+  out.reniceParent = sync(() => os.setPriority(Number(parentPid), os.getPriority(Number(parentPid))));
+  out.reniceSelf = sync(() => os.setPriority(process.pid, os.getPriority(process.pid)));
   // Threads keep working: a worker thread, and sandbox runs on isolate threads
   // created after lock-down, several at once, with host calls back to this thread.
   out.worker = await settle((done) => {
@@ -144,13 +148,18 @@ const settle = (start) => new Promise((resolve) => {
       { capabilities: { add: async (a, b) => a + b } }),
     isolet.runSandbox('new Array(2e6).fill(1).length', { memoryLimitMb: 64 }),
     isolet.runSandbox('while (true) {}', { timeoutMs: 200 }),
+    // A heap bomb: GC threads, mmap and madvise under pressure, then the heap limit.
+    isolet.runSandbox('const a = []; while (true) a.push(new Array(1e5).fill(1.5))', { memoryLimitMb: 16 }),
   ]);
   out.runs = runs.map((r) => (r.success ? r.output : r.error.name));
-  const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 3, warmPoolSize: 2 });
+  // An engine created after lock-down, with a WebAssembly module compiled at init()
+  // (executable code pages) and instantiated in each isolate: (func (result i32) 42).
+  const f42 = new Uint8Array([0,97,115,109,1,0,0,0,1,5,1,96,0,1,127,3,2,1,0,7,5,1,1,102,0,0,10,6,1,4,0,65,42,11]);
+  const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 3, warmPoolSize: 2, wasmModules: [{ name: 'm', source: f42 }] });
   await engine.init();
   const results = [];
   for (let i = 0; i < 4; i++) {
-    for await (const ev of engine.submit({ requestId: 'r' + i, code: 'return ' + i + ' * 10' })) {
+    for await (const ev of engine.submit({ requestId: 'r' + i, code: 'return wasm.m.f() + ' + i })) {
       if (ev.type === 'result') results.push(ev.data);
       if (ev.type === 'error') results.push('error ' + (ev.error && ev.error.name));
     }
@@ -243,7 +252,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
         'spawnSync', 'execFileSync', 'spawn',
         'openExisting', 'readPasswd', 'writeNew', 'readFileAsync', 'mkdir', 'symlink', 'chmod', 'rename', 'unlink',
         'netConnect', 'httpGet', 'udpSend', 'listen',
-        'signalParent',
+        'signalParent', 'reniceParent',
       ];
       // The control child could do all of it: the probes do observe each operation.
       for (const op of refusedOps) expect([op, control.report[op]]).toEqual([op, 'allowed']);
@@ -268,9 +277,10 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
       // What a sandbox host needs still works, as in the control child.
       for (const r of [control.report, locked.report]) {
         expect(r.signalSelf).toBe('allowed');
+        expect(r.reniceSelf).toBe('allowed');
         expect(r.worker).toBe(42);
-        expect(r.runs).toEqual([12, 499999500000, '42:[1,2]', 2000000, 'SandboxTimeoutError']);
-        expect(r.engine).toEqual([0, 10, 20, 30]);
+        expect(r.runs).toEqual([12, 499999500000, '42:[1,2]', 2000000, 'SandboxTimeoutError', 'SandboxOOMError']);
+        expect(r.engine).toEqual([42, 43, 44, 45]);
       }
 
       // Every thread of the locked-down child (including those started before
@@ -280,6 +290,42 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
       for (const t of control.threads) expect(t).toEqual({ seccomp: '0', noNewPrivs: '0' });
     } finally {
       await servers.close();
+    }
+  });
+
+  it('the IPC channel of child_process.fork keeps working after lock-down (json and advanced serialization)', async () => {
+    const script = path.join(dir, 'ipc-child.js');
+    fs.writeFileSync(
+      script,
+      `const native = require(${JSON.stringify(path.join(root, 'lib', 'native'))});
+       const isolet = require(${JSON.stringify(root)});
+       const status = native.lockDown(Number(process.argv[2]));
+       process.on('message', async (m) => {
+         if (m === 'bye') return process.disconnect();
+         const r = await isolet.runSandbox(m.code);
+         process.send({ seccomp: status.seccomp, output: r.output, received: m.payload.length, reply: 'y'.repeat(m.payload.length) });
+       });
+       process.send('ready');`,
+    );
+    for (const serialization of ['json', 'advanced'] as const) {
+      const child = fork(script, [String(process.pid)], { serialization, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+      let stderr = '';
+      child.stderr!.on('data', (d) => (stderr += d));
+      const messages: unknown[] = [];
+      const next = () => new Promise<unknown>((resolve) => child.once('message', resolve));
+      expect(await next()).toBe('ready');
+      const payload = 'x'.repeat(4 << 20);
+      for (let i = 0; i < 3; i++) {
+        const reply = next();
+        child.send({ code: `${i} + 40`, payload });
+        messages.push(await reply);
+      }
+      const exited = new Promise<[number | null, string | null]>((r) => child.on('exit', (code, signal) => r([code, signal])));
+      child.send('bye');
+      expect(await exited, stderr).toEqual([0, null]);
+      expect(messages).toEqual(
+        [40, 41, 42].map((output) => ({ seccomp: true, output, received: payload.length, reply: 'y'.repeat(payload.length) })),
+      );
     }
   });
 
@@ -297,7 +343,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
       'accept4', 'openat', 'openat2', 'io_uring_setup', 'io_uring_enter', 'io_uring_register', 'ptrace',
       'process_vm_readv', 'process_vm_writev', 'mount', 'umount2', 'pivot_root', 'chroot', 'unshare', 'setns',
       'bpf', 'perf_event_open', 'kexec_load', 'init_module', 'finit_module', 'keyctl', 'add_key', 'request_key',
-      'userfaultfd',
+      'userfaultfd', 'kill', 'tgkill', 'prlimit64', 'setpriority',
     ];
     // x86_64 also has the old forms (aarch64 has only the *at calls and clone).
     if (process.arch === 'x64') required.push('fork', 'vfork', 'open', 'creat');

@@ -31,15 +31,22 @@ pub enum When {
     /// `clone` whose flags (argument 0) lack `CLONE_THREAD`: a new process. Threads
     /// (`CLONE_THREAD` set) stay allowed: V8 and Node start threads after start-up.
     NewProcess,
-    /// Calls whose argument `arg` (a process id) is not this process: signals stay
-    /// allowed to the process itself and its own threads.
+    /// Signals whose target (argument `arg`) is not this process. 0 and negative
+    /// targets are process groups, which include other processes: refused.
+    SignalsOtherProcess { arg: u8 },
+    /// Calls whose argument `arg` (a process id, where 0 means the caller) is neither
+    /// 0 nor this process.
     TargetsOtherProcess { arg: u8 },
+    /// Calls taking `(which, who, ...)` (setpriority, ioprio_set): refused unless
+    /// `which` is `process_kind` (one process, not a group or a user) and `who` is 0 or
+    /// this process.
+    TargetsOtherThanCaller { process_kind: u32 },
     /// Calls on any descriptor (argument 0) other than the io_uring rings this process
     /// already had when it locked down (libuv's epoll batching rings, which libuv aborts
     /// without and which cannot be closed from outside libuv).
     NotPreexistingRing,
-    /// `ioctl` with this request (argument 1).
-    IoctlRequest(u32),
+    /// `ioctl` with one of these requests (argument 1).
+    IoctlRequests(&'static [u32]),
 }
 
 /// One entry of the deny list.
@@ -59,6 +66,11 @@ const fn always(syscall: &'static str, why: &'static str) -> Refused {
 
 /// `TIOCSTI`: push bytes into a terminal's input queue.
 pub const TIOCSTI: u32 = 0x5412;
+/// `TIOCLINUX`: virtual-console requests, including pasting the selection as input.
+pub const TIOCLINUX: u32 = 0x541C;
+/// `PRIO_PROCESS` (setpriority) and `IOPRIO_WHO_PROCESS` (ioprio_set).
+const PRIO_PROCESS: u32 = 0;
+const IOPRIO_WHO_PROCESS: u32 = 1;
 
 /// The deny list. Everything not listed (or not matching its `when`) is allowed.
 pub const REFUSED: &[Refused] = &[
@@ -135,15 +147,69 @@ pub const REFUSED: &[Refused] = &[
     always("pidfd_send_signal", "signals another process"),
     Refused {
         syscall: "kill",
-        when: When::TargetsOtherProcess { arg: 0 },
+        when: When::SignalsOtherProcess { arg: 0 },
         refusal: Refusal::NotPermitted,
         why: "signals another process (e.g. SIGKILL to the host); signals to itself stay allowed",
     },
     Refused {
         syscall: "tgkill",
-        when: When::TargetsOtherProcess { arg: 0 },
+        when: When::SignalsOtherProcess { arg: 0 },
         refusal: Refusal::NotPermitted,
         why: "signals a thread of another process; its own threads stay allowed (abort, V8's profiler)",
+    },
+    Refused {
+        syscall: "prlimit64",
+        when: When::TargetsOtherProcess { arg: 0 },
+        refusal: Refusal::NotPermitted,
+        why: "sets another process's limits (RLIMIT_CPU of 1 s kills the host); getrlimit/setrlimit on itself (pid 0) stay allowed",
+    },
+    Refused {
+        syscall: "setpriority",
+        when: When::TargetsOtherThanCaller { process_kind: PRIO_PROCESS },
+        refusal: Refusal::NotPermitted,
+        why: "lowers the host's (or the user's every process's) priority; the child's own process stays allowed",
+    },
+    Refused {
+        syscall: "ioprio_set",
+        when: When::TargetsOtherThanCaller { process_kind: IOPRIO_WHO_PROCESS },
+        refusal: Refusal::NotPermitted,
+        why: "starves the host's I/O",
+    },
+    Refused {
+        syscall: "sched_setscheduler",
+        when: When::TargetsOtherProcess { arg: 0 },
+        refusal: Refusal::NotPermitted,
+        why: "SCHED_IDLE on the host starves it; allowed for the calling thread (0) and the main thread only, so the child cannot lower its other threads either",
+    },
+    Refused {
+        syscall: "sched_setparam",
+        when: When::TargetsOtherProcess { arg: 0 },
+        refusal: Refusal::NotPermitted,
+        why: "changes another process's scheduling",
+    },
+    Refused {
+        syscall: "sched_setattr",
+        when: When::TargetsOtherProcess { arg: 0 },
+        refusal: Refusal::NotPermitted,
+        why: "changes another process's scheduling",
+    },
+    Refused {
+        syscall: "sched_setaffinity",
+        when: When::TargetsOtherProcess { arg: 0 },
+        refusal: Refusal::NotPermitted,
+        why: "pins the host to one CPU",
+    },
+    Refused {
+        syscall: "migrate_pages",
+        when: When::TargetsOtherProcess { arg: 0 },
+        refusal: Refusal::NotPermitted,
+        why: "moves another process's memory between NUMA nodes",
+    },
+    Refused {
+        syscall: "move_pages",
+        when: When::TargetsOtherProcess { arg: 0 },
+        refusal: Refusal::NotPermitted,
+        why: "moves another process's memory between NUMA nodes",
     },
     always("tkill", "signals any thread by id, including other processes' threads; glibc uses tgkill"),
     // --- The system ---------------------------------------------------------------
@@ -176,9 +242,9 @@ pub const REFUSED: &[Refused] = &[
     always("adjtimex", "changes the machine's clock"),
     Refused {
         syscall: "ioctl",
-        when: When::IoctlRequest(TIOCSTI),
+        when: When::IoctlRequests(&[TIOCSTI, TIOCLINUX]),
         refusal: Refusal::NotPermitted,
-        why: "TIOCSTI types commands into an inherited terminal, which the user's shell then runs",
+        why: "TIOCSTI/TIOCLINUX type commands into an inherited terminal, which the user's shell then runs",
     },
 ];
 
@@ -314,6 +380,15 @@ mod linux {
             "clock_adjtime" => SYS_clock_adjtime,
             "adjtimex" => SYS_adjtimex,
             "ioctl" => SYS_ioctl,
+            "prlimit64" => SYS_prlimit64,
+            "setpriority" => SYS_setpriority,
+            "ioprio_set" => SYS_ioprio_set,
+            "sched_setscheduler" => SYS_sched_setscheduler,
+            "sched_setparam" => SYS_sched_setparam,
+            "sched_setattr" => SYS_sched_setattr,
+            "sched_setaffinity" => SYS_sched_setaffinity,
+            "migrate_pages" => SYS_migrate_pages,
+            "move_pages" => SYS_move_pages,
             _ => return None,
         };
         Some(n)
@@ -332,14 +407,22 @@ mod linux {
 
     /// The rules under which a call matches `entry` (an empty list matches every call).
     fn rules_for(entry: &Refused, ctx: &LockDownContext) -> Result<Vec<SeccompRule>, CompileError> {
+        let me = u64::from(ctx.self_pid);
         Ok(match entry.when {
             When::Always => vec![],
             When::NewProcess => {
                 vec![rule(vec![condition(0, SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64), 0)?])?]
             }
-            When::TargetsOtherProcess { arg } => {
-                vec![rule(vec![condition(arg, SeccompCmpOp::Ne, u64::from(ctx.self_pid))?])?]
+            When::SignalsOtherProcess { arg } => {
+                vec![rule(vec![condition(arg, SeccompCmpOp::Ne, me)?])?]
             }
+            When::TargetsOtherProcess { arg } => {
+                vec![rule(vec![condition(arg, SeccompCmpOp::Ne, 0)?, condition(arg, SeccompCmpOp::Ne, me)?])?]
+            }
+            When::TargetsOtherThanCaller { process_kind } => vec![
+                rule(vec![condition(0, SeccompCmpOp::Ne, u64::from(process_kind))?])?,
+                rule(vec![condition(1, SeccompCmpOp::Ne, 0)?, condition(1, SeccompCmpOp::Ne, me)?])?,
+            ],
             When::NotPreexistingRing if ctx.io_uring_fds.is_empty() => vec![],
             When::NotPreexistingRing => {
                 let not_a_ring = ctx
@@ -349,7 +432,10 @@ mod linux {
                     .collect::<Result<Vec<_>, _>>()?;
                 vec![rule(not_a_ring)?]
             }
-            When::IoctlRequest(request) => vec![rule(vec![condition(1, SeccompCmpOp::Eq, u64::from(request))?])?],
+            When::IoctlRequests(requests) => requests
+                .iter()
+                .map(|&r| rule(vec![condition(1, SeccompCmpOp::Eq, u64::from(r))?]))
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -517,9 +603,11 @@ mod tests {
                 // A name longer than the kernel allows: EINVAL (length 0 would set it empty).
                 "sethostname" | "setdomainname" => a[1] = 0xffff,
                 // Calls to a process that does not exist: ESRCH when allowed.
-                "kill" | "tgkill" | "tkill" | "pidfd_open" | "process_vm_readv" | "process_vm_writev" => {
-                    a[0] = NONEXISTENT_PID
-                }
+                "kill" | "tgkill" | "tkill" | "pidfd_open" | "process_vm_readv" | "process_vm_writev" | "prlimit64"
+                | "sched_setscheduler" | "sched_setparam" | "sched_setattr" | "sched_setaffinity"
+                | "migrate_pages" | "move_pages" => a[0] = NONEXISTENT_PID,
+                "setpriority" => a[1] = NONEXISTENT_PID,
+                "ioprio_set" => (a[0], a[1]) = (1, NONEXISTENT_PID),
                 // Unknown flags: EINVAL when allowed.
                 "unshare" => a[0] = 0x8000_0000_0000_0000,
                 "userfaultfd" => a[0] = 0xffff_ffff,
@@ -616,6 +704,26 @@ mod tests {
             assert_eq!(run(libc::SYS_kill, [1, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), libc::EPERM);
             assert_eq!(run(libc::SYS_kill, [u64::MAX, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), libc::EPERM);
             assert_eq!(run(libc::SYS_kill, [0, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), libc::EPERM);
+            // Calls on the caller itself (pid 0 or its own pid) stay allowed; on another
+            // process, or a group or user, they are refused.
+            let p = &policy_for_me.programs;
+            let me = me as u64;
+            const NOFILE: u64 = libc::RLIMIT_NOFILE as u64;
+            assert_eq!(run(libc::SYS_prlimit64, [0, NOFILE, 0, 0, 0, 0], Some(p)), 0);
+            assert_eq!(run(libc::SYS_prlimit64, [me, NOFILE, 0, 0, 0, 0], Some(p)), 0);
+            assert_eq!(run(libc::SYS_prlimit64, [1, NOFILE, 0, 0, 0, 0], Some(p)), libc::EPERM);
+            // SAFETY: getpriority has no preconditions; errno is not needed (nice >= -20).
+            let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) } as u64;
+            assert_eq!(run(libc::SYS_setpriority, [0, 0, nice, 0, 0, 0], Some(p)), 0);
+            assert_eq!(run(libc::SYS_setpriority, [0, me, nice, 0, 0, 0], Some(p)), 0);
+            assert_eq!(run(libc::SYS_setpriority, [0, 1, nice, 0, 0, 0], Some(p)), libc::EPERM);
+            // PRIO_USER: every process of a user.
+            assert_eq!(run(libc::SYS_setpriority, [2, 0, nice, 0, 0, 0], Some(p)), libc::EPERM);
+            // ioctl: only the terminal-injection requests are refused.
+            let tiocgwinsz = [u64::MAX, libc::TIOCGWINSZ as u64, 0, 0, 0, 0];
+            assert_eq!(run(libc::SYS_ioctl, tiocgwinsz, Some(p)), libc::EBADF);
+            let tioclinux = [u64::MAX, u64::from(TIOCLINUX), 0, 0, 0, 0];
+            assert_eq!(run(libc::SYS_ioctl, tioclinux, Some(p)), libc::EPERM);
             // An ordinary call is untouched.
             assert_eq!(run(libc::SYS_getppid, [0; 6], Some(&policy.programs)), 0);
         }
