@@ -108,6 +108,7 @@ const settle = (start) => new Promise((resolve) => {
   out.chmod = sync(() => fs.chmodSync(existing, 0o644));
   out.rename = sync(() => fs.renameSync(path.join(dir, mode + '-victim.txt'), path.join(dir, mode + '-moved.txt')));
   out.unlink = sync(() => fs.unlinkSync(path.join(dir, mode + '-doomed.txt')));
+  out.watch = sync(() => fs.watch(dir).close());
   // Network, to servers the test started on 127.0.0.1.
   out.netConnect = await settle((done) => {
     const s = net.connect(Number(tcpPort), '127.0.0.1');
@@ -250,7 +251,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
 
       const refusedOps = [
         'spawnSync', 'execFileSync', 'spawn',
-        'openExisting', 'readPasswd', 'writeNew', 'readFileAsync', 'mkdir', 'symlink', 'chmod', 'rename', 'unlink',
+        'openExisting', 'readPasswd', 'writeNew', 'readFileAsync', 'mkdir', 'symlink', 'chmod', 'rename', 'unlink', 'watch',
         'netConnect', 'httpGet', 'udpSend', 'listen',
         'signalParent', 'reniceParent',
       ];
@@ -264,6 +265,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
       const status = locked.report.status as Record<string, unknown>;
       expect(status).toMatchObject({ seccomp: true, noNewPrivs: true, parentDeathSignal: true });
       expect(status.reason).toBeUndefined();
+      expect(status.ioUringRings).toBeGreaterThanOrEqual(0);
       for (const op of refusedOps) expect([op, locked.report[op]]).toEqual([op, 'EPERM']);
       // ...and no connection or datagram reached the servers.
       expect(afterLocked).toEqual(afterControl);
@@ -343,7 +345,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
       'accept4', 'openat', 'openat2', 'io_uring_setup', 'io_uring_enter', 'io_uring_register', 'ptrace',
       'process_vm_readv', 'process_vm_writev', 'mount', 'umount2', 'pivot_root', 'chroot', 'unshare', 'setns',
       'bpf', 'perf_event_open', 'kexec_load', 'init_module', 'finit_module', 'keyctl', 'add_key', 'request_key',
-      'userfaultfd', 'kill', 'tgkill', 'prlimit64', 'setpriority',
+      'userfaultfd', 'kill', 'tgkill', 'prlimit64', 'setpriority', 'prctl', 'fanotify_init',
     ];
     // x86_64 also has the old forms (aarch64 has only the *at calls and clone).
     if (process.arch === 'x64') required.push('fork', 'vfork', 'open', 'creat');

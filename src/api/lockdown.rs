@@ -15,6 +15,9 @@ pub struct LockDownStatusJs {
     pub reason: Option<String>,
     /// System calls the installed policy refuses (some only for some arguments).
     pub refused: Vec<String>,
+    /// io_uring rings libuv had open at lock-down; they stay usable (see
+    /// docs/process-isolation.md).
+    pub io_uring_rings: u32,
 }
 
 /// Locks the calling process down for good (see `src/supervisor/lockdown.rs`). Call it
@@ -38,5 +41,6 @@ pub fn lock_down(parent_pid: f64) -> Result<LockDownStatusJs> {
         parent_death_signal: status.parent_death_signal,
         reason: status.reason,
         refused: status.refused.into_iter().map(String::from).collect(),
+        io_uring_rings: status.io_uring_rings,
     })
 }

@@ -22,6 +22,10 @@ pub(crate) struct LockDownStatus {
     pub reason: Option<String>,
     /// The system calls the installed policy refuses (some only for some arguments).
     pub refused: Vec<&'static str>,
+    /// io_uring rings that were open at lock-down (libuv's epoll batching rings, from
+    /// libuv 1.45 on: Node 22+ on kernels with io_uring). They stay usable, and what is
+    /// submitted on them is not seen by seccomp: see docs/process-isolation.md.
+    pub io_uring_rings: u32,
 }
 
 /// Exit status of a child whose parent died before it could lock down.
@@ -105,7 +109,7 @@ mod imp {
         }
 
         // 3. The seccomp policy, on every thread of the process.
-        match install_policy() {
+        match install_policy(&mut status) {
             Ok(refused) => {
                 // SECCOMP_MODE_FILTER = 2.
                 status.seccomp = prctl(libc::PR_GET_SECCOMP, 0).ok() == Some(2);
@@ -123,11 +127,12 @@ mod imp {
         status
     }
 
-    fn install_policy() -> Result<Vec<&'static str>, String> {
+    fn install_policy(status: &mut LockDownStatus) -> Result<Vec<&'static str>, String> {
         let io_uring_fds = io_uring_fds().map_err(|e| {
             // Without the list, libuv's own rings would be refused and libuv would abort.
             format!("seccomp not installed: could not list this process's descriptors in /proc/self/fd ({e})")
         })?;
+        status.io_uring_rings = io_uring_fds.len() as u32;
         let policy = compile(&LockDownContext { self_pid: std::process::id(), io_uring_fds })
             .map_err(|e| format!("seccomp not installed: {e}"))?;
         for (i, program) in policy.programs.iter().enumerate() {

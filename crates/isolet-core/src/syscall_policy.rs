@@ -28,8 +28,9 @@ pub enum Refusal {
 pub enum When {
     /// Every call.
     Always,
-    /// `clone` whose flags (argument 0) lack `CLONE_THREAD`: a new process. Threads
-    /// (`CLONE_THREAD` set) stay allowed: V8 and Node start threads after start-up.
+    /// `clone` whose flags (argument 0) lack `CLONE_THREAD` (a new process), or ask
+    /// for a new namespace. Plain threads stay allowed: V8 and Node start threads after
+    /// start-up.
     NewProcess,
     /// Signals whose target (argument `arg`) is not this process. 0 and negative
     /// targets are process groups, which include other processes: refused.
@@ -45,8 +46,8 @@ pub enum When {
     /// already had when it locked down (libuv's epoll batching rings, which libuv aborts
     /// without and which cannot be closed from outside libuv).
     NotPreexistingRing,
-    /// `ioctl` with one of these requests (argument 1).
-    IoctlRequests(&'static [u32]),
+    /// Argument `arg` (a request or option code) is one of `values`.
+    ArgIn { arg: u8, values: &'static [u32] },
 }
 
 /// One entry of the deny list.
@@ -68,6 +69,21 @@ const fn always(syscall: &'static str, why: &'static str) -> Refused {
 pub const TIOCSTI: u32 = 0x5412;
 /// `TIOCLINUX`: virtual-console requests, including pasting the selection as input.
 pub const TIOCLINUX: u32 = 0x541C;
+/// `prctl` options: the parent-death signal (cleared, the child would outlive its
+/// parent) and rewriting the process's memory map description.
+pub const PR_SET_PDEATHSIG: u32 = 1;
+pub const PR_SET_MM: u32 = 35;
+/// The `CLONE_NEW*` namespace flags that `clone` takes (`CLONE_NEWTIME`, 0x80, only
+/// through clone3, which is refused).
+pub const CLONE_NEW_NAMESPACES: &[u32] = &[
+    0x0002_0000, // CLONE_NEWNS
+    0x0200_0000, // CLONE_NEWCGROUP
+    0x0400_0000, // CLONE_NEWUTS
+    0x0800_0000, // CLONE_NEWIPC
+    0x1000_0000, // CLONE_NEWUSER
+    0x2000_0000, // CLONE_NEWPID
+    0x4000_0000, // CLONE_NEWNET
+];
 /// `PRIO_PROCESS` (setpriority) and `IOPRIO_WHO_PROCESS` (ioprio_set).
 const PRIO_PROCESS: u32 = 0;
 const IOPRIO_WHO_PROCESS: u32 = 1;
@@ -83,7 +99,7 @@ pub const REFUSED: &[Refused] = &[
         syscall: "clone",
         when: When::NewProcess,
         refusal: Refusal::NotPermitted,
-        why: "without CLONE_THREAD it makes a new process, like fork; with it, a thread, which V8 needs",
+        why: "without CLONE_THREAD it makes a new process, like fork; with it, a thread, which V8 needs (but no thread in a new namespace, as unshare)",
     },
     Refused {
         syscall: "clone3",
@@ -213,6 +229,15 @@ pub const REFUSED: &[Refused] = &[
     },
     always("tkill", "signals any thread by id, including other processes' threads; glibc uses tgkill"),
     // --- The system ---------------------------------------------------------------
+    Refused {
+        syscall: "prctl",
+        when: When::ArgIn { arg: 0, values: &[PR_SET_PDEATHSIG, PR_SET_MM] },
+        refusal: Refusal::NotPermitted,
+        why: "clearing PR_SET_PDEATHSIG lets the child outlive its parent; PR_SET_MM rewrites what /proc says of it; other options (thread names) stay allowed",
+    },
+    always("fanotify_init", "watches, and as root can block, every file access on the machine, the host's included"),
+    always("fanotify_mark", "watches file accesses (with fanotify_init)"),
+    always("inotify_add_watch", "watches the host's files by path; fs.watch is not needed in the child"),
     always("mount", "changes what paths mean"),
     always("umount2", "changes what paths mean"),
     always("pivot_root", "changes the root file system"),
@@ -242,7 +267,7 @@ pub const REFUSED: &[Refused] = &[
     always("adjtimex", "changes the machine's clock"),
     Refused {
         syscall: "ioctl",
-        when: When::IoctlRequests(&[TIOCSTI, TIOCLINUX]),
+        when: When::ArgIn { arg: 1, values: &[TIOCSTI, TIOCLINUX] },
         refusal: Refusal::NotPermitted,
         why: "TIOCSTI/TIOCLINUX type commands into an inherited terminal, which the user's shell then runs",
     },
@@ -381,6 +406,10 @@ mod linux {
             "adjtimex" => SYS_adjtimex,
             "ioctl" => SYS_ioctl,
             "prlimit64" => SYS_prlimit64,
+            "prctl" => SYS_prctl,
+            "fanotify_init" => SYS_fanotify_init,
+            "fanotify_mark" => SYS_fanotify_mark,
+            "inotify_add_watch" => SYS_inotify_add_watch,
             "setpriority" => SYS_setpriority,
             "ioprio_set" => SYS_ioprio_set,
             "sched_setscheduler" => SYS_sched_setscheduler,
@@ -411,7 +440,12 @@ mod linux {
         Ok(match entry.when {
             When::Always => vec![],
             When::NewProcess => {
-                vec![rule(vec![condition(0, SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64), 0)?])?]
+                let mut rules = vec![rule(vec![condition(0, SeccompCmpOp::MaskedEq(libc::CLONE_THREAD as u64), 0)?])?];
+                for &flag in super::CLONE_NEW_NAMESPACES {
+                    let flag = u64::from(flag);
+                    rules.push(rule(vec![condition(0, SeccompCmpOp::MaskedEq(flag), flag)?])?);
+                }
+                rules
             }
             When::SignalsOtherProcess { arg } => {
                 vec![rule(vec![condition(arg, SeccompCmpOp::Ne, me)?])?]
@@ -432,9 +466,9 @@ mod linux {
                     .collect::<Result<Vec<_>, _>>()?;
                 vec![rule(not_a_ring)?]
             }
-            When::IoctlRequests(requests) => requests
+            When::ArgIn { arg, values } => values
                 .iter()
-                .map(|&r| rule(vec![condition(1, SeccompCmpOp::Eq, u64::from(r))?]))
+                .map(|&v| rule(vec![condition(arg, SeccompCmpOp::Eq, u64::from(v))?]))
                 .collect::<Result<_, _>>()?,
         })
     }
@@ -517,6 +551,21 @@ mod tests {
         "keyctl", "add_key", "request_key", "userfaultfd",
     ];
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn named_constants_match_libc() {
+        assert_eq!(PR_SET_PDEATHSIG, libc::PR_SET_PDEATHSIG as u32);
+        assert_eq!(PR_SET_MM, libc::PR_SET_MM as u32);
+        assert_eq!(TIOCSTI, libc::TIOCSTI as u32);
+        assert_eq!(TIOCLINUX, libc::TIOCLINUX as u32);
+        let libc_ns = [
+            libc::CLONE_NEWNS, libc::CLONE_NEWCGROUP, libc::CLONE_NEWUTS, libc::CLONE_NEWIPC, libc::CLONE_NEWUSER,
+            libc::CLONE_NEWPID, libc::CLONE_NEWNET,
+        ];
+        assert_eq!(CLONE_NEW_NAMESPACES, libc_ns.map(|f| f as u32));
+        assert_eq!(PRIO_PROCESS, libc::PRIO_PROCESS as u32);
+    }
+
     #[test]
     fn every_entry_is_unique_and_says_why() {
         let mut seen = HashSet::new();
@@ -548,7 +597,7 @@ mod tests {
         let needed = [
             "read", "write", "sendmsg", "recvmsg", "mmap", "munmap", "mprotect", "madvise", "futex", "epoll_wait",
             "epoll_pwait", "epoll_ctl", "eventfd2", "timerfd_create", "getrandom", "sched_yield",
-            "sched_getaffinity", "close", "exit", "exit_group", "rt_sigaction", "pipe2", "prctl",
+            "sched_getaffinity", "close", "exit", "exit_group", "rt_sigaction", "pipe2", "newfstatat", "fstat",
         ];
         let listed: HashSet<_> = REFUSED.iter().map(|e| e.syscall).collect();
         for name in needed {
@@ -615,6 +664,9 @@ mod tests {
                 "iopl" => a[0] = 99,
                 "ioperm" => (a[0], a[1], a[2]) = (u64::MAX, 1, 0),
                 "reboot" => a[0] = 1, // a wrong magic: EINVAL when allowed (as root)
+                "prctl" => a[0] = u64::from(PR_SET_PDEATHSIG), // clears it: 0 when allowed
+                "fanotify_init" => a[0] = 0xffff_ffff, // unknown flags: EINVAL
+                "fanotify_mark" | "inotify_add_watch" => a[0] = u64::MAX, // EBADF
                 "ioctl" => (a[0], a[1]) = (u64::MAX, u64::from(TIOCSTI)),
                 "clock_settime" | "clock_adjtime" => a[0] = 0xffff,
                 // clone without CLONE_THREAD and fork-likes: see `run`, which handles the child.
@@ -695,6 +747,17 @@ mod tests {
             // past the filter to the kernel.
             let thread_like = [libc::CLONE_THREAD as u64, 0, 0, 0, 0, 0];
             assert_eq!(run(libc::SYS_clone, thread_like, Some(&policy.programs)), libc::EINVAL);
+            // ...but not a thread in a new namespace (refused before the kernel's checks).
+            for &ns in CLONE_NEW_NAMESPACES {
+                let args = [libc::CLONE_THREAD as u64 | u64::from(ns), 0, 0, 0, 0, 0];
+                assert_eq!(run(libc::SYS_clone, args, Some(&policy.programs)), libc::EPERM, "namespace flag {ns:#x}");
+                assert_eq!(run(libc::SYS_clone, args, None), libc::EINVAL, "namespace flag {ns:#x}");
+            }
+            // prctl: thread names stay allowed (PR_SET_PDEATHSIG is refused: see
+            // every_rule_refuses_its_call; PR_SET_MM cannot be told apart here, as
+            // without CAP_SYS_RESOURCE the kernel itself answers EPERM).
+            let name = b"probe\0";
+            assert_eq!(run(libc::SYS_prctl, [libc::PR_SET_NAME as u64, name.as_ptr() as u64, 0, 0, 0, 0], Some(&policy.programs)), 0);
             // Signals to the process the policy was compiled for stay allowed (the probe
             // child signals the test process, with signal 0, a no-op); others are refused.
             let me = std::process::id();
