@@ -22,8 +22,8 @@ pub(crate) struct LockDownStatus {
     pub reason: Option<String>,
     /// The system calls the installed policy refuses (some only for some arguments).
     pub refused: Vec<&'static str>,
-    /// io_uring rings that were open at lock-down (libuv's epoll batching rings, from
-    /// libuv 1.45 on: Node 22+ on kernels with io_uring). They stay usable, and what is
+    /// io_uring rings that were open at lock-down (libuv's epoll batching rings: Node 22+
+    /// on kernels with io_uring). They stay usable, and what is
     /// submitted on them is not seen by seccomp: see docs/process-isolation.md.
     pub io_uring_rings: u32,
 }
@@ -63,7 +63,7 @@ mod imp {
     }
 
     /// The io_uring rings this process holds now: libuv's epoll batching rings (libuv
-    /// >= 1.45 makes one per event loop and aborts if it cannot use it).
+    /// in Node 22+ makes one per event loop and aborts if it cannot use it).
     fn io_uring_fds() -> std::io::Result<Vec<i32>> {
         let mut fds = Vec::new();
         for entry in std::fs::read_dir("/proc/self/fd")? {
