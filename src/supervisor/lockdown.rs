@@ -29,6 +29,7 @@ pub(crate) struct LockDownStatus {
 }
 
 /// Exit status of a child whose parent died before it could lock down.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) const ORPHANED_EXIT_CODE: i32 = 71;
 
 /// Locks this process down; see the module docs. Only the first call does anything

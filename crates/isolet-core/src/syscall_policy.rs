@@ -473,7 +473,7 @@ mod linux {
         })
     }
 
-    fn errno(refusal: Refusal) -> u32 {
+    pub(super) fn errno(refusal: Refusal) -> u32 {
         match refusal {
             Refusal::NotPermitted => libc::EPERM as u32,
             Refusal::NotImplemented => libc::ENOSYS as u32,
@@ -509,6 +509,16 @@ mod linux {
     /// Each program also refuses system calls of another architecture (e.g. 32-bit
     /// `int 0x80`) by killing the process: seccompiler's architecture check.
     pub fn compile(ctx: &LockDownContext) -> Result<CompiledPolicy, CompileError> {
+        compile_with_errnos(ctx, errno)
+    }
+
+    /// [`compile`] with the errno each refusal returns chosen by `errno_of`: the probes
+    /// use errnos no system call returns naturally, so that a refusal is told apart
+    /// from a natural `EPERM` (which an unprivileged user gets from many of them).
+    pub(super) fn compile_with_errnos(
+        ctx: &LockDownContext,
+        errno_of: impl Fn(Refusal) -> u32,
+    ) -> Result<CompiledPolicy, CompileError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| CompileError(e.to_string()))?;
         let mut by_refusal: BTreeMap<u32, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
         let mut installed = Vec::new();
@@ -519,7 +529,7 @@ mod linux {
                 continue;
             };
             let rules = rules_for(entry, ctx)?;
-            let table = by_refusal.entry(errno(entry.refusal)).or_default();
+            let table = by_refusal.entry(errno_of(entry.refusal)).or_default();
             if table.insert(nr, rules).is_some() {
                 return Err(CompileError(format!("`{}` is listed twice", entry.syscall)));
             }
@@ -625,8 +635,9 @@ mod tests {
 
     /// Each rule tried at the system-call level: a forked child installs the compiled
     /// programs (only on itself) and makes the call; the parent reads the errno from the
-    /// child's exit status. The same call in a child without the filter must fail
-    /// differently (or succeed), so a refusal is told apart from a natural error.
+    /// child's exit status. The probes' policies refuse with errnos that these calls
+    /// never return by themselves, so a refusal is never mistaken for a natural `EPERM`,
+    /// as root or not; one test checks the real errnos.
     #[cfg(target_os = "linux")]
     mod probes {
         use super::super::*;
@@ -707,11 +718,21 @@ mod tests {
             }
         }
 
-        fn errno_of(refusal: Refusal) -> i32 {
+        /// What the probes' policies return instead of EPERM and ENOSYS: errnos none of
+        /// these calls returns by itself (EHWPOISON, ERFKILL).
+        const MARK_REFUSED: i32 = libc::EHWPOISON;
+        const MARK_NOT_IMPLEMENTED: i32 = libc::ERFKILL;
+
+        fn mark(refusal: Refusal) -> i32 {
             match refusal {
-                Refusal::NotPermitted => libc::EPERM,
-                Refusal::NotImplemented => libc::ENOSYS,
+                Refusal::NotPermitted => MARK_REFUSED,
+                Refusal::NotImplemented => MARK_NOT_IMPLEMENTED,
             }
+        }
+
+        /// The policy with marked errnos (see `compile_with_errnos`).
+        fn marked(ctx: &LockDownContext) -> CompiledPolicy {
+            super::super::linux::compile_with_errnos(ctx, |r| mark(r) as u32).unwrap()
         }
 
         fn ctx() -> LockDownContext {
@@ -720,7 +741,7 @@ mod tests {
 
         #[test]
         fn every_rule_refuses_its_call() {
-            let policy = compile(&ctx()).unwrap();
+            let policy = marked(&ctx());
             let mut checked = HashSet::new();
             for entry in REFUSED {
                 let Some(nr) = syscall_number(entry.syscall) else { continue };
@@ -728,7 +749,7 @@ mod tests {
                 if entry.syscall == "clone" {
                     args[0] = libc::SIGCHLD as u64; // a plain fork
                 }
-                let expected = errno_of(entry.refusal);
+                let expected = mark(entry.refusal);
                 // An allowed vfork would return twice into this stack frame; its natural
                 // result (success) is known.
                 let without = if entry.syscall == "vfork" { 0 } else { run(nr, args, None) };
@@ -741,8 +762,18 @@ mod tests {
         }
 
         #[test]
-        fn threads_and_signals_to_itself_stay_allowed() {
+        fn refuses_with_eperm_and_clone3_with_enosys() {
+            // The real errnos, on calls whose natural results do not depend on privileges.
             let policy = compile(&ctx()).unwrap();
+            assert_eq!(run(libc::SYS_socket, [0; 6], None), libc::EAFNOSUPPORT);
+            assert_eq!(run(libc::SYS_socket, [0; 6], Some(&policy.programs)), libc::EPERM);
+            assert_eq!(run(libc::SYS_clone3, [0; 6], None), libc::EINVAL);
+            assert_eq!(run(libc::SYS_clone3, [0; 6], Some(&policy.programs)), libc::ENOSYS);
+        }
+
+        #[test]
+        fn threads_and_signals_to_itself_stay_allowed() {
+            let policy = marked(&ctx());
             // CLONE_THREAD without CLONE_SIGHAND is invalid: EINVAL shows the call got
             // past the filter to the kernel.
             let thread_like = [libc::CLONE_THREAD as u64, 0, 0, 0, 0, 0];
@@ -750,7 +781,7 @@ mod tests {
             // ...but not a thread in a new namespace (refused before the kernel's checks).
             for &ns in CLONE_NEW_NAMESPACES {
                 let args = [libc::CLONE_THREAD as u64 | u64::from(ns), 0, 0, 0, 0, 0];
-                assert_eq!(run(libc::SYS_clone, args, Some(&policy.programs)), libc::EPERM, "namespace flag {ns:#x}");
+                assert_eq!(run(libc::SYS_clone, args, Some(&policy.programs)), MARK_REFUSED, "namespace flag {ns:#x}");
                 assert_eq!(run(libc::SYS_clone, args, None), libc::EINVAL, "namespace flag {ns:#x}");
             }
             // prctl: thread names stay allowed (PR_SET_PDEATHSIG is refused: see
@@ -761,12 +792,12 @@ mod tests {
             // Signals to the process the policy was compiled for stay allowed (the probe
             // child signals the test process, with signal 0, a no-op); others are refused.
             let me = std::process::id();
-            let policy_for_me = compile(&LockDownContext { self_pid: me, io_uring_fds: vec![] }).unwrap();
+            let policy_for_me = marked(&LockDownContext { self_pid: me, io_uring_fds: vec![] });
             assert_eq!(run(libc::SYS_kill, [me as u64, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), 0);
             assert_eq!(run(libc::SYS_tgkill, [me as u64, me as u64, 0, 0, 0, 0], Some(&policy_for_me.programs)), 0);
-            assert_eq!(run(libc::SYS_kill, [1, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), libc::EPERM);
-            assert_eq!(run(libc::SYS_kill, [u64::MAX, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), libc::EPERM);
-            assert_eq!(run(libc::SYS_kill, [0, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), libc::EPERM);
+            assert_eq!(run(libc::SYS_kill, [1, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), MARK_REFUSED);
+            assert_eq!(run(libc::SYS_kill, [u64::MAX, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), MARK_REFUSED);
+            assert_eq!(run(libc::SYS_kill, [0, 0, 0, 0, 0, 0], Some(&policy_for_me.programs)), MARK_REFUSED);
             // Calls on the caller itself (pid 0 or its own pid) stay allowed; on another
             // process, or a group or user, they are refused.
             let p = &policy_for_me.programs;
@@ -774,19 +805,19 @@ mod tests {
             const NOFILE: u64 = libc::RLIMIT_NOFILE as u64;
             assert_eq!(run(libc::SYS_prlimit64, [0, NOFILE, 0, 0, 0, 0], Some(p)), 0);
             assert_eq!(run(libc::SYS_prlimit64, [me, NOFILE, 0, 0, 0, 0], Some(p)), 0);
-            assert_eq!(run(libc::SYS_prlimit64, [1, NOFILE, 0, 0, 0, 0], Some(p)), libc::EPERM);
+            assert_eq!(run(libc::SYS_prlimit64, [1, NOFILE, 0, 0, 0, 0], Some(p)), MARK_REFUSED);
             // SAFETY: getpriority has no preconditions; errno is not needed (nice >= -20).
             let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) } as u64;
             assert_eq!(run(libc::SYS_setpriority, [0, 0, nice, 0, 0, 0], Some(p)), 0);
             assert_eq!(run(libc::SYS_setpriority, [0, me, nice, 0, 0, 0], Some(p)), 0);
-            assert_eq!(run(libc::SYS_setpriority, [0, 1, nice, 0, 0, 0], Some(p)), libc::EPERM);
+            assert_eq!(run(libc::SYS_setpriority, [0, 1, nice, 0, 0, 0], Some(p)), MARK_REFUSED);
             // PRIO_USER: every process of a user.
-            assert_eq!(run(libc::SYS_setpriority, [2, 0, nice, 0, 0, 0], Some(p)), libc::EPERM);
+            assert_eq!(run(libc::SYS_setpriority, [2, 0, nice, 0, 0, 0], Some(p)), MARK_REFUSED);
             // ioctl: only the terminal-injection requests are refused.
             let tiocgwinsz = [u64::MAX, libc::TIOCGWINSZ as u64, 0, 0, 0, 0];
             assert_eq!(run(libc::SYS_ioctl, tiocgwinsz, Some(p)), libc::EBADF);
             let tioclinux = [u64::MAX, u64::from(TIOCLINUX), 0, 0, 0, 0];
-            assert_eq!(run(libc::SYS_ioctl, tioclinux, Some(p)), libc::EPERM);
+            assert_eq!(run(libc::SYS_ioctl, tioclinux, Some(p)), MARK_REFUSED);
             // An ordinary call is untouched.
             assert_eq!(run(libc::SYS_getppid, [0; 6], Some(&policy.programs)), 0);
         }
@@ -802,11 +833,11 @@ mod tests {
                 assert!(errno == libc::ENOSYS || errno == libc::EPERM, "io_uring_setup: {errno}");
                 return;
             }
-            let policy = compile(&LockDownContext { self_pid: std::process::id(), io_uring_fds: vec![ring as i32] }).unwrap();
+            let policy = marked(&LockDownContext { self_pid: std::process::id(), io_uring_fds: vec![ring as i32] });
             let enter = |fd: u64| [fd, 0, 0, 0, 0, 0];
             assert_eq!(run(libc::SYS_io_uring_enter, enter(ring as u64), Some(&policy.programs)), 0);
             // Another descriptor (stdin, which is no ring) is refused before the kernel sees it.
-            assert_eq!(run(libc::SYS_io_uring_enter, enter(0), Some(&policy.programs)), libc::EPERM);
+            assert_eq!(run(libc::SYS_io_uring_enter, enter(0), Some(&policy.programs)), MARK_REFUSED);
             // SAFETY: closing the ring this test opened.
             unsafe { libc::close(ring as i32) };
         }
