@@ -573,7 +573,7 @@ mod tests {
             libc::CLONE_NEWPID, libc::CLONE_NEWNET,
         ];
         assert_eq!(CLONE_NEW_NAMESPACES, libc_ns.map(|f| f as u32));
-        assert_eq!(PRIO_PROCESS, libc::PRIO_PROCESS as u32);
+        assert_eq!(PRIO_PROCESS, libc::PRIO_PROCESS);
     }
 
     #[test]
@@ -814,7 +814,7 @@ mod tests {
             // PRIO_USER: every process of a user.
             assert_eq!(run(libc::SYS_setpriority, [2, 0, nice, 0, 0, 0], Some(p)), MARK_REFUSED);
             // ioctl: only the terminal-injection requests are refused.
-            let tiocgwinsz = [u64::MAX, libc::TIOCGWINSZ as u64, 0, 0, 0, 0];
+            let tiocgwinsz = [u64::MAX, libc::TIOCGWINSZ, 0, 0, 0, 0];
             assert_eq!(run(libc::SYS_ioctl, tiocgwinsz, Some(p)), libc::EBADF);
             let tioclinux = [u64::MAX, u64::from(TIOCLINUX), 0, 0, 0, 0];
             assert_eq!(run(libc::SYS_ioctl, tioclinux, Some(p)), MARK_REFUSED);
