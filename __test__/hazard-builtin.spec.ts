@@ -4,11 +4,11 @@
 import { describe, expect, it } from 'vitest';
 import { runSandbox, processStats, SandboxError, SandboxTimeoutError } from '..';
 
-describe('a built-in that ignores TerminateExecution', () => {
+describe('thread mode: a built-in that ignores TerminateExecution', () => {
   it('times out, quarantines the thread and keeps serving runs', async () => {
     const before = processStats().quarantinedThreads;
     const started = Date.now();
-    const r = await runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 300 });
+    const r = await runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 300, isolation: 'thread' });
     const elapsed = Date.now() - started;
     expect(r.success).toBe(false);
     if (!r.success) expect(r.error).toBeInstanceOf(SandboxTimeoutError);
@@ -22,7 +22,7 @@ describe('a built-in that ignores TerminateExecution', () => {
     expect((cpu.user + cpu.system) / 1000).toBeLessThan(250);
 
     // Later runs are not blocked.
-    const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => runSandbox(`${i} * 2`)));
+    const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => runSandbox(`${i} * 2`, { isolation: 'thread' })));
     expect(runs.map((x) => x.success && x.output)).toEqual([0, 2, 4, 6, 8, 10, 12, 14]);
   });
 
@@ -31,7 +31,7 @@ describe('a built-in that ignores TerminateExecution', () => {
     expect(parked).toBeGreaterThanOrEqual(1);
     process.env.ISOLET_MAX_QUARANTINED = String(parked);
     try {
-      const refused = await runSandbox('1');
+      const refused = await runSandbox('1', { isolation: 'thread' });
       expect(refused.success).toBe(false);
       if (!refused.success) {
         expect(refused.error).toBeInstanceOf(SandboxError);
@@ -40,7 +40,7 @@ describe('a built-in that ignores TerminateExecution', () => {
     } finally {
       delete process.env.ISOLET_MAX_QUARANTINED;
     }
-    const again = await runSandbox('1 + 1');
+    const again = await runSandbox('1 + 1', { isolation: 'thread' });
     expect(again.success && again.output).toBe(2);
   });
 });
