@@ -88,6 +88,19 @@ describe('isolet run', () => {
     expect([big.code, big.stdout]).toEqual([0, `${48 * 2 ** 17}\n`]);
   });
 
+  it('runs in either isolation mode (--isolation flows to the engine), limits enforced in both', async () => {
+    const pid = 'return typeof process'; // no Node API in either mode
+    for (const mode of ['process', 'thread']) {
+      const r = await isolet(['run', '-', '--isolation', mode], pid);
+      expect([r.code, r.stdout], mode).toEqual([0, '"undefined"\n']);
+      const slow = await isolet(['run', '-', '--isolation', mode, '--timeout-ms', '300'], 'while (true) {}');
+      expect(slow.code, mode).toBe(4);
+    }
+    const bad = await isolet(['run', '-', '--isolation', 'vm']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--isolation must be process or thread, got "vm"/);
+  });
+
   it('takes limits and capabilities from --config, flags winning', async () => {
     write('data/note.txt', 'hello from a file');
     const config = write('config.json', JSON.stringify({ timeoutMs: 200, readDir: path.join(dir, 'data'), engine: { maxConcurrentIsolates: 1 } }));
@@ -142,7 +155,7 @@ describe('isolet run', () => {
     for (const command of ['run <file|->', 'mcp', 'autofix <file>', 'help']) expect(top.stdout).toContain(`  ${command}`);
     const run = await isolet(['run', '--help']);
     expect(run.code).toBe(0);
-    for (const flag of ['--timeout-ms', '--memory-mb', '--language', '--config', '--read-dir', '--allow-origin']) expect(run.stdout).toContain(flag);
+    for (const flag of ['--timeout-ms', '--memory-mb', '--language', '--isolation', '--config', '--read-dir', '--allow-origin']) expect(run.stdout).toContain(flag);
     expect(run.stdout).toMatch(/exit codes: 0 success, 1 the code threw/);
     const mcp = await isolet(['mcp', '--help']);
     expect(mcp.code).toBe(0);

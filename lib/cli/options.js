@@ -15,6 +15,7 @@ const LIMIT_FLAGS = {
   'cpu-time-ms': { type: 'string' },
   'memory-mb': { type: 'string' },
   language: { type: 'string' },
+  isolation: { type: 'string' },
   config: { type: 'string' },
   'read-dir': { type: 'string' },
   'allow-origin': { type: 'string', multiple: true },
@@ -25,13 +26,14 @@ const LIMITS_HELP = `  --timeout-ms <ms>        wall-clock limit of one run (def
   --cpu-time-ms <ms>       CPU-time limit of one run (default: the wall-clock limit)
   --memory-mb <mb>         heap limit of one run (default 64)
   --language <lang>        javascript or typescript (default: typescript for .ts/.mts/.cts)
+  --isolation <mode>       process (default: a supervised child process) or thread
   --read-dir <dir>         give the code readFile({ path }) over this directory, read-only
   --allow-origin <origin>  give the code fetch({ url, ... }) to this origin (repeatable)
   --config <file.json>     the same settings as JSON: { "timeoutMs", "cpuTimeMs",
-                           "memoryMb", "language", "readDir", "allowOrigins": [...],
+                           "memoryMb", "language", "isolation", "readDir", "allowOrigins": [...],
                            "engine": { ...SandboxEngine config } }; flags win`;
 
-const CONFIG_KEYS = ['timeoutMs', 'cpuTimeMs', 'memoryMb', 'language', 'readDir', 'allowOrigins', 'engine'];
+const CONFIG_KEYS = ['timeoutMs', 'cpuTimeMs', 'memoryMb', 'language', 'isolation', 'readDir', 'allowOrigins', 'engine'];
 
 function parse(argv, extra = {}) {
   try {
@@ -88,6 +90,10 @@ function settingsFrom(values) {
   if (language !== undefined && language !== 'javascript' && language !== 'typescript') {
     throw new UsageError(`--language must be javascript or typescript, got ${JSON.stringify(language)}`);
   }
+  const isolation = values.isolation ?? file.isolation;
+  if (isolation !== undefined && isolation !== 'process' && isolation !== 'thread') {
+    throw new UsageError(`--isolation must be process or thread, got ${JSON.stringify(isolation)}`);
+  }
   const capabilities = {};
   const readDir = values['read-dir'] ?? file.readDir;
   if (readDir !== undefined) {
@@ -131,6 +137,7 @@ function settingsFrom(values) {
     warmPoolSize: 1,
     ...(file.engine || {}),
     memoryMb,
+    ...(isolation !== undefined ? { isolation } : {}),
     defaultIsolateLimits: { ...((file.engine && file.engine.defaultIsolateLimits) || {}), ...limits },
     tools: capabilities,
   };
