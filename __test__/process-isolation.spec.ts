@@ -78,6 +78,20 @@ describe('process isolation: options', () => {
     expect(p.success && (p.output as unknown[])[3]).toBe(42);
   });
 
+  it('locks every host down (seccomp, no_new_privs), judged from /proc', async () => {
+    const engine = await makeEngine();
+    const s = engine.stats().processes!;
+    expect(s.lockdown).toMatchObject({ seccomp: true, noNewPrivs: true, parentDeathSignal: true });
+    for (const pid of s.pids) {
+      const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+      expect(status).toMatch(/^Seccomp:\s+2$/m);
+      expect(status).toMatch(/^NoNewPrivs:\s+1$/m);
+    }
+    // The locked-down host still serves runs, host calls included.
+    const end = await engine.submit({ requestId: id(), code: 'return [1 + 1, typeof globalThis.process]' }).done;
+    expect(end).toMatchObject({ type: 'result', data: [2, 'undefined'] });
+  });
+
   it('spreads an engine over the processes asked for', async () => {
     const engine = await makeEngine({ processes: 2, maxConcurrentIsolates: 4 });
     const s = engine.stats();
@@ -255,6 +269,24 @@ describe('process isolation: host calls, data and lifecycle', () => {
       expect(await waitGone(pids)).toBe(true);
     });
   }
+
+  it('settles runs with a typed error when no host process can be started', () => {
+    // A process that may not fork (here: locked down itself) still gets answers.
+    const r = runNode(`
+      require(${JSON.stringify(path.join(root, 'lib', 'native'))}).lockDown(process.ppid);
+      Promise.all([isolet.runSandbox('1'), isolet.runSandbox('2'), isolet.runSandbox('3')]).then((rs) => {
+        console.log(JSON.stringify(rs.map((x) => [x.success, x.error && x.error.code, x.error && x.error.message])));
+      });
+    `);
+    expect(r.status).toBe(0);
+    const results = JSON.parse(r.stdout.trim());
+    expect(results).toHaveLength(3);
+    for (const [success, code, message] of results) {
+      expect(success).toBe(false);
+      expect(code).toBe('ERR_ISOLET_CRASHED');
+      expect(message).toMatch(/Could not start a sandbox host process \(spawn failed: EPERM\)/);
+    }
+  });
 
   it('a host whose parent is killed with SIGKILL exits on its own', async () => {
     const { spawn } = await import('node:child_process');

@@ -78,6 +78,8 @@ const http = require('node:http');
 const path = require('node:path');
 const os = require('node:os');
 const { Worker } = require('node:worker_threads');
+// This child plays a sandbox host: it runs isolates on its own threads.
+const T = { isolation: 'thread' };
 const [parentPid, mode, dir, tcpPort, httpPort, udpPort] = process.argv.slice(1);
 const existing = path.join(dir, 'existing.txt');
 const out = {};
@@ -143,20 +145,20 @@ const settle = (start) => new Promise((resolve) => {
     w.on('error', (e) => done('error ' + e.message));
   });
   const runs = await Promise.all([
-    isolet.runSandbox('[1, 2, 3].map((x) => x * 2).reduce((a, b) => a + b)'),
-    isolet.runSandbox('let s = 0; for (let i = 0; i < 1e6; i++) s += i; s'),
+    isolet.runSandbox('[1, 2, 3].map((x) => x * 2).reduce((a, b) => a + b)', T),
+    isolet.runSandbox('let s = 0; for (let i = 0; i < 1e6; i++) s += i; s', T),
     isolet.runSandbox('return (await add(20, 22)) + ":" + JSON.stringify(await Promise.all([1, 2].map(async (x) => x)))',
-      { capabilities: { add: async (a, b) => a + b } }),
-    isolet.runSandbox('new Array(2e6).fill(1).length', { memoryLimitMb: 64 }),
-    isolet.runSandbox('while (true) {}', { timeoutMs: 200 }),
+      { ...T, capabilities: { add: async (a, b) => a + b } }),
+    isolet.runSandbox('new Array(2e6).fill(1).length', { ...T, memoryLimitMb: 64 }),
+    isolet.runSandbox('while (true) {}', { ...T, timeoutMs: 200 }),
     // A heap bomb: GC threads, mmap and madvise under pressure, then the heap limit.
-    isolet.runSandbox('const a = []; while (true) a.push(new Array(1e5).fill(1.5))', { memoryLimitMb: 16 }),
+    isolet.runSandbox('const a = []; while (true) a.push(new Array(1e5).fill(1.5))', { ...T, memoryLimitMb: 16 }),
   ]);
   out.runs = runs.map((r) => (r.success ? r.output : r.error.name));
   // An engine created after lock-down, with a WebAssembly module compiled at init()
   // (executable code pages) and instantiated in each isolate: (func (result i32) 42).
   const f42 = new Uint8Array([0,97,115,109,1,0,0,0,1,5,1,96,0,1,127,3,2,1,0,7,5,1,1,102,0,0,10,6,1,4,0,65,42,11]);
-  const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 3, warmPoolSize: 2, wasmModules: [{ name: 'm', source: f42 }] });
+  const engine = new isolet.SandboxEngine({ ...T, memoryMb: 64, maxConcurrentIsolates: 3, warmPoolSize: 2, wasmModules: [{ name: 'm', source: f42 }] });
   await engine.init();
   const results = [];
   for (let i = 0; i < 4; i++) {
@@ -304,7 +306,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
        const status = native.lockDown(Number(process.argv[2]));
        process.on('message', async (m) => {
          if (m === 'bye') return process.disconnect();
-         const r = await isolet.runSandbox(m.code);
+         const r = await isolet.runSandbox(m.code, { isolation: 'thread' });
          process.send({ seccomp: status.seccomp, output: r.output, received: m.payload.length, reply: 'y'.repeat(m.payload.length) });
        });
        process.send('ready');`,
@@ -361,7 +363,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
          const isolet = require(${JSON.stringify(root)});
          const a = n.lockDown(process.ppid); const b = n.lockDown(process.ppid);
          console.log(JSON.stringify(a)); console.log(JSON.stringify(b));
-         isolet.runSandbox('1 + 1').then((x) => console.log(x.output));`,
+         isolet.runSandbox('1 + 1', { isolation: 'thread' }).then((x) => console.log(x.output));`,
       ],
       { encoding: 'utf8', timeout: 30_000 },
     );

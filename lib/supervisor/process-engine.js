@@ -36,6 +36,8 @@ const BASE_SLACK_MB = 96;
 const START_TIMEOUT_MS = 15000;
 /** Consecutive start failures after which queued runs are failed instead of waiting. */
 const MAX_START_FAILURES = 3;
+/** How long to wait before starting hosts again after MAX_START_FAILURES. */
+const START_RETRY_MS = 1000;
 /** The last bytes of a child's stderr kept to tell a V8 OOM from another crash. */
 const STDERR_TAIL_BYTES = 8192;
 
@@ -109,12 +111,25 @@ class SandboxProcess {
       this.resolveStarted = resolve;
     });
 
-    const child = fork(HOST_SCRIPT, [], {
-      execArgv: [],
-      serialization: 'advanced',
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: hostEnv(),
-    });
+    let child;
+    try {
+      child = fork(HOST_SCRIPT, [], {
+        execArgv: [],
+        serialization: 'advanced',
+        stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+        env: hostEnv(),
+      });
+    } catch (err) {
+      // No process could be started (EAGAIN, ENOMEM, or a seccomp filter of our own
+      // caller): a start failure like any other, reported after this constructor.
+      this.child = null;
+      this.state = 'dead';
+      this.endReason = `spawn failed: ${err.code || err.message}`;
+      this.stderrTail = String(err.message);
+      this.resolveStarted();
+      setImmediate(() => engine.onChildExit(this, { wasStarting: true, reason: this.endReason }));
+      return;
+    }
     this.child = child;
     this.pid = child.pid;
     child.stderr.setEncoding('utf8');
@@ -321,6 +336,8 @@ class ProcessEngine {
     this.seq = 0;
     this.nextRunId = 1;
     this.startFailures = 0;
+    /** After repeated start failures, no new host is tried before this time. */
+    this.spawnNotBefore = 0;
     this.counters = {
       completed: 0,
       failed: {},
@@ -355,8 +372,9 @@ class ProcessEngine {
   }
 
   ensureChildren() {
-    if (this.shut) return;
-    while (this.liveChildren().length < this.processes) {
+    if (this.shut || Date.now() < this.spawnNotBefore) return;
+    const missing = this.processes - this.liveChildren().length;
+    for (let i = 0; i < missing; i++) {
       const child = new SandboxProcess(this, ++this.seq);
       this.children.add(child);
       LIVE.add(child);
@@ -491,7 +509,8 @@ class ProcessEngine {
         const message = `Could not start a sandbox host process (${why})${tail ? `: ${tail}` : ''}`;
         for (const run of this.queue.splice(0)) this.deliver(run, failureEvent('SandboxError', 'ERR_ISOLET_CRASHED', message));
         // Try again later, not in a tight loop.
-        setTimeout(() => this.ensureChildren(), 1000).unref();
+        this.spawnNotBefore = Date.now() + START_RETRY_MS;
+        setTimeout(() => this.ensureChildren(), START_RETRY_MS).unref();
         return;
       }
     }

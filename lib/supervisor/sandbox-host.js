@@ -52,7 +52,9 @@ function onRunEvent(id, ev) {
 function start(msg) {
   engine = new native.NativeEngine(msg.options);
   engine.setWasmModules(msg.wasmModules.map((m) => ({ name: m.name, bytes: asBuffer(m.bytes) })));
-  const lockdown = typeof native.lockDown === 'function' ? native.lockDown(msg.parentPid) : { seccomp: false, noNewPrivs: false, parentDeathSignal: false, reason: 'not built with lockDown' };
+  // From here on this process can start no process, open no file or socket (Linux;
+  // elsewhere the status says why not). See docs/process-isolation.md.
+  const lockdown = native.lockDown(msg.parentPid);
   engine.warmUp();
   send({ type: 'ready', pid: process.pid, lockdown, health: health() });
   // Warm isolates are made on their own threads: report once they are likely up.
