@@ -67,6 +67,8 @@ function hostEnv() {
 function wellFormed(msg) {
   if (msg === null || typeof msg !== 'object') return false;
   switch (msg.type) {
+    case 'bye':
+      return true;
     case 'ready':
     case 'health':
       return msg.health !== null && typeof msg.health === 'object';
@@ -554,6 +556,7 @@ class ProcessEngine {
       if (c.state === 'starting') c.end('shutdown');
       else {
         c.state = 'draining';
+        c.endReason = 'shutdown';
         c.send({ type: 'shutdown' });
         // A child that does not exit in time is ended.
         setTimeout(() => c.end('shutdown'), 5000).unref();

@@ -84,7 +84,9 @@ async function shutdown() {
     engine.shutdown();
     await engine.waitIdle(5000);
   }
-  process.exit(0);
+  // Exit once everything sent so far (the aborted runs' events) is written.
+  if (!process.connected) process.exit(0);
+  process.send({ type: 'bye' }, () => process.exit(0));
 }
 
 process.on('message', (msg) => {
