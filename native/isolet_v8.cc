@@ -24,6 +24,23 @@
 #define ISOLET_V8_AT_LEAST(major, minor) \
   (V8_MAJOR_VERSION > (major) || (V8_MAJOR_VERSION == (major) && V8_MINOR_VERSION >= (minor)))
 
+#if !ISOLET_V8_AT_LEAST(12, 0)
+// Node 20 (V8 11): V8 shares one read-only heap per process, set up from the snapshot of
+// the first isolate, i.e. Node's own startup snapshot. An isolate deserialized from
+// another blob (V8's built-in one, the default) resolves its read-only references against
+// that foreign heap and reads the wrong objects (e.g. Math's `E` key became `'`). Node's
+// workers avoid it by starting from Node's blob; these two functions do that and are
+// exported by Node 20's binary (Node 20 is end of life, so they no longer change).
+namespace node {
+class SnapshotBuilder {
+ public:
+  static const SnapshotData* GetEmbeddedSnapshotData();
+  static void InitializeIsolateParams(const SnapshotData* data,
+                                      v8::Isolate::CreateParams* params);
+};
+}  // namespace node
+#endif
+
 namespace {
 
 using v8::Context;
@@ -37,6 +54,10 @@ using v8::TryCatch;
 using v8::Value;
 
 node::MultiIsolatePlatform* g_platform = nullptr;
+#if !ISOLET_V8_AT_LEAST(12, 0)
+// Node's startup snapshot, when the main isolate started from it (see above).
+const node::SnapshotData* g_node_snapshot = nullptr;
+#endif
 
 // Longest string copied out of an error (name, message, stack).
 constexpr size_t kMaxErrorText = 16 * 1024;
@@ -544,6 +565,8 @@ void DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::Boolean>& i
   return ISOLET_INTERCEPTED;
 }
 
+// Replaces V8's console (which reports only to an inspector) with one that captures.
+// Attributes follow V8's own: the global property is not enumerable, methods are.
 void InstallConsole(Isolate* isolate, Local<Context> ctx) {
   Local<Object> console = Object::New(isolate);
   struct Method {
@@ -558,9 +581,24 @@ void InstallConsole(Isolate* isolate, Local<Context> ctx) {
     Local<v8::Function> fn =
         v8::Function::New(ctx, m.fn, Local<Value>(), 0, v8::ConstructorBehavior::kThrow)
             .ToLocalChecked();
-    (void)console->Set(ctx, Utf8(isolate, m.name), fn);
+    Local<String> name = Utf8(isolate, m.name);
+    fn->SetName(name);
+    (void)console->CreateDataProperty(ctx, name, fn);
   }
-  (void)ctx->Global()->Set(ctx, Utf8(isolate, "console"), console);
+  (void)console->DefineOwnProperty(ctx, v8::Symbol::GetToStringTag(isolate),
+                                   Utf8(isolate, "console"),
+                                   static_cast<v8::PropertyAttribute>(v8::ReadOnly | v8::DontEnum));
+  (void)ctx->Global()->DefineOwnProperty(ctx, Utf8(isolate, "console"), console, v8::DontEnum);
+}
+
+// Removes what V8 adds beyond ECMAScript and Node removes from every context too
+// (node::InitializeContextRuntime): the non-standard Intl.v8BreakIterator.
+void RemoveNonStandardGlobals(Isolate* isolate, Local<Context> ctx) {
+  TryCatch try_catch(isolate);
+  Local<Value> intl;
+  if (ctx->Global()->Get(ctx, Utf8(isolate, "Intl")).ToLocal(&intl) && intl->IsObject()) {
+    (void)intl.As<Object>()->Delete(ctx, Utf8(isolate, "v8BreakIterator"));
+  }
 }
 
 // Enters the sandbox's isolate and context for the current scope.
@@ -575,8 +613,13 @@ void InstallConsole(Isolate* isolate, Local<Context> ctx) {
 
 extern "C" {
 
-int32_t isolet_v8_init(void) {
+int32_t isolet_v8_init(int32_t main_uses_node_snapshot) {
   if (g_platform != nullptr) return 0;
+#if !ISOLET_V8_AT_LEAST(12, 0)
+  if (main_uses_node_snapshot) g_node_snapshot = node::SnapshotBuilder::GetEmbeddedSnapshotData();
+#else
+  (void)main_uses_node_snapshot;
+#endif
   Isolate* isolate = Isolate::GetCurrent();
   if (isolate == nullptr) return 1;
   HandleScope scope(isolate);
@@ -589,6 +632,10 @@ int32_t isolet_v8_init(void) {
 }
 
 const char* isolet_v8_version(void) { return v8::V8::GetVersion(); }
+
+void isolet_v8_set_flags(const char* flags, size_t len) {
+  v8::V8::SetFlagsFromString(flags, len);
+}
 
 isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   if (g_platform == nullptr) return nullptr;
@@ -603,6 +650,9 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   Isolate::CreateParams params;
   params.array_buffer_allocator = sb->allocator.get();
   params.constraints.ConfigureDefaultsFromHeapSize(0, config->heap_limit_bytes);
+#if !ISOLET_V8_AT_LEAST(12, 0)
+  if (g_node_snapshot != nullptr) node::SnapshotBuilder::InitializeIsolateParams(g_node_snapshot, &params);
+#endif
 
   // Registration must come between Allocate and Initialize: heap setup already posts
   // tasks, and an unregistered isolate aborts the process in NodePlatform::ForIsolate.
@@ -623,6 +673,7 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
     HandleScope handle_scope(isolate);
     Local<Context> ctx = Context::New(isolate);
     Context::Scope context_scope(ctx);
+    RemoveNonStandardGlobals(isolate, ctx);
     InstallConsole(isolate, ctx);
     sb->context.Reset(isolate, ctx);
     sb->data_cache.Reset(isolate, Object::New(isolate));

@@ -80,10 +80,15 @@ typedef struct {
 } isolet_sandbox_config;
 
 // Main thread, once, while Node's JS is running (at addon load): captures Node's platform.
-// Returns 0 on success, nonzero if no Node environment is current.
-int32_t isolet_v8_init(void);
+// `main_uses_node_snapshot`: Node's main isolate started from Node's startup snapshot
+// (not `--no-node-snapshot`); on V8 < 12 sandbox isolates then start from it too, since
+// the process shares one read-only heap. Returns 0 on success, nonzero if no Node
+// environment is current.
+int32_t isolet_v8_init(int32_t main_uses_node_snapshot);
 // The V8 version string, e.g. "11.3.244.8-node.33".
 const char* isolet_v8_version(void);
+// V8::SetFlagsFromString: process-wide, affects code compiled afterwards (Node's too).
+void isolet_v8_set_flags(const char* flags, size_t len);
 
 // Creates an isolate registered with Node's platform, with limits and a fresh context
 // holding only ECMAScript built-ins plus a capturing `console`. NULL on failure.

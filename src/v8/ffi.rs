@@ -58,7 +58,8 @@ pub struct isolet_sandbox_config {
 }
 
 extern "C" {
-    pub fn isolet_v8_init() -> i32;
+    pub fn isolet_v8_init(main_uses_node_snapshot: i32) -> i32;
+    pub fn isolet_v8_set_flags(flags: *const c_char, len: usize);
     pub fn isolet_v8_version() -> *const c_char;
     pub fn isolet_sandbox_new(config: *const isolet_sandbox_config) -> *mut isolet_sandbox;
     pub fn isolet_sandbox_dispose(sb: *mut isolet_sandbox);

@@ -77,12 +77,19 @@ impl IsolateHandle {
     }
 }
 
-pub(crate) fn init() -> Result<(), i32> {
+/// Captures Node's platform. `main_uses_node_snapshot`: see `isolet_core::limits::node_snapshot_in_use`.
+pub(crate) fn init(main_uses_node_snapshot: bool) -> Result<(), i32> {
     // SAFETY: called on Node's main thread while JS runs (addon load).
-    match unsafe { ffi::isolet_v8_init() } {
+    match unsafe { ffi::isolet_v8_init(main_uses_node_snapshot as i32) } {
         0 => Ok(()),
         code => Err(code),
     }
+}
+
+/// Sets process-wide V8 flags (before sandboxes compile anything).
+pub(crate) fn set_flags(flags: &str) {
+    // SAFETY: valid buffer for the call; V8 copies what it needs.
+    unsafe { ffi::isolet_v8_set_flags(flags.as_ptr() as *const std::os::raw::c_char, flags.len()) };
 }
 
 pub(crate) fn version() -> String {
