@@ -57,7 +57,9 @@ typedef struct {
   // A platform task was posted for this isolate (any thread): the isolate thread should
   // call isolet_sandbox_run_tasks soon. Never called after isolet_sandbox_dispose starts.
   void (*wake)(void* ctx);
-  void (*on_console)(void* ctx, uint32_t level, const uint8_t* msg, size_t len);
+  // A console entry, formatted only up to the room last reported. Returns the bytes the
+  // run's log still keeps (0 when full: later entries are not formatted at all).
+  size_t (*on_console)(void* ctx, uint32_t level, const uint8_t* msg, size_t len);
   // The sandbox called host function `fn_index`; `args` holds the serialized argument
   // array. The reply comes later through isolet_sandbox_fulfill_call / _reject_call.
   void (*on_host_call)(void* ctx, uint32_t fn_index, uint32_t call_id, const uint8_t* args,
@@ -95,9 +97,10 @@ void isolet_v8_set_flags(const char* flags, size_t len);
 isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config);
 // Disposes the isolate and frees everything; `sb` is invalid afterwards.
 void isolet_sandbox_dispose(isolet_sandbox* sb);
-// Caps on serialized values copied out: host-call arguments, and the final result.
+// Caps on serialized values copied out: host-call arguments, and the final result; and
+// the console bytes the run keeps before its first entry.
 void isolet_sandbox_set_copy_limits(isolet_sandbox* sb, size_t max_message_bytes,
-                                    size_t max_output_bytes);
+                                    size_t max_output_bytes, size_t log_room);
 // The raw isolate, for isolet_isolate_terminate.
 void* isolet_sandbox_isolate(isolet_sandbox* sb);
 // Any thread: stops running JS as soon as V8 checks for interrupts.

@@ -338,6 +338,11 @@ impl RunShared {
         }
     }
 
+    /// Console bytes the run's log still keeps (0 once entries or bytes are used up).
+    pub(crate) fn log_room(&self) -> usize {
+        self.logs.lock().unwrap().room()
+    }
+
     /// Blocking data request from the isolate thread.
     pub(crate) fn request_data(&self, key: &str) -> DataAnswer {
         if let Some(value) = self.spec.data_values.get(key) {

@@ -43,10 +43,10 @@ impl SandboxHost for ThreadHost {
         }
     }
 
-    fn console(&self, level: u32, message: &[u8]) {
-        if let Some(run) = self.current() {
-            run.log(LogLevel::from_index(level), &String::from_utf8_lossy(message));
-        }
+    fn console(&self, level: u32, message: &[u8]) -> usize {
+        let Some(run) = self.current() else { return 0 };
+        run.log(LogLevel::from_index(level), &String::from_utf8_lossy(message));
+        run.log_room()
     }
 
     fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) {
@@ -223,7 +223,7 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
 
 fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     let spec = &run.spec;
-    sandbox.set_copy_limits(spec.bridge.max_message_bytes, spec.bridge.max_output_bytes);
+    sandbox.set_copy_limits(spec.bridge.max_message_bytes, spec.bridge.max_output_bytes, run.log_room());
     for (index, name) in spec.capabilities.iter().enumerate() {
         if !sandbox.add_host_function(name, index as u32) {
             return Step::Terminated;
