@@ -107,6 +107,22 @@ describe('the ECMAScript environment', () => {
     expect(sandbox['globalThis.console']).toBe(reference['globalThis.console']);
   });
 
+  it('shows the same source text for every global function, except the two guarded constructors', async () => {
+    // ArrayBuffer and SharedArrayBuffer are Proxies of the built-ins with only a
+    // `construct` trap (it charges maxByteLength against the run's memory), and
+    // Function.prototype.toString of a Proxy omits the name. That is the only difference.
+    const probe = `JSON.stringify(Object.getOwnPropertyNames(globalThis).filter((k) => typeof globalThis[k] === 'function').map((k) => [k, Function.prototype.toString.call(globalThis[k])]))`;
+    const reference = new Map<string, string>(JSON.parse(vm.runInContext(probe, vm.createContext())));
+    const r = await runSandbox(probe);
+    const sandbox = new Map<string, string>(JSON.parse(r.success ? (r.output as string) : '[]'));
+    expect(sandbox.size).toBeGreaterThan(40);
+    const differing = [...sandbox].filter(([k, text]) => reference.get(k) !== text).map(([k, text]) => [k, text]);
+    expect(differing).toEqual([
+      ['ArrayBuffer', 'function () { [native code] }'],
+      ['SharedArrayBuffer', 'function () { [native code] }'],
+    ]);
+  });
+
   it('has Math.E and no stray keys on Math', async () => {
     const r = await runSandbox('[Math.E === Math.exp(1), Object.getOwnPropertyNames(Math).filter((k) => !/^[A-Za-z0-9_]+$/.test(k))]');
     expect(r.success && r.output).toEqual([true, []]);
