@@ -13,7 +13,7 @@ const root = path.resolve(__dirname, '..');
 function runNode(script: string, env: Record<string, string> = {}) {
   const r = spawnSync(process.execPath, ['-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
     encoding: 'utf8',
-    timeout: 90_000,
+    timeout: 120_000,
     env: { ...process.env, ...env },
   });
   const lines = r.stdout.trim().split('\n').filter(Boolean);
@@ -62,7 +62,7 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
         const started = Date.now();
         const stuck = await isolet.runSandbox('Array.prototype.lastIndexOf.call({ length: 2 ** 27 }, 1)', { timeoutMs: 50 });
         const at = { name: stuck.error && stuck.error.name, elapsed: Date.now() - started, ...isolet.processStats() };
-        while (isolet.processStats().quarantinedThreads > 0 && Date.now() - started < 60000) await sleep(20);
+        while (isolet.processStats().quarantinedThreads > 0 && Date.now() - started < 80000) await sleep(20);
         await sleep(50);
         const after = isolet.processStats();
         const next = await isolet.runSandbox('6 * 7');
@@ -79,6 +79,35 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
     expect(after.quarantinedThreads).toBe(0);
     // The finished thread is gone: only the warm pool's threads are left.
     expect(after.liveThreads).toBeLessThanOrEqual(Math.max(live0, 2));
+    expect(next).toBe(42);
+  });
+
+  it('keeps a SandboxEngine\'s counts right when its quarantined thread finishes, and shuts down', () => {
+    const r = runNode(`${HEARTBEAT}
+      (async () => {
+        const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1 });
+        await engine.init();
+        const end = await engine.submit({ requestId: 'stuck', code: 'return Array.prototype.lastIndexOf.call({ length: 2 ** 27 }, 1)', isolateLimits: { wallTimeMs: 50 } }).done;
+        const during = engine.stats();
+        const started = Date.now();
+        while (engine.stats().quarantined > 0 && Date.now() - started < 80000) await sleep(20);
+        await sleep(50);
+        const after = engine.stats();
+        const next = await engine.submit({ requestId: 'next', code: 'return 6 * 7' }).done;
+        await engine.shutdown();
+        console.log(JSON.stringify({ end: end.type, during: [during.quarantined, during.threads], after: [after.quarantined, after.threads, after.busy], next: next.data }));
+      })();
+    `);
+    expect(r.signal).toBeNull();
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const [{ end, during, after, next }] = r.json;
+    expect(end).toBe('error');
+    expect(during[0]).toBe(1);
+    // Quarantine gone, its thread gone (only warm threads remain), no run occupies a slot.
+    expect(after[0]).toBe(0);
+    expect(after[1]).toBeLessThan(during[1]);
+    expect(after[2]).toBe(0);
     expect(next).toBe(42);
   });
 
