@@ -13,7 +13,7 @@ const root = path.resolve(__dirname, '..');
 function runNode(script: string, env: Record<string, string> = {}) {
   const r = spawnSync(process.execPath, ['-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
     encoding: 'utf8',
-    timeout: 120_000,
+    timeout: 200_000,
     env: { ...process.env, ...env },
   });
   const lines = r.stdout.trim().split('\n').filter(Boolean);
@@ -62,7 +62,7 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
         const started = Date.now();
         const stuck = await isolet.runSandbox('Array.prototype.lastIndexOf.call({ length: 2 ** 27 }, 1)', { timeoutMs: 50 });
         const at = { name: stuck.error && stuck.error.name, elapsed: Date.now() - started, ...isolet.processStats() };
-        while (isolet.processStats().quarantinedThreads > 0 && Date.now() - started < 80000) await sleep(20);
+        while (isolet.processStats().quarantinedThreads > 0 && Date.now() - started < 180000) await sleep(20);
         await sleep(50);
         const after = isolet.processStats();
         const next = await isolet.runSandbox('6 * 7');
@@ -80,7 +80,8 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
     // The finished thread is gone: only the warm pool's threads are left.
     expect(after.liveThreads).toBeLessThanOrEqual(Math.max(live0, 2));
     expect(next).toBe(42);
-  });
+    // An idle-priority thread only runs when a core is idle: allow for a busy machine.
+  }, 210_000);
 
   it('keeps a SandboxEngine\'s counts right when its quarantined thread finishes, and shuts down', () => {
     const r = runNode(`${HEARTBEAT}
@@ -90,7 +91,7 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
         const end = await engine.submit({ requestId: 'stuck', code: 'return Array.prototype.lastIndexOf.call({ length: 2 ** 27 }, 1)', isolateLimits: { wallTimeMs: 50 } }).done;
         const during = engine.stats();
         const started = Date.now();
-        while (engine.stats().quarantined > 0 && Date.now() - started < 80000) await sleep(20);
+        while (engine.stats().quarantined > 0 && Date.now() - started < 180000) await sleep(20);
         await sleep(50);
         const after = engine.stats();
         const next = await engine.submit({ requestId: 'next', code: 'return 6 * 7' }).done;
@@ -109,7 +110,8 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
     expect(after[1]).toBeLessThan(during[1]);
     expect(after[2]).toBe(0);
     expect(next).toBe(42);
-  });
+    // An idle-priority thread only runs when a core is idle: allow for a busy machine.
+  }, 210_000);
 
   it('refuses new runs once ISOLET_MAX_QUARANTINED threads are quarantined', () => {
     const r = runNode(
