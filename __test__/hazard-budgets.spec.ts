@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runSandbox } from '..';
+import { runSandbox, runtime } from '..';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 2 ** 20;
@@ -56,6 +56,33 @@ describe('resizable and growable buffers', () => {
        g.byteLength, g.growable, new ArrayBuffer(5).slice(1).byteLength, ArrayBuffer.name, ArrayBuffer.length]
     `);
     expect(r.success && r.output).toEqual([1000 * MiB, 2, 32, 64, true, true, true, true, 16, 'TypeError', 'RangeError', 48, true, 4, 'ArrayBuffer', 1]);
+  });
+
+  it('keep their charge across transfer(), so memory cannot be moved out of the budget', async () => {
+    const probe = await runSandbox('typeof ArrayBuffer.prototype.transfer');
+    if (probe.success && probe.output === 'undefined') {
+      // transfer() arrived in V8 11.4: Node 20 has none, so nothing can move memory.
+      expect(runtime.v8Version.startsWith('11.')).toBe(true);
+      return;
+    }
+    // Each transferred buffer keeps 40 MB; its detached source dies. Without the charge
+    // moving along, the sources' refunds let the total pass 64 MB.
+    expect(await thrown(`const keep = [];
+      for (let i = 0; i < 6; i++) {
+        const t = new ArrayBuffer(1, { maxByteLength: 40 * 2 ** 20 }).transfer(40 * 2 ** 20);
+        new Uint8Array(t).fill(1);
+        keep.push(t);
+      }`)).toMatch(/^RangeError: .*budget of 67108864 bytes$/);
+    const r = await runSandbox(`
+      let b = new ArrayBuffer(8, { maxByteLength: 20 * 2 ** 20 });
+      for (let i = 0; i < 20; i++) b = b.transfer(16 * (i + 1));
+      const fixed = [];
+      for (let i = 0; i < 20; i++) fixed.push(new ArrayBuffer(1, { maxByteLength: 30 * 2 ** 20 }).transferToFixedLength(1024));
+      let incompatible = '';
+      try { ArrayBuffer.prototype.transfer.call({}); } catch (e) { incompatible = e.name; }
+      [b.byteLength, b.resizable, b.maxByteLength, fixed.length, fixed[0].resizable, ArrayBuffer.prototype.transfer.name,
+       ArrayBuffer.prototype.transfer.length, incompatible]`);
+    expect(r.success && r.output).toEqual([320, true, 20 * MiB, 20, false, 'transfer', 0, 'TypeError']);
   });
 
   it('WebAssembly.Memory stays out of reach', async () => {

@@ -604,6 +604,11 @@ void DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::Boolean>& i
   return ISOLET_INTERCEPTED;
 }
 
+// Where a charged buffer keeps its BufferCharge (a private symbol: invisible to JS).
+Local<v8::Private> ChargeKey(Isolate* isolate) {
+  return v8::Private::ForApi(isolate, String::NewFromUtf8Literal(isolate, "isolet:buffer-charge"));
+}
+
 void OnChargedBufferCollected(const v8::WeakCallbackInfo<BufferCharge>& info) {
   BufferCharge* charge = info.GetParameter();
   charge->buffer.Reset();
@@ -676,8 +681,49 @@ void ConstructBuffer(const v8::FunctionCallbackInfo<Value>& info) {
     auto* charge = new BufferCharge{sb, charged, v8::Global<Object>(isolate, buffer.As<Object>())};
     charge->buffer.SetWeak(charge, OnChargedBufferCollected, v8::WeakCallbackType::kParameter);
     sb->buffer_charges.insert(charge);
+    (void)buffer.As<Object>()->SetPrivate(ctx, ChargeKey(isolate), v8::External::New(isolate, charge));
   }
   info.GetReturnValue().Set(buffer);
+}
+
+// ArrayBuffer.prototype.transfer / transferToFixedLength in front of the built-ins (data:
+// the original). A transfer moves a resizable buffer's memory to the result: the charge
+// moves with it (result resizable), or is refunded (result fixed-length: its memory
+// comes from the counting allocator and the old reservation is released).
+void TransferBuffer(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  Local<Value> receiver = info.This();
+  BufferCharge* charge = nullptr;
+  Local<Value> slot;
+  if (receiver->IsArrayBuffer() &&
+      receiver.As<Object>()->GetPrivate(ctx, ChargeKey(isolate)).ToLocal(&slot) &&
+      slot->IsExternal()) {
+    charge = static_cast<BufferCharge*>(slot.As<v8::External>()->Value());
+  }
+  std::vector<Local<Value>> argv;
+  for (int i = 0; i < info.Length(); ++i) argv.push_back(info[i]);
+  Local<Value> result;
+  if (!info.Data().As<v8::Function>()
+           ->Call(ctx, receiver, static_cast<int>(argv.size()), argv.data())
+           .ToLocal(&result))
+    return;
+  if (charge != nullptr && result->IsArrayBuffer() &&
+      receiver.As<v8::ArrayBuffer>()->WasDetached()) {
+    (void)receiver.As<Object>()->DeletePrivate(ctx, ChargeKey(isolate));
+    if (result.As<v8::ArrayBuffer>()->GetBackingStore()->IsResizableByUserJavaScript()) {
+      charge->buffer.Reset(isolate, result.As<Object>());
+      charge->buffer.SetWeak(charge, OnChargedBufferCollected, v8::WeakCallbackType::kParameter);
+      (void)result.As<Object>()->SetPrivate(ctx, ChargeKey(isolate), slot);
+    } else {
+      charge->buffer.Reset();
+      sb->allocator->refund(charge->bytes);
+      sb->buffer_charges.erase(charge);
+      delete charge;
+    }
+  }
+  info.GetReturnValue().Set(result);
 }
 
 // Puts ConstructBuffer in front of ArrayBuffer and SharedArrayBuffer: each global (and
@@ -715,6 +761,21 @@ bool GuardResizableBuffers(Isolate* isolate, Local<Context> ctx) {
              ->DefineOwnProperty(ctx, Utf8(isolate, "constructor"), proxy, v8::DontEnum)
              .FromMaybe(false))
       return false;
+    if (std::strcmp(name, "ArrayBuffer") != 0) continue;
+    // Same name, length and attributes as the built-ins (absent before V8 11.4).
+    for (const char* method : {"transfer", "transferToFixedLength"}) {
+      Local<String> method_key = Utf8(isolate, method);
+      Local<Value> original;
+      if (!proto.As<Object>()->Get(ctx, method_key).ToLocal(&original) || !original->IsFunction())
+        continue;
+      Local<v8::Function> wrapper;
+      if (!v8::Function::New(ctx, TransferBuffer, original, 0, v8::ConstructorBehavior::kThrow)
+               .ToLocal(&wrapper))
+        return false;
+      wrapper->SetName(method_key);
+      if (!proto.As<Object>()->DefineOwnProperty(ctx, method_key, wrapper, v8::DontEnum).FromMaybe(false))
+        return false;
+    }
   }
   return true;
 }
