@@ -114,7 +114,17 @@ export interface SandboxOptions {
   maxLogEntries?: number;
   /** Console bytes kept. Default 1 MiB. */
   maxLogBytes?: number;
+  /**
+   * Where the isolate runs. `'process'` (default): in a supervised sandbox host process,
+   * so a run that cannot be stopped, a crash or a memory overrun ends that process, never
+   * this one. `'thread'`: on a thread of this process, for the lowest latency; see the
+   * README's security model for what that mode cannot guarantee.
+   */
+  isolation?: Isolation;
 }
+
+/** Where isolates run: supervised child processes (default) or threads of this process. */
+export type Isolation = 'process' | 'thread';
 
 export interface SandboxSuccess<T = unknown> {
   success: true;
@@ -272,6 +282,14 @@ export interface SandboxEngineConfig {
   maxQueueSize?: number;
   /** Host tools, exposed as globals; a request's `toolPolicy` decides which it may call. */
   tools?: Record<string, Capability>;
+  /** `'process'` (default) or `'thread'`; see `SandboxOptions.isolation`. */
+  isolation?: Isolation;
+  /**
+   * Sandbox host processes kept running in process isolation (runs are spread over
+   * them; each idle one holds about 45-60 MB resident). Default 2, at most
+   * `maxConcurrentIsolates`.
+   */
+  processes?: number;
 }
 
 /** Injectable dependencies, for tests. */
@@ -378,6 +396,34 @@ export interface IsolateStats {
   threads: number;
   /** Threads that ignored termination and still run at idle priority (or are parked after a fatal OOM); drops when one finishes on its own. */
   quarantined: number;
+  /** The engine's isolation mode. */
+  isolation: Isolation;
+  /** Process isolation only: the sandbox host processes and their supervision. */
+  processes?: SandboxProcessStats;
+}
+
+/** Supervision counts of an engine's sandbox host processes. */
+export interface SandboxProcessStats {
+  /** Hosts starting or serving. */
+  live: number;
+  /** Hosts not yet ready (a replacement coming up counts here). */
+  starting: number;
+  /** Hosts taking no new work, to be ended once their runs finish. */
+  draining: number;
+  /** Hosts started so far (replacements included). */
+  started: number;
+  /** Hosts that ended on their own (a signal such as SIGSEGV, V8's fatal OOM). */
+  crashed: number;
+  /** Hosts the supervisor replaced, by reason: `stuck` (a run ignored termination),
+   *  `memory` (resident memory over budget), `overdue` (a run unanswered past its
+   *  limit + 750 ms), `start-timeout`, `protocol` (a message that breaks the protocol). */
+  recycled: Partial<Record<'stuck' | 'memory' | 'overdue' | 'start-timeout' | 'protocol', number>>;
+  /** Crashes by cause (`signal SIGSEGV`, `exit code 134`, ...). */
+  crashReasons: Record<string, number>;
+  /** Process ids of the live and draining hosts. */
+  pids: number[];
+  /** What least privilege a host could apply on this system. */
+  lockdown: { seccomp: boolean; noNewPrivs: boolean; parentDeathSignal: boolean; reason?: string } | null;
 }
 
 export declare class SandboxEngine {
@@ -404,5 +450,5 @@ export * from './lib/autofix';
 /** Versions this binary runs on. */
 export declare const runtime: Readonly<{ v8Version: string; nodeAbi: string; nodeVersion: string }>;
 
-/** Process-wide isolate thread counts. */
-export declare function processStats(): { liveThreads: number; quarantinedThreads: number };
+/** Isolate threads of this process, and the sandbox host processes it supervises. */
+export declare function processStats(): { liveThreads: number; quarantinedThreads: number; sandboxProcesses: number };

@@ -41,5 +41,8 @@ exports.DEFAULT_AUDIT_LOG_NAME = autofix.DEFAULT_AUDIT_LOG_NAME;
 /** Versions this binary runs on: V8, and the Node it was built for. */
 exports.runtime = Object.freeze({ ...native.info });
 
-/** Process-wide isolate thread counts (for leak checks and monitoring). */
-exports.processStats = () => native.processStats();
+/** Isolate threads of this process, and sandbox host processes it supervises. */
+exports.processStats = () => ({
+  ...native.processStats(),
+  sandboxProcesses: require('./lib/supervisor/process-engine').liveSandboxProcesses(),
+});

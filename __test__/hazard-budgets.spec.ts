@@ -97,9 +97,9 @@ describe('console output', () => {
     const script = `const isolet = require(${JSON.stringify(root)});
       const hwm = () => Number(/VmHWM:\\s+(\\d+)/.exec(require('node:fs').readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
       (async () => {
-        await isolet.runSandbox('1');
+        await isolet.runSandbox('1', { isolation: 'thread' });
         const before = hwm();
-        const r = await isolet.runSandbox("console.log(...Array(60000).fill('x'.repeat(1000))); 'done'", { timeoutMs: 30000 });
+        const r = await isolet.runSandbox("console.log(...Array(60000).fill('x'.repeat(1000))); 'done'", { timeoutMs: 30000, isolation: 'thread' });
         console.log(JSON.stringify({ output: r.output, entries: r.logs.length, length: r.logs[0].message.length, grew: hwm() - before }));
       })();`;
     const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000 });

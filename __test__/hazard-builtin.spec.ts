@@ -24,19 +24,19 @@ function runNode(script: string, env: Record<string, string> = {}) {
 const HEARTBEAT = `let beats = 0; setInterval(() => beats++, 10).unref();
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));`;
 
-describe('a built-in that ignores TerminateExecution (thread mode)', () => {
+describe('thread mode: a built-in that ignores TerminateExecution', () => {
   it('times out in time, is quarantined at idle priority, and the host keeps serving', () => {
     const r = runNode(`${HEARTBEAT}
       (async () => {
         const started = Date.now();
-        const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 300 });
+        const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 300, isolation: 'thread' });
         const elapsed = Date.now() - started;
         const stats = isolet.processStats();
         console.log(JSON.stringify({ name: stuck.error && stuck.error.name, elapsed, quarantined: stats.quarantinedThreads }));
         // The stuck thread keeps running meanwhile; the host's event loop must not stall.
         const b0 = beats;
         await sleep(500);
-        const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => isolet.runSandbox(i + ' * 2')));
+        const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => isolet.runSandbox(i + ' * 2', { isolation: 'thread' })));
         console.log(JSON.stringify({ beats: beats - b0, outputs: runs.map((x) => x.output), quarantined: isolet.processStats().quarantinedThreads }));
         process.exitCode = 7;
       })();
@@ -60,12 +60,12 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
       (async () => {
         const live0 = isolet.processStats().liveThreads;
         const started = Date.now();
-        const stuck = await isolet.runSandbox('Array.prototype.lastIndexOf.call({ length: 2 ** 27 }, 1)', { timeoutMs: 50 });
+        const stuck = await isolet.runSandbox('Array.prototype.lastIndexOf.call({ length: 2 ** 27 }, 1)', { timeoutMs: 50, isolation: 'thread' });
         const at = { name: stuck.error && stuck.error.name, elapsed: Date.now() - started, ...isolet.processStats() };
         while (isolet.processStats().quarantinedThreads > 0 && Date.now() - started < 180000) await sleep(20);
         await sleep(50);
         const after = isolet.processStats();
-        const next = await isolet.runSandbox('6 * 7');
+        const next = await isolet.runSandbox('6 * 7', { isolation: 'thread' });
         console.log(JSON.stringify({ at, after, live0, next: next.output }));
       })();
     `);
@@ -86,7 +86,7 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
   it('keeps a SandboxEngine\'s counts right when its quarantined thread finishes, and shuts down', () => {
     const r = runNode(`${HEARTBEAT}
       (async () => {
-        const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1 });
+        const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1, isolation: 'thread' });
         await engine.init();
         const end = await engine.submit({ requestId: 'stuck', code: 'return Array.prototype.lastIndexOf.call({ length: 2 ** 27 }, 1)', isolateLimits: { wallTimeMs: 50 } }).done;
         const during = engine.stats();
@@ -116,8 +116,8 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
   it('refuses new runs once ISOLET_MAX_QUARANTINED threads are quarantined', () => {
     const r = runNode(
       `(async () => {
-        const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100 });
-        const refused = await isolet.runSandbox('1');
+        const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100, isolation: 'thread' });
+        const refused = await isolet.runSandbox('1', { isolation: 'thread' });
         console.log(JSON.stringify({ stuck: stuck.error.name, refused: refused.success ? null : [refused.error.name, refused.error.message] }));
       })();`,
       { ISOLET_MAX_QUARANTINED: '1' },
@@ -138,13 +138,13 @@ describe('a built-in that ignores TerminateExecution (thread mode)', () => {
       const { Worker } = require('node:worker_threads');
       const src = 'const { runSandbox, processStats } = require(' + JSON.stringify(${JSON.stringify(root)}) + ');' +
         'const { parentPort } = require("node:worker_threads");' +
-        'runSandbox("Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)", { timeoutMs: 100 })' +
+        'runSandbox("Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)", { timeoutMs: 100, isolation: "thread" })' +
         '.then((r) => parentPort.postMessage([r.error.name, processStats().quarantinedThreads]));';
       const w = new Worker(src, { eval: true });
       w.on('message', (m) => console.log(JSON.stringify({ worker: m })));
       w.on('exit', async (code) => {
         await new Promise((res) => setTimeout(res, 200));
-        const after = await isolet.runSandbox('1 + 1');
+        const after = await isolet.runSandbox('1 + 1', { isolation: 'thread' });
         console.log(JSON.stringify({ workerExit: code, main: after.output, quarantined: isolet.processStats().quarantinedThreads }));
         process.exitCode = 5;
       });

@@ -21,17 +21,17 @@ const SHAPES = [
   'let x; do { x = new Array(1000).fill(1).map((v) => v + 1) } while (true)',
 ];
 
-describe('loops that optimized code runs without interrupt checks', () => {
+describe('thread mode: loops that optimized code runs without interrupt checks', () => {
   it('end at their time limit by normal termination, quarantining no thread', async () => {
     const quarantined0 = processStats().quarantinedThreads;
     for (const code of SHAPES) {
       const started = Date.now();
-      const r = await runSandbox(code, { timeoutMs: 300 });
+      const r = await runSandbox(code, { timeoutMs: 300, isolation: 'thread' });
       expect(r.success === false && r.error).toBeInstanceOf(SandboxTimeoutError);
       expect(Date.now() - started).toBeLessThan(1300);
       expect({ code, quarantined: processStats().quarantinedThreads }).toEqual({ code, quarantined: quarantined0 });
     }
-    const after = await runSandbox('"still serving"');
+    const after = await runSandbox('"still serving"', { isolation: 'thread' });
     expect(after.success && after.output).toBe('still serving');
   });
 
@@ -39,20 +39,20 @@ describe('loops that optimized code runs without interrupt checks', () => {
     const rss0 = process.memoryUsage().rss;
     const quarantined0 = processStats().quarantinedThreads;
     for (let i = 0; i < 3; i++) {
-      const r = await runSandbox('const a = []; while (true) a.push(new Array(1000).fill(a.length))');
+      const r = await runSandbox('const a = []; while (true) a.push(new Array(1000).fill(a.length))', { isolation: 'thread' });
       expect(r.success === false && r.error).toBeInstanceOf(SandboxOOMError);
     }
     // Each run may keep at most its heap limit plus 64 MB of headroom (parked thread).
     const grown = process.memoryUsage().rss - rss0;
     expect(grown).toBeLessThan(3 * 140 * 1024 * 1024);
     expect(processStats().quarantinedThreads - quarantined0).toBeLessThanOrEqual(3);
-    const after = await runSandbox('[1, 2].length');
+    const after = await runSandbox('[1, 2].length', { isolation: 'thread' });
     expect(after.success && after.output).toBe(2);
   });
 
   it('ISOLET_V8_LOOP_UNROLLING=1 keeps V8 default loop unrolling (the flag is what stops the loop)', () => {
     const script = `const isolet = require(${JSON.stringify(root)});
-      isolet.runSandbox(${JSON.stringify(SHAPES[0])}, { timeoutMs: 300 }).then((r) => {
+      isolet.runSandbox(${JSON.stringify(SHAPES[0])}, { timeoutMs: 300, isolation: 'thread' }).then((r) => {
         console.log(JSON.stringify([r.error.name, isolet.processStats().quarantinedThreads]));
         process.exitCode = 3;
       });`;

@@ -4,6 +4,7 @@
 const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
+const { createBackend, checkIsolation, DEFAULT_ISOLATION, DEFAULT_PROCESSES } = require('./backend');
 const {
   SandboxValidationError,
   SandboxAbortedError,
@@ -54,6 +55,17 @@ function checkLimits(where, value, keys) {
     out[key] = v;
   }
   return out;
+}
+
+/**
+ * The limits a request gets when it names none. `memoryMb` is the engine's per-isolate
+ * memory (its warm isolates have it): it wins over `defaultIsolateLimits.memoryMb`, which
+ * the seed's own pattern (`defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS`) sets to 128.
+ */
+function isolateDefaults(config) {
+  const given = checkLimits('defaultIsolateLimits', config.defaultIsolateLimits, ISOLATE_LIMIT_KEYS);
+  const memoryMb = config.memoryMb ?? given.memoryMb ?? DEFAULT_MEMORY_MB;
+  return { ...DEFAULT_ISOLATE_LIMITS, ...given, memoryMb };
 }
 
 function checkToolPolicy(policy, tools) {
@@ -184,14 +196,20 @@ class SandboxEngine {
       if (!Number.isInteger(v) || v < min) throw new SandboxValidationError(`${key} must be a whole number >= ${min}, got ${String(v)}`);
       return v;
     };
+    const isolateLimits = isolateDefaults(config);
     this._config = {
-      memoryMb: num('memoryMb', DEFAULT_MEMORY_MB, 8),
+      // Warm isolates are made with the memory requests get by default.
+      memoryMb: num('memoryMb', isolateLimits.memoryMb, 8),
       maxConcurrentIsolates: num('maxConcurrentIsolates', 4, 1),
       warmPoolSize: num('warmPoolSize', 0, 0),
       maxQueueSize: num('maxQueueSize', 1000, 0),
-      defaultIsolateLimits: { ...DEFAULT_ISOLATE_LIMITS, memoryMb: config.memoryMb ?? DEFAULT_MEMORY_MB, ...checkLimits('defaultIsolateLimits', config.defaultIsolateLimits, ISOLATE_LIMIT_KEYS) },
+      processes: num('processes', DEFAULT_PROCESSES, 1),
+      defaultIsolateLimits: isolateLimits,
       defaultBridgeLimits: { ...DEFAULT_BRIDGE_LIMITS, ...checkLimits('defaultBridgeLimits', config.defaultBridgeLimits, BRIDGE_LIMIT_KEYS) },
     };
+    const badIsolation = checkIsolation(config.isolation);
+    if (badIsolation) throw new SandboxValidationError(badIsolation);
+    this._isolation = config.isolation ?? DEFAULT_ISOLATION;
     const wasm = config.wasmModules ?? [];
     if (!Array.isArray(wasm)) throw new SandboxValidationError('wasmModules must be an array');
     this._wasmConfig = wasm;
@@ -236,19 +254,23 @@ class SandboxEngine {
     }
     this._wasm = modules;
     try {
-      this._native = new native.NativeEngine({
+      this._native = createBackend({
+        isolation: this._isolation,
         memoryMb: this._config.memoryMb,
         maxConcurrentIsolates: this._config.maxConcurrentIsolates,
         warmPoolSize: this._config.warmPoolSize,
         maxQueueSize: this._config.maxQueueSize,
+        processes: this._config.processes,
       });
     } catch (err) {
       throw new SandboxValidationError(err.message);
     }
     this._native.setWasmModules(this._wasm);
     this._native.warmUp();
+    // Process isolation: ready means the sandbox host processes are up.
+    if (typeof this._native.ready === 'function') await this._native.ready();
     this._state = 'ready';
-    this._log('info', `isolet engine ready: ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
+    this._log('info', `isolet engine ready (${this._isolation} isolation): ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
   }
 
   /** Starts an execution; returns its session at once (never throws). */
@@ -317,10 +339,10 @@ class SandboxEngine {
   /** IsolateStats: warm, busy, queued, completed and failed (by error class) counts. */
   stats() {
     if (!this._native) {
-      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0 };
+      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation };
     }
     const s = this._native.stats();
-    return { ...s, failed: { ...s.failed } };
+    return { ...s, failed: { ...s.failed }, isolation: this._isolation };
   }
 
   _requestSpec(request) {

@@ -4,6 +4,7 @@ const os = require('node:os');
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError } = require('./errors');
+const { createBackend, checkIsolation, DEFAULT_ISOLATION } = require('./backend');
 
 /** Defaults of the @azmr/ai seed. */
 const RUN_SANDBOX_DEFAULTS = Object.freeze({
@@ -13,21 +14,25 @@ const RUN_SANDBOX_DEFAULTS = Object.freeze({
 
 const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes'];
 
-let defaultEngine = null;
+/** The engines behind runSandbox, one per isolation mode, created on first use. */
+const defaultEngines = new Map();
 
-/** The engine behind runSandbox: created on first use, two warm 64 MB isolates. */
-function getDefaultEngine() {
-  if (defaultEngine === null) {
+/** Two warm 64 MB isolates; in process mode spread over the default number of hosts. */
+function getDefaultEngine(isolation = DEFAULT_ISOLATION) {
+  let engine = defaultEngines.get(isolation);
+  if (engine === undefined) {
     const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-    defaultEngine = new native.NativeEngine({
+    engine = createBackend({
+      isolation,
       memoryMb: RUN_SANDBOX_DEFAULTS.memoryLimitMb,
       maxConcurrentIsolates: Math.max(8, cores * 4),
       warmPoolSize: 2,
       maxQueueSize: 100000,
     });
-    defaultEngine.warmUp();
+    engine.warmUp();
+    defaultEngines.set(isolation, engine);
   }
-  return defaultEngine;
+  return engine;
 }
 
 function validate(code, options) {
@@ -49,7 +54,7 @@ function validate(code, options) {
   }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) return 'signal must be an AbortSignal';
-  return null;
+  return checkIsolation(options.isolation);
 }
 
 /**
@@ -77,7 +82,7 @@ async function runSandbox(code, options = undefined) {
     maxLogBytes: opts.maxLogBytes,
     capabilities: capabilities ? Object.keys(capabilities) : [],
   };
-  const { done, handle } = execute(getDefaultEngine(), request, {
+  const { done, handle } = execute(getDefaultEngine(opts.isolation), request, {
     handlers: capabilities,
     maxMessageBytes: opts.maxMessageBytes,
   });

@@ -4,6 +4,7 @@
 //! `lib/*.js` on top of these bindings.
 mod engine;
 mod events;
+mod lockdown;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

@@ -8,6 +8,7 @@ pub mod limits;
 pub mod logs;
 pub mod names;
 pub mod queue;
+pub mod syscall_policy;
 
 pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits, LimitsError, RawBridgeLimits};
