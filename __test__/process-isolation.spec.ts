@@ -12,6 +12,7 @@ import {
   SandboxEngine,
   SandboxError,
   SandboxOOMError,
+  SandboxRuntimeError,
   SandboxTimeoutError,
   SandboxValidationError,
 } from '..';
@@ -110,12 +111,18 @@ describe('process isolation: hard memory', () => {
     ['JSON.parse of a 100 MB text', "return JSON.parse('[' + '1,'.repeat(5e7) + '1]').length"],
   ];
   for (const [what, code] of bombs) {
-    it(`ends ${what} with SandboxOOMError, host memory untouched`, async () => {
+    // Resizable and growable buffers are charged at maxByteLength in the seam, so the
+    // child refuses them with a RangeError before committing anything.
+    const refused = /ArrayBuffer/.test(what);
+    it(`ends ${what} with ${refused ? 'a RangeError from the budget' : 'SandboxOOMError'}, host memory untouched`, async () => {
       const engine = await makeEngine();
       const rss0 = process.memoryUsage().rss;
       const end = await engine.submit({ requestId: id(), code, isolateLimits: { wallTimeMs: 10000 } }).done;
       expect(end.type).toBe('error');
-      if (end.type === 'error') expect(end.error).toBeInstanceOf(SandboxOOMError);
+      if (end.type === 'error' && refused) {
+        expect(end.error).toBeInstanceOf(SandboxRuntimeError);
+        expect(end.error.message).toMatch(/RangeError: ArrayBuffer maxByteLength of 4294967296 bytes exceeds the sandbox's ArrayBuffer budget/);
+      } else if (end.type === 'error') expect(end.error).toBeInstanceOf(SandboxOOMError);
       // The allocation happened in the child; this process grew by far less than it.
       expect(process.memoryUsage().rss - rss0).toBeLessThan(100 * 1024 * 1024);
       await serving(engine);

@@ -248,6 +248,52 @@ async function heapBomb() {
   if (vm2) rows.push({ scenario, name: 'vm2', text: 'not run: same heap, would take the host down' });
 }
 
+// isolet turns V8's Turboshaft loop unrolling off at load (V8 >= 12.4) so sandbox loops
+// stay interruptible; V8 flags are process-wide, so the host's own code compiles without
+// it too. Each side runs in a child node that loads isolet, the opt-out env differing.
+const HOST_KERNEL = `
+  const isolet = require(${JSON.stringify(path.join(__dirname, '..'))});
+  function kernel() {
+    const a = new Float64Array(4096);
+    let s = 0;
+    for (let r = 0; r < 100; r++) {
+      for (let i = 0; i < a.length; i++) a[i] = a[i] * 0.5 + (i & 7);
+      for (let i = 0; i < a.length; i++) s += a[i];
+      const words = [];
+      for (let i = 0; i < 64; i++) words.push('w' + ((i * 7919) % 101));
+      s += words.sort().join(',').length + new Array(256).fill(r).indexOf(r);
+    }
+    return s;
+  }
+  const samples = [];
+  for (let i = 0; i < 20; i++) kernel();
+  for (let i = 0; i < 41; i++) { const t = process.hrtime.bigint(); kernel(); samples.push(Number(process.hrtime.bigint() - t) / 1e6); }
+  samples.sort((a, b) => a - b);
+  console.log(JSON.stringify({ median: samples[20], p95: samples[38], v8: isolet.runtime.v8Version }));`;
+
+function hostJitCost() {
+  const { spawnSync } = require('node:child_process');
+  const scenario = 'host-side JIT: loop kernel in the host, isolet loaded (child node)';
+  const sides = [
+    ['loop unrolling off (isolet default, V8 >= 12.4)', {}],
+    ['loop unrolling on (ISOLET_V8_LOOP_UNROLLING=1)', { ISOLET_V8_LOOP_UNROLLING: '1' }],
+  ];
+  const runs = sides.map(() => []);
+  // Alternate the two sides so machine noise hits both alike.
+  for (let round = 0; round < 5; round++) {
+    sides.forEach(([, env], i) => {
+      const r = spawnSync(process.execPath, ['-e', HOST_KERNEL], { encoding: 'utf8', env: { ...process.env, ...env } });
+      assert(r.status === 0, `host kernel child: ${r.stderr}`);
+      runs[i].push(JSON.parse(r.stdout));
+    });
+  }
+  sides.forEach(([name], i) => {
+    const medians = stats(runs[i].map((x) => x.median));
+    const p95s = stats(runs[i].map((x) => x.p95));
+    report(scenario, name, { median: medians.median, p95: p95s.median });
+  });
+}
+
 function print() {
   const base = new Map();
   for (const row of rows) if (!base.has(row.scenario) && row.median !== undefined) base.set(row.scenario, row.median);
@@ -275,6 +321,7 @@ function print() {
   await throughput();
   await supervision();
   await heapBomb();
+  hostJitCost();
   print();
 })().catch((err) => {
   console.error(err);
