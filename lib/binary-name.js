@@ -60,20 +60,22 @@ function shippedAbis(root) {
   return [...abis].sort((a, b) => a - b);
 }
 
-/** "ABIs 115 (Node 20), 127 (Node 22)" or "no ABI", for messages. */
+/** "ABIs 115 (Node 20), 127 (Node 22)", for messages. */
 function describeAbis(abis) {
-  if (abis.length === 0) return 'no Node ABI';
   const each = abis.map((abi) => (SUPPORTED_NODE_ABIS[abi] ? `${abi} (Node ${SUPPORTED_NODE_ABIS[abi]})` : `${abi}`));
   return `${abis.length === 1 ? 'ABI' : 'ABIs'} ${each.join(', ')}`;
 }
 
 /** The sentence loader and install script both use when no binary matches this Node. */
 function noBinaryMessage(root) {
+  const shipped = shippedAbis(root);
   const supported = Object.values(SUPPORTED_NODE_ABIS).join(', ');
   return (
     `isolet: no binary for ${tag()}, Node ${process.version} (ABI ${process.versions.modules}). ` +
-    `This package ships prebuilt binaries for ${tag()} ${describeAbis(shippedAbis(root))}; ` +
-    `isolet supports Node ${supported}.`
+    (shipped.length
+      ? `This package ships prebuilt binaries for ${tag()} Node ${describeAbis(shipped)}`
+      : `This package ships no prebuilt binary for ${tag()}`) +
+    `; isolet supports Node ${supported}.`
   );
 }
 
