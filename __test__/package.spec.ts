@@ -77,6 +77,21 @@ describe('loader: no binary for this Node', () => {
   });
 });
 
+describe('loader: a prebuilt binary that does not load', () => {
+  it('names the file and the Node, and gives the command for a source build', () => {
+    // A file that is not a loadable ELF object fails the same way a too-old glibc does: in dlopen.
+    const { dir } = project({ binary: false, fakePrebuilds: [`isolet.abi${abi}.node`] });
+    const r = node(dir, [
+      '-e',
+      "try { require('isolet'); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }",
+    ]);
+    const err = JSON.parse(r.stdout) as { code: string; message: string };
+    expect(err.code).toBe('ERR_ISOLET_BINARY_LOAD');
+    expect(err.message).toContain(`isolet.abi${abi}.node in Node ${process.version} (ABI ${abi})`);
+    expect(err.message).toContain('`ISOLET_BUILD_FROM_SOURCE=1 npm rebuild isolet`');
+  });
+});
+
 describe('install script inside an installed package', () => {
   it('uses the matching prebuilt binary without cargo', () => {
     const { pkg } = project({ binary: true });
@@ -84,6 +99,17 @@ describe('install script inside an installed package', () => {
     expect(r.status).toBe(0);
     expect(r.stdout).toContain(`isolet: using ${path.join('prebuilds', `${process.platform}-${process.arch}`, `isolet.abi${abi}.node`)}`);
     expect(fs.existsSync(path.join(pkg, 'build'))).toBe(false);
+  });
+
+  it('ignores the prebuilt binary under ISOLET_BUILD_FROM_SOURCE=1 (then needs cargo)', () => {
+    const { pkg } = project({ binary: true });
+    const r = node(pkg, ['scripts/build.js', '--if-missing'], {
+      CARGO: '/nonexistent/cargo',
+      ISOLET_BUILD_FROM_SOURCE: '1',
+    });
+    expect(r.status).toBe(1);
+    expect(r.stdout).not.toContain('isolet: using');
+    expect(r.stderr).toContain("Rust's cargo was not found");
   });
 
   it('without a match and without Rust: says so, names the ABIs, and fails', () => {

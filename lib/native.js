@@ -18,7 +18,19 @@ function load() {
     err.code = 'ERR_ISOLET_NO_BINARY';
     throw err;
   }
-  const binding = require(file);
+  let binding;
+  try {
+    binding = require(file);
+  } catch (cause) {
+    const err = new Error(
+      `isolet: could not load ${file} in Node ${process.version} (ABI ${process.versions.modules}): ` +
+        `${cause && cause.message}. The prebuilt binaries need glibc 2.28 and GCC 9's libstdc++ or newer; ` +
+        'on an older system build from source with `ISOLET_BUILD_FROM_SOURCE=1 npm rebuild isolet` in your project.',
+      { cause },
+    );
+    err.code = 'ERR_ISOLET_BINARY_LOAD';
+    throw err;
+  }
   const info = binding.init();
   if (info.nodeAbi !== process.versions.modules) {
     const err = new Error(

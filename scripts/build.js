@@ -14,7 +14,8 @@ const { binaryCandidates, localBinaryPath, noBinaryMessage } = require('../lib/b
 const { sourceHash, stampState, writeStamp } = require('./source-stamp');
 
 const root = path.resolve(__dirname, '..');
-const ifMissing = process.argv.includes('--if-missing');
+// ISOLET_BUILD_FROM_SOURCE=1: ignore prebuilt binaries (for a system they do not load on).
+const ifMissing = process.argv.includes('--if-missing') && !process.env.ISOLET_BUILD_FROM_SOURCE;
 const installed = root.split(path.sep).includes('node_modules');
 
 if (ifMissing) {
