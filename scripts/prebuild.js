@@ -77,7 +77,7 @@ function ensureZig() {
   const python = process.env.PYTHON || 'python3';
   const pip = run(
     python,
-    ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--upgrade', '--target', dir, `ziglang==${ZIG_VERSION}`],
+    ['-m', 'pip', 'install', '--quiet', '--no-color', '--disable-pip-version-check', '--upgrade', '--target', dir, `ziglang==${ZIG_VERSION}`],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
   if (pip.status !== 0 || run(zig, ['version']).status !== 0) {
