@@ -332,8 +332,30 @@ function buildPrompt(rel, instruction, test, content, language = 'javascript') {
   return parts.join('\n');
 }
 
+/** The default provider's client library: an optional peer dependency, loaded only here. */
+function loadOpenAI() {
+  try {
+    return require('openai').OpenAI;
+  } catch (err) {
+    if (err && err.code === 'MODULE_NOT_FOUND' && String(err.message).includes("'openai'")) {
+      throw new OpenAIMissingError();
+    }
+    throw err;
+  }
+}
+
+class OpenAIMissingError extends Error {
+  constructor() {
+    super(
+      "autoFix's default provider needs the `openai` package, an optional peer dependency of isolet: " +
+        'run `npm install openai`, or pass options.provider',
+    );
+    this.name = 'OpenAIMissingError';
+  }
+}
+
 function openAIProvider(settings) {
-  const OpenAI = require('openai').OpenAI;
+  const OpenAI = loadOpenAI();
   const client = new OpenAI({
     apiKey: settings.apiKey,
     baseURL: settings.baseURL,
@@ -1082,6 +1104,12 @@ async function lockedPipeline(options, settings, state, safe) {
     try {
       provider = openAIProvider(settings);
     } catch (err) {
+      if (err instanceof OpenAIMissingError) {
+        throw new StepFailure('provider-error', err.message, {
+          error: { name: err.name, message: err.message },
+          auditMessage: 'the openai package is not installed',
+        });
+      }
       const d = describeProviderError(err, settings.apiKey);
       throw new StepFailure('provider-error', d.message, {
         error: { name: d.name, message: d.message },
