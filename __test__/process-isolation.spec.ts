@@ -216,8 +216,8 @@ describe('process isolation: crashes', () => {
     const code = '(async () => { for (await using i = null; i === null; i = { [Symbol.dispose]() {} }) {} })().then(() => "done", (e) => e.name)';
     const r = await runSandbox(code);
     if (r.success) expect(['done', 'TypeError']).toContain(r.output);
-    // V8 11 (Node 20) does not parse `await using` at all.
-    else if (Number(runtime.v8Version.split('.')[0]) < 12) expect(r.error).toMatchObject({ code: 'ERR_ISOLET_VALIDATION' });
+    // V8 11 and 12 (Node 20, 22) do not parse `await using` at all.
+    else if (Number(runtime.v8Version.split('.')[0]) < 13) expect(r.error).toMatchObject({ code: 'ERR_ISOLET_VALIDATION' });
     else expect(r.error).toMatchObject({ code: 'ERR_ISOLET_CRASHED' });
     const next = await runSandbox('1 + 1');
     expect(next.success && next.output).toBe(2);
