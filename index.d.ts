@@ -114,6 +114,10 @@ export interface SandboxOptions {
   maxLogEntries?: number;
   /** Console bytes kept. Default 1 MiB. */
   maxLogBytes?: number;
+  /** Bytes of host-call arguments and replies in flight at once. Default 64 MiB (see docs/budgets.md). */
+  maxPendingHostCallBytes?: number;
+  /** Host calls in flight at once. Default 128. */
+  maxPendingHostCalls?: number;
 }
 
 export interface SandboxSuccess<T = unknown> {
@@ -236,6 +240,10 @@ export interface BridgeLimits {
   maxLogEntries?: number;
   /** Console bytes kept. Default 1 MiB. */
   maxLogBytes?: number;
+  /** Bytes of tool-call arguments and replies in flight at once. Default 64 MiB (see docs/budgets.md). */
+  maxPendingHostCallBytes?: number;
+  /** Tool calls in flight at once. Default 128. */
+  maxPendingHostCalls?: number;
 }
 
 export declare const DEFAULT_ISOLATE_LIMITS: Readonly<Required<IsolateLimits>>;

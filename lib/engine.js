@@ -28,6 +28,8 @@ const DEFAULT_BRIDGE_LIMITS = Object.freeze({
   maxOutputBytes: LIMITS.maxOutputBytes,
   maxLogEntries: LIMITS.maxLogEntries,
   maxLogBytes: LIMITS.maxLogBytes,
+  maxPendingHostCallBytes: LIMITS.maxPendingHostCallBytes,
+  maxPendingHostCalls: LIMITS.maxPendingHostCalls,
 });
 
 /** No tools unless a request's policy names them. */
@@ -245,7 +247,14 @@ class SandboxEngine {
     } catch (err) {
       throw new SandboxValidationError(err.message);
     }
-    this._native.setWasmModules(this._wasm);
+    try {
+      // Refuses modules whose memory could outgrow a run's budget (isolet-core wasm).
+      this._native.setWasmModules(this._wasm);
+    } catch (err) {
+      this._native.shutdown();
+      this._native = null;
+      throw new SandboxValidationError(err.message);
+    }
     this._native.warmUp();
     this._state = 'ready';
     this._log('info', `isolet engine ready: ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
@@ -355,6 +364,8 @@ class SandboxEngine {
         maxOutputBytes: bridge.maxOutputBytes,
         maxLogEntries: bridge.maxLogEntries,
         maxLogBytes: bridge.maxLogBytes,
+        maxPendingHostCallBytes: bridge.maxPendingHostCallBytes,
+        maxPendingHostCalls: bridge.maxPendingHostCalls,
         capabilities: Object.keys(this._tools),
         dataObject: true,
         dataValues,

@@ -11,7 +11,7 @@ const RUN_SANDBOX_DEFAULTS = Object.freeze({
   timeoutMs: native.defaults().wallTimeMs,
 });
 
-const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes'];
+const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes', 'maxPendingHostCallBytes', 'maxPendingHostCalls'];
 
 let defaultEngine = null;
 
@@ -75,6 +75,8 @@ async function runSandbox(code, options = undefined) {
     maxMessages: opts.maxHostCalls,
     maxLogEntries: opts.maxLogEntries,
     maxLogBytes: opts.maxLogBytes,
+    maxPendingHostCallBytes: opts.maxPendingHostCallBytes,
+    maxPendingHostCalls: opts.maxPendingHostCalls,
     capabilities: capabilities ? Object.keys(capabilities) : [],
   };
   const { done, handle } = execute(getDefaultEngine(), request, {

@@ -49,6 +49,10 @@ pub struct RunRequest {
     pub max_output_bytes: Option<f64>,
     pub max_log_entries: Option<f64>,
     pub max_log_bytes: Option<f64>,
+    /// Bytes of host-call arguments and replies in flight at once (default 64 MiB).
+    pub max_pending_host_call_bytes: Option<f64>,
+    /// Host calls in flight at once (default 128).
+    pub max_pending_host_calls: Option<f64>,
     /// Global names of host functions; calls arrive as `hostCall` events.
     pub capabilities: Option<Vec<String>>,
     /// Install the read-only `data` object; reads arrive as `dataRequest` events.
@@ -108,8 +112,13 @@ impl NativeEngine {
     #[napi]
     pub fn set_wasm_modules(&mut self, modules: Vec<WasmModuleJs>) -> Result<()> {
         let mut out = Vec::new();
+        // WebAssembly memory lives outside the heap and ArrayBuffer budgets: only the
+        // module's declared maximum bounds it, so it must fit the per-run memory budget.
+        let budget = self.memory_mb as u64 * 1024 * 1024;
         for m in modules {
             check_global_name(&m.name).map_err(|e| validation_error(format!("wasm module name: {e}")))?;
+            isolet_core::wasm::check_memory_budget(&m.bytes, budget)
+                .map_err(|e| validation_error(format!("wasm module \"{}\" is refused: {e}", m.name)))?;
             out.push((m.name, Arc::new(WasmModule::new(m.bytes.to_vec()))));
         }
         self.wasm_modules = out;
@@ -183,6 +192,8 @@ impl NativeEngine {
             max_output_bytes: r.max_output_bytes,
             max_log_entries: r.max_log_entries,
             max_log_bytes: r.max_log_bytes,
+            max_pending_host_call_bytes: r.max_pending_host_call_bytes,
+            max_pending_host_calls: r.max_pending_host_calls,
         };
         let bridge = BridgeLimits::from_raw(BridgeLimits::default(), raw).map_err(|e| validation_error(e.to_string()))?;
         let capabilities = r.capabilities.unwrap_or_default();

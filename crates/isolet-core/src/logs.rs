@@ -77,6 +77,11 @@ impl LogBuffer {
         true
     }
 
+    /// The entry kept last (as kept: possibly truncated).
+    pub fn last(&self) -> Option<&LogEntry> {
+        self.entries.last()
+    }
+
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
@@ -116,6 +121,7 @@ mod tests {
         assert!(!b.push(LogLevel::Log, "more"));
         let out = b.finish();
         assert!(out[0].message.starts_with("héll"));
+        assert!(out[0].message.len() < "héllo world".len() + 20);
         assert!(out[0].message.ends_with("[truncated]"));
         assert_eq!(b_levels(&out), vec!["log", "warn"]);
     }
