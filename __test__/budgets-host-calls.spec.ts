@@ -119,6 +119,7 @@ describe('host calls in flight: bytes', () => {
     engines.push(engine);
     await engine.init();
     const session = engine.submit({
+      requestId: 'replies',
       code: `
         const ps = [];
         for (let i = 0; i < 5; i++) ps.push(big());
@@ -150,7 +151,7 @@ describe('host calls in flight: bytes', () => {
   it('refuses a budget smaller than one message, naming the limit', async () => {
     const r = await runSandbox('return 1', { capabilities: {}, maxMessageBytes: 2 * MiB, maxPendingHostCallBytes: MiB });
     expect(r.success).toBe(false);
-    expect(r.error).toBeInstanceOf(SandboxValidationError);
+    expect(!r.success && r.error).toBeInstanceOf(SandboxValidationError);
     expect(!r.success && r.error.message).toMatch(/maxPendingHostCallBytes/);
     const bad = await runSandbox('return 1', { capabilities: {}, maxPendingHostCalls: 0 });
     expect(bad.success).toBe(false);
@@ -185,6 +186,7 @@ describe('host calls in flight: count', () => {
     engines.push(engine);
     await engine.init();
     const session = engine.submit({
+      requestId: 'count',
       code: `const ps = [wait(), wait(), wait()]; ${TALLY}`,
       toolPolicy: { allowedTools: ['wait'] },
       bridgeLimits: { maxPendingHostCalls: 2 },

@@ -319,6 +319,41 @@ function isRedirect(status) {
   return status === 301 || status === 302 || status === 303 || status === 307 || status === 308;
 }
 
+// Node's fetch (undici) keeps an aborted request's socket open until its keep-alive
+// timeout on Node < 26. Each run therefore gets its own connection pool, destroyed when
+// the run ends, built from the class of Node's own default dispatcher (found under the
+// symbol undici shares across copies). Where that is not an undici Agent (a custom
+// global dispatcher, or Node 26's wrapper), requests are only aborted.
+const UNDICI_GLOBAL_DISPATCHER = Symbol.for('undici.globalDispatcher.1');
+let poolClass;
+function runPoolClass(hostFetch) {
+  if (poolClass !== undefined) return poolClass;
+  if (globalThis[UNDICI_GLOBAL_DISPATCHER] === undefined) {
+    // The first call loads undici, which installs its default dispatcher; a data: URL
+    // never touches the network.
+    try {
+      hostFetch('data:,').then((r) => r.arrayBuffer()).catch(() => {});
+    } catch {
+      // no fetch machinery: abort-only
+    }
+  }
+  const dispatcher = globalThis[UNDICI_GLOBAL_DISPATCHER];
+  const Class = dispatcher && dispatcher.constructor;
+  poolClass = Class && Class.name === 'Agent' && typeof Class.prototype.destroy === 'function' ? Class : null;
+  return poolClass;
+}
+
+function runPool(run, hostFetch) {
+  const Pool = runPoolClass(hostFetch);
+  // An ended run's requests fail on its aborted signal anyway.
+  if (!Pool || run.signal.aborted) return undefined;
+  return run.slot(runPool, () => {
+    const pool = new Pool();
+    run.signal.addEventListener('abort', () => pool.destroy().catch(() => {}), { once: true });
+    return pool;
+  });
+}
+
 function translateFailure(err, signal, timeoutMs, runSignal) {
   if (err && typeof err.code === 'string' && err.code.startsWith('ERR_ISOLET_')) return err;
   if (runSignal && runSignal.aborted) {
@@ -389,15 +424,12 @@ function createFetchCapability(options) {
     // Aborting tears the connection down, so no socket outlives the run.
     const signal = run ? AbortSignal.any([timeout, run.signal]) : timeout;
     const held = holder(run ? run.slot(fetch, perRun) : unbudgeted);
+    const dispatcher = run ? runPool(run, hostFetch) : undefined;
     try {
       for (let redirects = 0; ; redirects++) {
-        const response = await hostFetch(url.href, {
-          method,
-          headers,
-          body,
-          redirect: 'manual',
-          signal,
-        });
+        const init = { method, headers, body, redirect: 'manual', signal };
+        if (dispatcher) init.dispatcher = dispatcher;
+        const response = await hostFetch(url.href, init);
         const location = response.headers.get('location');
         if (isRedirect(response.status) && location !== null) {
           await cancelBody(response);
