@@ -157,6 +157,8 @@ export declare const RUN_SANDBOX_DEFAULTS: Readonly<{ memoryLimitMb: 64; timeout
 export interface FileReadOptions {
   /** Largest file served, in bytes. Default 10 MB. */
   maxBytes?: number;
+  /** Reads one run may have in flight at once; more fail with ERR_ISOLET_TOO_MANY_READS. Default 8. */
+  maxReadsInFlight?: number;
 }
 
 export interface FileReadRequest {
