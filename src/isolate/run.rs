@@ -452,10 +452,7 @@ impl RunShared {
         }
         if key.len() > MAX_DATA_KEY_BYTES {
             // Refused before it is counted, sent or buffered anywhere on the host.
-            return DataAnswer::Error(format!(
-                "data key of {} bytes exceeds the limit of {MAX_DATA_KEY_BYTES} bytes",
-                key.len()
-            ));
+            return DataAnswer::Error(format!("data key is longer than the limit of {MAX_DATA_KEY_BYTES} bytes"));
         }
         if !self.count_message() {
             return DataAnswer::Error(format!(
