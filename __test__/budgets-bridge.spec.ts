@@ -66,18 +66,28 @@ describe('data requests', () => {
     const session = engine.submit({
       requestId: 'storm',
       code: `
-        let refused = 0;
+        const why = {};
         for (let i = 0; i < 100000; i++) {
-          try { data[i + ':' + 'k'.repeat(1000)]; } catch (e) { refused++; if (/limit/.test(e.message)) return { refused, last: e.message }; }
+          // Alternate keys just under and far over the key limit.
+          const key = i + ':' + 'k'.repeat(i % 2 ? 1000 : 100000);
+          try { data[key]; } catch (e) {
+            const m = e.message.replace(/[0-9]+/g, 'N');
+            why[m] = (why[m] || 0) + 1;
+            if (/message limit/.test(m)) return why;
+          }
         }
-        return { refused };`,
+        return why;`,
       bridgeLimits: { maxMessages: 50 },
     });
     const events = await drain(session, (ev) => session.reject(ev.id, 'no such key'));
     const requests = events.filter((e) => e.type === 'dataRequest') as Array<{ key: string }>;
     expect(requests).toHaveLength(50);
     expect(Math.max(...requests.map((r) => r.key.length))).toBeLessThanOrEqual(1024);
-    expect(final(events).data).toEqual({ refused: 51, last: 'Bridge message limit of 50 per execution exceeded' });
+    expect(final(events).data).toEqual({
+      'no such key': 50,
+      'data key is longer than the limit of N bytes': 51,
+      'Bridge message limit of N per execution exceeded': 1,
+    });
   });
 
   it('has at most one request pending per run: reads block until answered', async () => {

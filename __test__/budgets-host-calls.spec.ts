@@ -49,7 +49,8 @@ describe('host calls in flight: bytes', () => {
   });
 
   it('survives 330 un-awaited 15 MB calls to a slow async capability in a 64 MB run (child node, judged from outside)', () => {
-    // This crashed the host on its own heap limit before the budget existed.
+    // This crashed the host on its own heap limit before the budget existed. The time
+    // limit is raised because serializing 330 x 15 MB takes seconds on a loaded machine.
     const r = runNode(`
       const slow = () => new Promise((resolve) => setTimeout(() => resolve(1), 300));
       isolet.runSandbox(\`
@@ -57,7 +58,7 @@ describe('host calls in flight: bytes', () => {
         const ps = [];
         for (let i = 0; i < 330; i++) ps.push(slow(big));
         ${TALLY.replace(/`/g, '\\`')}
-      \`, { capabilities: { slow } }).then((res) => {
+      \`, { capabilities: { slow }, timeoutMs: 60000 }).then((res) => {
         const hwm = Number(/VmHWM:\\s+(\\d+) kB/.exec(require('fs').readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
         console.log(JSON.stringify({ success: res.success, output: res.output, error: res.error && res.error.message, hwm }));
       });

@@ -55,6 +55,8 @@ function withoutHostStacks(value) {
   return rewrite(value, new Map());
 }
 
+const DENSE_WALK_MAX = 1 << 24;
+
 function rewrite(value, seen) {
   if (value === null || typeof value !== 'object') return value;
   if (seen.has(value)) return seen.get(value);
@@ -70,15 +72,23 @@ function rewrite(value, seen) {
   seen.set(value, value);
   if (Array.isArray(value)) {
     let out = value;
-    for (let i = 0; i < value.length; i++) {
-      const v = value[i];
+    // Index by index is fast for ordinary arrays; a huge length (a sparse array of
+    // length 2**32-1 holds only a few elements) is walked by its own keys instead.
+    const keys = value.length <= DENSE_WALK_MAX ? null : Object.keys(value);
+    const n = keys ? keys.length : value.length;
+    for (let i = 0; i < n; i++) {
+      const key = keys ? keys[i] : i;
+      const v = value[key];
+      if (v === null || typeof v !== 'object') continue;
       const r = rewrite(v, seen);
       if (r !== v) {
         if (out === value) {
-          out = value.slice();
+          out = [];
+          out.length = value.length;
+          Object.assign(out, value);
           seen.set(value, out);
         }
-        out[i] = r;
+        out[key] = r;
       }
     }
     return out;
