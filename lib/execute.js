@@ -4,7 +4,7 @@
 // runSandbox and SandboxEngine sessions are both built on `execute`.
 const { serialize, deserialize, describeHostError } = require('./bridge');
 const native = require('./native');
-const { RunContext, runContext } = require('./run-context');
+const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, SandboxValidationError, errorFromFailure } = require('./errors');
 
 const DEFAULTS = native.defaults();
@@ -86,8 +86,8 @@ function execute(engine, request, hooks = {}) {
       handle.reject(callId, 'TypeError', 'host call arguments could not be read');
       return;
     }
-    runContext
-      .run(ctx, () => Promise.resolve().then(() => fn(...args)))
+    Promise.resolve()
+      .then(() => callInRun(ctx, fn, args))
       .then(
         (value) => {
           if (finished) return; // the run ended; drop the late reply
