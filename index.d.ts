@@ -90,12 +90,68 @@ export interface LogEntry {
 /** A host function exposed to the sandbox. Arguments and result are structured-cloned. */
 export type Capability = (...args: any[]) => unknown | Promise<unknown>;
 
+/**
+ * An input schema: a JSON Schema object, an AI SDK `jsonSchema()` / `zodSchema()` value,
+ * or a zod (or any Standard Schema) schema. Checked on the host before `execute` runs.
+ */
+export type ToolInputSchema = unknown;
+
+/**
+ * A tool in the AI SDK's shape (an AI SDK `tool({...})` is one). Its input (the first
+ * argument in the sandbox) is checked against `inputSchema` on the host before `execute`
+ * runs; a mismatch rejects the call with a TypeError in the sandbox naming the field
+ * (`github.listIssues: input.repo must be a string, got a number`). An object counts as a
+ * described tool when `execute` is a function and it has a string `description` or an
+ * `inputSchema`; any other object is a namespace.
+ */
+export interface DescribedTool {
+  /** Becomes JSDoc in `describeTools`. */
+  description?: string;
+  /**
+   * A JSON Schema object, an AI SDK `jsonSchema()` / `zodSchema()` value (or a function
+   * returning one), or a zod / Standard Schema schema.
+   */
+  inputSchema?: ToolInputSchema;
+  /** Older AI SDK name of `inputSchema`. */
+  parameters?: ToolInputSchema;
+  /** Used only by `describeTools`, for the return type. */
+  outputSchema?: ToolInputSchema;
+  /** Called with the checked input and `{ toolCallId, messages: [] }`. Required at run time. */
+  execute?: (input: any, options: any) => unknown;
+}
+
+/** One tool: a plain function or a described tool. */
+export type ToolDefinition = Capability | DescribedTool;
+
+/**
+ * Capabilities or tools: each entry is a tool (`readFile(...)` in the sandbox) or a
+ * namespace of tools one level deep (`{ github: { listIssues } }` -> `github.listIssues(...)`,
+ * a frozen object in the sandbox). Host calls, tool policies and call counts use the
+ * dotted name (`github.listIssues`).
+ */
+export type Capabilities = Record<string, ToolDefinition | Record<string, ToolDefinition>>;
+
+/** Source language of sandboxed code. TypeScript is type-stripped, keeping every position. */
+export type SandboxLanguage = 'javascript' | 'typescript';
+
+/**
+ * TypeScript declarations of `capabilities` (JSDoc from descriptions, input types from
+ * schemas), for a model's prompt. Every tool returns a Promise inside the sandbox.
+ */
+export declare function describeTools(capabilities: Capabilities): string;
+
 export interface SandboxOptions {
   /**
    * Host functions exposed as globals. With capabilities the code is the body of an
    * async function: only `return` gives `output`.
    */
-  capabilities?: Record<string, Capability>;
+  capabilities?: Capabilities;
+  /**
+   * `typescript`: types are erased before compiling (positions kept, so errors and stack
+   * frames point into the TypeScript); enums, namespaces and parameter properties give a
+   * SandboxValidationError with line and column. Default `javascript`.
+   */
+  language?: SandboxLanguage;
   /** V8 heap limit in MB (ArrayBuffers are capped separately at the same size). Default 64. */
   memoryLimitMb?: number;
   /** Wall-clock limit in ms. Default 5000. */
@@ -118,7 +174,17 @@ export interface SandboxOptions {
   maxPendingHostCallBytes?: number;
   /** Host calls in flight at once. Default 128. */
   maxPendingHostCalls?: number;
+  /**
+   * Where the isolate runs. `'process'` (default): in a supervised sandbox host process,
+   * so a run that cannot be stopped, a crash or a memory overrun ends that process, never
+   * this one. `'thread'`: on a thread of this process, for the lowest latency; see the
+   * README's security model for what that mode cannot guarantee.
+   */
+  isolation?: Isolation;
 }
+
+/** Where isolates run: supervised child processes (default) or threads of this process. */
+export type Isolation = 'process' | 'thread';
 
 export interface SandboxSuccess<T = unknown> {
   success: true;
@@ -280,8 +346,19 @@ export interface SandboxEngineConfig {
   defaultBridgeLimits: BridgeLimits;
   /** Executions allowed to wait for a slot; more are refused with an error event. Default 1000. */
   maxQueueSize?: number;
-  /** Host tools, exposed as globals; a request's `toolPolicy` decides which it may call. */
-  tools?: Record<string, Capability>;
+  /**
+   * Host tools, exposed as globals or namespaces; a request's `toolPolicy` decides which
+   * (by dotted name) it may call.
+   */
+  tools?: Capabilities;
+  /** `'process'` (default) or `'thread'`; see `SandboxOptions.isolation`. */
+  isolation?: Isolation;
+  /**
+   * Sandbox host processes kept running in process isolation (runs are spread over
+   * them; each idle one holds about 45-60 MB resident). Default 2, at most
+   * `maxConcurrentIsolates`.
+   */
+  processes?: number;
 }
 
 /** Injectable dependencies, for tests. */
@@ -307,6 +384,13 @@ export interface ExecuteMessage {
   isolateLimits?: IsolateLimits;
   bridgeLimits?: BridgeLimits;
   toolPolicy?: ToolPolicy;
+  /** Source language; see SandboxOptions.language. Default `javascript`. */
+  language?: SandboxLanguage;
+  /**
+   * Tools of this request only, beside the engine's `tools` (a name may not clash).
+   * They need no `toolPolicy` entry; `maxCallsPerTool` still applies.
+   */
+  tools?: Capabilities;
 }
 
 /** Inbound: data supplied for a data request (see `SandboxSession.respond`). */
@@ -386,8 +470,36 @@ export interface IsolateStats {
   coldStarts: number;
   /** Isolate threads alive (warm, running and quarantined). */
   threads: number;
-  /** Threads that ignored termination and were suspended for good. */
+  /** Threads that ignored termination and still run at idle priority (or are parked after a fatal OOM); drops when one finishes on its own. */
   quarantined: number;
+  /** The engine's isolation mode. */
+  isolation: Isolation;
+  /** Process isolation only: the sandbox host processes and their supervision. */
+  processes?: SandboxProcessStats;
+}
+
+/** Supervision counts of an engine's sandbox host processes. */
+export interface SandboxProcessStats {
+  /** Hosts starting or serving. */
+  live: number;
+  /** Hosts not yet ready (a replacement coming up counts here). */
+  starting: number;
+  /** Hosts taking no new work, to be ended once their runs finish. */
+  draining: number;
+  /** Hosts started so far (replacements included). */
+  started: number;
+  /** Hosts that ended on their own (a signal such as SIGSEGV, V8's fatal OOM). */
+  crashed: number;
+  /** Hosts the supervisor replaced, by reason: `stuck` (a run ignored termination),
+   *  `memory` (resident memory over budget), `overdue` (a run unanswered past its
+   *  limit + 750 ms), `start-timeout`, `protocol` (a message that breaks the protocol). */
+  recycled: Partial<Record<'stuck' | 'memory' | 'overdue' | 'start-timeout' | 'protocol', number>>;
+  /** Crashes by cause (`signal SIGSEGV`, `exit code 134`, ...). */
+  crashReasons: Record<string, number>;
+  /** Process ids of the live and draining hosts. */
+  pids: number[];
+  /** What least privilege a host could apply on this system. */
+  lockdown: { seccomp: boolean; noNewPrivs: boolean; parentDeathSignal: boolean; reason?: string } | null;
 }
 
 export declare class SandboxEngine {
@@ -414,5 +526,5 @@ export * from './lib/autofix';
 /** Versions this binary runs on. */
 export declare const runtime: Readonly<{ v8Version: string; nodeAbi: string; nodeVersion: string }>;
 
-/** Process-wide isolate thread counts. */
-export declare function processStats(): { liveThreads: number; quarantinedThreads: number };
+/** Isolate threads of this process, and the sandbox host processes it supervises. */
+export declare function processStats(): { liveThreads: number; quarantinedThreads: number; sandboxProcesses: number };

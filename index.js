@@ -11,6 +11,8 @@ const autofix = require('./lib/autofix');
 exports.runSandbox = runSandbox.runSandbox;
 exports.RUN_SANDBOX_DEFAULTS = runSandbox.RUN_SANDBOX_DEFAULTS;
 
+exports.describeTools = require('./lib/tools').describeTools;
+
 exports.createFileReadCapability = require('./lib/capabilities/file-read').createFileReadCapability;
 exports.createFetchCapability = require('./lib/capabilities/fetch').createFetchCapability;
 
@@ -41,5 +43,8 @@ exports.DEFAULT_AUDIT_LOG_NAME = autofix.DEFAULT_AUDIT_LOG_NAME;
 /** Versions this binary runs on: V8, and the Node it was built for. */
 exports.runtime = Object.freeze({ ...native.info });
 
-/** Process-wide isolate thread counts (for leak checks and monitoring). */
-exports.processStats = () => native.processStats();
+/** Isolate threads of this process, and sandbox host processes it supervises. */
+exports.processStats = () => ({
+  ...native.processStats(),
+  sandboxProcesses: require('./lib/supervisor/process-engine').liveSandboxProcesses(),
+});

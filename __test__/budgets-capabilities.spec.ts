@@ -69,9 +69,11 @@ describe('fetch: requests end with their run', () => {
   it('aborts requests and closes their sockets when the run returns without awaiting them', async () => {
     const fetch = createFetchCapability({ allowedOrigins: [ORIGIN], timeoutMs: 60_000 });
     const before = sockets.opened;
+    // tick() gives the host time to start every request before the run returns.
+    const tick = () => new Promise((r) => setTimeout(r, 300));
     const r = await runSandbox(
-      `for (let i = 0; i < 20; i++) fetch({ url: '${ORIGIN}/hang?' + i }).catch(() => {}); return 'left'`,
-      { capabilities: { fetch } },
+      `for (let i = 0; i < 20; i++) fetch({ url: '${ORIGIN}/hang?' + i }).catch(() => {}); await tick(); return 'left'`,
+      { capabilities: { fetch, tick } },
     );
     expect(ok(r)).toBe('left');
     // Every request reached the server...

@@ -321,6 +321,36 @@ describe('admission: concurrency cap, queue, abort, shutdown', () => {
   });
 });
 
+describe('memoryMb is the limit enforced', () => {
+  // ~48 MB of live arrays: over a 32 MB limit, well under 128 MB.
+  const grow = 'const a = []; for (let i = 0; i < 48; i++) a.push(new Array(131072).fill(i)); return a.length';
+
+  it('enforces config.memoryMb with the seed pattern defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS, from the warm pool', async () => {
+    const engine = await makeEngine({ memoryMb: 32, warmPoolSize: 1, defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS });
+    for (let i = 0; i < 100 && engine.stats().warm < 1; i++) await sleep(10);
+    const end = await engine.submit({ requestId: 'm32', code: grow }).done;
+    expect(end.type).toBe('error');
+    if (end.type === 'error') expect(end.error).toBeInstanceOf(SandboxOOMError);
+    // Default requests fit the warm isolates: no cold start.
+    expect(engine.stats().warmStarts).toBe(1);
+    expect(engine.stats().coldStarts).toBe(0);
+  });
+
+  it('lets a request raise its own memoryMb above the engine default', async () => {
+    const engine = await makeEngine({ memoryMb: 32 });
+    const end = await engine.submit({ requestId: 'm128', code: grow, isolateLimits: { memoryMb: 128 } }).done;
+    expect(end).toMatchObject({ type: 'result', data: 48 });
+  });
+
+  it('takes defaultIsolateLimits.memoryMb when config.memoryMb is absent', async () => {
+    const engine = new SandboxEngine({ maxConcurrentIsolates: 1, defaultIsolateLimits: { memoryMb: 32 } });
+    engines.push(engine);
+    await engine.init();
+    const end = await engine.submit({ requestId: 'd32', code: grow }).done;
+    expect(end.type === 'error' && end.error).toBeInstanceOf(SandboxOOMError);
+  });
+});
+
 describe('limits and tool policy', () => {
   const tools = {
     add: (a: number, b: number) => a + b,

@@ -38,7 +38,7 @@ describe('process exit', () => {
 
   it('exits with its own code after a thread was quarantined', () => {
     const r = runNode(`
-      isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100 }).then((x) => {
+      isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100, isolation: 'thread' }).then((x) => {
         console.log(x.error.name, isolet.processStats().quarantinedThreads);
         process.exitCode = 7;
       });

@@ -47,8 +47,10 @@ function assert(cond, what) {
 
 async function freshRun() {
   const scenario = "fresh isolate, run '1+1'";
-  report(scenario, 'isolet runSandbox (warm pool)', await measure(async () => assert((await runSandbox('1+1')).output === 2, 'isolet')));
-  report(scenario, 'isolet runSandbox (cold isolate)', await measure(async () => assert((await runSandbox('1+1', { memoryLimitMb: 65 })).output === 2, 'isolet cold')));
+  for (const isolation of ['process', 'thread']) {
+    report(scenario, `isolet runSandbox, ${isolation} (warm pool)`, await measure(async () => assert((await runSandbox('1+1', { isolation })).output === 2, 'isolet')));
+  }
+  report(scenario, 'isolet runSandbox, thread (cold isolate)', await measure(async () => assert((await runSandbox('1+1', { memoryLimitMb: 65, isolation: 'thread' })).output === 2, 'isolet cold')));
   if (ivm) {
     report(scenario, 'isolated-vm 5', await measure(async () => {
       const isolate = new ivm.Isolate({ memoryLimit: 64 });
@@ -82,10 +84,12 @@ async function hostCalls() {
     return { median: s.median / CALLS, p95: s.p95 / CALLS };
   };
   const code = `let s = 0; for (let i = 0; i < ${CALLS}; i++) s += await f(i); return s;`;
-  report(scenario, 'isolet (async bridge, awaits Promises)', await perCall(async () => {
-    const r = await runSandbox(code, { capabilities: { f: (i) => i }, maxHostCalls: CALLS });
-    assert(r.success && r.output === (CALLS * (CALLS - 1)) / 2, 'isolet host calls');
-  }));
+  for (const isolation of ['process', 'thread']) {
+    report(scenario, `isolet, ${isolation} (async bridge, awaits Promises)`, await perCall(async () => {
+      const r = await runSandbox(code, { capabilities: { f: (i) => i }, maxHostCalls: CALLS, isolation });
+      assert(r.success && r.output === (CALLS * (CALLS - 1)) / 2, 'isolet host calls');
+    }));
+  }
   if (ivm) {
     report(scenario, 'isolated-vm 5 (sync Callback)', await perCall(async () => {
       const isolate = new ivm.Isolate({ memoryLimit: 64 });
@@ -115,7 +119,9 @@ const CPU_CODE = `function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); 
 async function cpuBound() {
   const scenario = 'CPU-bound script: fib(25), fresh sandbox each';
   const n = 31;
-  report(scenario, 'isolet runSandbox', await measure(async () => assert((await runSandbox(CPU_CODE)).output === 75025, 'isolet fib'), n));
+  for (const isolation of ['process', 'thread']) {
+    report(scenario, `isolet runSandbox, ${isolation}`, await measure(async () => assert((await runSandbox(CPU_CODE, { isolation })).output === 75025, 'isolet fib'), n));
+  }
   if (ivm) {
     report(scenario, 'isolated-vm 5', await measure(async () => {
       const isolate = new ivm.Isolate({ memoryLimit: 64 });
@@ -153,9 +159,73 @@ async function enginePool() {
       assert(end.type === 'result' && end.data === 2, 'engine');
       await new Promise((r) => setTimeout(r, 5));
     }
-    report(scenario, warm ? `isolet warm pool (${warm})` : 'isolet cold isolate', stats(samples));
+    report(scenario, warm ? `isolet, process, warm pool (${warm})` : 'isolet, process, cold isolate', stats(samples));
     await engine.shutdown();
   }
+}
+
+async function throughput() {
+  const scenario = "runs of '1+1' with 8 in flight, per run";
+  const RUNS = 400;
+  for (const isolation of ['process', 'thread']) {
+    const samples = [];
+    for (let rep = 0; rep < 5; rep++) {
+      let next = 0;
+      const t = process.hrtime.bigint();
+      await Promise.all(Array.from({ length: 8 }, async () => {
+        while (next++ < RUNS) assert((await runSandbox('1+1', { isolation })).output === 2, 'throughput');
+      }));
+      samples.push(Number(process.hrtime.bigint() - t) / 1e6 / RUNS);
+    }
+    const s = stats(samples);
+    report(scenario, `isolet, ${isolation} (${Math.round(1000 / s.median)} runs/s)`, s);
+  }
+}
+
+/** VmRSS of a process in MB. */
+function rssOf(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(require('node:fs').readFileSync(`/proc/${pid}/status`, 'latin1'));
+  return Number(m[1]) / 1024;
+}
+
+async function supervision() {
+  const { ProcessEngine } = require('../lib/supervisor/process-engine');
+  const scenario = 'sandbox host process';
+  const make = (warmPoolSize) => new ProcessEngine({ memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize, maxQueueSize: 10, processes: 1, defaultWallTimeMs: 5000 });
+  const starts = [];
+  const idle = [];
+  const warm8 = [];
+  for (let i = 0; i < 7; i++) {
+    for (const [warm, into] of [[0, idle], [8, warm8]]) {
+      const t = process.hrtime.bigint();
+      const engine = make(warm);
+      engine.warmUp();
+      await engine.ready();
+      if (warm === 0) starts.push(Number(process.hrtime.bigint() - t) / 1e6);
+      await new Promise((r) => setTimeout(r, 300)); // warm isolates come up
+      into.push(rssOf(engine.stats().processes.pids[0]));
+      engine.shutdown();
+      await engine.waitIdle(5000);
+    }
+  }
+  report(scenario, 'start (spawn to ready)', stats(starts));
+  // Recycle: an unstoppable run is answered, its host drained and replaced.
+  const engine = new SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1, processes: 1 });
+  await engine.init();
+  const recycles = [];
+  for (let i = 0; i < 7; i++) {
+    const t = process.hrtime.bigint();
+    await engine.submit({ requestId: 'r', code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', isolateLimits: { wallTimeMs: 50 } }).done;
+    while (engine.stats().processes.starting > 0 || engine.stats().processes.live < 1) await new Promise((r) => setTimeout(r, 1));
+    const end = await engine.submit({ requestId: 'n', code: 'return 1' }).done;
+    assert(end.type === 'result', 'recycle');
+    recycles.push(Number(process.hrtime.bigint() - t) / 1e6 - 50);
+  }
+  await engine.shutdown();
+  report(scenario, 'recycle (stuck run answered -> replacement serving; minus the 50 ms limit)', stats(recycles));
+  const med = (a) => stats(a).median;
+  rows.push({ scenario, name: 'RSS of an idle host (no warm isolates)', text: `${med(idle).toFixed(1)} MB` });
+  rows.push({ scenario, name: 'RSS per warm isolate (8 warm vs none)', text: `${((med(warm8) - med(idle)) / 8).toFixed(2)} MB` });
 }
 
 async function heapBomb() {
@@ -176,6 +246,52 @@ async function heapBomb() {
     rows.push({ scenario, name: 'isolated-vm 5', text });
   }
   if (vm2) rows.push({ scenario, name: 'vm2', text: 'not run: same heap, would take the host down' });
+}
+
+// isolet turns V8's Turboshaft loop unrolling off at load (V8 >= 12.4) so sandbox loops
+// stay interruptible; V8 flags are process-wide, so the host's own code compiles without
+// it too. Each side runs in a child node that loads isolet, the opt-out env differing.
+const HOST_KERNEL = `
+  const isolet = require(${JSON.stringify(path.join(__dirname, '..'))});
+  function kernel() {
+    const a = new Float64Array(4096);
+    let s = 0;
+    for (let r = 0; r < 100; r++) {
+      for (let i = 0; i < a.length; i++) a[i] = a[i] * 0.5 + (i & 7);
+      for (let i = 0; i < a.length; i++) s += a[i];
+      const words = [];
+      for (let i = 0; i < 64; i++) words.push('w' + ((i * 7919) % 101));
+      s += words.sort().join(',').length + new Array(256).fill(r).indexOf(r);
+    }
+    return s;
+  }
+  const samples = [];
+  for (let i = 0; i < 20; i++) kernel();
+  for (let i = 0; i < 41; i++) { const t = process.hrtime.bigint(); kernel(); samples.push(Number(process.hrtime.bigint() - t) / 1e6); }
+  samples.sort((a, b) => a - b);
+  console.log(JSON.stringify({ median: samples[20], p95: samples[38], v8: isolet.runtime.v8Version }));`;
+
+function hostJitCost() {
+  const { spawnSync } = require('node:child_process');
+  const scenario = 'host-side JIT: loop kernel in the host, isolet loaded (child node)';
+  const sides = [
+    ['loop unrolling off (isolet default, V8 >= 12.4)', {}],
+    ['loop unrolling on (ISOLET_V8_LOOP_UNROLLING=1)', { ISOLET_V8_LOOP_UNROLLING: '1' }],
+  ];
+  const runs = sides.map(() => []);
+  // Alternate the two sides so machine noise hits both alike.
+  for (let round = 0; round < 5; round++) {
+    sides.forEach(([, env], i) => {
+      const r = spawnSync(process.execPath, ['-e', HOST_KERNEL], { encoding: 'utf8', env: { ...process.env, ...env } });
+      assert(r.status === 0, `host kernel child: ${r.stderr}`);
+      runs[i].push(JSON.parse(r.stdout));
+    });
+  }
+  sides.forEach(([name], i) => {
+    const medians = stats(runs[i].map((x) => x.median));
+    const p95s = stats(runs[i].map((x) => x.p95));
+    report(scenario, name, { median: medians.median, p95: p95s.median });
+  });
 }
 
 function print() {
@@ -202,7 +318,10 @@ function print() {
   await hostCalls();
   await cpuBound();
   await enginePool();
+  await throughput();
+  await supervision();
   await heapBomb();
+  hostJitCost();
   print();
 })().catch((err) => {
   console.error(err);

@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 'use strict';
 
-// isolet command line. One command for now:
+// isolet command line: `run`, `mcp` (in lib/cli/) and `autofix` (below).
+//
+//   isolet run <file|-> [--timeout-ms <ms>] [--memory-mb <mb>] [--language <lang>] ...
+//   isolet mcp [the same limit flags]
 //
 //   isolet autofix <file> --root <dir> [--test <file>] [--yes] [--instruction <text>]
 //                  [--model <m>] [--base-url <u>] [--audit-log <file>]
@@ -240,10 +243,21 @@ function formatLog(entry) {
   }
 }
 
+const HELP = `usage: isolet <command> [options]
+
+commands:
+  run <file|->   run a JavaScript/TypeScript file (or stdin) in a fresh V8 isolate;
+                 the result as JSON on stdout, console output on stderr
+  mcp            serve an MCP tool (run_code) over stdio that runs code in isolet
+  autofix <file> ask a model for a fix, check it in the sandbox, apply when approved
+  help           show this help (also -h, --help); -v, --version shows the version
+
+isolet <command> --help describes each command's options and exit codes.`;
+
 async function main(argv) {
   const [command, ...rest] = argv;
   if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
-    process.stdout.write(USAGE + '\n');
+    (command === undefined ? process.stderr : process.stdout).write(HELP + '\n');
     return command === undefined ? EXIT_USAGE : 0;
   }
   if (command === '-v' || command === '--version') {
@@ -251,7 +265,10 @@ async function main(argv) {
     return 0;
   }
   if (command === 'autofix') return autofixCommand(rest);
-  return usageError(`unknown command "${command}"`);
+  if (command === 'run') return require('../lib/cli/run').runCommand(rest);
+  if (command === 'mcp') return require('../lib/cli/mcp').mcpCommand(rest);
+  process.stderr.write(`isolet: unknown command "${command}"\n\n${HELP}\n`);
+  return EXIT_USAGE;
 }
 
 main(process.argv.slice(2)).then(

@@ -64,11 +64,39 @@ async function main() {
     }
   }
   await engine.shutdown();
+
+  // 5. TypeScript, as a model writes it: types are erased, positions kept.
+  const ts = await runSandbox(
+    `interface Issue { id: number; title: string }
+     const issues: Issue[] = await github.listIssues({ repo: 'acme/app' });
+     return issues.map((i: Issue): string => \`#\${i.id} \${i.title}\`);`,
+    {
+      language: 'typescript',
+      capabilities: { github: { listIssues: async () => [{ id: 7, title: 'Crash on start' }] } },
+    },
+  );
+  console.log('TypeScript:', ts.success ? ts.output : ts.error.message);
+  const badTs = await runSandbox('const ok = 1;\nenum Color { Red }', { language: 'typescript' });
+  console.log('TypeScript enum:', `${badTs.error.name} at line ${badTs.error.line}, column ${badTs.error.column}`);
+
+  // 6. Code Mode: the model's one program calls typed tools (@cloudflare/codemode's Executor contract).
+  const { IsoletExecutor } = require('isolet/codemode'); // the package's own export, by self-reference
+  const executor = new IsoletExecutor({ timeout: 2000, memoryMb: 64 });
+  const weather = [{ name: 'weather', fns: { get: async ({ city }) => ({ city, tempC: city === 'Oslo' ? 4 : 21 }) } }];
+  const program = `async () => {
+    const cities = ['Oslo', 'Lisbon'];
+    const all = await Promise.all(cities.map((city) => weather.get({ city })));
+    console.log('asked', all.length, 'cities');
+    return all.sort((a, b) => b.tempC - a.tempC)[0].city;
+  }`;
+  console.log('Code Mode:', await executor.execute(program, weather));
+  console.log('Code Mode timeout:', await executor.execute('async () => { for (;;) {} }', weather));
+  await executor.dispose();
 }
 
 main().then(
   () => {
-    // 5. autoFix against a local chat-completions stub.
+    // 7. autoFix against a local chat-completions stub.
     require('./autofix-demo');
   },
   (err) => {

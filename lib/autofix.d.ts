@@ -100,6 +100,11 @@ export interface AutoFixOptions {
   /** JSON-lines audit file. Default `<root>/.isolet-audit.jsonl`. */
   auditLog?: string;
   /** Sandbox heap limit in MB (runSandbox default: 64). */
+  /**
+   * Language the suggestion is run in. Default: `typescript` for a .ts/.mts/.cts file,
+   * else `javascript`.
+   */
+  language?: 'javascript' | 'typescript';
   memoryLimitMb?: number;
   /** Sandbox time limit per run in ms (runSandbox default: 5000). */
   timeoutMs?: number;

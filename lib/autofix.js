@@ -109,6 +109,9 @@ function validateOptions(options) {
       throw new AutoFixOptionsError(`autoFix(options): options.${key} must be a positive whole number when given`);
     }
   }
+  if (o.language !== undefined && o.language !== 'javascript' && o.language !== 'typescript') {
+    throw new AutoFixOptionsError("autoFix(options): options.language must be 'javascript' or 'typescript' when given");
+  }
   if (o.autoApprove !== undefined && typeof o.autoApprove !== 'boolean') {
     throw new AutoFixOptionsError('autoFix(options): options.autoApprove must be a boolean when given');
   }
@@ -297,25 +300,62 @@ function fenceFor(text) {
   return '`'.repeat(Math.max(3, longest + 1));
 }
 
-function buildPrompt(rel, instruction, test, content) {
+/** The language a file is checked in: `options.language`, else TypeScript for .ts/.mts/.cts. */
+function languageOf(options) {
+  if (options.language !== undefined) return options.language;
+  return /\.[cm]?ts$/i.test(options.filePath) ? 'typescript' : 'javascript';
+}
+
+/** The system prompt, naming TypeScript when the file is TypeScript. */
+function systemPromptFor(language) {
+  if (language !== 'typescript') return SYSTEM_PROMPT;
+  return SYSTEM_PROMPT.replace('JavaScript source files', 'TypeScript source files')
+    .replace('```js fenced', '```ts fenced')
+    .replace('in a bare JavaScript engine:', 'in a bare JavaScript engine after its types are erased (no enum, namespace or parameter properties):');
+}
+
+function buildPrompt(rel, instruction, test, content, language = 'javascript') {
+  const tag = language === 'typescript' ? 'ts' : 'js';
   const parts = [`File: ${rel}`, '', 'What is wrong:', instruction.trim(), ''];
   if (test !== undefined && test.trim() !== '') {
     const f = fenceFor(test);
     parts.push(
       'After the file, this check runs in the same script and must complete without throwing:',
-      `${f}js`,
+      `${f}${tag}`,
       test,
       f,
       '',
     );
   }
   const f = fenceFor(content);
-  parts.push('Current content of the file:', `${f}js`, content.endsWith('\n') ? content.slice(0, -1) : content, f);
+  parts.push('Current content of the file:', `${f}${tag}`, content.endsWith('\n') ? content.slice(0, -1) : content, f);
   return parts.join('\n');
 }
 
+/** The default provider's client library: an optional peer dependency, loaded only here. */
+function loadOpenAI() {
+  try {
+    return require('openai').OpenAI;
+  } catch (err) {
+    if (err && err.code === 'MODULE_NOT_FOUND' && String(err.message).includes("'openai'")) {
+      throw new OpenAIMissingError();
+    }
+    throw err;
+  }
+}
+
+class OpenAIMissingError extends Error {
+  constructor() {
+    super(
+      "autoFix's default provider needs the `openai` package, an optional peer dependency of isolet: " +
+        'run `npm install openai`, or pass options.provider',
+    );
+    this.name = 'OpenAIMissingError';
+  }
+}
+
 function openAIProvider(settings) {
-  const OpenAI = require('openai').OpenAI;
+  const OpenAI = loadOpenAI();
   const client = new OpenAI({
     apiKey: settings.apiKey,
     baseURL: settings.baseURL,
@@ -549,6 +589,7 @@ async function runInSandbox(runSandbox, suggestion, test, limits) {
   const options = {};
   if (limits.memoryLimitMb !== undefined) options.memoryLimitMb = limits.memoryLimitMb;
   if (limits.timeoutMs !== undefined) options.timeoutMs = limits.timeoutMs;
+  if (limits.language !== undefined) options.language = limits.language;
   let result;
   try {
     result = await runSandbox(shape.script, options);
@@ -1063,6 +1104,12 @@ async function lockedPipeline(options, settings, state, safe) {
     try {
       provider = openAIProvider(settings);
     } catch (err) {
+      if (err instanceof OpenAIMissingError) {
+        throw new StepFailure('provider-error', err.message, {
+          error: { name: err.name, message: err.message },
+          auditMessage: 'the openai package is not installed',
+        });
+      }
       const d = describeProviderError(err, settings.apiKey);
       throw new StepFailure('provider-error', d.message, {
         error: { name: d.name, message: d.message },
@@ -1077,8 +1124,8 @@ async function lockedPipeline(options, settings, state, safe) {
     answer = await askProvider(
       provider,
       {
-        system: SYSTEM_PROMPT,
-        prompt: buildPrompt(safe.rel, options.instruction, test, original),
+        system: systemPromptFor(languageOf(options)),
+        prompt: buildPrompt(safe.rel, options.instruction, test, original, languageOf(options)),
         model: settings.model,
       },
       settings.providerTimeoutMs,
@@ -1115,7 +1162,7 @@ async function lockedPipeline(options, settings, state, safe) {
   }
 
   // 4. Sandbox: the suggestion alone, then (with a test) suggestion + test in one script.
-  const limits = { memoryLimitMb: options.memoryLimitMb, timeoutMs: options.timeoutMs };
+  const limits = { memoryLimitMb: options.memoryLimitMb, timeoutMs: options.timeoutMs, language: languageOf(options) };
   const sandboxStart = performance.now();
   let sandbox;
   try {

@@ -4,6 +4,9 @@
 const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
+const { createBackend, checkIsolation, DEFAULT_ISOLATION, DEFAULT_PROCESSES } = require('./backend');
+const { normalizeTools } = require('./tools');
+const { checkLanguage, toJavaScript } = require('./typescript');
 const {
   SandboxValidationError,
   SandboxAbortedError,
@@ -58,16 +61,27 @@ function checkLimits(where, value, keys) {
   return out;
 }
 
+/**
+ * The limits a request gets when it names none. `memoryMb` is the engine's per-isolate
+ * memory (its warm isolates have it): it wins over `defaultIsolateLimits.memoryMb`, which
+ * the seed's own pattern (`defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS`) sets to 128.
+ */
+function isolateDefaults(config) {
+  const given = checkLimits('defaultIsolateLimits', config.defaultIsolateLimits, ISOLATE_LIMIT_KEYS);
+  const memoryMb = config.memoryMb ?? given.memoryMb ?? DEFAULT_MEMORY_MB;
+  return { ...DEFAULT_ISOLATE_LIMITS, ...given, memoryMb };
+}
+
 function checkToolPolicy(policy, tools) {
-  if (policy === undefined) return DEFAULT_TOOL_POLICY;
+  if (policy === undefined) return { allowedTools: DEFAULT_TOOL_POLICY.allowedTools, maxCallsPerTool: {} };
   if (!isPlainObject(policy)) throw new SandboxValidationError('toolPolicy must be an object');
   const allowed = policy.allowedTools ?? [];
   if (!Array.isArray(allowed) || allowed.some((t) => typeof t !== 'string')) {
     throw new SandboxValidationError('toolPolicy.allowedTools must be an array of tool names');
   }
   for (const name of allowed) {
-    if (!Object.prototype.hasOwnProperty.call(tools, name)) {
-      throw new SandboxValidationError(`toolPolicy allows unknown tool "${name}" (registered: ${Object.keys(tools).join(', ') || 'none'})`);
+    if (!tools.names.includes(name)) {
+      throw new SandboxValidationError(`toolPolicy allows unknown tool "${name}" (registered: ${tools.names.join(', ') || 'none'})`);
     }
   }
   const maxCalls = policy.maxCallsPerTool ?? {};
@@ -76,6 +90,11 @@ function checkToolPolicy(policy, tools) {
     if (!Number.isInteger(n) || n < 0) throw new SandboxValidationError(`toolPolicy.maxCallsPerTool.${name} must be a non-negative whole number`);
   }
   return { allowedTools: allowed, maxCallsPerTool: maxCalls };
+}
+
+function mergeTools(a, b) {
+  const handlers = Object.assign(Object.create(null), a.handlers, b.handlers);
+  return { names: [...a.names, ...b.names], handlers, entries: [...a.entries, ...b.entries] };
 }
 
 function toBytes(source, name) {
@@ -186,22 +205,25 @@ class SandboxEngine {
       if (!Number.isInteger(v) || v < min) throw new SandboxValidationError(`${key} must be a whole number >= ${min}, got ${String(v)}`);
       return v;
     };
+    const isolateLimits = isolateDefaults(config);
     this._config = {
-      memoryMb: num('memoryMb', DEFAULT_MEMORY_MB, 8),
+      // Warm isolates are made with the memory requests get by default.
+      memoryMb: num('memoryMb', isolateLimits.memoryMb, 8),
       maxConcurrentIsolates: num('maxConcurrentIsolates', 4, 1),
       warmPoolSize: num('warmPoolSize', 0, 0),
       maxQueueSize: num('maxQueueSize', 1000, 0),
-      defaultIsolateLimits: { ...DEFAULT_ISOLATE_LIMITS, memoryMb: config.memoryMb ?? DEFAULT_MEMORY_MB, ...checkLimits('defaultIsolateLimits', config.defaultIsolateLimits, ISOLATE_LIMIT_KEYS) },
+      processes: num('processes', DEFAULT_PROCESSES, 1),
+      defaultIsolateLimits: isolateLimits,
       defaultBridgeLimits: { ...DEFAULT_BRIDGE_LIMITS, ...checkLimits('defaultBridgeLimits', config.defaultBridgeLimits, BRIDGE_LIMIT_KEYS) },
     };
+    const badIsolation = checkIsolation(config.isolation);
+    if (badIsolation) throw new SandboxValidationError(badIsolation);
+    this._isolation = config.isolation ?? DEFAULT_ISOLATION;
     const wasm = config.wasmModules ?? [];
     if (!Array.isArray(wasm)) throw new SandboxValidationError('wasmModules must be an array');
     this._wasmConfig = wasm;
-    const tools = config.tools ?? {};
-    if (!isPlainObject(tools) || Object.values(tools).some((t) => typeof t !== 'function')) {
-      throw new SandboxValidationError('tools must be an object of functions');
-    }
-    this._tools = tools;
+    // Functions, described tools and namespaces, by the name the sandbox calls.
+    this._tools = normalizeTools(config.tools ?? {}, 'tools');
     this._clock = deps.clock ?? Date.now;
     let n = 0;
     this._nextId = deps.idGenerator ?? (() => `session_${++n}`);
@@ -234,30 +256,33 @@ class SandboxEngine {
       } catch (err) {
         throw new SandboxValidationError(`wasm module "${m.name}" is invalid: ${err.message}`);
       }
+      try {
+        // Its memory must have a maximum within a run's budget (isolet-core wasm).
+        native.checkWasmModule(m.name, Buffer.from(bytes), this._config.memoryMb);
+      } catch (err) {
+        throw new SandboxValidationError(err.message);
+      }
       modules.push({ name: m.name, bytes: Buffer.from(bytes) });
     }
     this._wasm = modules;
     try {
-      this._native = new native.NativeEngine({
+      this._native = createBackend({
+        isolation: this._isolation,
         memoryMb: this._config.memoryMb,
         maxConcurrentIsolates: this._config.maxConcurrentIsolates,
         warmPoolSize: this._config.warmPoolSize,
         maxQueueSize: this._config.maxQueueSize,
+        processes: this._config.processes,
       });
     } catch (err) {
       throw new SandboxValidationError(err.message);
     }
-    try {
-      // Refuses modules whose memory could outgrow a run's budget (isolet-core wasm).
-      this._native.setWasmModules(this._wasm);
-    } catch (err) {
-      this._native.shutdown();
-      this._native = null;
-      throw new SandboxValidationError(err.message);
-    }
+    this._native.setWasmModules(this._wasm);
     this._native.warmUp();
+    // Process isolation: ready means the sandbox host processes are up.
+    if (typeof this._native.ready === 'function') await this._native.ready();
     this._state = 'ready';
-    this._log('info', `isolet engine ready: ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
+    this._log('info', `isolet engine ready (${this._isolation} isolation): ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
   }
 
   /** Starts an execution; returns its session at once (never throws). */
@@ -282,7 +307,8 @@ class SandboxEngine {
     const calls = new Map();
     const policy = spec.policy;
     const deny = (name) => {
-      if (!policy.allowedTools.includes(name)) return `tool "${name}" is not allowed by this request's toolPolicy`;
+      // A request's own tools were handed over by the requester: allowed, still counted.
+      if (!spec.ownTools.has(name) && !policy.allowedTools.includes(name)) return `tool "${name}" is not allowed by this request's toolPolicy`;
       const max = policy.maxCallsPerTool[name];
       const used = (calls.get(name) ?? 0) + 1;
       calls.set(name, used);
@@ -290,7 +316,7 @@ class SandboxEngine {
       return undefined;
     };
     const { done, handle } = execute(this._native, spec.native, {
-      handlers: this._tools,
+      handlers: spec.handlers,
       deny,
       maxMessageBytes: spec.bridge.maxMessageBytes,
       onEvent: (ev) => {
@@ -326,18 +352,24 @@ class SandboxEngine {
   /** IsolateStats: warm, busy, queued, completed and failed (by error class) counts. */
   stats() {
     if (!this._native) {
-      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0 };
+      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation };
     }
     const s = this._native.stats();
-    return { ...s, failed: { ...s.failed } };
+    return { ...s, failed: { ...s.failed }, isolation: this._isolation };
   }
 
   _requestSpec(request) {
     if (!isPlainObject(request)) throw new SandboxValidationError('request must be an object');
     if (typeof request.code !== 'string') throw new SandboxValidationError('request.code must be a string');
+    const code = toJavaScript(request.code, { language: checkLanguage(request.language, 'request.language'), asyncBody: true });
     const limits = { ...this._config.defaultIsolateLimits, ...checkLimits('isolateLimits', request.isolateLimits, ISOLATE_LIMIT_KEYS) };
     const bridge = { ...this._config.defaultBridgeLimits, ...checkLimits('bridgeLimits', request.bridgeLimits, BRIDGE_LIMIT_KEYS) };
-    const policy = checkToolPolicy(request.toolPolicy, this._tools);
+    const own = normalizeTools(request.tools, 'request.tools');
+    for (const name of own.names) {
+      if (this._tools.names.includes(name)) throw new SandboxValidationError(`request.tools.${name} clashes with the engine tool of that name`);
+    }
+    const tools = own.names.length === 0 ? this._tools : mergeTools(this._tools, own);
+    const policy = checkToolPolicy(request.toolPolicy, tools);
     let dataValues;
     if (request.data !== undefined) {
       if (!isPlainObject(request.data)) throw new SandboxValidationError('request.data must be an object');
@@ -353,8 +385,10 @@ class SandboxEngine {
     return {
       bridge,
       policy,
+      handlers: tools.handlers,
+      ownTools: new Set(own.names),
       native: {
-        code: request.code,
+        code,
         mode: 'asyncBody',
         memoryMb: limits.memoryMb,
         timeoutMs: limits.wallTimeMs,
@@ -366,7 +400,7 @@ class SandboxEngine {
         maxLogBytes: bridge.maxLogBytes,
         maxPendingHostCallBytes: bridge.maxPendingHostCallBytes,
         maxPendingHostCalls: bridge.maxPendingHostCalls,
-        capabilities: Object.keys(this._tools),
+        capabilities: tools.names,
         dataObject: true,
         dataValues,
         wasm: this._wasm.length > 0,

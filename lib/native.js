@@ -2,7 +2,7 @@
 // Loads the addon built for this Node, and captures Node's V8 platform once.
 const fs = require('node:fs');
 const path = require('node:path');
-const { binaryCandidates, tag } = require('./binary-name');
+const { binaryCandidates, noBinaryMessage } = require('./binary-name');
 
 const root = path.resolve(__dirname, '..');
 
@@ -10,19 +10,35 @@ function load() {
   const candidates = binaryCandidates(root);
   const file = candidates.find((p) => fs.existsSync(p));
   if (!file) {
-    throw new Error(
-      `isolet: no binary for ${tag()} and Node ABI ${process.versions.modules} ` +
-        `(Node ${process.version}); looked in: ${candidates.join(', ')}. ` +
-        'Run `npm run build` (needs Rust) to build one for this Node.',
+    const err = new Error(
+      `${noBinaryMessage(root)} Looked in: ${candidates.join(', ')}. ` +
+        'Run `npm rebuild isolet` in your project to build one from source (needs Rust and a C++ ' +
+        'compiler), or switch to a Node line listed above.',
     );
+    err.code = 'ERR_ISOLET_NO_BINARY';
+    throw err;
   }
-  const binding = require(file);
+  let binding;
+  try {
+    binding = require(file);
+  } catch (cause) {
+    const err = new Error(
+      `isolet: could not load ${file} in Node ${process.version} (ABI ${process.versions.modules}): ` +
+        `${cause && cause.message}. The prebuilt binaries need glibc 2.28 and GCC 9's libstdc++ or newer; ` +
+        'on an older system build from source with `ISOLET_BUILD_FROM_SOURCE=1 npm rebuild isolet` in your project.',
+      { cause },
+    );
+    err.code = 'ERR_ISOLET_BINARY_LOAD';
+    throw err;
+  }
   const info = binding.init();
   if (info.nodeAbi !== process.versions.modules) {
-    throw new Error(
-      `isolet: ${path.basename(file)} was built for Node ABI ${info.nodeAbi}, ` +
-        `but this is Node ${process.version} (ABI ${process.versions.modules}). Rebuild with \`npm run build\`.`,
+    const err = new Error(
+      `isolet: ${file} was built for Node ABI ${info.nodeAbi}, but this is Node ${process.version} ` +
+        `(ABI ${process.versions.modules}). Run \`npm rebuild isolet\` in your project to rebuild it.`,
     );
+    err.code = 'ERR_ISOLET_BINARY_ABI';
+    throw err;
   }
   binding.info = info;
   // If a thread had to be quarantined, isolet ends the process right after Node's exit

@@ -3,7 +3,10 @@
 const os = require('node:os');
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
-const { SandboxValidationError, SandboxAbortedError } = require('./errors');
+const { SandboxError, SandboxValidationError, SandboxAbortedError } = require('./errors');
+const { createBackend, checkIsolation, DEFAULT_ISOLATION } = require('./backend');
+const { normalizeTools } = require('./tools');
+const { checkLanguage, toJavaScript } = require('./typescript');
 
 /** Defaults of the @azmr/ai seed. */
 const RUN_SANDBOX_DEFAULTS = Object.freeze({
@@ -13,21 +16,25 @@ const RUN_SANDBOX_DEFAULTS = Object.freeze({
 
 const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes', 'maxPendingHostCallBytes', 'maxPendingHostCalls'];
 
-let defaultEngine = null;
+/** The engines behind runSandbox, one per isolation mode, created on first use. */
+const defaultEngines = new Map();
 
-/** The engine behind runSandbox: created on first use, two warm 64 MB isolates. */
-function getDefaultEngine() {
-  if (defaultEngine === null) {
+/** Two warm 64 MB isolates; in process mode spread over the default number of hosts. */
+function getDefaultEngine(isolation = DEFAULT_ISOLATION) {
+  let engine = defaultEngines.get(isolation);
+  if (engine === undefined) {
     const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-    defaultEngine = new native.NativeEngine({
+    engine = createBackend({
+      isolation,
       memoryMb: RUN_SANDBOX_DEFAULTS.memoryLimitMb,
       maxConcurrentIsolates: Math.max(8, cores * 4),
       warmPoolSize: 2,
       maxQueueSize: 100000,
     });
-    defaultEngine.warmUp();
+    engine.warmUp();
+    defaultEngines.set(isolation, engine);
   }
-  return defaultEngine;
+  return engine;
 }
 
 function validate(code, options) {
@@ -40,16 +47,9 @@ function validate(code, options) {
       return `${key} must be a positive whole number, got ${String(v)}`;
     }
   }
-  const caps = options.capabilities;
-  if (caps !== undefined) {
-    if (caps === null || typeof caps !== 'object' || Array.isArray(caps)) return 'capabilities must be an object of functions';
-    for (const [name, fn] of Object.entries(caps)) {
-      if (typeof fn !== 'function') return `capability ${name} must be a function`;
-    }
-  }
   const signal = options.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) return 'signal must be an AbortSignal';
-  return null;
+  return checkIsolation(options.isolation);
 }
 
 /**
@@ -64,8 +64,16 @@ async function runSandbox(code, options = undefined) {
   if (signal && signal.aborted) return failure(new SandboxAbortedError('Execution was aborted before it started'));
 
   const capabilities = opts.capabilities;
+  let tools;
+  let source;
+  try {
+    tools = normalizeTools(capabilities);
+    source = toJavaScript(code, { language: checkLanguage(opts.language), asyncBody: capabilities !== undefined });
+  } catch (err) {
+    return failure(err instanceof SandboxError ? err : new SandboxError(err.message));
+  }
   const request = {
-    code,
+    code: source,
     mode: capabilities ? 'asyncBody' : 'script',
     memoryMb: opts.memoryLimitMb ?? RUN_SANDBOX_DEFAULTS.memoryLimitMb,
     timeoutMs: opts.timeoutMs ?? RUN_SANDBOX_DEFAULTS.timeoutMs,
@@ -77,10 +85,10 @@ async function runSandbox(code, options = undefined) {
     maxLogBytes: opts.maxLogBytes,
     maxPendingHostCallBytes: opts.maxPendingHostCallBytes,
     maxPendingHostCalls: opts.maxPendingHostCalls,
-    capabilities: capabilities ? Object.keys(capabilities) : [],
+    capabilities: tools.names,
   };
-  const { done, handle } = execute(getDefaultEngine(), request, {
-    handlers: capabilities,
+  const { done, handle } = execute(getDefaultEngine(opts.isolation), request, {
+    handlers: tools.handlers,
     maxMessageBytes: opts.maxMessageBytes,
   });
   const onAbort = () => handle && handle.abort();

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -18,11 +19,29 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #define ISOLET_V8_AT_LEAST(major, minor) \
   (V8_MAJOR_VERSION > (major) || (V8_MAJOR_VERSION == (major) && V8_MINOR_VERSION >= (minor)))
+
+#if !ISOLET_V8_AT_LEAST(12, 0)
+// Node 20 (V8 11): V8 shares one read-only heap per process, set up from the snapshot of
+// the first isolate, i.e. Node's own startup snapshot. An isolate deserialized from
+// another blob (V8's built-in one, the default) resolves its read-only references against
+// that foreign heap and reads the wrong objects (e.g. Math's `E` key became `'`). Node's
+// workers avoid it by starting from Node's blob; these two functions do that and are
+// exported by Node 20's binary (Node 20 is end of life, so they no longer change).
+namespace node {
+class SnapshotBuilder {
+ public:
+  static const SnapshotData* GetEmbeddedSnapshotData();
+  static void InitializeIsolateParams(const SnapshotData* data,
+                                      v8::Isolate::CreateParams* params);
+};
+}  // namespace node
+#endif
 
 namespace {
 
@@ -37,6 +56,10 @@ using v8::TryCatch;
 using v8::Value;
 
 node::MultiIsolatePlatform* g_platform = nullptr;
+#if !ISOLET_V8_AT_LEAST(12, 0)
+// Node's startup snapshot, when the main isolate started from it (see above).
+const node::SnapshotData* g_node_snapshot = nullptr;
+#endif
 
 // Longest string copied out of an error (name, message, stack).
 constexpr size_t kMaxErrorText = 16 * 1024;
@@ -193,6 +216,18 @@ class CountingAllocator final : public v8::ArrayBuffer::Allocator {
     used_ -= length;
   }
 
+  // Memory V8 reserves past this allocator (resizable and growable buffers come from
+  // its page allocator) is charged here too; false when it would pass the budget.
+  bool charge(size_t length) {
+    if (length > limit_) return false;
+    size_t now = used_.fetch_add(length) + length;
+    if (now <= limit_) return true;
+    used_ -= length;
+    return false;
+  }
+  void refund(size_t length) { used_ -= length; }
+  size_t limit() const { return limit_; }
+
  private:
   bool reserve(size_t length) {
     size_t now = used_.fetch_add(length) + length;
@@ -217,6 +252,14 @@ struct isolet_wasm_module {
   v8::CompiledWasmModule compiled;
 };
 
+// A resizable ArrayBuffer or growable SharedArrayBuffer charged at its maximum byte
+// length; refunded when the buffer is collected.
+struct BufferCharge {
+  isolet_sandbox* sb;
+  size_t bytes;
+  v8::Global<v8::Object> buffer;
+};
+
 struct isolet_sandbox {
   isolet_sandbox_config config;
   Isolate* isolate = nullptr;
@@ -228,6 +271,7 @@ struct isolet_sandbox {
   v8::Global<Value> completion;
   v8::Global<Object> data_cache;
   std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> calls;
+  std::unordered_set<BufferCharge*> buffer_charges;
   uint32_t next_call_id = 1;
   size_t heap_limit = 0;
   size_t peak_heap = 0;
@@ -235,6 +279,8 @@ struct isolet_sandbox {
   // Set from the run's BridgeLimits (isolet_sandbox_set_copy_limits) before any code runs.
   size_t max_message_bytes = 0;
   size_t max_output_bytes = 0;
+  // Console bytes the run still keeps (from Rust's log buffer, after every entry).
+  size_t log_room = 0;
 };
 
 namespace {
@@ -255,15 +301,25 @@ isolet_bytes CopyBytes(const void* data, size_t len) {
   return out;
 }
 
-// UTF-8 of a value's string form, cut to `max` bytes; empty if conversion throws.
+// UTF-8 of a value's string form, cut to `max` bytes (at a character boundary); empty if
+// conversion throws. Copies at most `max` bytes out of the heap, whatever the length.
 std::string ToUtf8(Isolate* isolate, Local<Context> ctx, Local<Value> value, size_t max) {
-  if (value.IsEmpty()) return std::string();
+  if (value.IsEmpty() || max == 0) return std::string();
   TryCatch try_catch(isolate);
   Local<String> str;
   if (!value->ToString(ctx).ToLocal(&str)) return std::string();
-  String::Utf8Value utf8(isolate, str);
-  if (*utf8 == nullptr) return std::string();
-  std::string out(*utf8, std::min<size_t>(utf8.length(), max));
+  // A UTF-16 unit takes at most 3 bytes of UTF-8.
+  size_t capacity = std::min(max, static_cast<size_t>(str->Length()) * 3);
+  std::string out(capacity, '\0');
+#if ISOLET_V8_AT_LEAST(13, 6)
+  size_t written = str->WriteUtf8V2(isolate, out.data(), capacity,
+                                    String::WriteFlags::kReplaceInvalidUtf8);
+#else
+  size_t written = static_cast<size_t>(str->WriteUtf8(
+      isolate, &out[0], static_cast<int>(std::min<size_t>(capacity, INT32_MAX)), nullptr,
+      String::REPLACE_INVALID_UTF8 | String::NO_NULL_TERMINATION));
+#endif
+  out.resize(std::min(written, capacity));
   return out;
 }
 
@@ -396,29 +452,33 @@ template <uint32_t Level>
 void ConsoleMethod(const v8::FunctionCallbackInfo<Value>& info) {
   Isolate* isolate = info.GetIsolate();
   Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  // Format only what the run's log budget can still keep (one byte more, so the host
+  // sees the entry was cut): arguments past it are never converted or copied.
+  size_t cap = sb->log_room == 0 ? 0 : sb->log_room + 1;
   std::string line;
-  for (int i = 0; i < info.Length(); ++i) {
+  for (int i = 0; i < info.Length() && line.size() < cap; ++i) {
     if (i > 0) line.push_back(' ');
+    size_t max = std::min(kMaxErrorText, cap - std::min(cap, line.size()));
     Local<Value> arg = info[i];
     if (arg->IsString() || !arg->IsObject() || arg->IsNativeError()) {
-      line += ToUtf8(isolate, ctx, arg, kMaxErrorText);
+      line += ToUtf8(isolate, ctx, arg, max);
       continue;
     }
     TryCatch try_catch(isolate);
     Local<String> json;
     if (v8::JSON::Stringify(ctx, arg).ToLocal(&json)) {
-      line += ToUtf8(isolate, ctx, json, kMaxErrorText);
+      line += ToUtf8(isolate, ctx, json, max);
     } else {
       if (try_catch.HasTerminated()) {
         try_catch.ReThrow();
         return;
       }
-      line += ToUtf8(isolate, ctx, arg, kMaxErrorText);
+      line += ToUtf8(isolate, ctx, arg, max);
     }
   }
-  isolet_sandbox* sb = SandboxOf(isolate);
-  sb->config.on_console(sb->config.ctx, Level, reinterpret_cast<const uint8_t*>(line.data()),
-                        line.size());
+  sb->log_room = sb->config.on_console(sb->config.ctx, Level,
+                                       reinterpret_cast<const uint8_t*>(line.data()), line.size());
 }
 
 void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
@@ -544,6 +604,184 @@ void DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::Boolean>& i
   return ISOLET_INTERCEPTED;
 }
 
+// Where a charged buffer keeps its BufferCharge (a private symbol: invisible to JS).
+Local<v8::Private> ChargeKey(Isolate* isolate) {
+  return v8::Private::ForApi(isolate, String::NewFromUtf8Literal(isolate, "isolet:buffer-charge"));
+}
+
+void OnChargedBufferCollected(const v8::WeakCallbackInfo<BufferCharge>& info) {
+  BufferCharge* charge = info.GetParameter();
+  charge->buffer.Reset();
+  charge->sb->allocator->refund(charge->bytes);
+  charge->sb->buffer_charges.erase(charge);
+  delete charge;
+}
+
+// The `construct` trap in front of ArrayBuffer and SharedArrayBuffer. V8 reserves and
+// commits resizable and growable buffers through its page allocator, never through the
+// ArrayBuffer::Allocator, so a buffer with `maxByteLength` is charged at that maximum
+// before it exists and refused with a RangeError past the budget. Each argument is
+// converted once, in the specification's order (ToIndex(length), then
+// options.maxByteLength), and passed on as a number, so user code runs exactly as often
+// as without the trap. Data: the realm's original Reflect.construct.
+void ConstructBuffer(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  if (info.Length() < 3 || !info[0]->IsFunction() || !info[1]->IsArray()) return;
+  Local<v8::Array> args = info[1].As<v8::Array>();
+  Local<Value> length = v8::Undefined(isolate);
+  Local<Value> options = v8::Undefined(isolate);
+  if (args->Length() > 0 && !args->Get(ctx, 0).ToLocal(&length)) return;
+  if (args->Length() > 1 && !args->Get(ctx, 1).ToLocal(&options)) return;
+  size_t charged = 0;
+  if (options->IsObject()) {
+    Local<v8::Number> length_number;
+    if (!length->ToNumber(ctx).ToLocal(&length_number)) return;
+    length = length_number;
+    Local<Value> max;
+    if (!options.As<Object>()->Get(ctx, Utf8(isolate, "maxByteLength")).ToLocal(&max)) return;
+    options = v8::Undefined(isolate);
+    if (!max->IsUndefined()) {
+      Local<v8::Number> max_number;
+      if (!max->ToNumber(ctx).ToLocal(&max_number)) return;
+      Local<Object> fresh = Object::New(isolate);
+      if (fresh->CreateDataProperty(ctx, Utf8(isolate, "maxByteLength"), max_number).IsNothing())
+        return;
+      options = fresh;
+      double bytes = std::trunc(max_number->Value());
+      // Out-of-range values are left to V8, which throws its own RangeError.
+      if (std::isfinite(bytes) && bytes > 0 && bytes <= 9007199254740991.0) {
+        charged = static_cast<size_t>(bytes);
+        // Collected buffers are refunded by GC: collect once before refusing.
+        bool ok = sb->allocator->charge(charged);
+        if (!ok) {
+          isolate->LowMemoryNotification();
+          ok = sb->allocator->charge(charged);
+        }
+        if (!ok) {
+          std::string msg = "ArrayBuffer maxByteLength of " + std::to_string(charged) +
+                            " bytes exceeds the sandbox's ArrayBuffer budget of " +
+                            std::to_string(sb->allocator->limit()) + " bytes";
+          isolate->ThrowException(v8::Exception::RangeError(Utf8(isolate, msg.c_str())));
+          return;
+        }
+      }
+    }
+  }
+  Local<Value> forwarded[] = {length, options};
+  Local<Value> argv[] = {info[0], v8::Array::New(isolate, forwarded, 2), info[2]};
+  Local<Value> buffer;
+  if (!info.Data().As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 3, argv).ToLocal(&buffer) ||
+      !buffer->IsObject()) {
+    if (charged > 0) sb->allocator->refund(charged);
+    return;
+  }
+  if (charged > 0) {
+    auto* charge = new BufferCharge{sb, charged, v8::Global<Object>(isolate, buffer.As<Object>())};
+    charge->buffer.SetWeak(charge, OnChargedBufferCollected, v8::WeakCallbackType::kParameter);
+    sb->buffer_charges.insert(charge);
+    (void)buffer.As<Object>()->SetPrivate(ctx, ChargeKey(isolate), v8::External::New(isolate, charge));
+  }
+  info.GetReturnValue().Set(buffer);
+}
+
+// ArrayBuffer.prototype.transfer / transferToFixedLength in front of the built-ins (data:
+// the original). A transfer moves a resizable buffer's memory to the result: the charge
+// moves with it (result resizable), or is refunded (result fixed-length: its memory
+// comes from the counting allocator and the old reservation is released).
+void TransferBuffer(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  Local<Value> receiver = info.This();
+  BufferCharge* charge = nullptr;
+  Local<Value> slot;
+  if (receiver->IsArrayBuffer() &&
+      receiver.As<Object>()->GetPrivate(ctx, ChargeKey(isolate)).ToLocal(&slot) &&
+      slot->IsExternal()) {
+    charge = static_cast<BufferCharge*>(slot.As<v8::External>()->Value());
+  }
+  std::vector<Local<Value>> argv;
+  for (int i = 0; i < info.Length(); ++i) argv.push_back(info[i]);
+  Local<Value> result;
+  if (!info.Data().As<v8::Function>()
+           ->Call(ctx, receiver, static_cast<int>(argv.size()), argv.data())
+           .ToLocal(&result))
+    return;
+  if (charge != nullptr && result->IsArrayBuffer() &&
+      receiver.As<v8::ArrayBuffer>()->WasDetached()) {
+    (void)receiver.As<Object>()->DeletePrivate(ctx, ChargeKey(isolate));
+    if (result.As<v8::ArrayBuffer>()->GetBackingStore()->IsResizableByUserJavaScript()) {
+      charge->buffer.Reset(isolate, result.As<Object>());
+      charge->buffer.SetWeak(charge, OnChargedBufferCollected, v8::WeakCallbackType::kParameter);
+      (void)result.As<Object>()->SetPrivate(ctx, ChargeKey(isolate), slot);
+    } else {
+      charge->buffer.Reset();
+      sb->allocator->refund(charge->bytes);
+      sb->buffer_charges.erase(charge);
+      delete charge;
+    }
+  }
+  info.GetReturnValue().Set(result);
+}
+
+// Puts ConstructBuffer in front of ArrayBuffer and SharedArrayBuffer: each global (and
+// its prototype's `constructor`) becomes a Proxy of the original with only a construct
+// trap, so every property, prototype and call behaves as before.
+bool GuardResizableBuffers(Isolate* isolate, Local<Context> ctx) {
+  Local<Object> global = ctx->Global();
+  Local<Value> reflect, construct;
+  if (!global->Get(ctx, Utf8(isolate, "Reflect")).ToLocal(&reflect) || !reflect->IsObject() ||
+      !reflect.As<Object>()->Get(ctx, Utf8(isolate, "construct")).ToLocal(&construct) ||
+      !construct->IsFunction())
+    return false;
+  // No prototype: trap lookups must not find anything the sandbox adds to Object.prototype.
+  Local<Object> handler = Object::New(isolate);
+#if ISOLET_V8_AT_LEAST(13, 0)
+  if (handler->SetPrototypeV2(ctx, v8::Null(isolate)).IsNothing()) return false;
+#else
+  if (handler->SetPrototype(ctx, v8::Null(isolate)).IsNothing()) return false;
+#endif
+  Local<v8::Function> trap;
+  if (!v8::Function::New(ctx, ConstructBuffer, construct, 3, v8::ConstructorBehavior::kThrow)
+           .ToLocal(&trap) ||
+      handler->CreateDataProperty(ctx, Utf8(isolate, "construct"), trap).IsNothing())
+    return false;
+  for (const char* name : {"ArrayBuffer", "SharedArrayBuffer"}) {
+    Local<String> key = Utf8(isolate, name);
+    Local<Value> ctor, proto;
+    if (!global->Get(ctx, key).ToLocal(&ctor) || !ctor->IsFunction()) continue;
+    Local<v8::Proxy> proxy;
+    if (!v8::Proxy::New(ctx, ctor.As<Object>(), handler).ToLocal(&proxy)) return false;
+    if (!ctor.As<Object>()->Get(ctx, Utf8(isolate, "prototype")).ToLocal(&proto) || !proto->IsObject())
+      return false;
+    if (!global->DefineOwnProperty(ctx, key, proxy, v8::DontEnum).FromMaybe(false) ||
+        !proto.As<Object>()
+             ->DefineOwnProperty(ctx, Utf8(isolate, "constructor"), proxy, v8::DontEnum)
+             .FromMaybe(false))
+      return false;
+    if (std::strcmp(name, "ArrayBuffer") != 0) continue;
+    // Same name, length and attributes as the built-ins (absent before V8 11.4).
+    for (const char* method : {"transfer", "transferToFixedLength"}) {
+      Local<String> method_key = Utf8(isolate, method);
+      Local<Value> original;
+      if (!proto.As<Object>()->Get(ctx, method_key).ToLocal(&original) || !original->IsFunction())
+        continue;
+      Local<v8::Function> wrapper;
+      if (!v8::Function::New(ctx, TransferBuffer, original, 0, v8::ConstructorBehavior::kThrow)
+               .ToLocal(&wrapper))
+        return false;
+      wrapper->SetName(method_key);
+      if (!proto.As<Object>()->DefineOwnProperty(ctx, method_key, wrapper, v8::DontEnum).FromMaybe(false))
+        return false;
+    }
+  }
+  return true;
+}
+
+// Replaces V8's console (which reports only to an inspector) with one that captures.
+// Attributes follow V8's own: the global property is not enumerable, methods are.
 void InstallConsole(Isolate* isolate, Local<Context> ctx) {
   Local<Object> console = Object::New(isolate);
   struct Method {
@@ -558,9 +796,24 @@ void InstallConsole(Isolate* isolate, Local<Context> ctx) {
     Local<v8::Function> fn =
         v8::Function::New(ctx, m.fn, Local<Value>(), 0, v8::ConstructorBehavior::kThrow)
             .ToLocalChecked();
-    (void)console->Set(ctx, Utf8(isolate, m.name), fn);
+    Local<String> name = Utf8(isolate, m.name);
+    fn->SetName(name);
+    (void)console->CreateDataProperty(ctx, name, fn);
   }
-  (void)ctx->Global()->Set(ctx, Utf8(isolate, "console"), console);
+  (void)console->DefineOwnProperty(ctx, v8::Symbol::GetToStringTag(isolate),
+                                   Utf8(isolate, "console"),
+                                   static_cast<v8::PropertyAttribute>(v8::ReadOnly | v8::DontEnum));
+  (void)ctx->Global()->DefineOwnProperty(ctx, Utf8(isolate, "console"), console, v8::DontEnum);
+}
+
+// Removes what V8 adds beyond ECMAScript and Node removes from every context too
+// (node::InitializeContextRuntime): the non-standard Intl.v8BreakIterator.
+void RemoveNonStandardGlobals(Isolate* isolate, Local<Context> ctx) {
+  TryCatch try_catch(isolate);
+  Local<Value> intl;
+  if (ctx->Global()->Get(ctx, Utf8(isolate, "Intl")).ToLocal(&intl) && intl->IsObject()) {
+    (void)intl.As<Object>()->Delete(ctx, Utf8(isolate, "v8BreakIterator"));
+  }
 }
 
 // Enters the sandbox's isolate and context for the current scope.
@@ -575,8 +828,13 @@ void InstallConsole(Isolate* isolate, Local<Context> ctx) {
 
 extern "C" {
 
-int32_t isolet_v8_init(void) {
+int32_t isolet_v8_init(int32_t main_uses_node_snapshot) {
   if (g_platform != nullptr) return 0;
+#if !ISOLET_V8_AT_LEAST(12, 0)
+  if (main_uses_node_snapshot) g_node_snapshot = node::SnapshotBuilder::GetEmbeddedSnapshotData();
+#else
+  (void)main_uses_node_snapshot;
+#endif
   Isolate* isolate = Isolate::GetCurrent();
   if (isolate == nullptr) return 1;
   HandleScope scope(isolate);
@@ -589,6 +847,10 @@ int32_t isolet_v8_init(void) {
 }
 
 const char* isolet_v8_version(void) { return v8::V8::GetVersion(); }
+
+void isolet_v8_set_flags(const char* flags, size_t len) {
+  v8::V8::SetFlagsFromString(flags, len);
+}
 
 isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   if (g_platform == nullptr) return nullptr;
@@ -603,6 +865,9 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   Isolate::CreateParams params;
   params.array_buffer_allocator = sb->allocator.get();
   params.constraints.ConfigureDefaultsFromHeapSize(0, config->heap_limit_bytes);
+#if !ISOLET_V8_AT_LEAST(12, 0)
+  if (g_node_snapshot != nullptr) node::SnapshotBuilder::InitializeIsolateParams(g_node_snapshot, &params);
+#endif
 
   // Registration must come between Allocate and Initialize: heap setup already posts
   // tasks, and an unregistered isolate aborts the process in NodePlatform::ForIsolate.
@@ -618,14 +883,22 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   t_sandbox = sb;
   isolate->AddGCPrologueCallback(TrackPeakHeap);
 
+  bool guarded;
   {
     Isolate::Scope isolate_scope(isolate);
     HandleScope handle_scope(isolate);
     Local<Context> ctx = Context::New(isolate);
     Context::Scope context_scope(ctx);
+    RemoveNonStandardGlobals(isolate, ctx);
     InstallConsole(isolate, ctx);
+    guarded = GuardResizableBuffers(isolate, ctx);
     sb->context.Reset(isolate, ctx);
     sb->data_cache.Reset(isolate, Object::New(isolate));
+  }
+  if (!guarded) {
+    // Without the guard a run could commit memory past its budget: no sandbox.
+    isolet_sandbox_dispose(sb);
+    return nullptr;
   }
   return sb;
 }
@@ -637,6 +910,8 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
   {
     Isolate::Scope isolate_scope(sb->isolate);
     sb->calls.clear();
+    for (BufferCharge* charge : sb->buffer_charges) delete charge;
+    sb->buffer_charges.clear();
     sb->completion.Reset();
     sb->data_cache.Reset();
     sb->context.Reset();
@@ -653,9 +928,10 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
 }
 
 void isolet_sandbox_set_copy_limits(isolet_sandbox* sb, size_t max_message_bytes,
-                                    size_t max_output_bytes) {
+                                    size_t max_output_bytes, size_t log_room) {
   sb->max_message_bytes = max_message_bytes;
   sb->max_output_bytes = max_output_bytes;
+  sb->log_room = log_room;
 }
 
 void* isolet_sandbox_isolate(isolet_sandbox* sb) { return sb->isolate; }
@@ -675,6 +951,35 @@ int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name
   Local<String> key = Utf8(isolate, name, len);
   fn->SetName(key);
   return ctx->Global()->Set(ctx, key, fn).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
+}
+
+int32_t isolet_sandbox_add_host_namespace(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
+                                          const uint8_t* names, size_t names_len,
+                                          const uint32_t* fn_indices, size_t count) {
+  ENTER(sb);
+  // Null prototype: a member lookup never reaches Object.prototype of this context.
+  Local<Object> holder = Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0);
+  const auto fixed = static_cast<v8::PropertyAttribute>(v8::ReadOnly | v8::DontDelete);
+  size_t start = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const void* nul = std::memchr(names + start, '\0', names_len - start);
+    size_t end = nul ? static_cast<const uint8_t*>(nul) - names : names_len;
+    Local<v8::Function> fn;
+    if (!v8::Function::New(ctx, HostFunction, v8::Integer::NewFromUnsigned(isolate, fn_indices[i]),
+                           0, v8::ConstructorBehavior::kThrow)
+             .ToLocal(&fn))
+      return ISOLET_FAILED;
+    Local<String> key = Utf8(isolate, names + start, end - start);
+    fn->SetName(key);
+    if (!holder->DefineOwnProperty(ctx, key, fn, fixed).FromMaybe(false)) return ISOLET_FAILED;
+    start = end + 1;
+    if (start > names_len && i + 1 < count) return ISOLET_FAILED;
+  }
+  if (!holder->SetIntegrityLevel(ctx, v8::IntegrityLevel::kFrozen).FromMaybe(false))
+    return ISOLET_FAILED;
+  return ctx->Global()->DefineOwnProperty(ctx, Utf8(isolate, ns, ns_len), holder, fixed).FromMaybe(false)
+             ? ISOLET_OK
+             : ISOLET_FAILED;
 }
 
 int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len) {
@@ -903,8 +1208,14 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, const u
   if (it == sb->calls.end()) return ISOLET_FAILED;
   Local<v8::Promise::Resolver> resolver = it->second.Get(isolate);
   sb->calls.erase(it);
-  // A fresh sandbox-side Error: the host's error object never enters the isolate.
-  Local<Value> error = v8::Exception::Error(Utf8(isolate, message, message_len));
+  // A fresh sandbox-side Error: the host's error object never enters the isolate. The
+  // standard names get their own class, so `instanceof TypeError` holds in the sandbox.
+  std::string kind(reinterpret_cast<const char*>(name), name_len);
+  Local<String> text = Utf8(isolate, message, message_len);
+  Local<Value> error = kind == "TypeError"        ? v8::Exception::TypeError(text)
+                       : kind == "RangeError"     ? v8::Exception::RangeError(text)
+                       : kind == "ReferenceError" ? v8::Exception::ReferenceError(text)
+                                                  : v8::Exception::Error(text);
   if (name_len > 0) {
     (void)error.As<Object>()->Set(ctx, Utf8(isolate, "name"), Utf8(isolate, name, name_len));
   }

@@ -57,7 +57,9 @@ typedef struct {
   // A platform task was posted for this isolate (any thread): the isolate thread should
   // call isolet_sandbox_run_tasks soon. Never called after isolet_sandbox_dispose starts.
   void (*wake)(void* ctx);
-  void (*on_console)(void* ctx, uint32_t level, const uint8_t* msg, size_t len);
+  // A console entry, formatted only up to the room last reported. Returns the bytes the
+  // run's log still keeps (0 when full: later entries are not formatted at all).
+  size_t (*on_console)(void* ctx, uint32_t level, const uint8_t* msg, size_t len);
   // The sandbox called host function `fn_index`; `args` holds the serialized argument
   // array. The reply comes later through isolet_sandbox_fulfill_call / _reject_call.
   void (*on_host_call)(void* ctx, uint32_t fn_index, uint32_t call_id, const uint8_t* args,
@@ -80,19 +82,25 @@ typedef struct {
 } isolet_sandbox_config;
 
 // Main thread, once, while Node's JS is running (at addon load): captures Node's platform.
-// Returns 0 on success, nonzero if no Node environment is current.
-int32_t isolet_v8_init(void);
+// `main_uses_node_snapshot`: Node's main isolate started from Node's startup snapshot
+// (not `--no-node-snapshot`); on V8 < 12 sandbox isolates then start from it too, since
+// the process shares one read-only heap. Returns 0 on success, nonzero if no Node
+// environment is current.
+int32_t isolet_v8_init(int32_t main_uses_node_snapshot);
 // The V8 version string, e.g. "11.3.244.8-node.33".
 const char* isolet_v8_version(void);
+// V8::SetFlagsFromString: process-wide, affects code compiled afterwards (Node's too).
+void isolet_v8_set_flags(const char* flags, size_t len);
 
 // Creates an isolate registered with Node's platform, with limits and a fresh context
 // holding only ECMAScript built-ins plus a capturing `console`. NULL on failure.
 isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config);
 // Disposes the isolate and frees everything; `sb` is invalid afterwards.
 void isolet_sandbox_dispose(isolet_sandbox* sb);
-// Caps on serialized values copied out: host-call arguments, and the final result.
+// Caps on serialized values copied out: host-call arguments, and the final result; and
+// the console bytes the run keeps before its first entry.
 void isolet_sandbox_set_copy_limits(isolet_sandbox* sb, size_t max_message_bytes,
-                                    size_t max_output_bytes);
+                                    size_t max_output_bytes, size_t log_room);
 // The raw isolate, for isolet_isolate_terminate.
 void* isolet_sandbox_isolate(isolet_sandbox* sb);
 // Any thread: stops running JS as soon as V8 checks for interrupts.
@@ -101,6 +109,11 @@ void isolet_isolate_terminate(void* isolate);
 // Globals the run may use.
 int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name, size_t len,
                                          uint32_t fn_index);
+// Installs `globalThis[ns]` as a frozen, null-prototype, read-only object holding host
+// functions: `names` is `count` identifiers joined by '\0', `fn_indices` their indices.
+int32_t isolet_sandbox_add_host_namespace(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
+                                          const uint8_t* names, size_t names_len,
+                                          const uint32_t* fn_indices, size_t count);
 // Installs a read-only global `name` whose properties come from on_data_request.
 int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len);
 // A compiled WebAssembly module that any isolate of the process can instantiate

@@ -17,4 +17,5 @@ mod capabilities;
 mod engine;
 mod isolate;
 mod limits;
+mod supervisor;
 mod v8;

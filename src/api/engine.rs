@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use isolet_core::limits::{self, DEFAULT_ENGINE_MEMORY_MB, MAX_MEMORY_MB, MIN_MEMORY_MB};
-use isolet_core::{check_global_name, BridgeLimits, IsolateLimits, RawBridgeLimits};
+use isolet_core::{check_capability_names, check_global_name, BridgeLimits, IsolateLimits, RawBridgeLimits};
 
 use super::events::{EventFn, JsSink, RunEventJs};
 use super::validation_error;
@@ -86,6 +86,20 @@ fn whole(name: &'static str, v: Option<f64>, default: usize, min: usize, max: us
     })
 }
 
+/// Refuses a WebAssembly module whose memory has no maximum or may grow past
+/// `memory_mb`. WebAssembly memory lives outside the heap and ArrayBuffer budgets: only
+/// the module's declared maximum bounds it. Called by `SandboxEngine.init()` in the
+/// parent whatever the isolation, and again where modules are registered.
+#[napi]
+pub fn check_wasm_module(name: String, bytes: Buffer, memory_mb: u32) -> Result<()> {
+    check_wasm_memory(&name, &bytes, memory_mb)
+}
+
+fn check_wasm_memory(name: &str, bytes: &[u8], memory_mb: u32) -> Result<()> {
+    isolet_core::wasm::check_memory_budget(bytes, memory_mb as u64 * 1024 * 1024)
+        .map_err(|e| validation_error(format!("wasm module \"{name}\" is refused: {e}")))
+}
+
 #[napi]
 pub struct NativeEngine {
     engine: Engine,
@@ -112,13 +126,9 @@ impl NativeEngine {
     #[napi]
     pub fn set_wasm_modules(&mut self, modules: Vec<WasmModuleJs>) -> Result<()> {
         let mut out = Vec::new();
-        // WebAssembly memory lives outside the heap and ArrayBuffer budgets: only the
-        // module's declared maximum bounds it, so it must fit the per-run memory budget.
-        let budget = self.memory_mb as u64 * 1024 * 1024;
         for m in modules {
             check_global_name(&m.name).map_err(|e| validation_error(format!("wasm module name: {e}")))?;
-            isolet_core::wasm::check_memory_budget(&m.bytes, budget)
-                .map_err(|e| validation_error(format!("wasm module \"{}\" is refused: {e}", m.name)))?;
+            check_wasm_memory(&m.name, &m.bytes, self.memory_mb)?;
             out.push((m.name, Arc::new(WasmModule::new(m.bytes.to_vec()))));
         }
         self.wasm_modules = out;
@@ -197,9 +207,7 @@ impl NativeEngine {
         };
         let bridge = BridgeLimits::from_raw(BridgeLimits::default(), raw).map_err(|e| validation_error(e.to_string()))?;
         let capabilities = r.capabilities.unwrap_or_default();
-        for name in &capabilities {
-            check_global_name(name).map_err(|e| validation_error(format!("capability name: {e}")))?;
-        }
+        check_capability_names(&capabilities).map_err(|e| validation_error(format!("capability name: {e}")))?;
         let wasm_modules = if r.wasm.unwrap_or(false) { self.wasm_modules.clone() } else { Vec::new() };
         Ok(RunSpec {
             code: r.code,

@@ -4,6 +4,7 @@
 //! `lib/*.js` on top of these bindings.
 mod engine;
 mod events;
+mod lockdown;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -25,9 +26,14 @@ pub struct NativeInfo {
 /// Captures Node's V8 platform; must be called once, on the main thread, at load.
 #[napi]
 pub fn init(env: Env) -> Result<NativeInfo> {
-    crate::v8::init().map_err(|code| {
+    let process: Object = env.get_global()?.get_named_property("process")?;
+    let exec_argv: Vec<String> = process.get_named_property("execArgv")?;
+    let node_options = std::env::var("NODE_OPTIONS").unwrap_or_default();
+    let node_snapshot = isolet_core::limits::node_snapshot_in_use(&exec_argv, &node_options);
+    crate::v8::init(node_snapshot).map_err(|code| {
         Error::from_reason(format!("isolet: could not capture Node's V8 platform (code {code})"))
     })?;
+    crate::limits::apply_v8_flags();
     // Before Node disposes V8 at exit, stop every isolate thread.
     let owner = env.raw() as usize;
     env.add_env_cleanup_hook((), move |_| crate::engine::shutdown_all(owner, std::time::Duration::from_secs(2)))?;
@@ -42,7 +48,8 @@ pub fn init(env: Env) -> Result<NativeInfo> {
 pub struct ProcessStats {
     /// Isolate threads alive in this process (warm, running and quarantined).
     pub live_threads: u32,
-    /// Threads that ignored termination and were suspended for good.
+    /// Threads that ignored termination and still run at idle priority (or are parked
+    /// after a fatal V8 OOM); drops again when such a thread finishes on its own.
     pub quarantined_threads: u32,
 }
 

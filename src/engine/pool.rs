@@ -76,9 +76,11 @@ pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
         engine.shutdown();
         engine.wait_idle(deadline.saturating_duration_since(Instant::now()));
     }
-    if crate::limits::quarantine::quarantined() > 0 {
-        // A parked thread still owns a live isolate, and V8 (13+) aborts in V8::Dispose
-        // when any isolate is left. Leave now, with the code the process was exiting with.
+    // A quarantined thread still owns a live isolate, and V8 (13+) aborts in V8::Dispose
+    // when any isolate is left: the process leaves now, with the code its main thread was
+    // exiting with. Only the main environment's teardown may end the process: a Worker's
+    // ending leaves the quarantined thread running (its process exits later).
+    if crate::limits::quarantine::quarantined() > 0 && crate::limits::quarantine::on_main_thread() {
         crate::limits::quarantine::exit_without_v8_teardown();
     }
 }
@@ -225,9 +227,13 @@ impl Engine {
     fn spawn(&self, state: &mut State, config: SandboxConfig, source: JobSource, run: Option<Arc<RunShared>>) {
         state.stats.threads += 1;
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        let on_exit = Box::new(move || {
+        let on_exit = Box::new(move |quarantined: bool| {
             if let Some(inner) = weak.upgrade() {
-                inner.state.lock().unwrap().stats.threads -= 1;
+                let mut state = inner.state.lock().unwrap();
+                state.stats.threads -= 1;
+                if quarantined {
+                    state.stats.quarantined -= 1;
+                }
                 inner.idle.notify_all();
             }
         });

@@ -161,6 +161,8 @@ pub(crate) struct RunShared {
     /// True while the isolate thread serving this run may still run; cleared (under the
     /// lock) before it exits, so a pthread_t is never used after its thread is gone.
     thread_gate: Mutex<bool>,
+    /// The watchdog quarantined the serving thread (set under `thread_gate`).
+    quarantined: AtomicBool,
     logs: Mutex<LogBuffer>,
     messages: AtomicU32,
     next_data_id: AtomicU32,
@@ -185,6 +187,7 @@ impl RunShared {
             started_at: Mutex::new(None),
             thread: Mutex::new(None),
             thread_gate: Mutex::new(true),
+            quarantined: AtomicBool::new(false),
             logs: Mutex::new(logs),
             messages: AtomicU32::new(0),
             next_data_id: AtomicU32::new(1),
@@ -225,17 +228,24 @@ impl RunShared {
         *slot = Some(isolate);
     }
 
-    /// The isolate thread is about to exit.
-    pub(crate) fn close_thread_gate(&self) {
-        *self.thread_gate.lock().unwrap() = false;
+    /// The isolate thread is about to exit; returns whether it had been quarantined.
+    pub(crate) fn close_thread_gate(&self) -> bool {
+        let mut gate = self.thread_gate.lock().unwrap();
+        *gate = false;
+        self.quarantined.load(Ordering::SeqCst)
     }
 
-    /// Runs `f` with the serving thread, if it is still alive, keeping it alive meanwhile.
-    pub(crate) fn with_live_thread(&self, f: impl FnOnce(ThreadInfo)) {
+    /// If the serving thread is still alive: runs `f` with it (keeping it alive
+    /// meanwhile), marks it quarantined and gives the run's slot back as failed with
+    /// `kind`, all before the thread can exit. Returns whether it did.
+    pub(crate) fn quarantine_thread(&self, kind: ErrorKind, f: impl FnOnce(ThreadInfo)) -> bool {
         let gate = self.thread_gate.lock().unwrap();
-        if let (true, Some(info)) = (*gate, self.thread()) {
-            f(info);
-        }
+        let (true, Some(info)) = (*gate, self.thread()) else { return false };
+        f(info);
+        self.quarantined.store(true, Ordering::SeqCst);
+        self.release(Some(kind), true);
+        drop(gate);
+        true
     }
 
     pub(crate) fn detach(&self) {
@@ -443,6 +453,11 @@ impl RunShared {
             drop(logs);
             self.sink.console(level, &kept);
         }
+    }
+
+    /// Console bytes the run's log still keeps (0 once entries or bytes are used up).
+    pub(crate) fn log_room(&self) -> usize {
+        self.logs.lock().unwrap().room()
     }
 
     /// Blocking data request from the isolate thread.

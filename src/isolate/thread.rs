@@ -43,10 +43,10 @@ impl SandboxHost for ThreadHost {
         }
     }
 
-    fn console(&self, level: u32, message: &[u8]) {
-        if let Some(run) = self.current() {
-            run.log(LogLevel::from_index(level), &String::from_utf8_lossy(message));
-        }
+    fn console(&self, level: u32, message: &[u8]) -> usize {
+        let Some(run) = self.current() else { return 0 };
+        run.log(LogLevel::from_index(level), &String::from_utf8_lossy(message));
+        run.log_room()
     }
 
     fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) {
@@ -105,20 +105,21 @@ pub(crate) enum JobSource {
 pub(crate) struct IsolateThread;
 
 impl IsolateThread {
-    /// Starts a thread that serves one run from `source`; `on_exit` runs as it ends.
+    /// Starts a thread that serves one run from `source`; `on_exit` runs as it ends, told
+    /// whether the thread had been quarantined (and then finished on its own).
     pub(crate) fn spawn(
         config: SandboxConfig,
         source: JobSource,
-        on_exit: Box<dyn FnOnce() + Send>,
+        on_exit: Box<dyn FnOnce(bool) + Send>,
     ) -> std::io::Result<()> {
         LIVE_THREADS.fetch_add(1, Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
             .name("isolet-isolate".into())
             .stack_size(ISOLATE_THREAD_STACK)
             .spawn(move || {
-                thread_main(config, source);
+                let quarantined = thread_main(config, source);
                 LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
-                on_exit();
+                on_exit(quarantined);
             });
         if spawned.is_err() {
             LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
@@ -127,7 +128,8 @@ impl IsolateThread {
     }
 }
 
-fn thread_main(config: SandboxConfig, source: JobSource) {
+/// Returns whether the run's thread had been quarantined.
+fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
     let host = Arc::new(ThreadHost::default());
     let mut sandbox = Sandbox::new(&config, host.clone());
     let run = match source {
@@ -135,11 +137,11 @@ fn thread_main(config: SandboxConfig, source: JobSource) {
         JobSource::Later { jobs, ready } => {
             ready(sandbox.is_some());
             if sandbox.is_none() {
-                return;
+                return false;
             }
             match jobs.recv() {
                 Ok(run) => run,
-                Err(_) => return, // pool shrank or engine shut down
+                Err(_) => return false, // pool shrank or engine shut down
             }
         }
     };
@@ -159,8 +161,14 @@ fn thread_main(config: SandboxConfig, source: JobSource) {
         // SAFETY: malloc_trim has no preconditions.
         unsafe { libc::malloc_trim(0) };
     }
-    run.close_thread_gate();
+    // A quarantined thread that got here finished on its own: its isolate is disposed
+    // like any other, so it leaves the quarantine.
+    let quarantined = run.close_thread_gate();
     run.release(failed, false);
+    if quarantined {
+        crate::limits::quarantine::release();
+    }
+    quarantined
 }
 
 fn thread_cpu(clock: libc::clockid_t) -> Duration {
@@ -211,9 +219,24 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
 
 fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     let spec = &run.spec;
-    sandbox.set_copy_limits(spec.bridge.max_message_bytes, spec.bridge.max_output_bytes);
+    sandbox.set_copy_limits(spec.bridge.max_message_bytes, spec.bridge.max_output_bytes, run.log_room());
+    // Names were checked when the request was admitted; dotted ones go into namespaces.
+    let mut namespaces: Vec<(&str, Vec<(&str, u32)>)> = Vec::new();
     for (index, name) in spec.capabilities.iter().enumerate() {
-        if !sandbox.add_host_function(name, index as u32) {
+        match name.split_once('.') {
+            None => {
+                if !sandbox.add_host_function(name, index as u32) {
+                    return Step::Terminated;
+                }
+            }
+            Some((ns, member)) => match namespaces.iter_mut().find(|(n, _)| *n == ns) {
+                Some((_, members)) => members.push((member, index as u32)),
+                None => namespaces.push((ns, vec![(member, index as u32)])),
+            },
+        }
+    }
+    for (ns, members) in &namespaces {
+        if !sandbox.add_host_namespace(ns, members) {
             return Step::Terminated;
         }
     }

@@ -3,7 +3,7 @@
 //! `TerminateExecution`. Termination reaches infinite loops, microtask and promise
 //! loops and `Atomics.wait`. A few built-ins never check for it; if a stopped run has
 //! not finished after `GRACE`, the watchdog reports the timeout itself and quarantines
-//! the thread (see `quarantine`).
+//! the thread (idle priority, left to run; see `quarantine`).
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -100,16 +100,18 @@ fn give_up(run: &Arc<RunShared>, reason: StopReason, started: Instant, now: Inst
     };
     let failure = run.failure_for(reason);
     let kind = failure.kind;
-    // Park the thread before answering, so the caller (and a process exiting right
-    // after) never sees the result while the thread still runs V8 code.
     if !run.claim_delivery() {
         return;
     }
-    run.with_live_thread(|thread| {
-        // SAFETY: the gate keeps the thread from exiting while we signal it.
-        unsafe { quarantine::suspend(thread.pthread) };
-        quarantine::wait_until_parked(|| cpu_time_of(&thread));
+    // Count the thread before answering, so the caller (and a process exiting right
+    // after) never sees the result while an uncounted thread still runs V8 code.
+    let quarantined = run.quarantine_thread(kind, |thread| {
+        // SAFETY: the gate keeps the thread from exiting during the call.
+        unsafe { quarantine::quarantine(thread.pthread) };
     });
+    if !quarantined {
+        // The thread finished meanwhile and gave its slot back itself.
+        run.release(Some(kind), false);
+    }
     run.send_claimed(Completion { result: Err(failure), stats, logs: run.take_logs() });
-    run.release(Some(kind), true);
 }

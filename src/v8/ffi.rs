@@ -42,7 +42,7 @@ pub const ISOLET_MODE_ASYNC_BODY: u32 = 1;
 pub struct isolet_sandbox_config {
     pub ctx: *mut c_void,
     pub wake: extern "C" fn(ctx: *mut c_void),
-    pub on_console: extern "C" fn(ctx: *mut c_void, level: u32, msg: *const u8, len: usize),
+    pub on_console: extern "C" fn(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) -> usize,
     pub on_host_call:
         extern "C" fn(ctx: *mut c_void, fn_index: u32, call_id: u32, args: *const u8, len: usize),
     pub on_data_request: extern "C" fn(
@@ -58,11 +58,12 @@ pub struct isolet_sandbox_config {
 }
 
 extern "C" {
-    pub fn isolet_v8_init() -> i32;
+    pub fn isolet_v8_init(main_uses_node_snapshot: i32) -> i32;
+    pub fn isolet_v8_set_flags(flags: *const c_char, len: usize);
     pub fn isolet_v8_version() -> *const c_char;
     pub fn isolet_sandbox_new(config: *const isolet_sandbox_config) -> *mut isolet_sandbox;
     pub fn isolet_sandbox_dispose(sb: *mut isolet_sandbox);
-    pub fn isolet_sandbox_set_copy_limits(sb: *mut isolet_sandbox, max_message: usize, max_output: usize);
+    pub fn isolet_sandbox_set_copy_limits(sb: *mut isolet_sandbox, max_message: usize, max_output: usize, log_room: usize);
     pub fn isolet_sandbox_isolate(sb: *mut isolet_sandbox) -> *mut c_void;
     pub fn isolet_isolate_terminate(isolate: *mut c_void);
     pub fn isolet_sandbox_add_host_function(
@@ -70,6 +71,15 @@ extern "C" {
         name: *const u8,
         len: usize,
         fn_index: u32,
+    ) -> i32;
+    pub fn isolet_sandbox_add_host_namespace(
+        sb: *mut isolet_sandbox,
+        ns: *const u8,
+        ns_len: usize,
+        names: *const u8,
+        names_len: usize,
+        fn_indices: *const u32,
+        count: usize,
     ) -> i32;
     pub fn isolet_sandbox_add_data_object(sb: *mut isolet_sandbox, name: *const u8, len: usize)
         -> i32;

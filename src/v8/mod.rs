@@ -13,7 +13,8 @@ use isolet_core::Thrown;
 pub(crate) trait SandboxHost: Send + Sync {
     /// A platform task was posted (any thread).
     fn wake(&self);
-    fn console(&self, level: u32, message: &[u8]);
+    /// A console entry; returns the bytes the run's log still keeps.
+    fn console(&self, level: u32, message: &[u8]) -> usize;
     /// The sandbox called host function `fn_index`; answer later with `fulfill_call`.
     fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]);
     /// Blocking read of `data[key]`.
@@ -77,12 +78,19 @@ impl IsolateHandle {
     }
 }
 
-pub(crate) fn init() -> Result<(), i32> {
+/// Captures Node's platform. `main_uses_node_snapshot`: see `isolet_core::limits::node_snapshot_in_use`.
+pub(crate) fn init(main_uses_node_snapshot: bool) -> Result<(), i32> {
     // SAFETY: called on Node's main thread while JS runs (addon load).
-    match unsafe { ffi::isolet_v8_init() } {
+    match unsafe { ffi::isolet_v8_init(main_uses_node_snapshot as i32) } {
         0 => Ok(()),
         code => Err(code),
     }
+}
+
+/// Sets process-wide V8 flags (before sandboxes compile anything).
+pub(crate) fn set_flags(flags: &str) {
+    // SAFETY: valid buffer for the call; V8 copies what it needs.
+    unsafe { ffi::isolet_v8_set_flags(flags.as_ptr() as *const std::os::raw::c_char, flags.len()) };
 }
 
 pub(crate) fn version() -> String {
@@ -147,10 +155,10 @@ extern "C" fn fatal_oom_cb(ctx: *mut c_void) {
     host_of(ctx).fatal_oom()
 }
 
-extern "C" fn console_cb(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) {
+extern "C" fn console_cb(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) -> usize {
     // SAFETY: the seam passes a valid buffer for the duration of the call.
     let msg = unsafe { bytes(msg, len) };
-    host_of(ctx).console(level, msg);
+    host_of(ctx).console(level, msg)
 }
 
 extern "C" fn host_call_cb(ctx: *mut c_void, fn_index: u32, call_id: u32, args: *const u8, len: usize) {
@@ -256,14 +264,35 @@ impl Sandbox {
         self.handle.clone()
     }
 
-    pub(crate) fn set_copy_limits(&mut self, max_message_bytes: usize, max_output_bytes: usize) {
+    /// Copy caps, and `log_room`: console bytes the run keeps before its first entry.
+    pub(crate) fn set_copy_limits(&mut self, max_message_bytes: usize, max_output_bytes: usize, log_room: usize) {
         // SAFETY: live sandbox.
-        unsafe { ffi::isolet_sandbox_set_copy_limits(self.raw, max_message_bytes, max_output_bytes) };
+        unsafe { ffi::isolet_sandbox_set_copy_limits(self.raw, max_message_bytes, max_output_bytes, log_room) };
     }
 
     pub(crate) fn add_host_function(&mut self, name: &str, index: u32) -> bool {
         // SAFETY: live sandbox, valid buffer.
         unsafe { ffi::isolet_sandbox_add_host_function(self.raw, name.as_ptr(), name.len(), index) == 0 }
+    }
+
+    /// Installs `globalThis[namespace]`, a frozen null-prototype object whose members
+    /// are host functions `(name, index)`. Names must be checked identifiers (no NUL).
+    pub(crate) fn add_host_namespace(&mut self, namespace: &str, members: &[(&str, u32)]) -> bool {
+        let names = members.iter().map(|(name, _)| *name).collect::<Vec<_>>().join("\0");
+        let indices: Vec<u32> = members.iter().map(|(_, index)| *index).collect();
+        // SAFETY: live sandbox; `names` holds `members.len()` NUL-separated names and
+        // `indices` as many entries, both alive for the call.
+        unsafe {
+            ffi::isolet_sandbox_add_host_namespace(
+                self.raw,
+                namespace.as_ptr(),
+                namespace.len(),
+                names.as_ptr(),
+                names.len(),
+                indices.as_ptr(),
+                indices.len(),
+            ) == 0
+        }
     }
 
     pub(crate) fn add_data_object(&mut self, name: &str) -> bool {

@@ -10,11 +10,12 @@ pub mod limits;
 pub mod logs;
 pub mod names;
 pub mod queue;
+pub mod syscall_policy;
 pub mod wasm;
 
 pub use budget::{BudgetError, PendingCalls};
 pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits, LimitsError, RawBridgeLimits};
-pub use names::{check_global_name, NameError};
+pub use names::{check_capability_name, check_capability_names, check_global_name, CapabilityName, NameError};
 pub use queue::{AdmissionQueue, QueueFull};
 pub use logs::{LogBuffer, LogEntry, LogLevel};

@@ -12,7 +12,8 @@
 //!   module's own maximum, at most 4 GiB of address space, committed lazily).
 //! - The time limits are enforced by a watchdog thread that terminates execution.
 //!   A few V8 built-ins loop without checking for termination; such a run is reported
-//!   as timed out within a grace period and its thread is quarantined (suspended).
+//!   as timed out within a grace period and its thread is quarantined: lowered to idle
+//!   priority and left to finish on its own (never stopped by a signal).
 use thiserror::Error;
 
 /// Default memory for `runSandbox` (the `@azmr/ai` seed): 64 MB.
@@ -191,6 +192,42 @@ impl BridgeLimits {
     }
 }
 
+/// Environment variable that keeps V8's Turboshaft loop unrolling on (`1`).
+pub const LOOP_UNROLLING_ENV: &str = "ISOLET_V8_LOOP_UNROLLING";
+
+/// The V8 flags isolet sets at load so that `TerminateExecution` reaches every loop.
+///
+/// V8 >= 13 unrolls loops whose body inlines a builtin with a short internal loop
+/// (`while (true) x = new Array(1000).fill(1)`) and drops their interrupt check, so the
+/// time limit never lands. `--no-turboshaft-loop-unrolling` (present from V8 12.4; V8
+/// rejects unknown flags, so it is only set where it exists) restores the check. V8
+/// flags are process-wide, so this also affects the host's own JIT; `opt_out` (the
+/// `ISOLET_V8_LOOP_UNROLLING=1` environment variable) leaves V8 as it is.
+pub fn v8_flags(v8_version: &str, opt_out: Option<&str>) -> Option<&'static str> {
+    if opt_out.map(str::trim) == Some("1") {
+        return None;
+    }
+    let mut parts = v8_version.split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    ((major, minor) >= (12, 4)).then_some("--no-turboshaft-loop-unrolling")
+}
+
+/// Whether Node's main isolate started from Node's own startup snapshot, given
+/// `process.execArgv` and `NODE_OPTIONS` (command-line options override the variable;
+/// the last of `--node-snapshot` / `--no-node-snapshot` wins).
+pub fn node_snapshot_in_use(exec_argv: &[String], node_options: &str) -> bool {
+    let mut in_use = true;
+    for arg in node_options.split_whitespace().chain(exec_argv.iter().map(String::as_str)) {
+        match arg {
+            "--no-node-snapshot" => in_use = false,
+            "--node-snapshot" => in_use = true,
+            _ => {}
+        }
+    }
+    in_use
+}
+
 /// A limit given from JS was not acceptable.
 #[derive(Debug, Clone, PartialEq, Error)]
 #[error("{field} must be a whole number between {min} and {max}, got {value}")]
@@ -261,5 +298,25 @@ mod tests {
         assert_eq!((err.field, err.min), ("maxPendingHostCallBytes", 1000));
         let raw = RawBridgeLimits { max_pending_host_calls: Some(0.0), ..Default::default() };
         assert_eq!(BridgeLimits::from_raw(d, raw).unwrap_err().field, "maxPendingHostCalls");
+    }
+
+    #[test]
+    fn loop_unrolling_is_turned_off_where_the_flag_exists() {
+        assert_eq!(v8_flags("11.3.244.8-node.33", None), None);
+        assert_eq!(v8_flags("12.4.254.21-node.33", None), Some("--no-turboshaft-loop-unrolling"));
+        assert_eq!(v8_flags("12.3.1", None), None);
+        assert_eq!(v8_flags("13.6.233.10-node.20", None), Some("--no-turboshaft-loop-unrolling"));
+        assert_eq!(v8_flags("14.6.1", Some("0")), Some("--no-turboshaft-loop-unrolling"));
+        assert_eq!(v8_flags("14.6.1", Some("1")), None);
+        assert_eq!(v8_flags("garbage", None), None);
+    }
+
+    #[test]
+    fn node_snapshot_use_follows_the_last_option() {
+        let argv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(node_snapshot_in_use(&[], ""));
+        assert!(!node_snapshot_in_use(&argv(&["-e", "x", "--no-node-snapshot"]), ""));
+        assert!(!node_snapshot_in_use(&[], "--max-old-space-size=100 --no-node-snapshot"));
+        assert!(node_snapshot_in_use(&argv(&["--node-snapshot"]), "--no-node-snapshot"));
     }
 }

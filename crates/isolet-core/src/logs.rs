@@ -82,6 +82,14 @@ impl LogBuffer {
         self.entries.last()
     }
 
+    /// Message bytes the next entry may still keep: 0 once entries or bytes are used up.
+    pub fn room(&self) -> usize {
+        if self.entries.len() >= self.max_entries {
+            return 0;
+        }
+        self.max_bytes.saturating_sub(self.bytes)
+    }
+
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
@@ -128,6 +136,20 @@ mod tests {
 
     fn b_levels(v: &[LogEntry]) -> Vec<&'static str> {
         v.iter().map(|e| e.level.as_str()).collect()
+    }
+
+    #[test]
+    fn room_is_what_the_next_entry_may_keep() {
+        let mut b = LogBuffer::new(2, 10);
+        assert_eq!(b.room(), 10);
+        b.push(LogLevel::Log, "abcd");
+        assert_eq!(b.room(), 6);
+        b.push(LogLevel::Log, "x");
+        assert_eq!(b.room(), 0, "entry cap reached");
+        let mut b = LogBuffer::new(5, 3);
+        b.push(LogLevel::Log, "abcdef");
+        assert_eq!(b.room(), 0, "byte cap reached");
+        assert_eq!(LogBuffer::new(0, 100).room(), 0);
     }
 
     #[test]

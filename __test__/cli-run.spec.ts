@@ -1,0 +1,164 @@
+// `isolet run <file|->`, run as a real child process: result JSON on stdout, console on
+// stderr, exit code by error class, limits from flags and --config.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as http from 'node:http';
+import { spawn } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+
+const BIN = path.resolve(__dirname, '..', 'bin', 'isolet.js');
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function isolet(args: string[], stdin?: string, cwd?: string): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(stdin ?? '');
+  });
+}
+
+let dir: string;
+beforeAll(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-cli-'));
+});
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+function write(name: string, text: string): string {
+  const file = path.join(dir, name);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, text);
+  return file;
+}
+
+describe('isolet run', () => {
+  it('runs a TypeScript file (.ts implies TypeScript): result JSON on stdout, logs on stderr, exit 0', async () => {
+    const file = write('ok.ts', 'interface R { sum: number }\nconsole.log("adding");\nconsole.warn("careful");\nconst r: R = { sum: [1, 2, 3].reduce((a, b) => a + b) };\nreturn { ...r, big: 2n ** 70n, when: new Date(0), tags: new Set(["a"]) };\n');
+    const r = await isolet(['run', file]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ sum: 6, big: '1180591620717411303424', when: '1970-01-01T00:00:00.000Z', tags: ['a'] });
+    expect(r.stderr).toBe('adding\n[warn] careful\n');
+  });
+
+  it('reads standard input with "-" and takes --language', async () => {
+    const js = await isolet(['run', '-'], 'return await Promise.resolve(41) + 1');
+    expect([js.code, js.stdout]).toEqual([0, '42\n']);
+    const ts = await isolet(['run', '-', '--language', 'typescript'], 'const n: number = 2;\nreturn n');
+    expect([ts.code, ts.stdout]).toEqual([0, '2\n']);
+    const notTs = await isolet(['run', '-'], 'const n: number = 2;\nreturn n');
+    expect(notTs.code).toBe(3);
+  });
+
+  it('exit code by error class: runtime 1, validation 3, timeout 4, memory 5', async () => {
+    const thrown = await isolet(['run', '-'], 'function f() { throw new RangeError("too far") }\nf()');
+    expect(thrown.code).toBe(1);
+    expect(thrown.stdout).toBe('');
+    expect(thrown.stderr).toMatch(/SandboxRuntimeError \[ERR_ISOLET_RUNTIME\]\nRangeError: too far\n\s+at f \(sandbox\.js:1:22\)/);
+
+    const invalid = await isolet(['run', write('bad.ts', 'const a = 1;\nenum E { A }\n')]);
+    expect(invalid.code).toBe(3);
+    expect(invalid.stderr).toMatch(/SandboxValidationError \[ERR_ISOLET_VALIDATION\] \(line 2, column 1\)/);
+
+    const slow = await isolet(['run', '-', '--timeout-ms', '300'], 'while (true) {}');
+    expect(slow.code).toBe(4);
+    expect(slow.stderr).toMatch(/SandboxTimeoutError: .*300 ms/);
+
+    const bomb = await isolet(['run', '-', '--memory-mb', '32', '--timeout-ms', '30000'], 'const a = []; while (true) a.push(new Array(2 ** 16).fill(a.length + 0.5));');
+    expect(bomb.code).toBe(5);
+    expect(bomb.stderr).toMatch(/SandboxOOMError: .*32 MB/);
+  });
+
+  it('the memory limit set is the limit enforced: 48 MB kept alive fails at 32 MB and passes at 128 MB', async () => {
+    // 48 arrays of 2**17 doubles (8 bytes each): 48 MiB of heap that stays reachable.
+    const code = 'const a = []; for (let i = 0; i < 48; i++) a.push(new Array(2 ** 17).fill(i + 0.5)); return a.length * a[0].length;';
+    expect((await isolet(['run', '-', '--memory-mb', '32', '--timeout-ms', '30000'], code)).code).toBe(5);
+    const big = await isolet(['run', '-', '--memory-mb', '128', '--timeout-ms', '30000'], code);
+    expect([big.code, big.stdout]).toEqual([0, `${48 * 2 ** 17}\n`]);
+  });
+
+  it('runs in either isolation mode (--isolation flows to the engine), limits enforced in both', async () => {
+    const pid = 'return typeof process'; // no Node API in either mode
+    for (const mode of ['process', 'thread']) {
+      const r = await isolet(['run', '-', '--isolation', mode], pid);
+      expect([r.code, r.stdout], mode).toEqual([0, '"undefined"\n']);
+      const slow = await isolet(['run', '-', '--isolation', mode, '--timeout-ms', '300'], 'while (true) {}');
+      expect(slow.code, mode).toBe(4);
+    }
+    const bad = await isolet(['run', '-', '--isolation', 'vm']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--isolation must be process or thread, got "vm"/);
+  });
+
+  it('takes limits and capabilities from --config, flags winning', async () => {
+    write('data/note.txt', 'hello from a file');
+    const config = write('config.json', JSON.stringify({ timeoutMs: 200, readDir: path.join(dir, 'data'), engine: { maxConcurrentIsolates: 1 } }));
+    const slow = await isolet(['run', '-', '--config', config], 'while (true) {}');
+    expect(slow.code).toBe(4);
+    expect(slow.stderr).toMatch(/200 ms/);
+    const read = await isolet(['run', '-', '--config', config, '--timeout-ms', '3000'], 'return (await readFile({ path: "note.txt" })).content');
+    expect([read.code, read.stdout]).toEqual([0, '"hello from a file"\n']);
+    const escape = await isolet(['run', '-', '--config', config], 'try { await readFile({ path: "../config.json" }); return "read" } catch (e) { return e.name }');
+    expect(escape.stdout).not.toBe('"read"\n');
+  });
+
+  it('gives fetch only to --allow-origin origins', async () => {
+    const server = http.createServer((req, res) => res.end(`you asked for ${req.url}`));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const ok = await isolet(['run', '-', '--allow-origin', origin], `return (await fetch({ url: "${origin}/x" })).body`);
+      expect([ok.code, ok.stdout]).toEqual([0, '"you asked for /x"\n']);
+      const other = await isolet(['run', '-', '--allow-origin', origin], 'try { await fetch({ url: "http://127.0.0.1:1/" }); return "fetched" } catch (e) { return e.message }');
+      expect(other.stdout).toMatch(/not allowed|origin/i);
+      const none = await isolet(['run', '-'], 'return typeof fetch');
+      expect(none.stdout).toBe('"undefined"\n');
+    } finally {
+      server.close();
+    }
+  });
+
+  it('usage errors exit 2 and name the flag', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['run'], /run takes exactly one file/],
+      [['run', '-', '--timeout-ms', 'soon'], /--timeout-ms must be a positive whole number, got "soon"/],
+      [['run', '-', '--memory-mb', '0'], /--memory-mb must be a positive whole number/],
+      [['run', '-', '--language', 'python'], /--language must be javascript or typescript/],
+      [['run', '-', '--bogus'], /Unknown option '--bogus'/],
+      [['run', path.join(dir, 'missing.js')], /cannot read .*missing\.js: ENOENT/],
+      [['run', '-', '--config', path.join(dir, 'nope.json')], /cannot read --config/],
+      [['run', '-', '--config', write('bad-config.json', '{"timeoutMs": 1, "colour": "red"}')], /unknown setting "colour"/],
+      [['run', '-', '--allow-origin', 'ftp://x'], /--allow-origin: .*http: or https:/],
+      [['frobnicate'], /unknown command "frobnicate"/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await isolet(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+  });
+
+  it('--help lists every command; each command has its own help', async () => {
+    const top = await isolet(['--help']);
+    expect(top.code).toBe(0);
+    for (const command of ['run <file|->', 'mcp', 'autofix <file>', 'help']) expect(top.stdout).toContain(`  ${command}`);
+    const run = await isolet(['run', '--help']);
+    expect(run.code).toBe(0);
+    for (const flag of ['--timeout-ms', '--memory-mb', '--language', '--isolation', '--config', '--read-dir', '--allow-origin']) expect(run.stdout).toContain(flag);
+    expect(run.stdout).toMatch(/exit codes: 0 success, 1 the code threw/);
+    const mcp = await isolet(['mcp', '--help']);
+    expect(mcp.code).toBe(0);
+    expect(mcp.stdout).toContain('run_code');
+  });
+});

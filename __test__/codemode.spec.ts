@@ -1,0 +1,202 @@
+// isolet/codemode: the Executor contract of @cloudflare/codemode, and the real package's
+// createCodeTool (with the real `ai` and `zod`) driving isolet's executor.
+
+import { afterAll, describe, expect, it } from 'vitest';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as nodeModule from 'node:module';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+import { IsoletExecutor, createExecutor, normalizeCode, type Executor, type ResolvedProvider } from '../lib/codemode';
+
+// The real package imports `cloudflare:workers` at load; this test-only hook resolves it
+// to a stand-in. Node 26 deprecates module.register (20.6+) for module.registerHooks (22.15+).
+const registerHooks = (nodeModule as any).registerHooks;
+if (typeof registerHooks === 'function') {
+  const stub = pathToFileURL(path.join(__dirname, 'support', 'cloudflare-workers-stub.mjs')).href;
+  registerHooks({
+    resolve: (specifier: string, context: unknown, next: (s: string, c: unknown) => unknown) =>
+      specifier === 'cloudflare:workers' ? { url: stub, shortCircuit: true } : next(specifier, context),
+  });
+} else {
+  nodeModule.register(pathToFileURL(path.join(__dirname, 'support', 'cloudflare-workers-hook.mjs')));
+}
+
+// Loaded by a computed name: the package's own .d.ts files need the Workers type globals.
+const load = (name: string): Promise<any> => import(name);
+
+const executor = new IsoletExecutor({ timeout: 2000, memoryMb: 64, maxConcurrentIsolates: 2 });
+afterAll(() => executor.dispose());
+
+const issues: ResolvedProvider = {
+  name: 'github',
+  fns: {
+    listIssues: async (input: any) => [{ repo: input.repo, number: 1 }],
+    'get-user': async () => 'octocat',
+    fail: async () => {
+      throw new Error('the GitHub API is down');
+    },
+    huge: async () => 'x'.repeat(20 * 1024 * 1024),
+  },
+};
+
+describe('Executor contract', () => {
+  it('is an Executor and runs an async arrow function with tools under their namespace', async () => {
+    const asExecutor: Executor = executor;
+    const r = await asExecutor.execute(
+      'async () => { const list = await github.listIssues({ repo: "isolet" }); console.log("found", list.length); console.warn("careful"); console.error("bad"); return { list, user: await github.get_user() }; }',
+      [issues],
+    );
+    expect(r).toEqual({
+      result: { list: [{ repo: 'isolet', number: 1 }], user: 'octocat' },
+      logs: ['found 1', '[warn] careful', '[error] bad'],
+    });
+  });
+
+  it('accepts raw fns as the default "codemode" namespace', async () => {
+    const r = await executor.execute('async () => codemode.add(2, 3)', { add: async (a: any, b: any) => a + b });
+    expect(r.result).toBe(5);
+    expect(r.error).toBeUndefined();
+  });
+
+  it('runs a provider prelude; its own members take precedence', async () => {
+    const r = await executor.execute('async () => [await util.twice(4), await util.host()]', [
+      { name: 'util', fns: { host: async () => 'from host', twice: async () => 'host twice' }, prelude: 'util.twice = (x) => x * 2;' },
+    ]);
+    expect(r.result).toEqual([8, 'from host']);
+  });
+
+  it('gives a thrown error, a tool that throws, and an unknown namespace as error strings', async () => {
+    expect(await executor.execute('async () => { throw new Error("nope") }', [issues])).toMatchObject({ result: undefined, error: 'nope' });
+    expect((await executor.execute('async () => github.fail()', [issues])).error).toBe('the GitHub API is down');
+    expect((await executor.execute('async () => jira.list()', [issues])).error).toBe('jira is not defined');
+    expect((await executor.execute('async () => github.nothing()', [issues])).error).toMatch(/github\.nothing is not a function/);
+  });
+
+  it('stops an endless loop at the timeout and a heap bomb at the memory limit, and keeps serving', async () => {
+    const slow = await executor.execute('async () => { while (true) {} }', [issues]);
+    expect(slow).toMatchObject({ result: undefined, error: 'Execution timed out' });
+    // A generous time limit, so that only the memory limit can end this one on a busy machine.
+    const roomy = new IsoletExecutor({ timeout: 30000, memoryMb: 64 });
+    try {
+      const bomb = await roomy.execute('async () => { const a = []; while (true) a.push(new Array(2 ** 16).fill(a.length + 0.5)); }', [issues]);
+      expect(bomb.error).toMatch(/SandboxOOMError: .*memory limit of 64 MB/);
+    } finally {
+      await roomy.dispose();
+    }
+    expect((await executor.execute('async () => 1 + 1', [])).result).toBe(2);
+  });
+
+  it('refuses an oversize tool result with a catchable error', async () => {
+    const r = await executor.execute(
+      'async () => { try { await github.huge(); return "no error" } catch (e) { return e.name + ": " + e.message } }',
+      [issues],
+    );
+    expect(r.result).toMatch(/^RangeError: github\.huge returned \d+ bytes, over the bridge limit/);
+  });
+
+  it('rejects bad provider names and never throws', async () => {
+    expect((await executor.execute('async () => 1', [{ name: 'not valid', fns: {} }])).error).toMatch(/not a valid JavaScript identifier/);
+    expect((await executor.execute('async () => 1', [{ name: 'a', fns: {} }, { name: 'a', fns: {} }])).error).toMatch(/Duplicate provider name "a"/);
+    expect((await executor.execute('async () => 1', [{ name: 'console', fns: {} }])).error).toMatch(/reserved/);
+    expect((await executor.execute(42 as any, [])).error).toBe('code must be a string');
+    expect((await executor.execute('async () => {', [])).error).toMatch(/SandboxValidationError: SyntaxError/);
+  });
+
+  it('runs TypeScript when asked, with positions in the TypeScript', async () => {
+    const ts = createExecutor({ timeout: 2000, language: 'typescript' });
+    try {
+      const r = await ts.execute('async (): Promise<number> => { const n: number = await codemode.n(); return n * 2 }', { n: async () => 21 });
+      expect(r.result).toBe(42);
+      const bad = await ts.execute('async () => {\n  enum E { A }\n}', {});
+      expect(bad.error).toMatch(/UnsupportedSyntax: TypeScript enum is not supported.* at line 2, column 3/);
+    } finally {
+      await ts.dispose();
+    }
+  });
+
+  it('normalizes code the way Code Mode passes it', () => {
+    expect(normalizeCode('async () => 1')).toBe('async () => 1');
+    expect(normalizeCode('```js\nasync () => 1\n```')).toBe('async () => 1');
+    expect(normalizeCode('const a = 1;\nreturn a')).toBe('async () => {\nconst a = 1;\nreturn a\n}');
+  });
+
+  it('validates its options', () => {
+    expect(() => new IsoletExecutor({ timeout: -1 })).toThrow(/timeout must be a positive whole number/);
+    expect(() => new IsoletExecutor({ language: 'python' as any })).toThrow(/language must be 'javascript' or 'typescript'/);
+    expect(() => new IsoletExecutor({ memoryMb: 1 })).toThrow(/memoryMb must be a whole number >= 8/);
+  });
+});
+
+describe('types', () => {
+  it("IsoletExecutor's declared type is assignable to @cloudflare/codemode's own Executor type", async () => {
+    const ts = (await load('typescript')).default;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-cm-types-'));
+    try {
+      const file = path.join(dir, 'check.ts');
+      const codemodeTypes = path.resolve(__dirname, '..', 'lib', 'codemode');
+      fs.writeFileSync(
+        file,
+        [
+          `import type { Executor } from '@cloudflare/codemode';`,
+          `import { IsoletExecutor } from ${JSON.stringify(codemodeTypes)};`,
+          `const executor: Executor = new IsoletExecutor({ timeout: 1000 });`,
+          `const run: Promise<{ result: unknown; error?: string; logs?: string[] }> = executor.execute('async () => 1', [{ name: 'x', fns: {} }]);`,
+          `export { run };`,
+        ].join('\n'),
+      );
+      const program = ts.createProgram([file], {
+        strict: true,
+        noEmit: true,
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        target: ts.ScriptTarget.ES2022,
+        // The package's own .d.ts files need Cloudflare's Workers type globals; only our file is checked.
+        skipLibCheck: true,
+        types: ['node'],
+        typeRoots: [path.resolve(__dirname, '..', 'node_modules', '@types')],
+        baseUrl: path.resolve(__dirname, '..'),
+        paths: { '@cloudflare/codemode': [path.resolve(__dirname, '..', 'node_modules', '@cloudflare', 'codemode', 'dist', 'index.d.ts')] },
+      });
+      const problems = ts.getPreEmitDiagnostics(program).filter((d: any) => d.file && d.file.fileName === file);
+      expect(problems.map((d: any) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))).toEqual([]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('with @cloudflare/codemode createCodeTool, ai and zod', () => {
+  it('runs the model-written program through the real code tool', async () => {
+    const { createCodeTool } = await load('@cloudflare/codemode/ai');
+    const { tool } = await load('ai');
+    const { z } = await load('zod');
+    const calls: unknown[] = [];
+    const tools = {
+      getWeather: tool({
+        description: 'Current weather of a city',
+        inputSchema: z.object({ city: z.string() }),
+        execute: async (input: { city: string }) => {
+          calls.push(input);
+          return { city: input.city, tempC: 21 };
+        },
+      }),
+    };
+    const codeTool = createCodeTool({ tools, executor });
+    expect(codeTool.description).toContain('getWeather');
+    const ctx = { toolCallId: 't1', messages: [] };
+    const out = await codeTool.execute(
+      { code: 'async () => { const w = await codemode.getWeather({ city: "Oslo" }); console.log("it is", w.tempC); return w.city + " " + w.tempC; }' },
+      ctx,
+    );
+    expect(out).toEqual({ result: 'Oslo 21', logs: ['it is 21'] });
+    expect(calls).toEqual([{ city: 'Oslo' }]);
+
+    // Schema violations are caught by the package before the tool runs; the failure is
+    // reported as the code tool's error.
+    await expect(codeTool.execute({ code: 'async () => codemode.getWeather({ city: 5 })' }, ctx)).rejects.toThrow(/Code execution failed: .*expected string/s);
+    expect(calls).toHaveLength(1);
+    await expect(codeTool.execute({ code: 'async () => { while (true) {} }' }, ctx)).rejects.toThrow('Code execution failed: Execution timed out');
+  });
+});

@@ -1,0 +1,132 @@
+// `isolet mcp`: a real stdio child process driven by the official SDK's own Client.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const ROOT = path.resolve(__dirname, '..');
+const BIN = path.join(ROOT, 'bin', 'isolet.js');
+
+type Content = Array<{ type: string; text: string }>;
+
+let dir: string;
+let client: Client;
+let stderr = '';
+
+async function call(args: Record<string, unknown>): Promise<{ isError?: boolean; content: Content }> {
+  return (await client.callTool({ name: 'run_code', arguments: args })) as any;
+}
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-mcp-'));
+  fs.mkdirSync(path.join(dir, 'docs'));
+  fs.writeFileSync(path.join(dir, 'docs', 'readme.txt'), 'read me');
+  fs.writeFileSync(path.join(dir, 'secret.txt'), 'not for the sandbox');
+  const config = path.join(dir, 'config.json');
+  fs.writeFileSync(config, JSON.stringify({ timeoutMs: 10000, memoryMb: 32, engine: { maxConcurrentIsolates: 2 } }));
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, 'mcp', '--config', config, '--timeout-ms', '500', '--read-dir', path.join(dir, 'docs')],
+    stderr: 'pipe',
+  });
+  transport.stderr?.on('data', (d) => (stderr += d));
+  client = new Client({ name: 'isolet-test', version: '1.0.0' });
+  await client.connect(transport);
+});
+
+afterAll(async () => {
+  await client?.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe('isolet mcp over stdio', () => {
+  it('lists the run_code tool with its input schema, limits and the capability types', async () => {
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).toEqual(['run_code']);
+    const tool = tools[0];
+    expect(tool.inputSchema).toMatchObject({ type: 'object', required: ['code'], properties: { code: { type: 'string' }, language: { enum: ['javascript', 'typescript'] } } });
+    // Flags win over the config file (timeout), the file gives the rest (memory).
+    expect(tool.description).toContain('Limits per run: 500 ms wall-clock, 500 ms CPU, 32 MB heap.');
+    expect(tool.description).toContain('declare function readFile(input: {');
+  });
+
+  it('runs good JavaScript and TypeScript: the result as JSON text, console output as a second block', async () => {
+    const js = await call({ code: 'console.log("working"); console.error("oops"); return { sum: 1 + 2 }' });
+    expect(js.isError).toBeFalsy();
+    expect(JSON.parse(js.content[0].text)).toEqual({ sum: 3 });
+    expect(js.content[1].text).toBe('console:\nworking\n[error] oops');
+    const ts = await call({ code: 'const xs: number[] = [1, 2];\nreturn xs.map((x: number): number => x * 10);', language: 'typescript' });
+    expect(JSON.parse(ts.content[0].text)).toEqual([10, 20]);
+    expect(ts.content).toHaveLength(1);
+  });
+
+  it('bad code is a typed error result with line and column', async () => {
+    const syntax = await call({ code: 'const a = 1;\nreturn a +;' });
+    expect(syntax.isError).toBe(true);
+    expect(syntax.content[0].text).toMatch(/^SandboxValidationError \[ERR_ISOLET_VALIDATION\]: SyntaxError: .*\nat line 2, column \d+/);
+    const ts = await call({ code: 'enum E { A }', language: 'typescript' });
+    expect(ts.content[0].text).toMatch(/^SandboxValidationError \[ERR_ISOLET_VALIDATION\]: UnsupportedSyntax: TypeScript enum is not supported.* at line 1, column 1/);
+    const thrown = await call({ code: 'console.log("before");\nthrow new TypeError("bad input")' });
+    expect(thrown.isError).toBe(true);
+    expect(thrown.content[0].text).toMatch(/^SandboxRuntimeError \[ERR_ISOLET_RUNTIME\]: .*\nTypeError: bad input\n\s+at sandbox\.js:2:7/s);
+    expect(thrown.content[1].text).toBe('console:\nbefore');
+    const wrongArgs = await call({ code: 5 });
+    expect(wrongArgs.content[0].text).toBe('SandboxValidationError [ERR_ISOLET_VALIDATION]: code must be a string');
+    const lang = await call({ code: 'return 1', language: 'rust' });
+    expect(lang.content[0].text).toMatch(/request.language must be 'javascript' or 'typescript'/);
+  });
+
+  it('a timeout and a heap bomb are error results, and the server keeps serving', async () => {
+    const slow = await call({ code: 'while (true) {}' });
+    expect(slow.isError).toBe(true);
+    expect(slow.content[0].text).toMatch(/^SandboxTimeoutError \[ERR_ISOLET_TIMEOUT\]: .*500 ms/);
+    const bomb = await call({ code: 'const a = []; while (true) a.push(new Array(2 ** 16).fill(a.length + 0.5));' });
+    expect(bomb.isError).toBe(true);
+    expect(bomb.content[0].text).toMatch(/^SandboxOOMError \[ERR_ISOLET_OOM\]: .*32 MB/);
+    const after = await call({ code: 'return "still here"' });
+    expect(after.content[0].text).toBe('"still here"');
+  });
+
+  it('gives read-only access to --read-dir only', async () => {
+    const ok = await call({ code: 'return (await readFile({ path: "readme.txt" })).content' });
+    expect(ok.content[0].text).toBe('"read me"');
+    const out = await call({ code: 'try { await readFile({ path: "../secret.txt" }); return "leaked" } catch (e) { return e.name }' });
+    expect(out.content[0].text).not.toContain('leaked');
+    const schema = await call({ code: 'try { await readFile({ file: "readme.txt" }) } catch (e) { return e.message }' });
+    expect(schema.content[0].text).toBe('"readFile: input.path is required"');
+    expect(await call({ code: 'return typeof fetch' })).toMatchObject({ content: [{ text: '"undefined"' }] });
+  });
+
+  it('refuses an oversize result with an error, and serves concurrent calls', async () => {
+    const big = await call({ code: 'return "x".repeat(20 * 1024 * 1024)' });
+    expect(big.isError).toBe(true);
+    expect(big.content[0].text).toBe('SandboxRuntimeError [ERR_ISOLET_RUNTIME]: The result exceeds the output limit of 16777216 bytes (maxOutputBytes)');
+    const results = await Promise.all([1, 2, 3, 4].map((n) => call({ code: `return ${n} * 2` })));
+    expect(results.map((r) => r.content[0].text)).toEqual(['2', '4', '6', '8']);
+    expect(stderr).toContain('isolet mcp: serving run_code on stdio');
+  });
+});
+
+describe('isolet mcp without the SDK installed', () => {
+  it('exits 2 naming the package to install', () => {
+    // A copy of the package with no node_modules at all: what a plain runSandbox user has.
+    const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-nosdk-'));
+    try {
+      for (const entry of ['bin', 'lib', 'build', 'index.js', 'package.json']) {
+        fs.cpSync(path.join(ROOT, entry), path.join(copy, entry), { recursive: true });
+      }
+      const r = spawnSync(process.execPath, [path.join(copy, 'bin', 'isolet.js'), 'mcp'], { encoding: 'utf8', timeout: 20000, input: '' });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain('isolet mcp needs the optional package @modelcontextprotocol/sdk, which is not installed: npm install @modelcontextprotocol/sdk');
+      // ...while plain runSandbox works in that copy.
+      const plain = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(copy)}).runSandbox('6 * 7').then((r) => { console.log(r.output); process.exit(0) })`], { encoding: 'utf8', timeout: 20000 });
+      expect(plain.stdout.trim()).toBe('42');
+    } finally {
+      fs.rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,104 @@
+'use strict';
+// `isolet run <file|->`: runs one file (or stdin) in a fresh isolate of a SandboxEngine.
+// The code is the body of an async function (as in MCP and SandboxEngine): `await` works
+// and `return` gives the result. The result goes to stdout as JSON, console output to
+// stderr, and the exit code says which error class ended the run.
+const fs = require('node:fs');
+const { UsageError, LIMITS_HELP, parse, settingsFrom, languageFor } = require('./options');
+const { toJson } = require('./json');
+
+/** Exit codes of `isolet run`, by outcome. */
+const RUN_EXIT_CODES = Object.freeze({
+  ok: 0,
+  SandboxRuntimeError: 1,
+  usage: 2,
+  SandboxValidationError: 3,
+  SandboxTimeoutError: 4,
+  SandboxOOMError: 5,
+  SandboxAbortedError: 6,
+  SandboxError: 7,
+});
+
+const RUN_USAGE = `usage: isolet run <file|-> [options]
+
+Runs the file (or standard input, "-") in a fresh V8 isolate: no Node APIs, no file
+system, no network, hard memory and time limits. The code is the body of an async
+function: use await, and return the result. The result is printed as JSON on stdout,
+console output on stderr.
+
+options:
+${LIMITS_HELP}
+  -h, --help               show this help
+
+exit codes: 0 success, 1 the code threw (SandboxRuntimeError), 2 usage error,
+3 invalid code (SandboxValidationError), 4 time limit (SandboxTimeoutError),
+5 memory limit (SandboxOOMError), 6 aborted (SandboxAbortedError), 7 other SandboxError`;
+
+async function readStdin() {
+  const chunks = [];
+  for await (const chunk of process.stdin) chunks.push(chunk);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Runs the command; resolves with the exit code. */
+async function runCommand(argv, io = { stdout: process.stdout, stderr: process.stderr }) {
+  let settings;
+  let file;
+  let code;
+  try {
+    const { values, positionals } = parse(argv);
+    if (values.help) {
+      io.stdout.write(RUN_USAGE + '\n');
+      return RUN_EXIT_CODES.ok;
+    }
+    if (positionals.length !== 1) throw new UsageError('run takes exactly one file, or - for standard input');
+    file = positionals[0];
+    settings = settingsFrom(values);
+    if (file === '-') {
+      code = await readStdin();
+    } else {
+      try {
+        code = fs.readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new UsageError(`cannot read ${file}: ${err.code || err.message}`);
+      }
+    }
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.stderr.write(`isolet run: ${err.message}\n\n${RUN_USAGE}\n`);
+    return RUN_EXIT_CODES.usage;
+  }
+
+  const { SandboxEngine } = require('../engine');
+  let engine;
+  try {
+    engine = new SandboxEngine(settings.engineConfig);
+    await engine.init();
+  } catch (err) {
+    io.stderr.write(`isolet run: ${err.message}\n`);
+    return RUN_EXIT_CODES.usage;
+  }
+  try {
+    const session = engine.submit({
+      requestId: 'run',
+      code,
+      language: languageFor(settings.language, file === '-' ? undefined : file),
+      toolPolicy: { allowedTools: settings.toolNames },
+    });
+    const end = await session.done;
+    for (const entry of end.logs || []) io.stderr.write(`${entry.level === 'log' ? '' : `[${entry.level}] `}${entry.message}\n`);
+    if (end.type === 'result') {
+      io.stdout.write(toJson(end.data) + '\n');
+      return RUN_EXIT_CODES.ok;
+    }
+    const error = end.error;
+    const where = error.line !== undefined ? ` (line ${error.line}, column ${error.column})` : '';
+    const detail = error.thrown && error.thrown.stack ? error.thrown.stack : `${error.name}: ${error.message}`;
+    io.stderr.write(`isolet run: ${error.name} [${error.code}]${where}\n${detail}\n`);
+    return RUN_EXIT_CODES[error.name] ?? RUN_EXIT_CODES.SandboxError;
+  } finally {
+    await engine.shutdown();
+  }
+}
+
+module.exports = { runCommand, RUN_USAGE, RUN_EXIT_CODES };

@@ -1,0 +1,73 @@
+// Types of `isolet/codemode`. The Executor shapes are those of @cloudflare/codemode
+// (executor-types), restated so that using isolet's executor needs no Cloudflare types.
+import type { SandboxEngineConfig, SandboxLanguage } from '../index';
+
+/** What one execution gives back. */
+export interface ExecuteResult {
+  result: unknown;
+  /** Set when the code threw or was stopped: the thrown message, or why it was stopped. */
+  error?: string;
+  /** Console output; `console.warn` lines start `[warn] `, `console.error` lines `[error] `. */
+  logs?: string[];
+}
+
+/** Tool functions exposed inside the sandbox as `name.fn(...)`. */
+export interface ResolvedProvider {
+  name: string;
+  fns: Record<string, (...args: unknown[]) => Promise<unknown>>;
+  /** Sandbox-side JavaScript run after the namespace exists; members it adds take precedence. */
+  prelude?: string;
+  /** `false`: a tool receives only its first argument. Default: every argument, in order. */
+  positionalArgs?: boolean;
+}
+
+export interface ExecuteOptions {
+  /** Workers RPC connectors: not supported by isolet (an execution with any fails with an error). */
+  connectors?: Array<{ name: string; binding: { callTool(method: string, args: unknown): Promise<unknown> } }>;
+}
+
+/** The Executor contract of @cloudflare/codemode. */
+export interface Executor {
+  execute(
+    code: string,
+    providersOrFns: ResolvedProvider[] | Record<string, (...args: unknown[]) => Promise<unknown>>,
+    options?: ExecuteOptions,
+  ): Promise<ExecuteResult>;
+}
+
+/**
+ * Options: `timeout` as DynamicWorkerExecutor's, plus isolet's SandboxEngine config
+ * (memory, concurrency, warm pool, limits), passed through to the engine.
+ */
+export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
+  /** Wall-clock limit of one execution in ms (also its CPU limit unless `defaultIsolateLimits.cpuTimeMs` says otherwise). Default 60000. */
+  timeout?: number;
+  /** Language the model writes in. Default `javascript`. */
+  language?: SandboxLanguage;
+}
+
+/** Runs Code Mode programs in isolet: one fresh isolate per execution. Never throws from `execute`. */
+export declare class IsoletExecutor implements Executor {
+  constructor(options?: IsoletExecutorOptions);
+  readonly timeout: number;
+  readonly language: SandboxLanguage;
+  execute(
+    code: string,
+    providersOrFns: ResolvedProvider[] | Record<string, (...args: unknown[]) => Promise<unknown>>,
+    options?: ExecuteOptions,
+  ): Promise<ExecuteResult>;
+  /** Stops the engine behind the executor. */
+  dispose(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** `new IsoletExecutor(options)`. */
+export declare function createExecutor(options?: IsoletExecutorOptions): IsoletExecutor;
+
+/** Code to one async function expression, as Code Mode passes it. */
+export declare function normalizeCode(code: string): string;
+
+/** @cloudflare/codemode's rule for tool names inside the sandbox. */
+export declare function sanitizeToolName(name: string): string;
+
+export declare const DEFAULT_CODEMODE_TIMEOUT_MS: number;

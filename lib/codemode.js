@@ -1,0 +1,170 @@
+'use strict';
+// isolet/codemode: an Executor for Code Mode (`@cloudflare/codemode`): the model writes one
+// async arrow function that calls typed tools (`github.listIssues(...)`), and this runs it
+// in a fresh isolate of a SandboxEngine, with that engine's limits. It follows the
+// Executor contract of @cloudflare/codemode (`execute(code, providersOrFns, options?)`,
+// never throws, console captured as strings with `[warn] ` / `[error] ` prefixes) and
+// needs nothing from that package at run time.
+const { SandboxEngine } = require('./engine');
+const { checkLanguage, toJavaScript } = require('./typescript');
+const { SandboxValidationError, SandboxTimeoutError, SandboxRuntimeError } = require('./errors');
+
+/** The default time limit of a run, as in DynamicWorkerExecutor. */
+const DEFAULT_CODEMODE_TIMEOUT_MS = 60000;
+
+// Names the executor itself relies on inside the sandbox, or that would shadow a global
+// the wrapper needs.
+const RESERVED = new Set(['globalThis', 'Object', 'Promise', 'Error', 'console', 'data', 'wasm']);
+const IDENT = /^[A-Za-z_$][\w$]*$/;
+const JS_RESERVED = new Set(
+  ('abstract arguments await boolean break byte case catch char class const continue debugger default delete do double ' +
+    'else enum eval export extends false final finally float for function goto if implements import in instanceof int ' +
+    'interface let long native new null package private protected public return short static super switch synchronized ' +
+    'this throw throws transient true try typeof undefined var void volatile while with yield').split(' '),
+);
+
+/** Same rule as @cloudflare/codemode's sanitizeToolName, so both expose the same names. */
+function sanitizeToolName(name) {
+  if (!name) return '_';
+  let s = String(name).replace(/[-.\s]/g, '_').replace(/[^a-zA-Z0-9_$]/g, '');
+  if (!s) return '_';
+  if (/^[0-9]/.test(s)) s = `_${s}`;
+  if (JS_RESERVED.has(s)) s = `${s}_`;
+  return s;
+}
+
+/**
+ * Code to the source of one async function expression, the way Code Mode passes it:
+ * an arrow function is kept; fenced code is unwrapped; anything else is a function body.
+ */
+function normalizeCode(code) {
+  let source = String(code).trim();
+  const fence = /^```[\w-]*\s*\n([\s\S]*?)\n?```\s*$/.exec(source);
+  if (fence) source = fence[1].trim();
+  if (source === '') return 'async () => {}';
+  if (/^(?:async\s*)?(?:\([^]*?\)|[A-Za-z_$][\w$]*)\s*(?::[^=]*)?=>/.test(source) || /^(?:async\s+)?function\b/.test(source)) {
+    return source;
+  }
+  return `async () => {\n${source}\n}`;
+}
+
+class IsoletExecutor {
+  /**
+   * @param {object} [options] `timeout` (ms, default 60000), `language`, and any
+   *   SandboxEngine config (memoryMb, maxConcurrentIsolates, warmPoolSize,
+   *   defaultIsolateLimits, defaultBridgeLimits, ...), passed through to the engine.
+   */
+  constructor(options = {}) {
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+      throw new SandboxValidationError('IsoletExecutor options must be an object');
+    }
+    const { timeout, language, ...engineConfig } = options;
+    if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0)) {
+      throw new SandboxValidationError(`timeout must be a positive whole number of milliseconds, got ${String(timeout)}`);
+    }
+    this.timeout = timeout ?? DEFAULT_CODEMODE_TIMEOUT_MS;
+    this.language = checkLanguage(language);
+    const limits = { ...(engineConfig.defaultIsolateLimits || {}) };
+    limits.wallTimeMs = this.timeout;
+    if (limits.cpuTimeMs === undefined) limits.cpuTimeMs = this.timeout;
+    // Validates the config now, so a bad option fails at construction, not at the first run.
+    this._engine = new SandboxEngine({ ...engineConfig, defaultIsolateLimits: limits });
+    this._ready = null;
+  }
+
+  /**
+   * Runs `code` (an async arrow function) with each provider's functions under
+   * `provider.name`. Resolves with `{ result, error?, logs? }`; never rejects.
+   */
+  async execute(code, providersOrFns, options = undefined) {
+    try {
+      return await this._execute(code, providersOrFns, options);
+    } catch (err) {
+      return { result: undefined, error: err && err.message ? err.message : String(err) };
+    }
+  }
+
+  async _execute(code, providersOrFns, options) {
+    if (typeof code !== 'string') return { result: undefined, error: 'code must be a string' };
+    const providers = Array.isArray(providersOrFns) ? providersOrFns : [{ name: 'codemode', fns: providersOrFns || {} }];
+    if (options && Array.isArray(options.connectors) && options.connectors.length > 0) {
+      return { result: undefined, error: 'connectors (Workers RPC bindings) are not supported by the isolet executor' };
+    }
+    const tools = {};
+    const header = [];
+    const preludes = [];
+    const seen = new Set();
+    for (const provider of providers) {
+      const name = provider && provider.name;
+      if (typeof name !== 'string' || !IDENT.test(name)) {
+        return { result: undefined, error: `Provider name "${String(name)}" is not a valid JavaScript identifier` };
+      }
+      if (RESERVED.has(name) || name.startsWith('__')) return { result: undefined, error: `Provider name "${name}" is reserved` };
+      if (seen.has(name)) return { result: undefined, error: `Duplicate provider name "${name}"` };
+      seen.add(name);
+      const fns = {};
+      const bySanitized = new Map();
+      for (const [toolName, fn] of Object.entries(provider.fns || {})) {
+        if (typeof fn !== 'function') return { result: undefined, error: `Tool "${toolName}" of provider "${name}" is not a function` };
+        const safe = sanitizeToolName(toolName);
+        const other = bySanitized.get(safe);
+        if (other !== undefined && other !== toolName) {
+          return { result: undefined, error: `Tool names "${other}" and "${toolName}" both sanitize to "${safe}" in provider "${name}"` };
+        }
+        bySanitized.set(safe, toolName);
+        fns[safe] = provider.positionalArgs === false ? (...args) => fn(args[0]) : (...args) => fn(...args);
+      }
+      // A provider with no functions still gets its (empty) namespace.
+      if (Object.keys(fns).length > 0) tools[name] = fns;
+      // The native namespace is frozen; the code sees a mutable copy so a prelude can add
+      // its own members (which then take precedence, as in codemode).
+      header.push(`const ${name} = Object.assign(Object.create(null), globalThis.${name});`);
+      if (typeof provider.prelude === 'string' && provider.prelude !== '') preludes.push(provider.prelude);
+    }
+    let fnSource;
+    try {
+      fnSource = toJavaScript(normalizeCode(code), { language: this.language });
+    } catch (err) {
+      return { result: undefined, error: err.message };
+    }
+    // Line 1: namespaces and preludes; then the function, so its lines are the code's own plus one.
+    const body = `${header.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)();`;
+
+    if (this._ready === null) this._ready = this._engine.init();
+    await this._ready;
+    const session = this._engine.submit({ code: body, tools });
+    const end = await session.done;
+    const logs = (end.logs || []).map(formatLog);
+    if (end.type === 'result') return { result: end.data, logs };
+    return { result: undefined, error: describeError(end.error), logs };
+  }
+
+  /** Stops the engine behind this executor (idempotent). */
+  async dispose() {
+    await this._engine.shutdown();
+  }
+
+  async [Symbol.asyncDispose]() {
+    await this.dispose();
+  }
+}
+
+function formatLog(entry) {
+  if (entry.level === 'warn') return `[warn] ${entry.message}`;
+  if (entry.level === 'error') return `[error] ${entry.message}`;
+  return entry.message;
+}
+
+/** The error string of the contract: what the code threw, or why the run was stopped. */
+function describeError(error) {
+  if (error instanceof SandboxTimeoutError) return 'Execution timed out';
+  if (error instanceof SandboxRuntimeError && error.thrown) return error.thrown.message || error.thrown.name;
+  return error && error.message ? `${error.name}: ${error.message}` : String(error);
+}
+
+/** Creates an executor; the same as `new IsoletExecutor(options)`. */
+function createExecutor(options) {
+  return new IsoletExecutor(options);
+}
+
+module.exports = { IsoletExecutor, createExecutor, normalizeCode, sanitizeToolName, DEFAULT_CODEMODE_TIMEOUT_MS };

@@ -1,0 +1,602 @@
+'use strict';
+// The process backend (isolation: 'process'): the same interface as the native
+// thread-mode engine (`submit(request, onEvent) -> handle`, `stats`, `shutdown`,
+// `waitIdle`), so `lib/execute.js` serves both alike. Runs execute in sandbox host
+// processes (`sandbox-host.js`), each a `node` child running isolates in thread mode.
+//
+// Supervision: a child is replaced, never repaired.
+// - A run the child reports as unstoppable (a thread that ignored termination) puts
+//   the child in `draining`: it takes no new work, and is killed once its other runs
+//   finish. A replacement starts at once, so capacity does not drop.
+// - A run not settled by its wall limit + DEADLINE_GRACE_MS ends the child outright.
+// - The child's resident memory is bounded by the sum of its runs' allowances plus
+//   its measured base; past that it is killed (the hard limit no single allocation
+//   passes). A crash (any signal, any unexpected exit) ends only that child.
+// Every run in flight in an ended child settles with a typed error; queued runs wait
+// for the replacement.
+const { fork } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const HOST_SCRIPT = path.join(__dirname, 'sandbox-host.js');
+
+/** How long past its wall limit a run may go unanswered before its child is ended
+ *  (the child's own watchdog answers 400 ms past the limit; this is the backstop, and
+ *  keeps every run settled within limit + 1 s). */
+const DEADLINE_GRACE_MS = 750;
+/** RSS polling period while a child has runs in flight, and while it is idle. */
+const RSS_POLL_BUSY_MS = 10;
+const RSS_POLL_IDLE_MS = 500;
+/** Resident memory a run may add to its child: its heap limit twice (V8's near-limit
+ *  headroom and code/array-buffer memory) plus a fixed slack. */
+const runAllowanceMb = (memoryMb) => 2 * memoryMb + 32;
+/** Added to the RSS a child has when ready (its warm isolates still come). */
+const BASE_SLACK_MB = 96;
+/** A child that does not report ready in this time is ended and replaced. */
+const START_TIMEOUT_MS = 15000;
+/** Consecutive start failures after which queued runs are failed instead of waiting. */
+const MAX_START_FAILURES = 3;
+/** How long to wait before starting hosts again after MAX_START_FAILURES. */
+const START_RETRY_MS = 1000;
+/** The last bytes of a child's stderr kept to tell a V8 OOM from another crash. */
+const STDERR_TAIL_BYTES = 8192;
+
+/** Every sandbox host process of this host, for `processStats()`. */
+const LIVE = new Set();
+
+const OOM_TEXT = /out of memory|heap limit|allocation failed/i;
+
+const ZERO_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0, heapAtEndBytes: 0, hostCalls: 0 });
+
+function failureEvent(className, code, message, extra = {}, wallTimeMs = 0) {
+  return { type: 'done', ok: false, error: { className, code, message, ...extra }, stats: { ...ZERO_STATS, wallTimeMs }, logs: [] };
+}
+
+/** The environment of a sandbox host: isolet's own settings and the time zone (so dates
+ *  read alike in both modes), nothing else: no secrets of the parent reach a host. */
+function hostEnv() {
+  const env = { ISOLET_SANDBOX_HOST: '1' };
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k.startsWith('ISOLET_') || k === 'TZ') env[k] = v;
+  }
+  return env;
+}
+
+/** Whether a message from a host has the shape the protocol allows. A host runs
+ *  untrusted code: a message that does not fit ends it. */
+function wellFormed(msg) {
+  if (msg === null || typeof msg !== 'object') return false;
+  switch (msg.type) {
+    case 'bye':
+      return true;
+    case 'ready':
+    case 'health':
+      return msg.health !== null && typeof msg.health === 'object';
+    case 'event':
+      return Number.isInteger(msg.id) && msg.ev !== null && typeof msg.ev === 'object' && typeof msg.ev.type === 'string';
+    default:
+      return false;
+  }
+}
+
+/** VmRSS of `pid` in MB, or null once the process is gone. */
+function rssMb(pid) {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'latin1');
+    const m = /VmRSS:\s+(\d+) kB/.exec(status);
+    return m ? Number(m[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+class SandboxProcess {
+  constructor(engine, seq) {
+    this.engine = engine;
+    this.seq = seq;
+    this.state = 'starting';
+    /** Runs in flight here, by id. */
+    this.runs = new Map();
+    this.baseMb = 0;
+    this.peakRssMb = 0;
+    this.health = null;
+    this.lockdown = null;
+    this.stuckAtReady = 0;
+    /** Set once the supervisor decided to replace this child (counted once). */
+    this.recycledFor = null;
+    /** Why the supervisor ended this child (null: it ended on its own). */
+    this.endReason = null;
+    this.stderrTail = '';
+    this.startedAt = Date.now();
+    /** Settles when the child is ready or gone. */
+    this.started = new Promise((resolve) => {
+      this.resolveStarted = resolve;
+    });
+
+    let child;
+    try {
+      child = fork(HOST_SCRIPT, [], {
+        execArgv: [],
+        serialization: 'advanced',
+        stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+        env: hostEnv(),
+      });
+    } catch (err) {
+      // No process could be started (EAGAIN, ENOMEM, or a seccomp filter of our own
+      // caller): a start failure like any other, reported after this constructor.
+      this.child = null;
+      this.state = 'dead';
+      this.endReason = `spawn failed: ${err.code || err.message}`;
+      this.stderrTail = String(err.message);
+      this.resolveStarted();
+      setImmediate(() => engine.onChildExit(this, { wasStarting: true, reason: this.endReason }));
+      return;
+    }
+    this.child = child;
+    this.pid = child.pid;
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk) => {
+      this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_TAIL_BYTES);
+    });
+    child.on('message', (msg) => this.onMessage(msg));
+    child.on('error', () => {}); // 'exit' follows and does the work
+    child.on('exit', (code, signal) => this.onExit(code, signal));
+    this.startTimer = setTimeout(() => this.end('start-timeout'), START_TIMEOUT_MS);
+    this.startTimer.unref();
+    child.send({ type: 'start', parentPid: process.pid, options: engine.childOptions, wasmModules: engine.wasmModules });
+    this.pollTimer = null;
+    this.schedulePoll();
+    this.updateRef();
+  }
+
+  get busy() {
+    return this.runs.size;
+  }
+
+  /** Resident memory this child may have now. */
+  budgetMb() {
+    let sum = this.baseMb;
+    for (const run of this.runs.values()) sum += runAllowanceMb(run.memoryMb);
+    return sum;
+  }
+
+  onMessage(msg) {
+    if (!wellFormed(msg)) {
+      this.end('protocol');
+      return;
+    }
+    if (msg.type === 'ready') {
+      clearTimeout(this.startTimer);
+      if (this.state !== 'starting') return;
+      this.state = 'ready';
+      this.lockdown = msg.lockdown;
+      this.health = msg.health;
+      this.stuckAtReady = msg.health.stuck;
+      this.baseMb = (rssMb(this.pid) ?? 0) + BASE_SLACK_MB;
+      this.resolveStarted();
+      this.engine.onChildReady(this);
+    } else if (msg.type === 'health') {
+      this.health = msg.health;
+    } else if (msg.type === 'event') {
+      const run = this.runs.get(msg.id);
+      if (msg.health) this.health = msg.health;
+      if (run) {
+        if (msg.ev.type === 'started') run.startedAt = Date.now();
+        this.engine.deliver(run, msg.ev);
+      }
+      if (msg.health && msg.health.stuck > this.stuckAtReady && this.state === 'ready') {
+        // A thread in this child ignored termination: it can only be reclaimed by
+        // ending the process. Take no new work; end it once the others finish.
+        this.state = 'draining';
+        this.recycledFor = 'stuck';
+        this.engine.counters.recycled.stuck = (this.engine.counters.recycled.stuck ?? 0) + 1;
+        this.engine.onChildDraining(this);
+      }
+      if (this.state === 'draining' && this.runs.size === 0) this.end('drained');
+    }
+  }
+
+  start(run) {
+    run.child = this;
+    run.state = 'running';
+    this.runs.set(run.id, run);
+    const wallMs = run.wallMs;
+    run.deadline = setTimeout(() => this.overdue(run), wallMs + DEADLINE_GRACE_MS);
+    run.deadline.unref();
+    this.child.send({ type: 'run', id: run.id, request: run.request });
+    this.schedulePoll(true);
+    this.updateRef();
+  }
+
+  send(msg) {
+    if (this.state === 'dead' || !this.child.connected) return;
+    try {
+      this.child.send(msg);
+    } catch {
+      // The channel closed under us: 'exit' settles the runs.
+    }
+  }
+
+  /** A run went past its deadline without an answer: the child cannot stop it. */
+  overdue(run) {
+    if (run.state !== 'running' || run.child !== this) return;
+    run.overdue = true;
+    this.end('overdue');
+  }
+
+  schedulePoll(busyNow = false) {
+    if (this.state === 'dead') return;
+    const period = busyNow || this.runs.size > 0 ? RSS_POLL_BUSY_MS : RSS_POLL_IDLE_MS;
+    if (this.pollTimer && this.pollPeriod === period) return;
+    clearInterval(this.pollTimer);
+    this.pollPeriod = period;
+    this.pollTimer = setInterval(() => this.poll(), period);
+    this.pollTimer.unref();
+  }
+
+  poll() {
+    const rss = rssMb(this.pid);
+    if (rss === null) return;
+    if (rss > this.peakRssMb) this.peakRssMb = rss;
+    if (this.state !== 'starting' && rss > this.budgetMb()) {
+      this.rssAtEnd = rss;
+      this.budgetAtEnd = this.budgetMb();
+      this.end('memory');
+      return;
+    }
+    if (this.runs.size === 0) this.schedulePoll();
+  }
+
+  /** Keeps the host's event loop alive only while this child has work. */
+  updateRef() {
+    const busy = this.runs.size > 0 || this.state === 'starting';
+    if (busy === this.refd) return;
+    this.refd = busy;
+    // The child, its IPC channel and its stderr pipe each hold the loop open.
+    for (const h of [this.child, this.child.channel, this.child.stderr]) {
+      if (h && typeof h.ref === 'function') busy ? h.ref() : h.unref();
+    }
+  }
+
+  /** Ends the child (SIGKILL: a stuck thread would keep a polite exit waiting). */
+  end(reason) {
+    if (this.state === 'dead') return;
+    if (this.endReason === null) this.endReason = reason;
+    try {
+      this.child.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+
+  onExit(code, signal) {
+    clearTimeout(this.startTimer);
+    clearInterval(this.pollTimer);
+    const wasStarting = this.state === 'starting';
+    this.state = 'dead';
+    this.resolveStarted();
+    const reason = this.endReason ?? (signal ? `signal ${signal}` : `exit code ${code}`);
+    const oomText = OOM_TEXT.test(this.stderrTail);
+    const runs = [...this.runs.values()];
+    this.runs.clear();
+    for (const run of runs) {
+      clearTimeout(run.deadline);
+      const wall = run.startedAt ? Date.now() - run.startedAt : 0;
+      let ev;
+      if (this.endReason === 'memory') {
+        ev = failureEvent('SandboxOOMError', 'ERR_ISOLET_OOM',
+          `The sandbox host process passed its memory budget (${Math.round(this.rssAtEnd)} MB resident, budget ${Math.round(this.budgetAtEnd ?? 0)} MB) and was ended, with every run in it`, {}, wall);
+      } else if (this.endReason === 'overdue') {
+        ev = run.overdue
+          ? failureEvent('SandboxTimeoutError', 'ERR_ISOLET_TIMEOUT',
+            `Execution could not be stopped at its time limit (${run.wallMs} ms); its sandbox host process was ended`, { limit: 'wall' }, wall)
+          : failureEvent('SandboxError', 'ERR_ISOLET_CRASHED',
+            'Another run in the same sandbox host process could not be stopped, so the process was ended with every run in it', {}, wall);
+      } else if (this.endReason === 'shutdown') {
+        ev = failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'The sandbox engine is shut down', {}, wall);
+      } else if (oomText) {
+        ev = failureEvent('SandboxOOMError', 'ERR_ISOLET_OOM',
+          `The sandbox host process ran out of memory (${reason}) and was ended, with every run in it`, {}, wall);
+      } else {
+        ev = failureEvent('SandboxError', 'ERR_ISOLET_CRASHED',
+          `The sandbox host process crashed (${reason}); every run in it ended`, {}, wall);
+      }
+      this.engine.deliver(run, ev);
+    }
+    this.engine.onChildExit(this, { wasStarting, reason });
+  }
+}
+
+class ProcessEngine {
+  /**
+   * @param {object} options
+   * @param {number} options.memoryMb memory of warm isolates
+   * @param {number} options.maxConcurrentIsolates runs executing at once, over all children
+   * @param {number} options.warmPoolSize warm isolates, over all children
+   * @param {number} options.maxQueueSize runs that may wait for a slot
+   * @param {number} options.processes sandbox host processes kept running
+   * @param {number} options.defaultWallTimeMs wall limit of a request that names none
+   */
+  constructor(options) {
+    this.options = options;
+    const processes = Math.max(1, Math.min(options.processes, options.maxConcurrentIsolates));
+    this.processes = processes;
+    this.perChild = Math.ceil(options.maxConcurrentIsolates / processes);
+    this.childOptions = {
+      memoryMb: options.memoryMb,
+      maxConcurrentIsolates: this.perChild,
+      warmPoolSize: Math.ceil(options.warmPoolSize / processes),
+      // The parent admits runs; a slot freed in the child may still be in release
+      // when the parent sends the next run, so the child may queue that one briefly.
+      maxQueueSize: this.perChild,
+    };
+    this.wasmModules = [];
+    this.children = new Set();
+    this.queue = [];
+    this.active = 0;
+    this.shut = false;
+    this.seq = 0;
+    this.nextRunId = 1;
+    this.startFailures = 0;
+    /** After repeated start failures, no new host is tried before this time. */
+    this.spawnNotBefore = 0;
+    this.counters = {
+      completed: 0,
+      failed: {},
+      started: 0,
+      crashed: 0,
+      recycled: {},
+      crashReasons: {},
+    };
+    this.exitHook = () => {
+      for (const c of this.children) c.end('host-exit');
+    };
+    process.on('exit', this.exitHook);
+  }
+
+  setWasmModules(modules) {
+    this.wasmModules = modules.map((m) => ({ name: m.name, bytes: m.bytes }));
+  }
+
+  /** Starts the children (they create their warm isolates as they come up). */
+  warmUp() {
+    this.ensureChildren();
+  }
+
+  /** Resolves once every child has started (or failed to: a replacement follows). */
+  ready() {
+    const waits = [...this.children].filter((c) => c.state === 'starting').map((c) => c.started);
+    return Promise.all(waits).then(() => undefined);
+  }
+
+  liveChildren() {
+    return [...this.children].filter((c) => c.state === 'starting' || c.state === 'ready');
+  }
+
+  ensureChildren() {
+    if (this.shut || Date.now() < this.spawnNotBefore) return;
+    const missing = this.processes - this.liveChildren().length;
+    for (let i = 0; i < missing; i++) {
+      const child = new SandboxProcess(this, ++this.seq);
+      this.children.add(child);
+      LIVE.add(child);
+      this.counters.started += 1;
+    }
+  }
+
+  submit(request, onEvent) {
+    const run = {
+      id: this.nextRunId++,
+      request,
+      onEvent,
+      state: 'queued',
+      child: null,
+      memoryMb: request.memoryMb ?? this.options.memoryMb,
+      wallMs: request.timeoutMs ?? this.options.defaultWallTimeMs,
+      pendingData: new Set(),
+      startedAt: 0,
+    };
+    const handle = {
+      id: run.id,
+      fulfill: (callId, bytes) => run.child?.send({ type: 'fulfill', id: run.id, callId, bytes }),
+      reject: (callId, name, message) => run.child?.send({ type: 'reject', id: run.id, callId, name, message }),
+      answer: (answerId, bytes, error) => {
+        if (run.state !== 'running' || !run.pendingData.delete(answerId)) return false;
+        run.child.send({ type: 'answer', id: run.id, answerId, bytes, error });
+        return true;
+      },
+      abort: () => this.abort(run),
+    };
+    if (this.shut) {
+      queueMicrotask(() => this.deliver(run, failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'The sandbox engine is shut down')));
+      return handle;
+    }
+    // Admitted runs beyond the concurrency cap are the ones waiting for a slot (runs
+    // waiting only for a host process to come up are not).
+    if (this.active >= this.options.maxConcurrentIsolates + this.options.maxQueueSize) {
+      const message = `The engine's queue is full (${this.options.maxQueueSize} waiting); try again later`;
+      queueMicrotask(() => this.deliver(run, failureEvent('SandboxError', 'ERR_ISOLET_INTERNAL', message)));
+      return handle;
+    }
+    this.active += 1;
+    run.admitted = true;
+    this.queue.push(run);
+    this.dispatch();
+    return handle;
+  }
+
+  abort(run) {
+    if (run.state === 'queued') {
+      this.queue.splice(this.queue.indexOf(run), 1);
+      this.deliver(run, failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'Execution was aborted'));
+    } else if (run.state === 'running') {
+      run.child.send({ type: 'abort', id: run.id });
+    }
+  }
+
+  /** Hands queued runs to ready children with a free slot, least busy first. */
+  dispatch() {
+    this.ensureChildren();
+    while (this.queue.length > 0) {
+      let best = null;
+      for (const c of this.children) {
+        if (c.state === 'ready' && c.busy < this.perChild && (best === null || c.busy < best.busy)) best = c;
+      }
+      if (best === null) return;
+      best.start(this.queue.shift());
+    }
+  }
+
+  /** Passes a run's event on; the first `done` settles it. */
+  deliver(run, ev) {
+    if (run.state === 'done') return;
+    if (ev.type === 'dataRequest') run.pendingData.add(ev.id);
+    if (ev.type === 'done') {
+      run.state = 'done';
+      clearTimeout(run.deadline);
+      const child = run.child;
+      if (child) {
+        child.runs.delete(run.id);
+        child.updateRef();
+        if (child.state === 'draining' && child.runs.size === 0) child.end('drained');
+      }
+      if (run.admitted) this.active -= 1;
+      if (ev.ok) this.counters.completed += 1;
+      else {
+        const cls = ev.error.className;
+        this.counters.failed[cls] = (this.counters.failed[cls] ?? 0) + 1;
+      }
+      run.onEvent(ev);
+      this.dispatch();
+      return;
+    }
+    run.onEvent(ev);
+  }
+
+  onChildReady(child) {
+    this.startFailures = 0;
+    child.updateRef();
+    this.dispatch();
+  }
+
+  onChildDraining() {
+    this.ensureChildren();
+    this.dispatch();
+  }
+
+  onChildExit(child, { wasStarting, reason }) {
+    this.children.delete(child);
+    LIVE.delete(child);
+    const why = child.endReason ?? reason;
+    if (child.endReason === null) {
+      // It ended on its own: a crash (a signal such as SIGSEGV, or V8's fatal OOM).
+      this.counters.crashed += 1;
+      this.counters.crashReasons[why] = (this.counters.crashReasons[why] ?? 0) + 1;
+    } else if (!child.recycledFor && ['memory', 'overdue', 'start-timeout', 'protocol'].includes(child.endReason)) {
+      this.counters.recycled[why] = (this.counters.recycled[why] ?? 0) + 1;
+    }
+    // 'drained' was counted when draining began; 'shutdown' and 'host-exit' are orderly.
+    this.retired = addEngineStats(this.retired, child.health && child.health.engine);
+    if (this.shut) {
+      if (this.children.size === 0) {
+        process.removeListener('exit', this.exitHook);
+        this.onAllExited?.();
+      }
+      return;
+    }
+    if (wasStarting) {
+      this.startFailures += 1;
+      if (this.startFailures >= MAX_START_FAILURES) {
+        const tail = child.stderrTail.trim().split('\n').slice(-3).join(' | ');
+        const message = `Could not start a sandbox host process (${why})${tail ? `: ${tail}` : ''}`;
+        for (const run of this.queue.splice(0)) this.deliver(run, failureEvent('SandboxError', 'ERR_ISOLET_CRASHED', message));
+        // Try again later, not in a tight loop.
+        this.spawnNotBefore = Date.now() + START_RETRY_MS;
+        setTimeout(() => this.ensureChildren(), START_RETRY_MS).unref();
+        return;
+      }
+    }
+    this.dispatch();
+  }
+
+  stats() {
+    let engine = this.retired ? { ...this.retired, warm: 0, warming: 0, threads: 0, quarantined: 0 } : null;
+    for (const c of this.children) engine = addEngineStats(engine, c.health && c.health.engine, true);
+    const running = [...this.children].reduce((n, c) => n + c.runs.size, 0);
+    return {
+      warm: engine ? engine.warm : 0,
+      warming: engine ? engine.warming : 0,
+      busy: running,
+      queued: this.queue.length,
+      completed: this.counters.completed,
+      failed: { ...this.counters.failed },
+      warmStarts: engine ? engine.warmStarts : 0,
+      coldStarts: engine ? engine.coldStarts : 0,
+      threads: engine ? engine.threads : 0,
+      quarantined: engine ? engine.quarantined : 0,
+      processes: {
+        live: this.liveChildren().length,
+        starting: [...this.children].filter((c) => c.state === 'starting').length,
+        draining: [...this.children].filter((c) => c.state === 'draining').length,
+        started: this.counters.started,
+        crashed: this.counters.crashed,
+        recycled: { ...this.counters.recycled },
+        crashReasons: { ...this.counters.crashReasons },
+        pids: [...this.children].map((c) => c.pid),
+        lockdown: [...this.children].find((c) => c.lockdown)?.lockdown ?? null,
+      },
+    };
+  }
+
+  shutdown() {
+    if (this.shut) return;
+    this.shut = true;
+    for (const run of this.queue.splice(0)) this.deliver(run, failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'The sandbox engine is shut down'));
+    for (const c of this.children) {
+      if (c.state === 'starting') c.end('shutdown');
+      else {
+        c.state = 'draining';
+        c.endReason = 'shutdown';
+        c.send({ type: 'shutdown' });
+        // A child that does not exit in time is ended.
+        setTimeout(() => c.end('shutdown'), 5000).unref();
+      }
+    }
+  }
+
+  /** Resolves true once every child has exited, false after `timeoutMs` (then kills them). */
+  waitIdle(timeoutMs) {
+    return new Promise((resolve) => {
+      if (this.children.size === 0) return resolve(true);
+      const timer = setTimeout(() => {
+        for (const c of this.children) c.end('shutdown');
+        resolve(false);
+      }, timeoutMs);
+      this.onAllExited = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
+  }
+}
+
+/** Sums child engine stats (counts that are per child add up). */
+function addEngineStats(into, s, live = false) {
+  if (!s) return into;
+  const base = into ?? { warm: 0, warming: 0, threads: 0, quarantined: 0, warmStarts: 0, coldStarts: 0 };
+  return {
+    warm: base.warm + (live ? s.warm : 0),
+    warming: base.warming + (live ? s.warming : 0),
+    threads: base.threads + (live ? s.threads : 0),
+    quarantined: base.quarantined + (live ? s.quarantined : 0),
+    warmStarts: base.warmStarts + s.warmStarts,
+    coldStarts: base.coldStarts + s.coldStarts,
+  };
+}
+
+/** Sandbox host processes alive in this host process, over all engines. */
+function liveSandboxProcesses() {
+  return LIVE.size;
+}
+
+module.exports = { ProcessEngine, DEADLINE_GRACE_MS, liveSandboxProcesses };

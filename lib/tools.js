@@ -1,0 +1,158 @@
+'use strict';
+// Capabilities (runSandbox) and tools (SandboxEngine) in every accepted shape, turned into
+// one flat list of host functions keyed by the name the sandbox sees: `readFile`, or
+// `github.listIssues` for a namespace. A capability is
+//   - a function;
+//   - a described tool in the AI SDK's shape `{ description?, inputSchema?, execute }`,
+//     whose input is checked against its schema on the host before `execute` runs;
+//   - or (top level only) a namespace: an object of functions and described tools.
+// An object counts as a described tool when `execute` is a function and it has a
+// `description` or an `inputSchema` (or the older `parameters`); any other object is a
+// namespace.
+const { SandboxValidationError } = require('./errors');
+const { checkInput, schemaToTypeScript } = require('./json-schema');
+
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+// The AI SDK also takes a lazy schema: a function returning the schema.
+function isSchemaLike(v) {
+  return typeof v === 'boolean' || typeof v === 'function' || (v !== null && typeof v === 'object');
+}
+
+function isDescribedTool(v) {
+  return (
+    isPlainObject(v) &&
+    typeof v.execute === 'function' &&
+    (typeof v.description === 'string' || isSchemaLike(v.inputSchema) || isSchemaLike(v.parameters))
+  );
+}
+
+/**
+ * @typedef {object} ToolEntry
+ * @property {string} name the name the sandbox calls (`fn` or `ns.fn`)
+ * @property {string | undefined} namespace
+ * @property {string} member
+ * @property {string | undefined} description
+ * @property {unknown} inputSchema JSON Schema, AI SDK Schema or zod / Standard Schema
+ * @property {unknown} outputSchema
+ * @property {Function} handler the host function served for calls to `name`
+ */
+
+/**
+ * Flattens capabilities. Throws SandboxValidationError naming the bad entry. Names are
+ * checked again natively (identifiers, no built-ins) when a run is submitted.
+ *
+ * @param {unknown} capabilities
+ * @param {string} where the option's name, for messages
+ * @returns {{ names: string[], handlers: Record<string, Function>, entries: ToolEntry[] }}
+ */
+function normalizeTools(capabilities, where = 'capabilities') {
+  const entries = [];
+  if (capabilities === undefined) return finish(entries);
+  if (!isPlainObject(capabilities)) {
+    throw new SandboxValidationError(`${where} must be an object of functions, described tools or namespaces`);
+  }
+  for (const [key, value] of Object.entries(capabilities)) {
+    if (typeof value === 'function' || isDescribedTool(value)) {
+      entries.push(entry(undefined, key, value, `${where}.${key}`));
+    } else if (isPlainObject(value) && typeof value.execute !== 'function' && (typeof value.description === 'string' || isSchemaLike(value.inputSchema))) {
+      throw new SandboxValidationError(`${where}.${key} looks like a described tool but has no execute function`);
+    } else if (isPlainObject(value)) {
+      const members = Object.entries(value);
+      if (members.length === 0) throw new SandboxValidationError(`${where}.${key} is an empty namespace`);
+      for (const [member, tool] of members) {
+        if (typeof tool !== 'function' && !isDescribedTool(tool)) {
+          throw new SandboxValidationError(
+            `${where}.${key}.${member} must be a function or a described tool { description, inputSchema, execute } (namespaces nest one level)`,
+          );
+        }
+        entries.push(entry(key, member, tool, `${where}.${key}.${member}`));
+      }
+    } else {
+      throw new SandboxValidationError(
+        `${where}.${key} must be a function, a described tool { description, inputSchema, execute } or a namespace object, got ${value === null ? 'null' : typeof value}`,
+      );
+    }
+  }
+  return finish(entries);
+}
+
+function entry(namespace, member, value, path) {
+  if (member.includes('.')) throw new SandboxValidationError(`${path}: a name may not contain "."`);
+  const name = namespace === undefined ? member : `${namespace}.${member}`;
+  if (typeof value === 'function') {
+    return { name, namespace, member, description: undefined, inputSchema: undefined, outputSchema: undefined, handler: value };
+  }
+  if (value.description !== undefined && typeof value.description !== 'string') {
+    throw new SandboxValidationError(`${path}.description must be a string`);
+  }
+  let inputSchema = value.inputSchema ?? value.parameters;
+  if (typeof inputSchema === 'function') inputSchema = inputSchema();
+  if (inputSchema !== undefined && !isPlainObject(inputSchema) && typeof inputSchema !== 'boolean') {
+    throw new SandboxValidationError(`${path}.inputSchema must be a JSON Schema object or a zod schema`);
+  }
+  const execute = value.execute;
+  const tool = value;
+  let calls = 0;
+  const handler = async (...args) => {
+    const input = await checkInput(inputSchema, args[0], name);
+    calls += 1;
+    // The AI SDK passes an options object as the second argument; give tools one too.
+    return execute.call(tool, input, { toolCallId: `isolet-${name}-${calls}`, messages: [] });
+  };
+  return { name, namespace, member, description: value.description, inputSchema, outputSchema: value.outputSchema, handler };
+}
+
+function finish(entries) {
+  const handlers = Object.create(null);
+  for (const e of entries) handlers[e.name] = e.handler;
+  return { names: entries.map((e) => e.name), handlers, entries };
+}
+
+/**
+ * TypeScript declarations of the capabilities, with JSDoc from their descriptions, for a
+ * model's prompt. Every tool returns a Promise inside the sandbox.
+ *
+ * @param {unknown} capabilities the same object runSandbox or SandboxEngine takes
+ * @returns {string}
+ */
+function describeTools(capabilities) {
+  const { entries } = normalizeTools(capabilities, 'describeTools(capabilities)');
+  const out = [];
+  const namespaces = new Map();
+  for (const e of entries) {
+    if (e.namespace === undefined) {
+      out.push(...doc(e.description, ''), `declare function ${e.member}${signature(e)};`, '');
+    } else {
+      if (!namespaces.has(e.namespace)) namespaces.set(e.namespace, []);
+      namespaces.get(e.namespace).push(e);
+    }
+  }
+  for (const [ns, members] of namespaces) {
+    out.push(`declare const ${ns}: {`);
+    for (const e of members) out.push(...doc(e.description, '  '), `  ${propertyKey(e.member)}${signature(e, '  ')};`);
+    out.push('};', '');
+  }
+  return out.join('\n').trimEnd() + '\n';
+}
+
+function signature(e, indent = '') {
+  const output = e.outputSchema === undefined ? 'unknown' : schemaToTypeScript(e.outputSchema, indent);
+  if (e.inputSchema === undefined) return `(...args: unknown[]): Promise<${output}>`;
+  return `(input: ${schemaToTypeScript(e.inputSchema, indent)}): Promise<${output}>`;
+}
+
+function doc(text, indent) {
+  if (!text) return [];
+  const lines = String(text).replace(/\*\//g, '*\\/').split(/\r?\n/);
+  if (lines.length === 1) return [`${indent}/** ${lines[0]} */`];
+  return [`${indent}/**`, ...lines.map((l) => `${indent} * ${l}`.trimEnd()), `${indent} */`];
+}
+
+function propertyKey(name) {
+  return /^[A-Za-z_$][\w$]*$/.test(name) ? name : JSON.stringify(name);
+}
+
+module.exports = { normalizeTools, describeTools, isDescribedTool };

