@@ -170,6 +170,10 @@ export interface SandboxOptions {
   maxLogEntries?: number;
   /** Console bytes kept. Default 1 MiB. */
   maxLogBytes?: number;
+  /** Bytes of host-call arguments and replies in flight at once. Default 64 MiB (see docs/budgets.md). */
+  maxPendingHostCallBytes?: number;
+  /** Host calls in flight at once. Default 128. */
+  maxPendingHostCalls?: number;
   /**
    * Where the isolate runs. `'process'` (default): in a supervised sandbox host process,
    * so a run that cannot be stopped, a crash or a memory overrun ends that process, never
@@ -219,6 +223,8 @@ export declare const RUN_SANDBOX_DEFAULTS: Readonly<{ memoryLimitMb: 64; timeout
 export interface FileReadOptions {
   /** Largest file served, in bytes. Default 10 MB. */
   maxBytes?: number;
+  /** Reads one run may have in flight at once; more fail with ERR_ISOLET_TOO_MANY_READS. Default 8. */
+  maxReadsInFlight?: number;
 }
 
 export interface FileReadRequest {
@@ -302,6 +308,10 @@ export interface BridgeLimits {
   maxLogEntries?: number;
   /** Console bytes kept. Default 1 MiB. */
   maxLogBytes?: number;
+  /** Bytes of tool-call arguments and replies in flight at once. Default 64 MiB (see docs/budgets.md). */
+  maxPendingHostCallBytes?: number;
+  /** Tool calls in flight at once. Default 128. */
+  maxPendingHostCalls?: number;
 }
 
 export declare const DEFAULT_ISOLATE_LIMITS: Readonly<Required<IsolateLimits>>;

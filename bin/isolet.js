@@ -60,7 +60,23 @@ function positiveNumber(name, value) {
   return n;
 }
 
-function colorDiff(diff, enabled) {
+// Terminal control characters a suggestion may carry (C0 except tab and newline, DEL,
+// C1, and the bidi overrides that reorder what a reviewer sees), shown as visible escapes
+// so that a model's output can neither drive the terminal nor hide code from review.
+const CONTROL_CHARS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const NAMED_ESCAPES = new Map([['\r', '\\r'], ['\b', '\\b'], ['\f', '\\f'], ['\v', '\\v'], ['\0', '\\0']]);
+
+function escapeControls(text) {
+  return text.replace(CONTROL_CHARS, (c) => {
+    const named = NAMED_ESCAPES.get(c);
+    if (named) return named;
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+function colorDiff(rawDiff, enabled) {
+  const diff = escapeControls(rawDiff);
   if (!enabled) return diff;
   return diff
     .split('\n')
@@ -204,9 +220,10 @@ async function autofixCommand(argv) {
       code = EXIT_NOT_APPLIED;
       break;
     default:
-      process.stderr.write(`isolet autofix: failed (${result.reason}): ${result.message}\n`);
+      // The message and logs may come from the suggested code: escaped like the diff.
+      process.stderr.write(`isolet autofix: failed (${result.reason}): ${escapeControls(String(result.message))}\n`);
       if (result.sandbox && Array.isArray(result.sandbox.logs) && result.sandbox.logs.length > 0) {
-        process.stderr.write(`sandbox logs:\n${result.sandbox.logs.map((l) => '  ' + formatLog(l)).join('\n')}\n`);
+        process.stderr.write(`sandbox logs:\n${result.sandbox.logs.map((l) => '  ' + escapeControls(formatLog(l))).join('\n')}\n`);
       }
       code = EXIT_FAILED;
   }

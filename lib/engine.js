@@ -31,6 +31,8 @@ const DEFAULT_BRIDGE_LIMITS = Object.freeze({
   maxOutputBytes: LIMITS.maxOutputBytes,
   maxLogEntries: LIMITS.maxLogEntries,
   maxLogBytes: LIMITS.maxLogBytes,
+  maxPendingHostCallBytes: LIMITS.maxPendingHostCallBytes,
+  maxPendingHostCalls: LIMITS.maxPendingHostCalls,
 });
 
 /** No tools unless a request's policy names them. */
@@ -254,6 +256,12 @@ class SandboxEngine {
       } catch (err) {
         throw new SandboxValidationError(`wasm module "${m.name}" is invalid: ${err.message}`);
       }
+      try {
+        // Its memory must have a maximum within a run's budget (isolet-core wasm).
+        native.checkWasmModule(m.name, Buffer.from(bytes), this._config.memoryMb);
+      } catch (err) {
+        throw new SandboxValidationError(err.message);
+      }
       modules.push({ name: m.name, bytes: Buffer.from(bytes) });
     }
     this._wasm = modules;
@@ -390,6 +398,8 @@ class SandboxEngine {
         maxOutputBytes: bridge.maxOutputBytes,
         maxLogEntries: bridge.maxLogEntries,
         maxLogBytes: bridge.maxLogBytes,
+        maxPendingHostCallBytes: bridge.maxPendingHostCallBytes,
+        maxPendingHostCalls: bridge.maxPendingHostCalls,
         capabilities: tools.names,
         dataObject: true,
         dataValues,

@@ -4,9 +4,11 @@
 // runSandbox and SandboxEngine sessions are both built on `execute`.
 const { serialize, deserialize, describeHostError } = require('./bridge');
 const native = require('./native');
+const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, SandboxValidationError, errorFromFailure } = require('./errors');
 
-const DEFAULT_MAX_MESSAGE_BYTES = native.defaults().maxMessageBytes;
+const DEFAULTS = native.defaults();
+const DEFAULT_MAX_MESSAGE_BYTES = DEFAULTS.maxMessageBytes;
 
 const EMPTY_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 });
 
@@ -38,6 +40,11 @@ function statsOf(s) {
 function execute(engine, request, hooks = {}) {
   const handlers = hooks.handlers || {};
   const maxReply = hooks.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  // What capabilities of this run see through currentRun(): its end signal and budgets.
+  const ctx = new RunContext({
+    maxPendingHostCallBytes: request.maxPendingHostCallBytes ?? DEFAULTS.maxPendingHostCallBytes,
+    maxPendingHostCalls: request.maxPendingHostCalls ?? DEFAULTS.maxPendingHostCalls,
+  });
   let resolveDone;
   const done = new Promise((resolve) => {
     resolveDone = resolve;
@@ -52,6 +59,7 @@ function execute(engine, request, hooks = {}) {
         break;
       case 'done':
         finished = true;
+        ctx._end();
         resolveDone(finish(ev));
         break;
       default:
@@ -79,7 +87,7 @@ function execute(engine, request, hooks = {}) {
       return;
     }
     Promise.resolve()
-      .then(() => fn(...args))
+      .then(() => callInRun(ctx, fn, args))
       .then(
         (value) => {
           if (finished) return; // the run ended; drop the late reply
@@ -108,6 +116,7 @@ function execute(engine, request, hooks = {}) {
     handle = engine.submit(request, onNativeEvent);
   } catch (err) {
     // Bindings throw only for invalid input.
+    ctx._end();
     resolveDone({ ok: false, error: new SandboxValidationError(err.message), stats: statsOf(), logs: [] });
     return { done, handle: null };
   }

@@ -14,7 +14,7 @@ const RUN_SANDBOX_DEFAULTS = Object.freeze({
   timeoutMs: native.defaults().wallTimeMs,
 });
 
-const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes'];
+const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes', 'maxPendingHostCallBytes', 'maxPendingHostCalls'];
 
 /** The engines behind runSandbox, one per isolation mode, created on first use. */
 const defaultEngines = new Map();
@@ -83,6 +83,8 @@ async function runSandbox(code, options = undefined) {
     maxMessages: opts.maxHostCalls,
     maxLogEntries: opts.maxLogEntries,
     maxLogBytes: opts.maxLogBytes,
+    maxPendingHostCallBytes: opts.maxPendingHostCallBytes,
+    maxPendingHostCalls: opts.maxPendingHostCalls,
     capabilities: tools.names,
   };
   const { done, handle } = execute(getDefaultEngine(opts.isolation), request, {

@@ -10,9 +10,13 @@
 // - method allow-list; hop-by-hop and routing headers (Host, Content-Length, ...) refused;
 // - request body size cap; one overall deadline (AbortSignal.timeout) covering all hops
 //   and the body; response body streamed and cut off (stream cancelled) past the cap;
-// - redirects followed manually, at most MAX_REDIRECTS, each target re-checked.
+// - redirects followed manually, at most MAX_REDIRECTS, each target re-checked;
+// - per run (lib/run-context.js): every request is aborted, and its socket closed, when
+//   the run that made it ends; response bytes in flight for one run stay within the
+//   run's maxPendingHostCallBytes.
 
 const { SandboxValidationError } = require('../errors');
+const { ByteBudget, currentRun } = require('../run-context');
 
 const MAX_REDIRECTS = 5;
 const DEFAULTS = Object.freeze({
@@ -258,25 +262,35 @@ async function cancelBody(response) {
   }
 }
 
-async function readBody(response, maxBytes) {
+async function readBody(response, maxBytes, held) {
   if (!response.body) return '';
   const reader = response.body.getReader();
   const decoder = new TextDecoder('utf-8');
   let received = 0;
   let text = '';
+  const abandon = async () => {
+    try {
+      await reader.cancel();
+    } catch {
+      // ignore: we are abandoning the stream either way
+    }
+  };
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     received += value.byteLength;
     if (received > maxBytes) {
-      try {
-        await reader.cancel();
-      } catch {
-        // ignore: we are abandoning the stream either way
-      }
+      await abandon();
       throw refusal(
         'ERR_ISOLET_RESPONSE_TOO_LARGE',
         `response body is larger than the limit of ${maxBytes} bytes`,
+      );
+    }
+    if (!held.take(value.byteLength)) {
+      await abandon();
+      throw refusal(
+        'ERR_ISOLET_RESPONSE_BUDGET',
+        `responses in flight for this run would hold more than ${held.limit} bytes (maxPendingHostCallBytes); await some before fetching more`,
       );
     }
     text += decoder.decode(value, { stream: true });
@@ -284,12 +298,67 @@ async function readBody(response, maxBytes) {
   return text + decoder.decode();
 }
 
+/** Bytes one request holds in its run's budget; `free()` gives them all back. */
+function holder(budget) {
+  let taken = 0;
+  return {
+    limit: budget.limit,
+    take(n) {
+      if (!budget.reserve(n)) return false;
+      taken += n;
+      return true;
+    },
+    free() {
+      budget.release(taken);
+      taken = 0;
+    },
+  };
+}
+
 function isRedirect(status) {
   return status === 301 || status === 302 || status === 303 || status === 307 || status === 308;
 }
 
-function translateFailure(err, signal, timeoutMs) {
+// Node's fetch (undici) keeps an aborted request's socket open until its keep-alive
+// timeout on Node < 26. Each run therefore gets its own connection pool, destroyed when
+// the run ends, built from the class of Node's own default dispatcher (found under the
+// symbol undici shares across copies). Where that is not an undici Agent (a custom
+// global dispatcher, or Node 26's wrapper), requests are only aborted.
+const UNDICI_GLOBAL_DISPATCHER = Symbol.for('undici.globalDispatcher.1');
+let poolClass;
+function runPoolClass(hostFetch) {
+  if (poolClass !== undefined) return poolClass;
+  if (globalThis[UNDICI_GLOBAL_DISPATCHER] === undefined) {
+    // The first call loads undici, which installs its default dispatcher; a data: URL
+    // never touches the network.
+    try {
+      hostFetch('data:,').then((r) => r.arrayBuffer()).catch(() => {});
+    } catch {
+      // no fetch machinery: abort-only
+    }
+  }
+  const dispatcher = globalThis[UNDICI_GLOBAL_DISPATCHER];
+  const Class = dispatcher && dispatcher.constructor;
+  poolClass = Class && Class.name === 'Agent' && typeof Class.prototype.destroy === 'function' ? Class : null;
+  return poolClass;
+}
+
+function runPool(run, hostFetch) {
+  const Pool = runPoolClass(hostFetch);
+  // An ended run's requests fail on its aborted signal anyway.
+  if (!Pool || run.signal.aborted) return undefined;
+  return run.slot(runPool, () => {
+    const pool = new Pool();
+    run.signal.addEventListener('abort', () => pool.destroy().catch(() => {}), { once: true });
+    return pool;
+  });
+}
+
+function translateFailure(err, signal, timeoutMs, runSignal) {
   if (err && typeof err.code === 'string' && err.code.startsWith('ERR_ISOLET_')) return err;
+  if (runSignal && runSignal.aborted) {
+    return refusal('ERR_ISOLET_RUN_ENDED', 'request aborted: the sandbox run has ended');
+  }
   if (signal.aborted) {
     return refusal('ERR_ISOLET_FETCH_TIMEOUT', `request timed out after ${timeoutMs} ms`);
   }
@@ -313,6 +382,9 @@ function createFetchCapability(options) {
     throw invalidOption('this Node.js has no global fetch (Node.js >= 18 is required)');
   }
   const { origins, timeoutMs, maxResponseBytes, maxRequestBytes, methods } = config;
+  // Outside a sandbox run (host code calling the handler itself): no run budget.
+  const unbudgeted = new ByteBudget(Infinity);
+  const perRun = (run) => new ByteBudget(run.budgets.maxPendingHostCallBytes);
 
   return async function fetch(request) {
     if (!isPlainObject(request)) {
@@ -347,16 +419,17 @@ function createFetchCapability(options) {
     let headers = validateHeaders(request.headers);
     let body = validateBody(request.body, method, maxRequestBytes);
 
-    const signal = AbortSignal.timeout(timeoutMs);
+    const run = currentRun();
+    const timeout = AbortSignal.timeout(timeoutMs);
+    // Aborting tears the connection down, so no socket outlives the run.
+    const signal = run ? AbortSignal.any([timeout, run.signal]) : timeout;
+    const held = holder(run ? run.slot(fetch, perRun) : unbudgeted);
+    const dispatcher = run ? runPool(run, hostFetch) : undefined;
     try {
       for (let redirects = 0; ; redirects++) {
-        const response = await hostFetch(url.href, {
-          method,
-          headers,
-          body,
-          redirect: 'manual',
-          signal,
-        });
+        const init = { method, headers, body, redirect: 'manual', signal };
+        if (dispatcher) init.dispatcher = dispatcher;
+        const response = await hostFetch(url.href, init);
         const location = response.headers.get('location');
         if (isRedirect(response.status) && location !== null) {
           await cancelBody(response);
@@ -378,7 +451,7 @@ function createFetchCapability(options) {
           url = next;
           continue;
         }
-        const text = method === 'HEAD' ? (await cancelBody(response), '') : await readBody(response, maxResponseBytes);
+        const text = method === 'HEAD' ? (await cancelBody(response), '') : await readBody(response, maxResponseBytes, held);
         return {
           status: response.status,
           statusText: response.statusText,
@@ -387,7 +460,10 @@ function createFetchCapability(options) {
         };
       }
     } catch (err) {
-      throw translateFailure(err, signal, timeoutMs);
+      throw translateFailure(err, timeout, timeoutMs, run && run.signal);
+    } finally {
+      // The body now lives in the reply, which the bridge counts until the sandbox has it.
+      held.free();
     }
   };
 }

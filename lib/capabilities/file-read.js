@@ -11,11 +11,16 @@
 const fs = require('node:fs');
 const nodePath = require('node:path');
 const { SandboxValidationError } = require('../errors');
+const { currentRun } = require('../run-context');
 
 const DEFAULT_MAX_BYTES = 10 * 1024 * 1024;
+// Reads one run may have in flight at once; more fail at once (a readFile storm must
+// not queue unbounded work and buffers on the host).
+const DEFAULT_MAX_READS_IN_FLIGHT = 8;
+const MAX_MAX_READS_IN_FLIGHT = 1024;
 // A larger file could not become one JS string (base64 grows it by a third).
 const MAX_MAX_BYTES = 256 * 1024 * 1024;
-const OPTION_KEYS = new Set(['maxBytes']);
+const OPTION_KEYS = new Set(['maxBytes', 'maxReadsInFlight']);
 const REQUEST_KEYS = new Set(['path', 'encoding']);
 const ENCODINGS = new Map([
   ['utf8', false],
@@ -55,7 +60,7 @@ function refusal(code, message) {
 }
 
 function validateOptions(options) {
-  if (options === undefined) return { maxBytes: DEFAULT_MAX_BYTES };
+  if (options === undefined) return { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT };
   if (!isPlainObject(options)) {
     throw new SandboxValidationError(
       `createFileReadCapability: options must be an object, got ${describe(options)}`,
@@ -75,7 +80,16 @@ function validateOptions(options) {
       );
     }
   }
-  return { maxBytes };
+  let maxReadsInFlight = DEFAULT_MAX_READS_IN_FLIGHT;
+  if (options.maxReadsInFlight !== undefined) {
+    maxReadsInFlight = options.maxReadsInFlight;
+    if (!Number.isSafeInteger(maxReadsInFlight) || maxReadsInFlight < 1 || maxReadsInFlight > MAX_MAX_READS_IN_FLIGHT) {
+      throw new SandboxValidationError(
+        `createFileReadCapability: maxReadsInFlight must be an integer from 1 to ${MAX_MAX_READS_IN_FLIGHT}`,
+      );
+    }
+  }
+  return { maxBytes, maxReadsInFlight };
 }
 
 function openRoot(dir) {
@@ -113,12 +127,21 @@ function openRoot(dir) {
 
 /**
  * @param {string} dir directory the capability may read from (validated now)
- * @param {{ maxBytes?: number }} [options]
+ * @param {{ maxBytes?: number, maxReadsInFlight?: number }} [options] `maxReadsInFlight`
+ *   caps reads in flight per run (default 8); their contents are also held within the
+ *   run's `maxPendingHostCallBytes`.
  * @returns {(request: { path: string, encoding?: 'utf8' | 'base64' }) => Promise<{ path: string, content: string }>}
  */
 function createFileReadCapability(dir, options) {
-  const { maxBytes } = validateOptions(options);
+  const { maxBytes, maxReadsInFlight } = validateOptions(options);
   const root = openRoot(dir);
+  // Outside a sandbox run (host code calling the handler itself) there is no run budget.
+  const unbudgeted = { inFlight: 0, maxReads: Infinity, budget: new (binding().ReadBudget)(Number.MAX_SAFE_INTEGER) };
+  const perRun = (run) => ({
+    inFlight: 0,
+    maxReads: maxReadsInFlight,
+    budget: new (binding().ReadBudget)(run.budgets.maxPendingHostCallBytes),
+  });
 
   return async function readFile(request) {
     if (!isPlainObject(request)) {
@@ -146,7 +169,23 @@ function createFileReadCapability(dir, options) {
     if (typeof encoding !== 'string' || !ENCODINGS.has(encoding.toLowerCase())) {
       throw requestError('encoding must be "utf8" or "base64"');
     }
-    const outcome = await root.read(path, maxBytes, ENCODINGS.get(encoding.toLowerCase()));
+    const run = currentRun();
+    const state = run ? run.slot(readFile, perRun) : unbudgeted;
+    if (state.inFlight >= state.maxReads) {
+      throw refusal(
+        'ERR_ISOLET_TOO_MANY_READS',
+        `readFile: ${state.inFlight} reads are already in flight for this run (maxReadsInFlight ${state.maxReads}); await some before reading more`,
+      );
+    }
+    state.inFlight++;
+    let outcome;
+    try {
+      outcome = await root.read(path, maxBytes, ENCODINGS.get(encoding.toLowerCase()), state.budget);
+    } finally {
+      state.inFlight--;
+    }
+    // From here the content is the reply, which the bridge counts until the sandbox has it.
+    if (outcome.reserved) state.budget.release(outcome.reserved);
     if (outcome.code !== undefined && outcome.code !== null) {
       throw refusal(outcome.code, outcome.message);
     }
@@ -154,4 +193,4 @@ function createFileReadCapability(dir, options) {
   };
 }
 
-module.exports = { createFileReadCapability, DEFAULT_MAX_BYTES };
+module.exports = { createFileReadCapability, DEFAULT_MAX_BYTES, DEFAULT_MAX_READS_IN_FLIGHT };

@@ -49,6 +49,10 @@ pub struct RunRequest {
     pub max_output_bytes: Option<f64>,
     pub max_log_entries: Option<f64>,
     pub max_log_bytes: Option<f64>,
+    /// Bytes of host-call arguments and replies in flight at once (default 64 MiB).
+    pub max_pending_host_call_bytes: Option<f64>,
+    /// Host calls in flight at once (default 128).
+    pub max_pending_host_calls: Option<f64>,
     /// Global names of host functions; calls arrive as `hostCall` events.
     pub capabilities: Option<Vec<String>>,
     /// Install the read-only `data` object; reads arrive as `dataRequest` events.
@@ -82,6 +86,20 @@ fn whole(name: &'static str, v: Option<f64>, default: usize, min: usize, max: us
     })
 }
 
+/// Refuses a WebAssembly module whose memory has no maximum or may grow past
+/// `memory_mb`. WebAssembly memory lives outside the heap and ArrayBuffer budgets: only
+/// the module's declared maximum bounds it. Called by `SandboxEngine.init()` in the
+/// parent whatever the isolation, and again where modules are registered.
+#[napi]
+pub fn check_wasm_module(name: String, bytes: Buffer, memory_mb: u32) -> Result<()> {
+    check_wasm_memory(&name, &bytes, memory_mb)
+}
+
+fn check_wasm_memory(name: &str, bytes: &[u8], memory_mb: u32) -> Result<()> {
+    isolet_core::wasm::check_memory_budget(bytes, memory_mb as u64 * 1024 * 1024)
+        .map_err(|e| validation_error(format!("wasm module \"{name}\" is refused: {e}")))
+}
+
 #[napi]
 pub struct NativeEngine {
     engine: Engine,
@@ -110,6 +128,7 @@ impl NativeEngine {
         let mut out = Vec::new();
         for m in modules {
             check_global_name(&m.name).map_err(|e| validation_error(format!("wasm module name: {e}")))?;
+            check_wasm_memory(&m.name, &m.bytes, self.memory_mb)?;
             out.push((m.name, Arc::new(WasmModule::new(m.bytes.to_vec()))));
         }
         self.wasm_modules = out;
@@ -183,6 +202,8 @@ impl NativeEngine {
             max_output_bytes: r.max_output_bytes,
             max_log_entries: r.max_log_entries,
             max_log_bytes: r.max_log_bytes,
+            max_pending_host_call_bytes: r.max_pending_host_call_bytes,
+            max_pending_host_calls: r.max_pending_host_calls,
         };
         let bridge = BridgeLimits::from_raw(BridgeLimits::default(), raw).map_err(|e| validation_error(e.to_string()))?;
         let capabilities = r.capabilities.unwrap_or_default();

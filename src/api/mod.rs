@@ -79,6 +79,9 @@ pub struct DefaultsJs {
     pub max_output_bytes: u32,
     pub max_log_entries: u32,
     pub max_log_bytes: u32,
+    pub max_pending_host_call_bytes: f64,
+    pub max_pending_host_calls: u32,
+    pub max_data_key_bytes: u32,
 }
 
 #[napi]
@@ -94,5 +97,8 @@ pub fn defaults() -> DefaultsJs {
         max_output_bytes: bridge.max_output_bytes as u32,
         max_log_entries: bridge.max_log_entries as u32,
         max_log_bytes: bridge.max_log_bytes as u32,
+        max_pending_host_call_bytes: bridge.max_pending_host_call_bytes as f64,
+        max_pending_host_calls: bridge.max_pending_host_calls,
+        max_data_key_bytes: isolet_core::limits::MAX_DATA_KEY_BYTES as u32,
     }
 }

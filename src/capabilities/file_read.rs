@@ -22,6 +22,7 @@
 //! fixed strings, each with a stable code (`ERR_ISOLET_*`).
 use std::io::{self, Read};
 use std::path::{Component, Path};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cap_std::ambient_authority;
@@ -50,6 +51,8 @@ pub enum FileReadError {
     AccessDenied,
     #[error("readFile: read failed ({0})")]
     Io(&'static str),
+    #[error("readFile: reads in flight for this run would hold more than {limit} bytes; await some before reading more")]
+    BudgetExceeded { limit: u64 },
 }
 
 impl FileReadError {
@@ -63,6 +66,7 @@ impl FileReadError {
             FileReadError::TooLarge { .. } => "ERR_ISOLET_TOO_LARGE",
             FileReadError::AccessDenied => "ERR_ISOLET_ACCESS_DENIED",
             FileReadError::Io(_) => "ERR_ISOLET_READ_FAILED",
+            FileReadError::BudgetExceeded { .. } => "ERR_ISOLET_READ_BUDGET",
         }
     }
 }
@@ -140,12 +144,45 @@ fn map_io(err: io::Error) -> FileReadError {
     }
 }
 
+/// Bytes of file contents held for reads in flight, shared by the reads of one run:
+/// each read reserves its file's size before allocating a buffer for it.
+#[derive(Debug)]
+pub struct BytesInFlight {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl BytesInFlight {
+    pub fn new(limit: u64) -> Self {
+        BytesInFlight { limit, used: AtomicU64::new(0) }
+    }
+
+    fn reserve(&self, bytes: u64) -> std::result::Result<(), FileReadError> {
+        self.used
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
+                used.checked_add(bytes).filter(|&total| total <= self.limit)
+            })
+            .map(|_| ())
+            .map_err(|_| FileReadError::BudgetExceeded { limit: self.limit })
+    }
+
+    fn release(&self, bytes: u64) {
+        let _ = self.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| Some(used.saturating_sub(bytes)));
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::SeqCst)
+    }
+}
+
 /// Reads `path` (relative, resolved beneath `dir`) if it is a regular file of at most
-/// `max_bytes` bytes.
+/// `max_bytes` bytes, holding its contents against `budget`: on success the returned
+/// buffer's length stays reserved until the caller releases it.
 pub fn read_beneath(
     dir: &Dir,
     path: &str,
     max_bytes: u64,
+    budget: &BytesInFlight,
 ) -> std::result::Result<Vec<u8>, FileReadError> {
     check_relative_path(path)?;
 
@@ -178,15 +215,36 @@ pub fn read_beneath(
         return Err(FileReadError::TooLarge { max: max_bytes });
     }
 
-    // Bounded whatever the metadata claims (files can grow, /proc-like files report 0).
-    let mut buf = Vec::with_capacity(len as usize);
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(map_io)?;
-    if buf.len() as u64 > max_bytes {
-        return Err(FileReadError::TooLarge { max: max_bytes });
+    // Reserved before the buffer exists, so a storm of reads cannot allocate first.
+    budget.reserve(len)?;
+    let mut reserved = len;
+    let result = (|| {
+        // Bounded whatever the metadata claims (files can grow, /proc-like files report 0).
+        let mut buf = Vec::with_capacity(len as usize);
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut buf)
+            .map_err(map_io)?;
+        if buf.len() as u64 > max_bytes {
+            return Err(FileReadError::TooLarge { max: max_bytes });
+        }
+        let grown = (buf.len() as u64).saturating_sub(reserved);
+        if grown > 0 {
+            budget.reserve(grown)?;
+            reserved += grown;
+        }
+        Ok(buf)
+    })();
+    match result {
+        Ok(buf) => {
+            // Keep exactly the buffer's length reserved.
+            budget.release(reserved - buf.len() as u64);
+            Ok(buf)
+        }
+        Err(e) => {
+            budget.release(reserved);
+            Err(e)
+        }
     }
-    Ok(buf)
 }
 
 const BASE64_ALPHABET: &[u8; 64] =
@@ -234,6 +292,8 @@ fn encode(bytes: Vec<u8>, base64: bool) -> String {
 #[napi(object)]
 pub struct FileReadOutcome {
     pub content: Option<String>,
+    /// Bytes still reserved in the read budget for this content; the caller releases them.
+    pub reserved: Option<f64>,
     pub code: Option<String>,
     pub message: Option<String>,
 }
@@ -244,29 +304,67 @@ pub struct ReadFile {
     path: String,
     max_bytes: u64,
     base64: bool,
+    budget: Arc<BytesInFlight>,
 }
 
 impl Task for ReadFile {
-    type Output = std::result::Result<String, FileReadError>;
+    type Output = std::result::Result<(String, u64), FileReadError>;
     type JsValue = FileReadOutcome;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        Ok(read_beneath(&self.dir, &self.path, self.max_bytes).map(|b| encode(b, self.base64)))
+        Ok(read_beneath(&self.dir, &self.path, self.max_bytes, &self.budget)
+            .map(|b| {
+                let reserved = b.len() as u64;
+                (encode(b, self.base64), reserved)
+            }))
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
         Ok(match output {
-            Ok(content) => FileReadOutcome {
+            Ok((content, reserved)) => FileReadOutcome {
                 content: Some(content),
+                reserved: Some(reserved as f64),
                 code: None,
                 message: None,
             },
             Err(err) => FileReadOutcome {
                 content: None,
+                reserved: None,
                 code: Some(err.code().to_string()),
                 message: Some(err.to_string()),
             },
         })
+    }
+}
+
+/// A byte budget shared by the reads of one run (see `BytesInFlight`).
+#[napi]
+pub struct ReadBudget {
+    inner: Arc<BytesInFlight>,
+}
+
+#[napi]
+impl ReadBudget {
+    #[napi(constructor)]
+    pub fn new(limit_bytes: f64) -> Result<Self> {
+        if !(limit_bytes.is_finite() && limit_bytes >= 0.0 && limit_bytes.fract() == 0.0) {
+            return Err(Error::new(Status::InvalidArg, "limitBytes must be a non-negative integer"));
+        }
+        Ok(ReadBudget { inner: Arc::new(BytesInFlight::new(limit_bytes as u64)) })
+    }
+
+    /// Gives back bytes a finished read reserved.
+    #[napi]
+    pub fn release(&self, bytes: f64) {
+        if bytes.is_finite() && bytes > 0.0 {
+            self.inner.release(bytes as u64);
+        }
+    }
+
+    /// Bytes currently reserved.
+    #[napi(getter)]
+    pub fn used(&self) -> f64 {
+        self.inner.used() as f64
     }
 }
 
@@ -302,7 +400,7 @@ impl FileReadRoot {
     /// Reads `path` beneath the directory, off the JS thread. Resolves to a
     /// `FileReadOutcome`; never rejects for a refused path.
     #[napi]
-    pub fn read(&self, path: String, max_bytes: f64, base64: bool) -> Result<AsyncTask<ReadFile>> {
+    pub fn read(&self, path: String, max_bytes: f64, base64: bool, budget: &ReadBudget) -> Result<AsyncTask<ReadFile>> {
         if !(max_bytes.is_finite() && max_bytes >= 0.0 && max_bytes.fract() == 0.0) {
             return Err(Error::new(
                 Status::InvalidArg,
@@ -314,6 +412,7 @@ impl FileReadRoot {
             path,
             max_bytes: max_bytes as u64,
             base64,
+            budget: Arc::clone(&budget.inner),
         }))
     }
 }

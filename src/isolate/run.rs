@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use isolet_core::{BridgeLimits, ErrorKind, Failure, IsolateLimits, LogBuffer, LogEntry, LogLevel};
+use isolet_core::limits::{MAX_DATA_KEY_BYTES, MAX_REJECTION_MESSAGE_BYTES};
+use isolet_core::{BridgeLimits, ErrorKind, Failure, IsolateLimits, LogBuffer, LogEntry, LogLevel, PendingCalls};
 
 use crate::v8::{DataAnswer, IsolateHandle, Mode, WasmModule};
 
@@ -80,13 +81,57 @@ impl StopReason {
     }
 }
 
-#[derive(Default)]
+impl HostReply {
+    fn call_id(&self) -> u32 {
+        match self {
+            HostReply::Fulfill { call_id, .. } | HostReply::Reject { call_id, .. } => *call_id,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            HostReply::Fulfill { value, .. } => value.len(),
+            HostReply::Reject { name, message, .. } => name.len() + message.len(),
+        }
+    }
+}
+
 struct Inbox {
     replies: VecDeque<HostReply>,
     answers: HashMap<u32, DataAnswer>,
     /// Data requests sent and not answered yet.
     waiting: std::collections::HashSet<u32>,
+    /// Host calls sent and not yet answered inside the sandbox, with their bytes.
+    pending: PendingCalls,
+    /// The run delivered its completion: later replies and answers are dropped.
+    closed: bool,
     woken: bool,
+}
+
+impl Inbox {
+    fn new(bridge: &BridgeLimits) -> Self {
+        Inbox {
+            replies: VecDeque::new(),
+            answers: HashMap::new(),
+            waiting: Default::default(),
+            pending: PendingCalls::new(bridge.max_pending_host_call_bytes, bridge.max_pending_host_calls),
+            closed: false,
+            woken: false,
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary.
+fn truncate_utf8(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("… [truncated]");
+    }
+    s
 }
 
 /// Where the isolate thread runs, for CPU accounting and quarantine.
@@ -127,11 +172,12 @@ pub(crate) struct RunShared {
 impl RunShared {
     pub(crate) fn new(id: u64, spec: RunSpec, sink: Arc<dyn EventSink>) -> Arc<RunShared> {
         let logs = LogBuffer::new(spec.bridge.max_log_entries, spec.bridge.max_log_bytes);
+        let inbox = Inbox::new(&spec.bridge);
         Arc::new(RunShared {
             id,
             spec,
             sink,
-            inbox: Mutex::new(Inbox::default()),
+            inbox: Mutex::new(inbox),
             cv: Condvar::new(),
             isolate: Mutex::new(None),
             stop: AtomicU8::new(0),
@@ -264,7 +310,20 @@ impl RunShared {
     }
 
     pub(crate) fn send_claimed(&self, completion: Completion) {
+        self.close_inbox();
         self.sink.done(completion);
+    }
+
+    /// The run is over: free whatever replies and answers still wait, and drop any that
+    /// arrive later, so nothing is held for a run that has ended.
+    fn close_inbox(&self) {
+        let mut inbox = self.inbox.lock().unwrap();
+        inbox.closed = true;
+        inbox.replies.clear();
+        inbox.answers.clear();
+        inbox.waiting.clear();
+        inbox.pending.clear();
+        self.cv.notify_all();
     }
 
     /// The failure matching a stop reason.
@@ -290,13 +349,63 @@ impl RunShared {
         self.cv.notify_all();
     }
 
+    /// Admits host call `call_id` against the run's in-flight budget; `Err` carries
+    /// the message of the RangeError the sandbox sees instead.
+    pub(crate) fn begin_host_call(&self, call_id: u32, arg_bytes: usize) -> Result<(), String> {
+        let mut inbox = self.inbox.lock().unwrap();
+        if inbox.closed {
+            return Err("the execution has ended".into());
+        }
+        inbox.pending.begin(call_id, arg_bytes).map_err(|e| e.to_string())
+    }
+
+    /// A host's reply to a call in flight. Replies to calls not in flight (late, after
+    /// the run ended, or unknown) are dropped; a reply that would pass the in-flight
+    /// byte budget becomes a RangeError.
     pub(crate) fn push_reply(&self, reply: HostReply) {
-        self.inbox.lock().unwrap().replies.push_back(reply);
+        let mut inbox = self.inbox.lock().unwrap();
+        if inbox.closed {
+            return;
+        }
+        let call_id = reply.call_id();
+        let reply = match reply {
+            HostReply::Reject { call_id, name, message } => HostReply::Reject {
+                call_id,
+                name: truncate_utf8(name, 256),
+                message: truncate_utf8(message, MAX_REJECTION_MESSAGE_BYTES),
+            },
+            other => other,
+        };
+        let reply = match inbox.pending.charge_reply(call_id, reply.bytes()) {
+            Ok(true) => reply,
+            Ok(false) => return,
+            Err(e) => HostReply::Reject { call_id, name: "RangeError".into(), message: format!("the reply was refused: {e}") },
+        };
+        inbox.replies.push_back(reply);
         self.cv.notify_all();
     }
 
-    /// Answers data request `id`; false when no such request is waiting.
+    /// Rejects a call that was refused before it reached the host (not in flight).
+    pub(crate) fn reject_unsent(&self, call_id: u32, name: &str, message: String) {
+        let mut inbox = self.inbox.lock().unwrap();
+        if inbox.closed {
+            return;
+        }
+        inbox.replies.push_back(HostReply::Reject { call_id, name: name.into(), message });
+        self.cv.notify_all();
+    }
+
+    /// Answers data request `id`; false when no such request is waiting. An answer
+    /// larger than `maxMessageBytes` is replaced by an error the sandbox sees.
     pub(crate) fn push_answer(&self, id: u32, answer: DataAnswer) -> bool {
+        let max = self.spec.bridge.max_message_bytes;
+        let answer = match answer {
+            DataAnswer::Value(v) if v.len() > max => {
+                DataAnswer::Error(format!("data answer of {} bytes exceeds maxMessageBytes ({max})", v.len()))
+            }
+            DataAnswer::Error(m) => DataAnswer::Error(truncate_utf8(m, MAX_REJECTION_MESSAGE_BYTES)),
+            other => other,
+        };
         let mut inbox = self.inbox.lock().unwrap();
         if !inbox.waiting.remove(&id) {
             return false;
@@ -316,7 +425,12 @@ impl RunShared {
             inbox = self.cv.wait_timeout(inbox, limit).unwrap().0;
         }
         inbox.woken = false;
-        inbox.replies.drain(..).collect()
+        let replies: Vec<HostReply> = inbox.replies.drain(..).collect();
+        // Handed to the sandbox right after this returns: no longer in flight.
+        for reply in &replies {
+            inbox.pending.settle(reply.call_id());
+        }
+        replies
     }
 
     // ---- bridge accounting ---------------------------------------------------------
@@ -332,9 +446,12 @@ impl RunShared {
     }
 
     pub(crate) fn log(&self, level: LogLevel, message: &str) {
-        let kept = self.logs.lock().unwrap().push(level, message);
-        if kept && self.spec.stream_console {
-            self.sink.console(level, message);
+        let mut logs = self.logs.lock().unwrap();
+        if logs.push(level, message) && self.spec.stream_console {
+            // Stream the entry as kept (truncated to the byte budget), never the original.
+            let kept = logs.last().map(|e| e.message.clone()).unwrap_or_default();
+            drop(logs);
+            self.sink.console(level, &kept);
         }
     }
 
@@ -348,6 +465,10 @@ impl RunShared {
         if let Some(value) = self.spec.data_values.get(key) {
             return DataAnswer::Value(value.clone());
         }
+        if key.len() > MAX_DATA_KEY_BYTES {
+            // Refused before it is counted, sent or buffered anywhere on the host.
+            return DataAnswer::Error(format!("data key is longer than the limit of {MAX_DATA_KEY_BYTES} bytes"));
+        }
         if !self.count_message() {
             return DataAnswer::Error(format!(
                 "Bridge message limit of {} per execution exceeded",
@@ -355,7 +476,14 @@ impl RunShared {
             ));
         }
         let id = self.next_data_id.fetch_add(1, Ordering::SeqCst);
-        self.inbox.lock().unwrap().waiting.insert(id);
+        {
+            let mut inbox = self.inbox.lock().unwrap();
+            if inbox.closed {
+                return DataAnswer::Terminated;
+            }
+            // Reads block the isolate thread, so at most one request per run waits here.
+            inbox.waiting.insert(id);
+        }
         self.sink.data_request(id, key);
         let mut inbox = self.inbox.lock().unwrap();
         loop {

@@ -52,24 +52,20 @@ impl SandboxHost for ThreadHost {
     fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) {
         let Some(run) = self.current() else { return };
         if !run.count_message() {
-            run.push_reply(HostReply::Reject {
-                call_id,
-                name: "RangeError".into(),
-                message: format!(
-                    "Bridge message limit of {} per execution exceeded",
-                    run.spec.bridge.max_messages
-                ),
-            });
+            let message = format!("Bridge message limit of {} per execution exceeded", run.spec.bridge.max_messages);
+            run.reject_unsent(call_id, "RangeError", message);
             return;
         }
-        match run.spec.capabilities.get(fn_index as usize) {
-            Some(name) => run.sink().host_call(call_id, name, args.to_vec()),
-            None => run.push_reply(HostReply::Reject {
-                call_id,
-                name: "Error".into(),
-                message: "unknown host function".into(),
-            }),
+        let Some(name) = run.spec.capabilities.get(fn_index as usize) else {
+            run.reject_unsent(call_id, "Error", "unknown host function".into());
+            return;
+        };
+        // Checked before the arguments are copied for the host.
+        if let Err(message) = run.begin_host_call(call_id, args.len()) {
+            run.reject_unsent(call_id, "RangeError", message);
+            return;
         }
+        run.sink().host_call(call_id, name, args.to_vec());
     }
 
     fn data_request(&self, key: &str) -> DataAnswer {

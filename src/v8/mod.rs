@@ -174,7 +174,10 @@ extern "C" fn data_request_cb(
     out: *mut ffi::isolet_bytes,
 ) -> i32 {
     // SAFETY: as above.
-    let key = String::from_utf8_lossy(unsafe { bytes(key, key_len) }).into_owned();
+    let key = unsafe { bytes(key, key_len) };
+    // Only the first bytes of an overlong key are copied: enough for the host to refuse
+    // it by length (isolet_core::limits::MAX_DATA_KEY_BYTES), never the whole string.
+    let key = String::from_utf8_lossy(&key[..key.len().min(isolet_core::limits::MAX_DATA_KEY_BYTES + 1)]).into_owned();
     let (code, payload) = match host_of(ctx).data_request(&key) {
         DataAnswer::Value(v) => (ffi::ISOLET_OK, v),
         DataAnswer::Error(msg) => (ffi::ISOLET_THREW, msg.into_bytes()),

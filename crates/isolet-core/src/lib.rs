@@ -1,15 +1,19 @@
 //! isolet-core: the parts of isolet that need neither Node nor V8, so `cargo test`
 //! can reach them: limits and their validation, the error taxonomy, console-log
-//! accounting, capability-name rules and the engine's admission queue.
+//! accounting, per-run host-call budgets, WebAssembly memory checks, capability-name
+//! rules and the engine's admission queue.
 //!
 //! Nothing here may depend on `napi` or on the V8 seam.
+pub mod budget;
 pub mod error;
 pub mod limits;
 pub mod logs;
 pub mod names;
 pub mod queue;
 pub mod syscall_policy;
+pub mod wasm;
 
+pub use budget::{BudgetError, PendingCalls};
 pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits, LimitsError, RawBridgeLimits};
 pub use names::{check_capability_name, check_capability_names, check_global_name, CapabilityName, NameError};

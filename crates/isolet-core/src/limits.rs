@@ -40,6 +40,18 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 pub const DEFAULT_MAX_LOG_ENTRIES: usize = 1_000;
 /// Default cap on captured console bytes per execution: 1 MiB.
 pub const DEFAULT_MAX_LOG_BYTES: usize = 1024 * 1024;
+/// Default cap on the bytes of host-call arguments and replies in flight at once per
+/// execution: 64 MiB, four default-sized messages. Counted from the call until its
+/// reply reached the sandbox, so a run that fires calls without awaiting them cannot
+/// make the host hold more than this on its behalf.
+pub const DEFAULT_MAX_PENDING_HOST_CALL_BYTES: usize = 4 * DEFAULT_MAX_MESSAGE_BYTES;
+/// Default cap on host calls in flight at once per execution.
+pub const DEFAULT_MAX_PENDING_HOST_CALLS: u32 = 128;
+/// Longest `data` key, in UTF-8 bytes. Keys are property names, not payloads; a longer
+/// read is refused in the sandbox and never reaches the host.
+pub const MAX_DATA_KEY_BYTES: usize = 1024;
+/// Longest error message a host rejection carries into the sandbox, in UTF-8 bytes.
+pub const MAX_REJECTION_MESSAGE_BYTES: usize = 8 * 1024;
 
 /// CPU, memory and wall-clock limits of one execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +116,10 @@ pub struct BridgeLimits {
     pub max_log_entries: usize,
     /// Console bytes kept per execution. Default 1 MiB.
     pub max_log_bytes: usize,
+    /// Bytes of host-call arguments plus replies in flight at once. Default 64 MiB.
+    pub max_pending_host_call_bytes: usize,
+    /// Host calls in flight at once. Default 128.
+    pub max_pending_host_calls: u32,
 }
 
 impl Default for BridgeLimits {
@@ -114,6 +130,8 @@ impl Default for BridgeLimits {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_log_entries: DEFAULT_MAX_LOG_ENTRIES,
             max_log_bytes: DEFAULT_MAX_LOG_BYTES,
+            max_pending_host_call_bytes: DEFAULT_MAX_PENDING_HOST_CALL_BYTES,
+            max_pending_host_calls: DEFAULT_MAX_PENDING_HOST_CALLS,
         }
     }
 }
@@ -126,17 +144,35 @@ pub struct RawBridgeLimits {
     pub max_output_bytes: Option<f64>,
     pub max_log_entries: Option<f64>,
     pub max_log_bytes: Option<f64>,
+    pub max_pending_host_call_bytes: Option<f64>,
+    pub max_pending_host_calls: Option<f64>,
 }
 
 const MAX_BYTES: u64 = 1 << 30;
+/// Largest accepted in-flight byte budget: 16 GiB.
+const MAX_PENDING_BYTES: u64 = 1 << 34;
 
 impl BridgeLimits {
     pub fn from_raw(base: BridgeLimits, raw: RawBridgeLimits) -> Result<Self, LimitsError> {
         let bytes = |name, v: Option<f64>, d: usize| -> Result<usize, LimitsError> {
             v.map_or(Ok(d), |v| whole(name, v, 1, MAX_BYTES).map(|b| b as usize))
         };
+        let max_message_bytes = bytes("maxMessageBytes", raw.max_message_bytes, base.max_message_bytes)?;
+        let max_pending_host_call_bytes = match raw.max_pending_host_call_bytes {
+            None => base.max_pending_host_call_bytes,
+            Some(v) => whole("maxPendingHostCallBytes", v, 1, MAX_PENDING_BYTES)? as usize,
+        };
+        // One message must fit in the budget, or every call of that size would fail.
+        if max_pending_host_call_bytes < max_message_bytes {
+            return Err(LimitsError {
+                field: "maxPendingHostCallBytes",
+                value: max_pending_host_call_bytes as f64,
+                min: max_message_bytes as u64,
+                max: MAX_PENDING_BYTES,
+            });
+        }
         Ok(BridgeLimits {
-            max_message_bytes: bytes("maxMessageBytes", raw.max_message_bytes, base.max_message_bytes)?,
+            max_message_bytes,
             max_messages: match raw.max_messages {
                 None => base.max_messages,
                 Some(v) => whole("maxMessages", v, 0, u32::MAX as u64)? as u32,
@@ -147,6 +183,11 @@ impl BridgeLimits {
                 Some(v) => whole("maxLogEntries", v, 0, 1_000_000)? as usize,
             },
             max_log_bytes: bytes("maxLogBytes", raw.max_log_bytes, base.max_log_bytes)?,
+            max_pending_host_call_bytes,
+            max_pending_host_calls: match raw.max_pending_host_calls {
+                None => base.max_pending_host_calls,
+                Some(v) => whole("maxPendingHostCalls", v, 1, 1_000_000)? as u32,
+            },
         })
     }
 }
@@ -241,6 +282,22 @@ mod tests {
         assert_eq!((l.max_messages, l.max_output_bytes), (0, 10));
         let raw = RawBridgeLimits { max_message_bytes: Some(0.5), ..Default::default() };
         assert_eq!(BridgeLimits::from_raw(d, raw).unwrap_err().field, "maxMessageBytes");
+    }
+
+    #[test]
+    fn pending_host_call_budget_defaults_to_four_messages_and_must_hold_one() {
+        let d = BridgeLimits::default();
+        assert_eq!(d.max_pending_host_call_bytes, 4 * d.max_message_bytes);
+        assert_eq!(d.max_pending_host_calls, 128);
+        let raw = RawBridgeLimits { max_pending_host_call_bytes: Some(1000.0), max_message_bytes: Some(1000.0), max_pending_host_calls: Some(3.0), ..Default::default() };
+        let l = BridgeLimits::from_raw(d, raw).unwrap();
+        assert_eq!((l.max_pending_host_call_bytes, l.max_pending_host_calls), (1000, 3));
+        // A budget smaller than one message is refused, naming the budget.
+        let raw = RawBridgeLimits { max_pending_host_call_bytes: Some(999.0), max_message_bytes: Some(1000.0), ..Default::default() };
+        let err = BridgeLimits::from_raw(d, raw).unwrap_err();
+        assert_eq!((err.field, err.min), ("maxPendingHostCallBytes", 1000));
+        let raw = RawBridgeLimits { max_pending_host_calls: Some(0.0), ..Default::default() };
+        assert_eq!(BridgeLimits::from_raw(d, raw).unwrap_err().field, "maxPendingHostCalls");
     }
 
     #[test]

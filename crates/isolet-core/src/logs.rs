@@ -77,6 +77,11 @@ impl LogBuffer {
         true
     }
 
+    /// The entry kept last (as kept: possibly truncated).
+    pub fn last(&self) -> Option<&LogEntry> {
+        self.entries.last()
+    }
+
     /// Message bytes the next entry may still keep: 0 once entries or bytes are used up.
     pub fn room(&self) -> usize {
         if self.entries.len() >= self.max_entries {
@@ -124,6 +129,7 @@ mod tests {
         assert!(!b.push(LogLevel::Log, "more"));
         let out = b.finish();
         assert!(out[0].message.starts_with("héll"));
+        assert!(out[0].message.len() < "héllo world".len() + 20);
         assert!(out[0].message.ends_with("[truncated]"));
         assert_eq!(b_levels(&out), vec!["log", "warn"]);
     }

@@ -1,0 +1,128 @@
+//! Per-run accounting of host calls in flight: how many, and how many bytes of their
+//! arguments and replies the host holds for them. A call is counted from the moment the
+//! sandbox makes it until its reply has been handed back to the sandbox.
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+/// A host call the budget refused. The message names the limit.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BudgetError {
+    #[error("{in_flight} host calls are already in flight, the limit per execution (maxPendingHostCalls) is {max}; await some before calling again")]
+    TooManyCalls { in_flight: usize, max: u32 },
+    #[error("host calls in flight already hold {in_flight} bytes; {wanted} more would pass the limit of {max} bytes per execution (maxPendingHostCallBytes)")]
+    TooManyBytes { in_flight: usize, wanted: usize, max: usize },
+}
+
+/// Host calls in flight for one run.
+#[derive(Debug)]
+pub struct PendingCalls {
+    max_bytes: usize,
+    max_calls: u32,
+    bytes: usize,
+    calls: HashMap<u32, usize>,
+}
+
+impl PendingCalls {
+    pub fn new(max_bytes: usize, max_calls: u32) -> Self {
+        PendingCalls { max_bytes, max_calls, bytes: 0, calls: HashMap::new() }
+    }
+
+    /// Admits call `id` whose arguments take `bytes`, or refuses it (nothing recorded).
+    pub fn begin(&mut self, id: u32, bytes: usize) -> Result<(), BudgetError> {
+        if self.calls.len() >= self.max_calls as usize {
+            return Err(BudgetError::TooManyCalls { in_flight: self.calls.len(), max: self.max_calls });
+        }
+        self.reserve(bytes)?;
+        self.calls.insert(id, bytes);
+        Ok(())
+    }
+
+    /// Charges the reply of call `id`. `Ok(false)`: no such call is in flight (a late
+    /// or unknown reply, which the caller drops). On `Err` the call stays in flight,
+    /// charged only for its arguments.
+    pub fn charge_reply(&mut self, id: u32, bytes: usize) -> Result<bool, BudgetError> {
+        if !self.calls.contains_key(&id) {
+            return Ok(false);
+        }
+        self.reserve(bytes)?;
+        *self.calls.get_mut(&id).expect("checked above") += bytes;
+        Ok(true)
+    }
+
+    /// The reply of call `id` reached the sandbox: forget the call and its bytes.
+    pub fn settle(&mut self, id: u32) {
+        if let Some(bytes) = self.calls.remove(&id) {
+            self.bytes -= bytes;
+        }
+    }
+
+    /// The run ended: nothing is in flight any more.
+    pub fn clear(&mut self) {
+        self.calls.clear();
+        self.bytes = 0;
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn reserve(&mut self, bytes: usize) -> Result<(), BudgetError> {
+        if bytes > self.max_bytes - self.bytes {
+            return Err(BudgetError::TooManyBytes { in_flight: self.bytes, wanted: bytes, max: self.max_bytes });
+        }
+        self.bytes += bytes;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_arguments_and_replies_until_settled() {
+        let mut p = PendingCalls::new(100, 10);
+        p.begin(1, 40).unwrap();
+        p.begin(2, 40).unwrap();
+        // 81 > 100 - 80: refused, nothing recorded.
+        assert_eq!(p.begin(3, 21), Err(BudgetError::TooManyBytes { in_flight: 80, wanted: 21, max: 100 }));
+        assert_eq!(p.in_flight(), 2);
+        assert_eq!(p.charge_reply(1, 20), Ok(true));
+        assert_eq!(p.bytes(), 100);
+        assert!(p.charge_reply(2, 1).is_err());
+        p.settle(1);
+        assert_eq!((p.in_flight(), p.bytes()), (1, 40));
+        p.begin(3, 60).unwrap();
+        assert_eq!(p.bytes(), 100);
+    }
+
+    #[test]
+    fn caps_the_number_of_calls() {
+        let mut p = PendingCalls::new(1000, 2);
+        p.begin(1, 0).unwrap();
+        p.begin(2, 0).unwrap();
+        let err = p.begin(3, 0).unwrap_err();
+        assert!(err.to_string().contains("maxPendingHostCalls"));
+        p.settle(2);
+        p.begin(3, 0).unwrap();
+    }
+
+    #[test]
+    fn late_or_unknown_replies_are_not_charged_and_clear_frees_everything() {
+        let mut p = PendingCalls::new(10, 2);
+        assert_eq!(p.charge_reply(7, 5), Ok(false));
+        p.begin(1, 10).unwrap();
+        p.settle(1);
+        p.settle(1);
+        assert_eq!(p.charge_reply(1, 5), Ok(false));
+        p.begin(2, 3).unwrap();
+        p.clear();
+        assert_eq!((p.in_flight(), p.bytes()), (0, 0));
+        assert!(BudgetError::TooManyBytes { in_flight: 1, wanted: 2, max: 3 }.to_string().contains("maxPendingHostCallBytes"));
+    }
+}
