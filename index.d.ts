@@ -248,6 +248,23 @@ export declare function createFileReadCapability(
   options?: FileReadOptions,
 ): (request: FileReadRequest) => Promise<FileReadResult>;
 
+/** The run a capability call is serving (see docs/budgets.md). */
+export interface RunContext {
+  /** Aborts when the run ends, however it ends (reason code `ERR_ISOLET_RUN_ENDED`). */
+  readonly signal: AbortSignal;
+  /** The run's host-call budgets. */
+  readonly budgets: Readonly<{ maxPendingHostCallBytes: number; maxPendingHostCalls: number }>;
+  /** Per-run state of a capability: `init()` runs once per run and key. */
+  slot<T>(key: unknown, init: () => T): T;
+}
+
+/**
+ * The run the current capability call serves, for your own capabilities (pass
+ * `currentRun()?.signal` to what they start). Read it before the handler's first `await`;
+ * outside a capability call it is `undefined`.
+ */
+export declare function currentRun(): RunContext | undefined;
+
 export interface FetchCapabilityOptions {
   /** Exact origins that may be requested, e.g. `https://api.example.com`. */
   allowedOrigins: string[];

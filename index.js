@@ -15,6 +15,7 @@ exports.describeTools = require('./lib/tools').describeTools;
 
 exports.createFileReadCapability = require('./lib/capabilities/file-read').createFileReadCapability;
 exports.createFetchCapability = require('./lib/capabilities/fetch').createFetchCapability;
+exports.currentRun = require('./lib/run-context').currentRun;
 
 exports.SandboxEngine = engine.SandboxEngine;
 exports.SandboxSession = engine.SandboxSession;

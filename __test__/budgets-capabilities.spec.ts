@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runSandbox, createFetchCapability, createFileReadCapability, SandboxValidationError, type SandboxResult } from '..';
+import { runSandbox, createFetchCapability, createFileReadCapability, currentRun, SandboxValidationError, type SandboxResult } from '..';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
@@ -220,5 +220,22 @@ describe('file reads in flight per run', () => {
     expect(report.output.served + report.output.refused).toBe(1000);
     expect(report.output.refused).toBeGreaterThan(0);
     expect(report.hwm).toBeLessThan(1024 * MiB);
+  });
+});
+
+describe('currentRun() for your own capabilities', () => {
+  it('gives a handler its run, whose signal aborts when the run ends (both isolation modes)', async () => {
+    for (const isolation of ['process', 'thread'] as const) {
+      let seen: AbortSignal | undefined;
+      const hang = () => {
+        seen = currentRun()?.signal;
+        return new Promise(() => {}); // never answers
+      };
+      const r = await runSandbox('return await hang()', { capabilities: { hang }, timeoutMs: 300, isolation });
+      expect(r.success).toBe(false);
+      expect(seen).toBeInstanceOf(AbortSignal);
+      expect(await eventually(() => seen!.aborted, 2000)).toBe(true);
+    }
+    expect(currentRun()).toBeUndefined();
   });
 });
