@@ -59,6 +59,16 @@ function refusal(code, message) {
   return err;
 }
 
+/** `options[key]` checked as a whole number in [min, max], or `def` when absent. */
+function integerOption(options, key, def, min, max) {
+  const v = options[key];
+  if (v === undefined) return def;
+  if (!Number.isSafeInteger(v) || v < min || v > max) {
+    throw new SandboxValidationError(`createFileReadCapability: ${key} must be an integer from ${min} to ${max}`);
+  }
+  return v;
+}
+
 function validateOptions(options) {
   if (options === undefined) return { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT };
   if (!isPlainObject(options)) {
@@ -71,24 +81,8 @@ function validateOptions(options) {
       throw new SandboxValidationError(`createFileReadCapability: unknown option "${key}"`);
     }
   }
-  let maxBytes = DEFAULT_MAX_BYTES;
-  if (options.maxBytes !== undefined) {
-    maxBytes = options.maxBytes;
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0 || maxBytes > MAX_MAX_BYTES) {
-      throw new SandboxValidationError(
-        `createFileReadCapability: maxBytes must be an integer from 0 to ${MAX_MAX_BYTES}`,
-      );
-    }
-  }
-  let maxReadsInFlight = DEFAULT_MAX_READS_IN_FLIGHT;
-  if (options.maxReadsInFlight !== undefined) {
-    maxReadsInFlight = options.maxReadsInFlight;
-    if (!Number.isSafeInteger(maxReadsInFlight) || maxReadsInFlight < 1 || maxReadsInFlight > MAX_MAX_READS_IN_FLIGHT) {
-      throw new SandboxValidationError(
-        `createFileReadCapability: maxReadsInFlight must be an integer from 1 to ${MAX_MAX_READS_IN_FLIGHT}`,
-      );
-    }
-  }
+  const maxBytes = integerOption(options, 'maxBytes', DEFAULT_MAX_BYTES, 0, MAX_MAX_BYTES);
+  const maxReadsInFlight = integerOption(options, 'maxReadsInFlight', DEFAULT_MAX_READS_IN_FLIGHT, 1, MAX_MAX_READS_IN_FLIGHT);
   return { maxBytes, maxReadsInFlight };
 }
 
