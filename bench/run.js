@@ -222,7 +222,7 @@ async function supervision() {
     recycles.push(Number(process.hrtime.bigint() - t) / 1e6 - 50);
   }
   await engine.shutdown();
-  report(scenario, 'recycle (stuck run answered -> replacement serving; minus the 50 ms limit)', stats(recycles));
+  report(scenario, 'recycle: stuck run answered (limit + 400 ms grace) -> replacement serving, minus the 50 ms limit', stats(recycles));
   const med = (a) => stats(a).median;
   rows.push({ scenario, name: 'RSS of an idle host (no warm isolates)', text: `${med(idle).toFixed(1)} MB` });
   rows.push({ scenario, name: 'RSS per warm isolate (8 warm vs none)', text: `${((med(warm8) - med(idle)) / 8).toFixed(2)} MB` });
