@@ -372,7 +372,7 @@ export interface SandboxEngineConfig {
   isolation?: Isolation;
   /**
    * Sandbox host processes kept running in process isolation (runs are spread over
-   * them; each idle one holds about 45-60 MB resident). Default 2, at most
+   * them; each idle one holds 43-50 MB resident). Default 2, at most
    * `maxConcurrentIsolates`.
    */
   processes?: number;

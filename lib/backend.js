@@ -9,7 +9,7 @@ const ISOLATION_MODES = Object.freeze(['process', 'thread']);
 /** isolet's promise is safety: child processes unless a caller opts into threads. */
 const DEFAULT_ISOLATION = 'process';
 /** Sandbox host processes per engine: one spare while another is replaced; each idle
- *  host holds about 45-60 MB resident (see README, "Isolation modes"). */
+ *  host holds 43-50 MB resident (see README, "Security model"). */
 const DEFAULT_PROCESSES = 2;
 
 /** Error text for a bad `isolation` value, or null. */
