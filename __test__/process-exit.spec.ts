@@ -1,7 +1,8 @@
 // The host process must exit cleanly and keep its exit code, whatever isolet's threads
-// are doing: warm isolates waiting, runs in flight, or a quarantined (parked) thread.
+// are doing: warm isolates waiting, runs in flight, or a quarantined thread still running
+// at idle priority (thread mode), and whatever its sandbox host processes are doing.
 // Regression: disposing warm isolates while Node tore V8 down segfaulted at exit, and a
-// parked isolate made V8 13 abort in V8::Dispose.
+// quarantined isolate made V8 13 abort in V8::Dispose.
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
