@@ -116,8 +116,9 @@ describe('isolet mcp without the SDK installed', () => {
     // A copy of the package with no node_modules at all: what a plain runSandbox user has.
     const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-nosdk-'));
     try {
-      for (const entry of ['bin', 'lib', 'build', 'index.js', 'package.json']) {
-        fs.cpSync(path.join(ROOT, entry), path.join(copy, entry), { recursive: true });
+      // The addon is in build/ after a source build, in prebuilds/ after `npm run prebuild`.
+      for (const entry of ['bin', 'lib', 'build', 'prebuilds', 'index.js', 'package.json']) {
+        if (fs.existsSync(path.join(ROOT, entry))) fs.cpSync(path.join(ROOT, entry), path.join(copy, entry), { recursive: true });
       }
       const r = spawnSync(process.execPath, [path.join(copy, 'bin', 'isolet.js'), 'mcp'], { encoding: 'utf8', timeout: 20000, input: '' });
       expect(r.status).toBe(2);
