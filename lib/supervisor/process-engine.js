@@ -373,6 +373,9 @@ class ProcessEngine {
     return [...this.children].filter((c) => c.state === 'starting' || c.state === 'ready');
   }
 
+  /** Keeps `processes` hosts starting or serving. Draining hosts are not counted, but
+   *  each holds at least one run in flight (it is ended when its last run settles), so
+   *  hosts alive never exceed `processes + maxConcurrentIsolates`. */
   ensureChildren() {
     if (this.shut || Date.now() < this.spawnNotBefore) return;
     const missing = this.processes - this.liveChildren().length;
