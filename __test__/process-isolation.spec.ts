@@ -277,6 +277,30 @@ describe('process isolation: host calls, data and lifecycle', () => {
     });
   }
 
+  it('serves many engines left open without a listener warning, and ends all their hosts at exit', async () => {
+    const r = runNode(`
+      process.on('warning', (w) => console.log('WARNING ' + w.name));
+      (async () => {
+        const engines = [];
+        for (let i = 0; i < 12; i++) {
+          const e = new isolet.SandboxEngine({ maxConcurrentIsolates: 1, processes: 1 });
+          await e.init();
+          engines.push(e);
+        }
+        const end = await engines[11].submit({ requestId: 'x', code: 'return 2' }).done;
+        console.log(JSON.stringify(engines.flatMap((e) => e.stats().processes.pids)));
+        console.log(end.type, end.data);
+        process.exit(0);
+      })();
+    `);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines.filter((l) => l.startsWith('WARNING'))).toEqual([]);
+    expect(lines[1]).toBe('result 2');
+    const pids: number[] = JSON.parse(lines[0]);
+    expect(pids).toHaveLength(12);
+    expect(await waitGone(pids)).toBe(true);
+  });
+
   it('settles runs with a typed error when no host process can be started', () => {
     // A process that may not fork (here: locked down itself) still gets answers.
     const r = runNode(`

@@ -348,10 +348,6 @@ class ProcessEngine {
       recycled: {},
       crashReasons: {},
     };
-    this.exitHook = () => {
-      for (const c of this.children) c.end('host-exit');
-    };
-    process.on('exit', this.exitHook);
   }
 
   setWasmModules(modules) {
@@ -383,6 +379,7 @@ class ProcessEngine {
       const child = new SandboxProcess(this, ++this.seq);
       this.children.add(child);
       LIVE.add(child);
+      endHostsAtExit();
       this.counters.started += 1;
     }
   }
@@ -501,10 +498,7 @@ class ProcessEngine {
     // 'drained' was counted when draining began; 'shutdown' and 'host-exit' are orderly.
     this.retired = addEngineStats(this.retired, child.health && child.health.engine);
     if (this.shut) {
-      if (this.children.size === 0) {
-        process.removeListener('exit', this.exitHook);
-        this.onAllExited?.();
-      }
+      if (this.children.size === 0) this.onAllExited?.();
       return;
     }
     if (wasStarting) {
@@ -595,6 +589,18 @@ function addEngineStats(into, s, live = false) {
     warmStarts: base.warmStarts + s.warmStarts,
     coldStarts: base.coldStarts + s.coldStarts,
   };
+}
+
+let exitHookInstalled = false;
+/** One 'exit' listener for the whole process (not one per engine): however this
+ *  process ends normally, its hosts end with it. (A host also exits when its pipe
+ *  closes, and the kernel kills it when this process dies: PDEATHSIG.) */
+function endHostsAtExit() {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const child of LIVE) child.end('host-exit');
+  });
 }
 
 /** Sandbox host processes alive in this host process, over all engines. */
