@@ -326,8 +326,10 @@ describe('memoryMb is the limit enforced', () => {
   const grow = 'const a = []; for (let i = 0; i < 48; i++) a.push(new Array(131072).fill(i)); return a.length';
 
   it('enforces config.memoryMb with the seed pattern defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS, from the warm pool', async () => {
-    const engine = await makeEngine({ memoryMb: 32, warmPoolSize: 1, defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS });
-    for (let i = 0; i < 100 && engine.stats().warm < 1; i++) await sleep(10);
+    // One warm isolate in each of the (default two) sandbox host processes, so the run
+    // starts warm whichever host it goes to.
+    const engine = await makeEngine({ memoryMb: 32, warmPoolSize: 2, defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS });
+    for (let i = 0; i < 300 && engine.stats().warm < 2; i++) await sleep(10);
     const end = await engine.submit({ requestId: 'm32', code: grow }).done;
     expect(end.type).toBe('error');
     if (end.type === 'error') expect(end.error).toBeInstanceOf(SandboxOOMError);
