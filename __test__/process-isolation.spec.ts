@@ -163,8 +163,10 @@ describe('process isolation: runs that cannot be stopped', () => {
       'Array.prototype.lastIndexOf.call({ length: 2 ** 53 - 1 }, 1)',
       'Array.prototype.includes.call({ length: 2 ** 53 - 1 }, 1)',
       'Array.prototype.sort.call({ length: 2 ** 32 - 1 })',
+      'Array.from({ length: 3e6 }, (_, i) => i).map(new Intl.NumberFormat("en").format).length',
     ];
-    const runs = Array.from({ length: 12 }, (_, i) => engine.submit({ requestId: id(), code: `return ${shapes[i % shapes.length]}`, isolateLimits: { wallTimeMs: 200 } }).done);
+    // 33 such runs made a thread-mode process refuse all work (DESIGN.md, second round).
+    const runs = Array.from({ length: 33 }, (_, i) => engine.submit({ requestId: id(), code: `return ${shapes[i % shapes.length]}`, isolateLimits: { wallTimeMs: 200 } }).done);
     const ends = await Promise.all(runs);
     for (const end of ends) {
       expect(end.type).toBe('error');

@@ -91,14 +91,12 @@ function rssMb(pid) {
 }
 
 class SandboxProcess {
-  constructor(engine, seq) {
+  constructor(engine) {
     this.engine = engine;
-    this.seq = seq;
     this.state = 'starting';
     /** Runs in flight here, by id. */
     this.runs = new Map();
     this.baseMb = 0;
-    this.peakRssMb = 0;
     this.health = null;
     this.lockdown = null;
     this.stuckAtReady = 0;
@@ -107,7 +105,6 @@ class SandboxProcess {
     /** Why the supervisor ended this child (null: it ended on its own). */
     this.endReason = null;
     this.stderrTail = '';
-    this.startedAt = Date.now();
     /** Settles when the child is ready or gone. */
     this.started = new Promise((resolve) => {
       this.resolveStarted = resolve;
@@ -237,7 +234,6 @@ class SandboxProcess {
   poll() {
     const rss = rssMb(this.pid);
     if (rss === null) return;
-    if (rss > this.peakRssMb) this.peakRssMb = rss;
     if (this.state !== 'starting' && rss > this.budgetMb()) {
       this.rssAtEnd = rss;
       this.budgetAtEnd = this.budgetMb();
@@ -335,7 +331,6 @@ class ProcessEngine {
     this.queue = [];
     this.active = 0;
     this.shut = false;
-    this.seq = 0;
     this.nextRunId = 1;
     this.startFailures = 0;
     /** After repeated start failures, no new host is tried before this time. */
@@ -376,7 +371,7 @@ class ProcessEngine {
     if (this.shut || Date.now() < this.spawnNotBefore) return;
     const missing = this.processes - this.liveChildren().length;
     for (let i = 0; i < missing; i++) {
-      const child = new SandboxProcess(this, ++this.seq);
+      const child = new SandboxProcess(this);
       this.children.add(child);
       LIVE.add(child);
       endHostsAtExit();
@@ -608,4 +603,4 @@ function liveSandboxProcesses() {
   return LIVE.size;
 }
 
-module.exports = { ProcessEngine, DEADLINE_GRACE_MS, liveSandboxProcesses };
+module.exports = { ProcessEngine, liveSandboxProcesses };
