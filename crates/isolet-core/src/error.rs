@@ -18,16 +18,27 @@ pub enum ErrorKind {
     Aborted,
     /// A bug or resource failure in isolet itself (e.g. an isolate could not be made).
     Internal,
+    /// The engine refused the run for lack of room: its queue is full, or too many
+    /// threads that ignored termination are still running. Retry later.
+    Overloaded,
+    /// The engine cannot take runs yet (`SandboxEngine.init()` has not completed).
+    NotReady,
+    /// The sandbox host process serving the run died (signal, fatal error, killed by
+    /// its supervisor for a reason other than the run's own limits).
+    Crashed,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 6] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::Timeout,
         ErrorKind::MemoryLimit,
         ErrorKind::Runtime,
         ErrorKind::Validation,
         ErrorKind::Aborted,
         ErrorKind::Internal,
+        ErrorKind::Overloaded,
+        ErrorKind::NotReady,
+        ErrorKind::Crashed,
     ];
 
     /// The JS class the host sees.
@@ -38,7 +49,7 @@ impl ErrorKind {
             ErrorKind::Runtime => "SandboxRuntimeError",
             ErrorKind::Validation => "SandboxValidationError",
             ErrorKind::Aborted => "SandboxAbortedError",
-            ErrorKind::Internal => "SandboxError",
+            ErrorKind::Internal | ErrorKind::Overloaded | ErrorKind::NotReady | ErrorKind::Crashed => "SandboxError",
         }
     }
 
@@ -51,6 +62,9 @@ impl ErrorKind {
             ErrorKind::Validation => "ERR_ISOLET_VALIDATION",
             ErrorKind::Aborted => "ERR_ISOLET_ABORTED",
             ErrorKind::Internal => "ERR_ISOLET_INTERNAL",
+            ErrorKind::Overloaded => "ERR_ISOLET_OVERLOADED",
+            ErrorKind::NotReady => "ERR_ISOLET_NOT_READY",
+            ErrorKind::Crashed => "ERR_ISOLET_CRASHED",
         }
     }
 }
@@ -127,11 +141,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_kind_has_a_distinct_class_and_code() {
+    fn every_kind_has_a_distinct_code_and_one_of_the_six_classes() {
         let classes: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.class_name()).collect();
         let codes: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(classes.len(), 6);
-        assert_eq!(codes.len(), 6);
+        assert_eq!(codes.len(), ErrorKind::ALL.len());
         assert!(classes.contains("SandboxError"));
     }
 
