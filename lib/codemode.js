@@ -6,7 +6,7 @@
 // never throws, console captured as strings with `[warn] ` / `[error] ` prefixes) and
 // needs nothing from that package at run time.
 const { SandboxEngine } = require('./engine');
-const { checkLanguage, toJavaScript } = require('./typescript');
+const { checkLanguage, stripTypes } = require('./typescript');
 const { SandboxValidationError, SandboxTimeoutError, SandboxRuntimeError } = require('./errors');
 
 /** The default time limit of a run, as in DynamicWorkerExecutor. */
@@ -123,7 +123,7 @@ class IsoletExecutor {
     }
     let fnSource;
     try {
-      fnSource = toJavaScript(normalizeCode(code), { language: this.language });
+      fnSource = await stripTypes(normalizeCode(code), { language: this.language });
     } catch (err) {
       return { result: undefined, error: err.message };
     }
