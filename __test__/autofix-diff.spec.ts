@@ -52,17 +52,26 @@ function numberedLines(count: number, prefix = 'var v') {
   return Array.from({ length: count }, (_, i) => `${prefix}${i} = ${i};\n`);
 }
 
-/** `changed` changed lines, each after `gap` unchanged ones: the minimal diff has one hunk per change. */
-function spacedChanges(changed: number, gap: number): [string, string] {
+/**
+ * `count` edits, each after 7 unchanged lines, so the minimal diff has one hunk per edit.
+ * `change`: a line replaced by another (2 edited lines; the texts differ in their lines).
+ * `swap`: two neighbours trade places (2 edited lines; both texts hold the same lines).
+ */
+function spacedEdits(count: number, kind: 'change' | 'swap'): [string, string] {
   const before: string[] = [];
   const after: string[] = [];
-  for (let i = 0; i < changed; i++) {
-    for (let g = 0; g < gap; g++) {
+  for (let i = 0; i < count; i++) {
+    for (let g = 0; g < 7; g++) {
       before.push(`same ${i}.${g}\n`);
       after.push(`same ${i}.${g}\n`);
     }
-    before.push(`old ${i}\n`);
-    after.push(`new ${i}\n`);
+    if (kind === 'change') {
+      before.push(`old ${i}\n`);
+      after.push(`new ${i}\n`);
+    } else {
+      before.push(`p ${i}\n`, `q ${i}\n`);
+      after.push(`q ${i}\n`, `p ${i}\n`);
+    }
   }
   before.push('end\n');
   after.push('end\n');
@@ -97,25 +106,29 @@ describe('unifiedDiff (jsdiff)', () => {
     expect(parsePatch(d)[0].hunks).toHaveLength(3);
   });
 
-  it('the edit bound is 1,000 changed lines: at it the diff is minimal, past it one block-replace hunk; both apply back', () => {
-    // 500 changes = 500 removed + 500 added = an edit of 1,000 lines: one hunk per change.
-    const [atBefore, atAfter] = spacedChanges(500, 7);
-    const at = unifiedDiff(atBefore, atAfter, 'x');
-    expect(hunkHeaders(at)).toHaveLength(500);
-    expect(hunkHeaders(at)[0]).toBe('@@ -5,7 +5,7 @@');
-    expect(applyExactly(atBefore, at)).toBe(atAfter);
+  it('the edit bound is 1,000 edited lines: at it the diff is minimal, past it one block-replace hunk; all apply back', () => {
+    for (const kind of ['change', 'swap'] as const) {
+      const linesPerEdit = kind === 'change' ? 8 : 9;
+      // 500 edits of 2 lines (one removed, one added) = 1,000 edited lines: one hunk per edit.
+      const [atBefore, atAfter] = spacedEdits(500, kind);
+      const at = unifiedDiff(atBefore, atAfter, 'x');
+      expect(hunkHeaders(at), kind).toHaveLength(500);
+      expect(hunkHeaders(at)[0], kind).toBe(kind === 'change' ? '@@ -5,7 +5,7 @@' : '@@ -5,8 +5,8 @@');
+      expect(applyExactly(atBefore, at), kind).toBe(atAfter);
 
-    // 501 changes = an edit of 1,002 lines: the search stops, and the whole differing block is replaced.
-    const [pastBefore, pastAfter] = spacedChanges(501, 7);
-    const past = unifiedDiff(pastBefore, pastAfter, 'x');
-    const total = 501 * 8 + 1;
-    // Common first 7 and last line: 3 lines of context before, 1 after; old lines 8..4008 replaced.
-    expect(hunkHeaders(past)).toEqual([`@@ -5,${total - 4} +5,${total - 4} @@`]);
-    expect(past.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---'))).toHaveLength(total - 8);
-    expect(applyExactly(pastBefore, past)).toBe(pastAfter);
+      // 501 edits = 1,002 edited lines: the whole differing block is replaced. (Changed lines
+      // are caught by counting them up front; swapped ones only by jsdiff's maxEditLength.)
+      const [pastBefore, pastAfter] = spacedEdits(501, kind);
+      const past = unifiedDiff(pastBefore, pastAfter, 'x');
+      const total = 501 * linesPerEdit + 1;
+      // Common first 7 lines and last line: 3 lines of context before, 1 after; old lines 8..total-1 replaced.
+      expect(hunkHeaders(past), kind).toEqual([`@@ -5,${total - 4} +5,${total - 4} @@`]);
+      expect(past.split('\n').filter((l) => l.startsWith('-') && !l.startsWith('---')), kind).toHaveLength(total - 8);
+      expect(applyExactly(pastBefore, past), kind).toBe(pastAfter);
+    }
   });
 
-  it('adversarial pairs of 100,000+ lines finish, each with one block-replace hunk that applies back', async () => {
+  it('adversarial pairs of 100,000 lines finish, each with one block-replace hunk that applies back', async () => {
     // Unbounded, Myers on the first pair alone explores ~(200,000^2)/2 diagonals: hours of
     // synchronous work, so the pairs run in a child process judged from outside.
     const out = await runChild(
@@ -130,6 +143,8 @@ describe('unifiedDiff (jsdiff)', () => {
         [('x\\n'.repeat(100) + 'a\\n').repeat(n / 100), ('x\\n'.repeat(100) + 'b\\n').repeat(n / 100)],
         ['a\\nb\\n'.repeat(n / 2), 'b\\na\\nc\\n'.repeat(n / 2)],
         ['x\\n'.repeat(n), 'x\\ny\\n'.repeat(n / 2)],
+        // The same lines in reverse order: nothing to count up front, the longest edit there is.
+        [seq('l'), seq('l').split(/(?<=\\n)/).reverse().join('')],
       ];
       const results = pairs.map(([before, after]) => {
         const d = unifiedDiff(before, after, 'x');
@@ -144,7 +159,7 @@ describe('unifiedDiff (jsdiff)', () => {
     );
     expect(out.timedOut, 'unifiedDiff did not finish within 60 s').toBe(false);
     expect(out.code, out.stderr).toBe(0);
-    expect(JSON.parse(out.stdout)).toEqual(Array(4).fill({ hunks: 1, appliesBack: true }));
+    expect(JSON.parse(out.stdout)).toEqual(Array(5).fill({ hunks: 1, appliesBack: true }));
   }, 90_000);
 
   it('CRLF lines keep their \\r, so the patch applies back byte for byte', () => {

@@ -26,12 +26,17 @@ function unifiedDiff(before, after, name, context = 3) {
     throw new AutoFixOptionsError('unifiedDiff(before, after, name, context): context must be a whole number >= 0');
   }
   if (before === after) return '';
-  const patch = structuredPatch(name, name, before, after, undefined, undefined, {
-    context,
-    maxEditLength: MAX_EDIT_LINES,
-    timeout: MAX_DIFF_MS,
-  });
-  const hunks = patch === undefined ? blockReplaceHunks(before, after, context) : patch.hunks;
+  const a = splitLines(before);
+  const b = splitLines(after);
+  const patch =
+    surplusLines(a, b) > MAX_EDIT_LINES
+      ? undefined
+      : structuredPatch(name, name, before, after, undefined, undefined, {
+          context,
+          maxEditLength: MAX_EDIT_LINES,
+          timeout: MAX_DIFF_MS,
+        });
+  const hunks = patch === undefined ? blockReplaceHunks(a, b, context) : patch.hunks;
   let out = `--- a/${name}\n+++ b/${name}\n`;
   for (const h of hunks) {
     out += `@@ -${range(h.oldStart, h.oldLines)} +${range(h.newStart, h.newLines)} @@\n`;
@@ -48,12 +53,10 @@ function range(start, count) {
 
 /**
  * The bounded fallback: common leading and trailing lines are context, everything between
- * is removed and added back as one block. Linear in the size of the texts. Returns hunks
- * in jsdiff's shape (1-based starts, lines without their newline).
+ * is removed and added back as one block. Linear in the number of lines. Returns hunks in
+ * jsdiff's shape (1-based starts, lines without their newline).
  */
-function blockReplaceHunks(before, after, context) {
-  const a = splitLines(before);
-  const b = splitLines(after);
+function blockReplaceHunks(a, b, context) {
   let start = 0;
   while (start < a.length && start < b.length && a[start] === b[start]) start++;
   let endA = a.length;
@@ -79,6 +82,20 @@ function blockReplaceHunks(before, after, context) {
       lines,
     },
   ];
+}
+
+/**
+ * A lower bound on the edit, in linear time: every surplus copy of a line (more in one text
+ * than in the other) must be removed or added. When it is over the bound, the search would
+ * give up anyway (two unrelated files, a whole-file rewrite), so it is not started.
+ */
+function surplusLines(a, b) {
+  const balance = new Map();
+  for (const line of a) balance.set(line, (balance.get(line) || 0) + 1);
+  for (const line of b) balance.set(line, (balance.get(line) || 0) - 1);
+  let surplus = 0;
+  for (const n of balance.values()) surplus += Math.abs(n);
+  return surplus;
 }
 
 /** Lines with their `\n` (the last may have none). */
