@@ -5,8 +5,15 @@
 // is bounded: past MAX_EDIT_LINES changed lines (or MAX_DIFF_MS), the diff is one hunk
 // that replaces the differing block, which is still a valid patch of the same change.
 
-const { structuredPatch } = require('diff');
 const { AutoFixOptionsError } = require('./errors');
+
+// Loaded on first use, as lib/typescript.js loads amaro: index.js re-exports autoFix, and
+// `require('isolet')` for runSandbox alone need not load (or find) jsdiff.
+let jsdiff = null;
+function structuredPatch(...args) {
+  if (jsdiff === null) jsdiff = require('diff');
+  return jsdiff.structuredPatch(...args);
+}
 
 /**
  * Largest edit (lines removed + lines added) for which a minimal diff is searched. Myers'
