@@ -82,7 +82,7 @@ export interface AutoFixOptions {
   instruction: string;
   /**
    * Sandbox code that must complete without throwing when run right after the suggestion
-   * in the same isolate (as one script: suggestion + "\n;\n" + test).
+   * in the same isolate (as one script: suggestion + "\n;void 0;\n" + test).
    */
   test?: string;
   /** `'openai'` (default) or your own provider. */
@@ -99,12 +99,12 @@ export interface AutoFixOptions {
   approve?(review: AutoFixReview): boolean | Promise<boolean>;
   /** JSON-lines audit file. Default `<root>/.isolet-audit.jsonl`. */
   auditLog?: string;
-  /** Sandbox heap limit in MB (runSandbox default: 64). */
   /**
    * Language the suggestion is run in. Default: `typescript` for a .ts/.mts/.cts file,
    * else `javascript`.
    */
   language?: 'javascript' | 'typescript';
+  /** Sandbox heap limit in MB (runSandbox default: 64). */
   memoryLimitMb?: number;
   /** Sandbox time limit per run in ms (runSandbox default: 5000). */
   timeoutMs?: number;
@@ -217,7 +217,11 @@ export declare class AutoFixAuditError extends Error {
  */
 export declare function autoFix(options: AutoFixOptions): Promise<AutoFixResult>;
 
-/** Unified diff of two texts (what autoFix shows for review); '' when equal. */
+/**
+ * Unified diff of two texts (what autoFix shows for review), like `diff -u`; '' when equal.
+ * Minimal (jsdiff) up to an edit of 1,000 lines or 2 s of work; past that, one hunk that
+ * replaces the differing block. Throws AutoFixOptionsError for arguments of the wrong type.
+ */
 export declare function unifiedDiff(before: string, after: string, name: string, context?: number): string;
 
 /** The code autoFix would take from a model's answer, or null with the reason. */
