@@ -130,6 +130,8 @@ export interface LogEntry {
   message: string;
 }
 
+// The method form makes parameters bivariant, so typed handlers are assignable while
+// contextual typing still gives untyped ones `unknown`.
 /**
  * A host function exposed to the sandbox. Arguments and result are structured-cloned.
  * The arguments come from sandboxed code, so an inline handler's parameters are
@@ -138,8 +140,6 @@ export interface LogEntry {
  * that type is your claim about what the code passes, not a check; give the tool an
  * `inputSchema` (see DescribedTool) to have it checked on the host.
  */
-// The method form makes parameters bivariant, so typed handlers are assignable while
-// contextual typing still gives untyped ones `unknown`.
 export type Capability = { bivariant(...args: unknown[]): unknown }['bivariant'];
 
 /**
@@ -168,13 +168,13 @@ export interface DescribedTool {
   parameters?: ToolInputSchema;
   /** Used only by `describeTools`, for the return type. */
   outputSchema?: ToolInputSchema;
+  // The same type as Capability: a described tool and a namespace holding a tool named
+  // `execute` look alike, and only identical signatures give inline parameters a type.
   /**
    * Called with the checked input and `{ toolCallId, messages: [] }` (ToolExecuteOptions).
    * Required at run time. Both are `unknown` unless you type them (as for Capability, a
    * typed parameter is your claim; `inputSchema` is the check).
    */
-  // The same type as Capability: a described tool and a namespace holding a tool named
-  // `execute` look alike, and only identical signatures give inline parameters a type.
   execute?: Capability;
 }
 
@@ -460,9 +460,8 @@ export declare const DEFAULT_ISOLATE_LIMITS: Readonly<Required<IsolateLimits>>;
 export declare const DEFAULT_BRIDGE_LIMITS: Readonly<Required<BridgeLimits>>;
 
 /**
- * Which of the engine's tools a request may call, and how often. Default: none. Only
- * allowed tools exist in the sandbox; naming a tool that is not registered is a
- * SandboxValidationError.
+ * Which of the engine's tools a request may call, and how often. Default: none. Naming
+ * a tool that is not registered is a SandboxValidationError.
  */
 export interface ToolPolicy {
   /** Dotted names of engine tools (`lookup`, `github.listIssues`). Default `[]`. */
@@ -493,7 +492,8 @@ export interface SandboxEngineConfig {
   /**
    * Memory per isolate, in MB: the heap limit of every request that sets no
    * `isolateLimits.memoryMb` (warm isolates have it). Wins over
-   * `defaultIsolateLimits.memoryMb`. Default 128; 8 to 8192.
+   * `defaultIsolateLimits.memoryMb`. Default: `defaultIsolateLimits.memoryMb`, else 128;
+   * 8 to 8192.
    */
   memoryMb: number;
   /** Executions running at once. Default 4; 1 to 1024. */
@@ -502,9 +502,12 @@ export interface SandboxEngineConfig {
   warmPoolSize: number;
   /** Compiled once at `init()`. Default none. */
   wasmModules: readonly WasmModuleConfig[];
-  /** Limits of a request that gives none; missing fields take `DEFAULT_ISOLATE_LIMITS`'. */
+  /**
+   * Limits of a request that gives none. A field left out is taken from
+   * `DEFAULT_ISOLATE_LIMITS`; a given engine `memoryMb` wins over this `memoryMb`.
+   */
   defaultIsolateLimits: IsolateLimits;
-  /** Limits of a request that gives none; missing fields take `DEFAULT_BRIDGE_LIMITS`'. */
+  /** Limits of a request that gives none. A field left out is taken from `DEFAULT_BRIDGE_LIMITS`. */
   defaultBridgeLimits: BridgeLimits;
   /**
    * Executions allowed to wait for a slot; more are refused with an error event
