@@ -106,7 +106,8 @@ function errorKinds(): Array<{ kind: string; className: string; code: string }> 
 }
 
 describe('the declaration surface', () => {
-  it('matches the committed snapshot (update with `npx vitest run __test__/types.spec.ts -u`)', async () => {
+  // After a deliberate change to the types: `npx vitest run __test__/types.spec.ts -u`, and commit the .snap.
+  it('matches the committed snapshots in __test__/__snapshots__', async () => {
     await expect(`${surface(ENTRY)}\n${surface(AUTOFIX)}`).toMatchFileSnapshot('./__snapshots__/index.d.ts.snap');
     await expect(surface(CODEMODE)).toMatchFileSnapshot('./__snapshots__/codemode.d.ts.snap');
   });
