@@ -523,7 +523,7 @@ export interface SandboxEngineConfig {
   isolation?: Isolation;
   /**
    * Sandbox host processes kept running in process isolation (runs are spread over
-   * them; each idle one holds 43-50 MB resident). Default 2; at least 1, and more than
+   * them; each idle one holds 43-50 MB resident). Default 2; 1 to 64, and more than
    * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`.
    */
   processes?: number;
