@@ -13,16 +13,39 @@ export type SandboxErrorName =
   | 'SandboxValidationError'
   | 'SandboxAbortedError';
 
+/** Codes of a plain `SandboxError` (no subclass): failures of isolet, not of the code it ran. */
+export type SandboxBaseErrorCode =
+  /** A bug or resource failure in isolet (e.g. an isolate could not be made). */
+  | 'ERR_ISOLET_INTERNAL'
+  /** The engine refused the run for lack of room (queue full, too many stuck threads); retry later. */
+  | 'ERR_ISOLET_OVERLOADED'
+  /** The engine cannot take runs yet: `SandboxEngine.init()` has not completed. */
+  | 'ERR_ISOLET_NOT_READY'
+  /** Process isolation: the sandbox host process serving the run died. */
+  | 'ERR_ISOLET_CRASHED';
+
+/** Every stable `code` an isolet error can have (one per error kind; see README "Errors"). */
+export type SandboxErrorCode =
+  | 'ERR_ISOLET_TIMEOUT'
+  | 'ERR_ISOLET_OOM'
+  | 'ERR_ISOLET_RUNTIME'
+  | 'ERR_ISOLET_VALIDATION'
+  | 'ERR_ISOLET_ABORTED'
+  | SandboxBaseErrorCode;
+
 /** Base class of every isolet error. `stack` never holds host frames. */
 export declare class SandboxError extends Error {
-  constructor(message: string, options?: { code?: string; cause?: unknown });
+  constructor(message: string, options?: { code?: SandboxErrorCode; cause?: unknown });
+  /** The class name; each subclass narrows it to its own. */
+  readonly name: SandboxErrorName;
   /** Stable machine-readable code, e.g. `ERR_ISOLET_TIMEOUT`. */
-  readonly code: string;
+  readonly code: SandboxErrorCode;
 }
 
 /** Execution exceeded its wall-clock (`limit: 'wall'`) or CPU-time (`limit: 'cpu'`) limit. */
 export declare class SandboxTimeoutError extends SandboxError {
   constructor(message: string, options?: { limit?: 'wall' | 'cpu' });
+  readonly name: 'SandboxTimeoutError';
   readonly code: 'ERR_ISOLET_TIMEOUT';
   readonly limit: 'wall' | 'cpu';
 }
@@ -30,11 +53,13 @@ export declare class SandboxTimeoutError extends SandboxError {
 /** The isolate exceeded its memory limit (V8 heap or ArrayBuffer budget). */
 export declare class SandboxOOMError extends SandboxError {
   constructor(message: string);
+  readonly name: 'SandboxOOMError';
   readonly code: 'ERR_ISOLET_OOM';
 }
 
 /** What the sandboxed code threw, copied out as strings. */
 export interface ThrownInfo {
+  /** The thrown value's `name` (e.g. `TypeError`), else its constructor's name. */
   name: string;
   message: string;
   /** The sandbox's own stack (`at sandbox.js:line:column`); never host frames. */
@@ -44,6 +69,7 @@ export interface ThrownInfo {
 /** The sandboxed code threw (or its result could not be copied out). */
 export declare class SandboxRuntimeError extends SandboxError {
   constructor(message: string, options?: { thrown?: ThrownInfo });
+  readonly name: 'SandboxRuntimeError';
   readonly code: 'ERR_ISOLET_RUNTIME';
   readonly thrown?: ThrownInfo;
 }
@@ -51,6 +77,7 @@ export declare class SandboxRuntimeError extends SandboxError {
 /** Invalid input: non-string code, bad options, or a syntax error (with position). */
 export declare class SandboxValidationError extends SandboxError {
   constructor(message: string, options?: { line?: number; column?: number });
+  readonly name: 'SandboxValidationError';
   readonly code: 'ERR_ISOLET_VALIDATION';
   /** 1-based line of a syntax error. */
   readonly line?: number;
@@ -61,8 +88,24 @@ export declare class SandboxValidationError extends SandboxError {
 /** The caller aborted the execution (AbortSignal, `session.abort()`, engine shutdown). */
 export declare class SandboxAbortedError extends SandboxError {
   constructor(message: string);
+  readonly name: 'SandboxAbortedError';
   readonly code: 'ERR_ISOLET_ABORTED';
 }
+
+/** A failure of isolet itself, as a plain `SandboxError` (no subclass). */
+export type SandboxBaseError = SandboxError & { readonly name: 'SandboxError'; readonly code: SandboxBaseErrorCode };
+
+/**
+ * The error of a failed run: a union discriminated by `name` (and `code`), so
+ * `if (error.name === 'SandboxTimeoutError') error.limit` type-checks.
+ */
+export type SandboxFailureError =
+  | SandboxTimeoutError
+  | SandboxOOMError
+  | SandboxRuntimeError
+  | SandboxValidationError
+  | SandboxAbortedError
+  | SandboxBaseError;
 
 // ---------------------------------------------------------------------------
 // runSandbox
@@ -87,8 +130,17 @@ export interface LogEntry {
   message: string;
 }
 
-/** A host function exposed to the sandbox. Arguments and result are structured-cloned. */
-export type Capability = (...args: any[]) => unknown | Promise<unknown>;
+// The method form makes parameters bivariant, so typed handlers are assignable while
+// contextual typing still gives untyped ones `unknown`.
+/**
+ * A host function exposed to the sandbox. Arguments and result are structured-cloned.
+ * The arguments come from sandboxed code, so an inline handler's parameters are
+ * `unknown` until checked (`readFile: (req) => ...` gives `req: unknown`). A handler
+ * declared with typed parameters is accepted too (`(req: { path: string }) => ...`):
+ * that type is your claim about what the code passes, not a check; give the tool an
+ * `inputSchema` (see DescribedTool) to have it checked on the host.
+ */
+export type Capability = { bivariant(...args: unknown[]): unknown }['bivariant'];
 
 /**
  * An input schema: a JSON Schema object, an AI SDK `jsonSchema()` / `zodSchema()` value,
@@ -116,8 +168,22 @@ export interface DescribedTool {
   parameters?: ToolInputSchema;
   /** Used only by `describeTools`, for the return type. */
   outputSchema?: ToolInputSchema;
-  /** Called with the checked input and `{ toolCallId, messages: [] }`. Required at run time. */
-  execute?: (input: any, options: any) => unknown;
+  // The same type as Capability: a described tool and a namespace holding a tool named
+  // `execute` look alike, and only identical signatures give inline parameters a type.
+  /**
+   * Called with the checked input and `{ toolCallId, messages: [] }` (ToolExecuteOptions).
+   * Required at run time. Both are `unknown` unless you type them (as for Capability, a
+   * typed parameter is your claim; `inputSchema` is the check).
+   */
+  execute?: Capability;
+}
+
+/** The second argument of a described tool's `execute` (the AI SDK's shape). */
+export interface ToolExecuteOptions {
+  /** `isolet-<dotted name>-<n>`, n counting this tool's calls in the run. */
+  toolCallId: string;
+  /** Always empty: a sandbox call has no conversation. */
+  messages: unknown[];
 }
 
 /** One tool: a plain function or a described tool. */
@@ -140,6 +206,11 @@ export type SandboxLanguage = 'javascript' | 'typescript';
  */
 export declare function describeTools(capabilities: Capabilities): string;
 
+/**
+ * Options of `runSandbox`: exactly these names (any other is a SandboxValidationError
+ * suggesting the nearest one). Numbers are whole numbers in the range given; one
+ * outside it is a SandboxValidationError naming the option and the value.
+ */
 export interface SandboxOptions {
   /**
    * Host functions exposed as globals. With capabilities the code is the body of an
@@ -152,27 +223,30 @@ export interface SandboxOptions {
    * SandboxValidationError with line and column. Default `javascript`.
    */
   language?: SandboxLanguage;
-  /** V8 heap limit in MB (ArrayBuffers are capped separately at the same size). Default 64. */
+  /** V8 heap limit in MB (ArrayBuffers are capped separately at the same size). Default 64; 8 to 8192. */
   memoryLimitMb?: number;
-  /** Wall-clock limit in ms. Default 5000. */
+  /** Wall-clock limit in ms, waiting on capabilities included. Default 5000; 1 to 2147483647. */
   timeoutMs?: number;
-  /** CPU-time limit in ms. Default: none (the wall-clock limit applies). */
+  /** CPU-time limit in ms. Default: none (the wall-clock limit applies); 1 to 2147483647. */
   cpuTimeMs?: number;
   /** Aborts the run with SandboxAbortedError. */
   signal?: AbortSignal;
-  /** Cap on the serialized output. Default 16 MiB. */
+  /** Cap on the serialized output, in bytes. Default 16 MiB; 1 to 1 GiB. */
   maxOutputBytes?: number;
-  /** Cap on one host-call argument list or reply. Default 16 MiB. */
+  /** Cap on one host-call argument list or reply, in bytes. Default 16 MiB; 1 to 1 GiB. */
   maxMessageBytes?: number;
-  /** Cap on host calls per run. Default 1000. */
+  /** Cap on host calls per run. Default 1000; 0 to 4294967295. */
   maxHostCalls?: number;
-  /** Console entries kept. Default 1000. */
+  /** Console entries kept. Default 1000; 0 to 1000000. */
   maxLogEntries?: number;
-  /** Console bytes kept. Default 1 MiB. */
+  /** Console bytes kept. Default 1 MiB; 1 to 1 GiB. */
   maxLogBytes?: number;
-  /** Bytes of host-call arguments and replies in flight at once. Default 64 MiB (see docs/budgets.md). */
+  /**
+   * Bytes of host-call arguments and replies in flight at once. Default 64 MiB; from
+   * `maxMessageBytes` (one message must fit) to 16 GiB. See docs/budgets.md.
+   */
   maxPendingHostCallBytes?: number;
-  /** Host calls in flight at once. Default 128. */
+  /** Host calls in flight at once. Default 128; 1 to 1000000. */
   maxPendingHostCalls?: number;
   /**
    * Where the isolate runs. `'process'` (default): in a supervised sandbox host process,
@@ -195,13 +269,7 @@ export interface SandboxSuccess<T = unknown> {
 
 export interface SandboxFailure {
   success: false;
-  error:
-    | SandboxTimeoutError
-    | SandboxOOMError
-    | SandboxRuntimeError
-    | SandboxValidationError
-    | SandboxAbortedError
-    | SandboxError;
+  error: SandboxFailureError;
   stats: ExecutionStats;
   logs: LogEntry[];
 }
@@ -220,10 +288,53 @@ export declare const RUN_SANDBOX_DEFAULTS: Readonly<{ memoryLimitMb: 64; timeout
 // Capabilities
 // ---------------------------------------------------------------------------
 
+/**
+ * Why an isolet capability refused a call. Sandboxed code sees the refusal's `name` and
+ * `message`; a host that calls the capability itself also gets this `code` on the
+ * rejection (an `Error`, a `TypeError` for `ERR_ISOLET_INVALID_ARGUMENT`).
+ */
+export type CapabilityErrorCode = FileReadErrorCode | FetchErrorCode;
+
+/** Refusals of `createFileReadCapability`'s `readFile` (docs/capabilities.md). */
+export type FileReadErrorCode =
+  | 'ERR_ISOLET_INVALID_ARGUMENT'
+  | 'ERR_ISOLET_INVALID_PATH'
+  | 'ERR_ISOLET_PATH_OUTSIDE'
+  | 'ERR_ISOLET_NOT_FOUND'
+  | 'ERR_ISOLET_NOT_A_FILE'
+  | 'ERR_ISOLET_TOO_LARGE'
+  | 'ERR_ISOLET_ACCESS_DENIED'
+  | 'ERR_ISOLET_READ_FAILED'
+  | 'ERR_ISOLET_READ_BUDGET'
+  | 'ERR_ISOLET_TOO_MANY_READS';
+
+/** Refusals of `createFetchCapability`'s `fetch` (docs/capabilities.md). */
+export type FetchErrorCode =
+  | 'ERR_ISOLET_INVALID_ARGUMENT'
+  | 'ERR_ISOLET_INVALID_URL'
+  | 'ERR_ISOLET_ORIGIN_NOT_ALLOWED'
+  | 'ERR_ISOLET_METHOD_NOT_ALLOWED'
+  | 'ERR_ISOLET_REQUEST_TOO_LARGE'
+  | 'ERR_ISOLET_RESPONSE_TOO_LARGE'
+  | 'ERR_ISOLET_RESPONSE_BUDGET'
+  | 'ERR_ISOLET_TOO_MANY_REDIRECTS'
+  | 'ERR_ISOLET_FETCH_TIMEOUT'
+  | 'ERR_ISOLET_FETCH_FAILED'
+  | RunEndedCode;
+
+/** `code` of `RunContext.signal.reason` (and of a fetch stopped by it): the run has ended. */
+export type RunEndedCode = 'ERR_ISOLET_RUN_ENDED';
+
+/** A capability's refusal, as a host that calls the capability directly catches it. */
+export interface CapabilityError<C extends CapabilityErrorCode = CapabilityErrorCode> extends Error {
+  readonly code: C;
+}
+
+/** Options of `createFileReadCapability`: exactly these names. */
 export interface FileReadOptions {
-  /** Largest file served, in bytes. Default 10 MB. */
+  /** Largest file served, in bytes. Default 10 MiB; 0 to 256 MiB. */
   maxBytes?: number;
-  /** Reads one run may have in flight at once; more fail with ERR_ISOLET_TOO_MANY_READS. Default 8. */
+  /** Reads one run may have in flight at once; more fail with ERR_ISOLET_TOO_MANY_READS. Default 8; 1 to 1024. */
   maxReadsInFlight?: number;
 }
 
@@ -265,17 +376,21 @@ export interface RunContext {
  */
 export declare function currentRun(): RunContext | undefined;
 
+/** Options of `createFetchCapability`: exactly these names. */
 export interface FetchCapabilityOptions {
-  /** Exact origins that may be requested, e.g. `https://api.example.com`. */
-  allowedOrigins: string[];
-  /** Per-request timeout in ms. Default 10000. */
+  /** Exact origins that may be requested, e.g. `https://api.example.com`. At least one. */
+  allowedOrigins: readonly string[];
+  /** Per-request timeout in ms. Default 10000; 1 to 2147483647. */
   timeoutMs?: number;
-  /** Largest response body, in bytes. Default 5 MiB. */
+  /** Largest response body, in bytes. Default 5 MiB; 0 to 256 MiB. */
   maxResponseBytes?: number;
-  /** Largest request body, in bytes. Default 1 MiB. */
+  /** Largest request body, in bytes. Default 1 MiB; 0 to 2^53 - 1. */
   maxRequestBytes?: number;
-  /** Methods allowed. Default GET, HEAD, POST, PUT, PATCH, DELETE. */
-  allowedMethods?: string[];
+  /**
+   * Methods allowed, any case, from GET HEAD POST PUT PATCH DELETE OPTIONS; at least one.
+   * Default GET, HEAD, POST, PUT, PATCH, DELETE.
+   */
+  allowedMethods?: readonly string[];
 }
 
 export interface FetchRequest {
@@ -303,45 +418,62 @@ export declare function createFetchCapability(
 
 export declare const DEFAULT_MEMORY_MB: 128;
 
-/** CPU, memory and wall-clock limits for an isolate. */
+/**
+ * CPU, memory and wall-clock limits for an isolate: exactly these names. Whole numbers
+ * in the range given (else a SandboxValidationError naming e.g. `isolateLimits.wallTimeMs`).
+ */
 export interface IsolateLimits {
-  /** V8 heap limit in MB. Default: the engine's `memoryMb` (128). */
+  /**
+   * V8 heap limit in MB (ArrayBuffers capped separately at the same size). Default: the
+   * engine's `memoryMb` (128); 8 to 8192. A request that asks for other memory than the
+   * engine's gets a fresh (cold) isolate.
+   */
   memoryMb?: number;
-  /** CPU time of the isolate's thread, in ms. Default 5000. */
+  /** CPU time of the isolate's thread, in ms. Default 5000; 1 to 2147483647. */
   cpuTimeMs?: number;
-  /** Wall-clock time, waiting on data requests and tools included, in ms. Default 30000. */
+  /** Wall-clock time, waiting on data requests and tools included, in ms. Default 30000; 1 to 2147483647. */
   wallTimeMs?: number;
 }
 
-/** Message size and count limits for the bridge, per execution. */
+/** Message size and count limits for the bridge, per execution: exactly these names. */
 export interface BridgeLimits {
-  /** Bytes of one message in either direction (tool args/replies, data answers). Default 16 MiB. */
+  /** Bytes of one message in either direction (tool args/replies, data answers). Default 16 MiB; 1 to 1 GiB. */
   maxMessageBytes?: number;
-  /** Tool calls plus data requests. Default 1000. */
+  /** Tool calls plus data requests. Default 1000; 0 to 4294967295. */
   maxMessages?: number;
-  /** Bytes of the serialized result. Default 16 MiB. */
+  /** Bytes of the serialized result. Default 16 MiB; 1 to 1 GiB. */
   maxOutputBytes?: number;
-  /** Console entries kept. Default 1000. */
+  /** Console entries kept. Default 1000; 0 to 1000000. */
   maxLogEntries?: number;
-  /** Console bytes kept. Default 1 MiB. */
+  /** Console bytes kept. Default 1 MiB; 1 to 1 GiB. */
   maxLogBytes?: number;
-  /** Bytes of tool-call arguments and replies in flight at once. Default 64 MiB (see docs/budgets.md). */
+  /**
+   * Bytes of tool-call arguments and replies in flight at once. Default 64 MiB; from
+   * `maxMessageBytes` to 16 GiB. See docs/budgets.md.
+   */
   maxPendingHostCallBytes?: number;
-  /** Tool calls in flight at once. Default 128. */
+  /** Tool calls in flight at once. Default 128; 1 to 1000000. */
   maxPendingHostCalls?: number;
 }
 
 export declare const DEFAULT_ISOLATE_LIMITS: Readonly<Required<IsolateLimits>>;
 export declare const DEFAULT_BRIDGE_LIMITS: Readonly<Required<BridgeLimits>>;
 
-/** Which of the engine's tools a request may call, and how often. Default: none. */
+/**
+ * Which of the engine's tools a request may call, and how often. Default: none. Naming
+ * a tool that is not registered is a SandboxValidationError.
+ */
 export interface ToolPolicy {
-  allowedTools: string[];
-  /** Per-tool call limits; tools not listed are unlimited (within `maxMessages`). */
-  maxCallsPerTool?: Record<string, number>;
+  /** Dotted names of engine tools (`lookup`, `github.listIssues`). Default `[]`. */
+  allowedTools?: readonly string[];
+  /**
+   * Per-tool call limits (whole numbers, 0 or more); tools not listed are unlimited
+   * (within `maxMessages`). Applies to a request's own tools too.
+   */
+  maxCallsPerTool?: Readonly<Record<string, number>>;
 }
 
-export declare const DEFAULT_TOOL_POLICY: Readonly<ToolPolicy>;
+export declare const DEFAULT_TOOL_POLICY: Readonly<{ allowedTools: readonly string[] }>;
 
 /** A WebAssembly module compiled at `init()`; sandbox code sees its exports as `wasm.<name>`. */
 export interface WasmModuleConfig {
@@ -351,17 +483,36 @@ export interface WasmModuleConfig {
   source: Uint8Array | ArrayBuffer;
 }
 
+/**
+ * Engine configuration (the seed's six fields, required here as in the seed, plus
+ * isolet's optional ones). `new SandboxEngine()` takes a `Partial` of it: every field
+ * has a default, and any other name is a SandboxValidationError suggesting the nearest.
+ */
 export interface SandboxEngineConfig {
-  /** Memory per isolate, in MB (warm isolates use it). Default 128. */
+  /**
+   * Memory per isolate, in MB: the heap limit of every request that sets no
+   * `isolateLimits.memoryMb` (warm isolates have it). Wins over
+   * `defaultIsolateLimits.memoryMb`. Default: `defaultIsolateLimits.memoryMb`, else 128;
+   * 8 to 8192.
+   */
   memoryMb: number;
-  /** Executions running at once. */
+  /** Executions running at once. Default 4; 1 to 1024. */
   maxConcurrentIsolates: number;
-  /** Isolates created ahead of time. */
+  /** Isolates created ahead of time. Default 0; 0 to 256. */
   warmPoolSize: number;
-  wasmModules: WasmModuleConfig[];
+  /** Compiled once at `init()`. Default none. */
+  wasmModules: readonly WasmModuleConfig[];
+  /**
+   * Limits of a request that gives none. A field left out is taken from
+   * `DEFAULT_ISOLATE_LIMITS`; a given engine `memoryMb` wins over this `memoryMb`.
+   */
   defaultIsolateLimits: IsolateLimits;
+  /** Limits of a request that gives none. A field left out is taken from `DEFAULT_BRIDGE_LIMITS`. */
   defaultBridgeLimits: BridgeLimits;
-  /** Executions allowed to wait for a slot; more are refused with an error event. Default 1000. */
+  /**
+   * Executions allowed to wait for a slot; more are refused with an error event
+   * (`ERR_ISOLET_OVERLOADED`). Default 1000; 0 to 1000000.
+   */
   maxQueueSize?: number;
   /**
    * Host tools, exposed as globals or namespaces; a request's `toolPolicy` decides which
@@ -372,8 +523,8 @@ export interface SandboxEngineConfig {
   isolation?: Isolation;
   /**
    * Sandbox host processes kept running in process isolation (runs are spread over
-   * them; each idle one holds 43-50 MB resident). Default 2, at most
-   * `maxConcurrentIsolates`.
+   * them; each idle one holds 43-50 MB resident). Default 2; 1 to 64, and more than
+   * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`.
    */
   processes?: number;
 }
@@ -389,17 +540,21 @@ export interface SandboxEngineDeps {
 }
 
 /** Creates a session for a request (the engine's `submit`). */
-export type SessionFactory = (request: ExecuteMessage) => SandboxSession;
+export type SessionFactory = <T = unknown>(request: ExecuteMessage) => SandboxSession<T>;
 
-/** Inbound: an execution request. */
+/** Inbound: an execution request: exactly these names. */
 export interface ExecuteMessage {
-  requestId: string;
+  /** Names the session and its events. Default: `deps.idGenerator()` (`session_<n>`). */
+  requestId?: string;
   /** Body of an async function: `return` gives the result. */
   code: string;
   /** Values of `data` known up front (no data request needed). */
   data?: Record<string, unknown>;
+  /** Per field over the engine's `defaultIsolateLimits` (and `memoryMb`). */
   isolateLimits?: IsolateLimits;
+  /** Per field over the engine's `defaultBridgeLimits`. */
   bridgeLimits?: BridgeLimits;
+  /** Default: no engine tool may be called. */
   toolPolicy?: ToolPolicy;
   /** Source language; see SandboxOptions.language. Default `javascript`. */
   language?: SandboxLanguage;
@@ -438,6 +593,7 @@ export interface DataRequestMessage extends EventBase {
   key: string;
 }
 
+/** Outbound: the execution returned `data` (what `return` gave, copied out). */
 export interface ResultMessage<T = unknown> extends EventBase {
   type: 'result';
   data: T;
@@ -445,23 +601,29 @@ export interface ResultMessage<T = unknown> extends EventBase {
   logs: LogEntry[];
 }
 
+/** Outbound: the execution failed; `error.name` / `error.code` say why. */
 export interface ErrorMessage extends EventBase {
   type: 'error';
-  error: SandboxFailure['error'];
+  error: SandboxFailureError;
   message: string;
   stats: ExecutionStats;
   logs?: LogEntry[];
 }
 
-export type SandboxEvent = StatusMessage | DataRequestMessage | ResultMessage | ErrorMessage;
+/** One event of a session; `T` is the type of the `result` event's `data`. */
+export type SandboxEvent<T = unknown> = StatusMessage | DataRequestMessage | ResultMessage<T> | ErrorMessage;
 
-/** Async iterable of one execution's events; ends after its one `result` or `error`. */
-export declare class SandboxSession implements AsyncIterable<SandboxEvent> {
+/**
+ * Async iterable of one execution's events; ends after its one `result` or `error`.
+ * `T` (from `engine.submit<T>()`) types the result's `data`; it is not checked at run
+ * time: the sandboxed code decides what it returns.
+ */
+export declare class SandboxSession<T = unknown> implements AsyncIterable<SandboxEvent<T>> {
   private constructor();
   readonly requestId: string;
   /** Resolves with the final `result` or `error` event. */
-  readonly done: Promise<ResultMessage | ErrorMessage>;
-  [Symbol.asyncIterator](): AsyncIterableIterator<SandboxEvent>;
+  readonly done: Promise<ResultMessage<T> | ErrorMessage>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<SandboxEvent<T>>;
   /** Answers a data request; throws SandboxValidationError for an unknown id. */
   respond(id: number, value: unknown): void;
   /** Fails a data request: the read throws an Error with `message` inside the sandbox. */
@@ -523,8 +685,11 @@ export declare class SandboxEngine {
   constructor(config: Partial<SandboxEngineConfig>, deps?: Partial<SandboxEngineDeps>);
   /** Compiles the WASM modules (invalid bytes: SandboxValidationError) and warms the pool. */
   init(): Promise<void>;
-  /** Starts an execution; never throws: problems arrive as an `error` event. */
-  submit(request: ExecuteMessage): SandboxSession;
+  /**
+   * Starts an execution; never throws: problems arrive as an `error` event. `T` types
+   * the `result` event's `data` (default `unknown`); it is not checked at run time.
+   */
+  submit<T = unknown>(request: ExecuteMessage): SandboxSession<T>;
   /** Stops accepting work, aborts queued and running sessions, disposes every isolate. */
   shutdown(): Promise<void>;
   stats(): IsolateStats;

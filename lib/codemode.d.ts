@@ -40,7 +40,10 @@ export interface Executor {
  * (memory, concurrency, warm pool, limits), passed through to the engine.
  */
 export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
-  /** Wall-clock limit of one execution in ms (also its CPU limit unless `defaultIsolateLimits.cpuTimeMs` says otherwise). Default 60000. */
+  /**
+   * Wall-clock limit of one execution in ms (also its CPU limit unless
+   * `defaultIsolateLimits.cpuTimeMs` says otherwise). Default 60000; 1 to 2147483647.
+   */
   timeout?: number;
   /** Language the model writes in. Default `javascript`. */
   language?: SandboxLanguage;
@@ -70,4 +73,4 @@ export declare function normalizeCode(code: string): string;
 /** @cloudflare/codemode's rule for tool names inside the sandbox. */
 export declare function sanitizeToolName(name: string): string;
 
-export declare const DEFAULT_CODEMODE_TIMEOUT_MS: number;
+export declare const DEFAULT_CODEMODE_TIMEOUT_MS: 60000;
