@@ -4,5 +4,5 @@
 pub(crate) mod run;
 pub(crate) mod thread;
 
-pub(crate) use run::{Completion, EventSink, ExecStats, HostReply, RunShared, RunSpec, StopReason};
+pub(crate) use run::{Completion, EventSink, HostReply, RunShared, RunSpec, StopReason};
 pub(crate) use thread::IsolateThread;

@@ -12,8 +12,6 @@
 //! lock, what it may do; the machine answers with the steps to carry out, so the caller
 //! is answered exactly once and the concurrency slot is given back exactly once, in an
 //! order fixed per ending. Races become orderings of calls, which the tests below list.
-use std::time::Instant;
-
 /// Why a run was asked to stop. The first reason asked for is the one reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -29,8 +27,10 @@ pub enum Phase {
     Queued,
     /// Holds a slot; its thread is starting or executing.
     Running,
-    /// Asked to stop (since `since`); the thread has not finished yet.
-    Stopping { reason: StopReason, since: Instant },
+    /// Asked to stop; the thread has not finished yet. (When termination reached the
+    /// isolate, for the watchdog's grace period, is the caller's to track: a run asked
+    /// to stop before its isolate exists is terminated only once it does.)
+    Stopping { reason: StopReason },
     /// The caller was answered with the run's own result (or a refusal).
     Finished,
     /// The thread ignored termination (or hit a fatal OOM) and was quarantined; the
@@ -129,19 +129,10 @@ impl RunState {
         self.phase
     }
 
-    /// The reason the run was asked to stop, if it was (kept once it has ended only as
-    /// long as the phase says so: an ended run reports none).
+    /// The reason the run is stopping for; none before a stop and once it has ended.
     pub fn stop_reason(&self) -> Option<StopReason> {
         match self.phase {
-            Phase::Stopping { reason, .. } => Some(reason),
-            _ => None,
-        }
-    }
-
-    /// When the run was asked to stop, while it is stopping.
-    pub fn stopping_since(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Stopping { since, .. } => Some(since),
+            Phase::Stopping { reason } => Some(reason),
             _ => None,
         }
     }
@@ -173,15 +164,15 @@ impl RunState {
         }
     }
 
-    /// Asks the run to stop for `reason` (at time `now`); the first reason wins.
-    pub fn request_stop(&mut self, reason: StopReason, now: Instant) -> StopDecision {
+    /// Asks the run to stop for `reason`; the first reason wins.
+    pub fn request_stop(&mut self, reason: StopReason) -> StopDecision {
         match self.phase {
             Phase::Queued => {
-                self.phase = Phase::Stopping { reason, since: now };
+                self.phase = Phase::Stopping { reason };
                 StopDecision::Recorded
             }
             Phase::Running => {
-                self.phase = Phase::Stopping { reason, since: now };
+                self.phase = Phase::Stopping { reason };
                 StopDecision::Stop
             }
             Phase::Stopping { .. } | Phase::Finished | Phase::Abandoned => StopDecision::Ignored,
@@ -243,10 +234,6 @@ impl RunState {
 mod tests {
     use super::*;
 
-    fn now() -> Instant {
-        Instant::now()
-    }
-
     fn running() -> RunState {
         let mut s = RunState::new();
         s.admit().unwrap();
@@ -274,11 +261,9 @@ mod tests {
     #[test]
     fn stop_then_finish_reports_the_first_reason() {
         let mut s = running();
-        let t = now();
-        assert_eq!(s.request_stop(StopReason::WallTimeout, t), StopDecision::Stop);
-        assert_eq!(s.request_stop(StopReason::CpuTimeout, now()), StopDecision::Ignored);
+        assert_eq!(s.request_stop(StopReason::WallTimeout), StopDecision::Stop);
+        assert_eq!(s.request_stop(StopReason::CpuTimeout), StopDecision::Ignored);
         assert_eq!(s.stop_reason(), Some(StopReason::WallTimeout));
-        assert_eq!(s.stopping_since(), Some(t));
         assert_eq!(s.finish(Ending::Completed), Ok(ANSWER));
         assert_eq!(s.stop_reason(), None);
         assert!(s.thread_exited().unwrap().release_slot);
@@ -288,17 +273,17 @@ mod tests {
     fn stop_arriving_after_finish_is_ignored() {
         let mut s = running();
         s.finish(Ending::Completed).unwrap();
-        assert_eq!(s.request_stop(StopReason::Aborted, now()), StopDecision::Ignored);
+        assert_eq!(s.request_stop(StopReason::Aborted), StopDecision::Ignored);
         assert_eq!(s.phase(), Phase::Finished);
         // Also after the thread is gone.
         s.thread_exited().unwrap();
-        assert_eq!(s.request_stop(StopReason::Shutdown, now()), StopDecision::Ignored);
+        assert_eq!(s.request_stop(StopReason::Shutdown), StopDecision::Ignored);
     }
 
     #[test]
     fn abort_while_queued_answers_without_a_slot() {
         let mut s = RunState::new();
-        assert_eq!(s.request_stop(StopReason::Aborted, now()), StopDecision::Recorded);
+        assert_eq!(s.request_stop(StopReason::Aborted), StopDecision::Recorded);
         assert_eq!(s.finish(Ending::NotStarted), Ok(ANSWER));
         // The engine may still pop it from a queue it raced with: it must not start.
         assert_eq!(s.admit(), Err(LifecycleError::AlreadyEnded));
@@ -308,10 +293,10 @@ mod tests {
     #[test]
     fn stop_recorded_while_queued_stops_the_run_once_admitted() {
         let mut s = RunState::new();
-        s.request_stop(StopReason::Shutdown, now());
+        s.request_stop(StopReason::Shutdown);
         s.admit().unwrap();
         assert_eq!(s.stop_reason(), Some(StopReason::Shutdown));
-        assert_eq!(s.request_stop(StopReason::Aborted, now()), StopDecision::Ignored);
+        assert_eq!(s.request_stop(StopReason::Aborted), StopDecision::Ignored);
         assert_eq!(s.finish(Ending::Completed), Ok(ANSWER));
         assert!(s.thread_exited().unwrap().release_slot);
     }
@@ -334,7 +319,7 @@ mod tests {
     #[test]
     fn timeout_then_late_finish_quarantines_first_and_ignores_the_late_result() {
         let mut s = running();
-        s.request_stop(StopReason::WallTimeout, now());
+        s.request_stop(StopReason::WallTimeout);
         assert_eq!(
             s.finish(Ending::Abandoned),
             Ok(&[Step::Quarantine, Step::ReleaseSlot { quarantined: true }, Step::Answer][..])
@@ -348,7 +333,7 @@ mod tests {
     #[test]
     fn finish_before_the_watchdog_gives_up_wins() {
         let mut s = running();
-        s.request_stop(StopReason::CpuTimeout, now());
+        s.request_stop(StopReason::CpuTimeout);
         s.finish(Ending::Completed).unwrap();
         assert_eq!(s.finish(Ending::Abandoned), Err(LifecycleError::AlreadyEnded));
         assert!(s.thread_exited().unwrap().release_slot);
@@ -366,8 +351,8 @@ mod tests {
     #[test]
     fn shutdown_while_stopping_keeps_the_first_reason() {
         let mut s = running();
-        s.request_stop(StopReason::WallTimeout, now());
-        assert_eq!(s.request_stop(StopReason::Shutdown, now()), StopDecision::Ignored);
+        s.request_stop(StopReason::WallTimeout);
+        assert_eq!(s.request_stop(StopReason::Shutdown), StopDecision::Ignored);
         assert_eq!(s.stop_reason(), Some(StopReason::WallTimeout));
     }
 
@@ -375,7 +360,7 @@ mod tests {
     fn fatal_oom_while_running_abandons_without_a_stop() {
         let mut s = running();
         assert_eq!(s.finish(Ending::Abandoned).unwrap()[0], Step::Quarantine);
-        assert_eq!(s.request_stop(StopReason::Aborted, now()), StopDecision::Ignored);
+        assert_eq!(s.request_stop(StopReason::Aborted), StopDecision::Ignored);
     }
 
     #[test]
@@ -388,7 +373,7 @@ mod tests {
         // A thread exiting before it finished its run.
         assert!(illegal(running().thread_exited()));
         let mut s = running();
-        s.request_stop(StopReason::Aborted, now());
+        s.request_stop(StopReason::Aborted);
         assert!(illegal(s.thread_exited()));
         // A thread that never existed exiting.
         assert!(illegal(RunState::new().thread_exited()));
@@ -445,7 +430,7 @@ mod tests {
             for e in &order {
                 match e {
                     E::S => {
-                        s.request_stop(StopReason::WallTimeout, now());
+                        s.request_stop(StopReason::WallTimeout);
                     }
                     E::F => match s.finish(Ending::Completed) {
                         Ok(steps) => count(steps),
