@@ -54,7 +54,7 @@ pub(crate) fn max_quarantined() -> usize {
 ///
 /// # Safety
 /// `thread` must be a live isolate thread that cannot exit during this call (the
-/// caller holds the run's thread gate).
+/// caller holds the run's `ending` lock, which the thread takes before it exits).
 pub(crate) unsafe fn quarantine(thread: libc::pthread_t) {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: the caller guarantees `thread` is alive for this call.
