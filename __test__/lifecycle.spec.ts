@@ -108,7 +108,11 @@ describe('run lifecycle races (thread isolation)', () => {
       expect(e.started).toBe(true);
       if (e.end === 'result') expect(e.data).toBe(i);
     });
-    expectCountedOnce(await settled(engine), endings);
+    const stats = await settled(engine);
+    expectCountedOnce(stats, endings);
+    // Every run unwound on termination: none was given up on and quarantined.
+    expect(stats.quarantined).toBe(0);
+    expect(processStats().quarantinedThreads).toBe(0);
   }, 120_000);
 
   it('aborts racing completion, start and admission each end a run once, as a result or an abort', async () => {
