@@ -8,7 +8,7 @@ use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use super::run::{Completion, ExecStats, HostReply, RunShared};
 use crate::limits::cpu::ThreadClock;
-use crate::limits::watchdog::{self, Watched};
+use crate::limits::watchdog;
 use crate::limits::{lock, quarantine};
 use crate::v8::{DataAnswer, Output, Sandbox, SandboxConfig, SandboxHost, Step};
 
@@ -79,7 +79,7 @@ impl SandboxHost for ThreadHost {
 
     fn heap_limit(&self) {
         if let Some(run) = self.current() {
-            let run: Weak<dyn Watched> = Arc::downgrade(&run) as Weak<dyn Watched>;
+            let run: Weak<RunShared> = Arc::downgrade(&run);
             watchdog::terminate_soon(run);
         }
     }
@@ -170,7 +170,8 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
     let clock = ThreadClock::start_on_current_thread();
     *lock(&host.run) = Some(run.clone());
     run.attach(sandbox.handle(), clock);
-    watchdog::watch(Arc::downgrade(run) as Weak<dyn Watched>);
+    let watched: Weak<RunShared> = Arc::downgrade(run);
+    watchdog::watch(watched);
     run.sink().started();
 
     let step = install_and_run(sandbox, run);
