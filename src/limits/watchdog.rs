@@ -55,6 +55,9 @@ fn watchdog() -> &'static Watchdog {
         std::thread::Builder::new()
             .name("isolet-watchdog".into())
             .spawn(|| watch_loop(watchdog()))
+            // Without a watchdog no run could be held to its time limits: failing the
+            // first run loudly (napi turns the panic into a JS exception) beats running
+            // every later one unbounded.
             .expect("isolet: cannot start the watchdog thread");
         Watchdog { runs: Mutex::new(Vec::new()), terminate: Mutex::new(Vec::new()), cv: Condvar::new() }
     })
