@@ -4,6 +4,8 @@
 // once, with the class that matches how they ended, and the engine must count each
 // ending once, with the same class (the answer and the slot's release come from the
 // run's one `finish`).
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   SandboxEngine,
@@ -38,6 +40,7 @@ async function makeEngine(config: Partial<SandboxEngineConfig> = {}) {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const root = path.resolve(__dirname, '..');
 
 interface Ending {
   /** 'result' or the error's class name. */
@@ -179,4 +182,54 @@ describe('run lifecycle races (thread isolation)', () => {
     expect(s.completed).toBe(3);
     expect(s.failed).toEqual({});
   }, 30_000);
+});
+
+describe('run lifecycle races with threads that ignore termination (thread isolation, child process)', () => {
+  it('a run given up on by the watchdog ends once with its first stop reason, however aborts and shutdown race it', () => {
+    // Each run is stuck in a built-in that ignores termination; its wall limit stops it
+    // 100 ms after it starts, the watchdog gives up on it 400 ms later, and an abort lands
+    // 200-600 ms after the start: before, at or after that moment. A shutdown lands 300 ms
+    // after the last start, while they are all still stopping.
+    const script = `
+      const isolet = require(${JSON.stringify(root)});
+      (async () => {
+        const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 6, warmPoolSize: 0, isolation: 'thread',
+          wasmModules: [], defaultIsolateLimits: isolet.DEFAULT_ISOLATE_LIMITS, defaultBridgeLimits: isolet.DEFAULT_BRIDGE_LIMITS });
+        await engine.init();
+        const sessions = [0, 1, 2, 3, 4, 5].map((i) =>
+          engine.submit({ requestId: 'stuck' + i, code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', isolateLimits: { wallTimeMs: 100 } }));
+        // Timed from each run's start (a cold isolate may take a while on a busy machine).
+        const started = sessions.map(async (s, i) => {
+          for await (const e of s) if (e.type === 'status' && e.status === 'started') break;
+          setTimeout(() => s.abort(), 200 + i * 80);
+        });
+        const shutdown = Promise.all(started).then(() => new Promise((r) => setTimeout(r, 300))).then(() => engine.shutdown());
+        const ends = [];
+        for (const s of sessions) {
+          let terminal = 0;
+          for await (const e of s) if (e.type === 'result' || e.type === 'error') terminal++;
+          const e = await s.done;
+          ends.push({ terminal, end: e.type === 'error' ? e.error.name : 'result', code: e.error && e.error.code });
+        }
+        await shutdown;
+        const stats = engine.stats();
+        console.log(JSON.stringify({ ends, completed: stats.completed, failed: stats.failed, quarantined: stats.quarantined, busy: stats.busy,
+          processQuarantined: isolet.processStats().quarantinedThreads }));
+        process.exitCode = 3;
+      })();`;
+    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.signal).toBeNull();
+    expect(r.stderr).toBe('');
+    // The process leaves with its own exit code though quarantined threads still run.
+    expect(r.status).toBe(3);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    // The wall limit was the first reason for every run, whatever abort came later.
+    expect(out.ends).toEqual(Array.from({ length: 6 }, () => ({ terminal: 1, end: 'SandboxTimeoutError', code: 'ERR_ISOLET_TIMEOUT' })));
+    // Each counted once, as the timeout its caller saw, with its thread in quarantine.
+    expect(out.completed).toBe(0);
+    expect(out.failed).toEqual({ SandboxTimeoutError: 6 });
+    expect(out.busy).toBe(0);
+    expect(out.quarantined).toBe(6);
+    expect(out.processQuarantined).toBe(6);
+  }, 150_000);
 });
