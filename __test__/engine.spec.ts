@@ -251,6 +251,7 @@ describe('admission: concurrency cap, queue, abort, shutdown', () => {
     expect(endC.type).toBe('error');
     if (endC.type === 'error') {
       expect(endC.error).toBeInstanceOf(SandboxError);
+      expect(endC.error.code).toBe('ERR_ISOLET_OVERLOADED');
       expect(endC.message).toMatch(/queue is full/);
     }
     expect((await a.done).type).toBe('result');

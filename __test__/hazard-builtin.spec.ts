@@ -118,7 +118,7 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
       `(async () => {
         const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100, isolation: 'thread' });
         const refused = await isolet.runSandbox('1', { isolation: 'thread' });
-        console.log(JSON.stringify({ stuck: stuck.error.name, refused: refused.success ? null : [refused.error.name, refused.error.message] }));
+        console.log(JSON.stringify({ stuck: stuck.error.name, refused: refused.success ? null : [refused.error.name, refused.error.message, refused.error.code] }));
       })();`,
       { ISOLET_MAX_QUARANTINED: '1' },
     );
@@ -129,6 +129,7 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     expect(stuck).toBe('SandboxTimeoutError');
     expect(refused[0]).toBe('SandboxError');
     expect(refused[1]).toMatch(/ISOLET_MAX_QUARANTINED=1.*restart the process/);
+    expect(refused[2]).toBe('ERR_ISOLET_OVERLOADED');
   });
 
   it('a Worker that leaves a quarantined thread behind does not end the process or its exit code', () => {

@@ -410,7 +410,7 @@ class ProcessEngine {
     // waiting only for a host process to come up are not).
     if (this.active >= this.options.maxConcurrentIsolates + this.options.maxQueueSize) {
       const message = `The engine's queue is full (${this.options.maxQueueSize} waiting); try again later`;
-      queueMicrotask(() => this.deliver(run, failureEvent('SandboxError', 'ERR_ISOLET_INTERNAL', message)));
+      queueMicrotask(() => this.deliver(run, failureEvent('SandboxError', 'ERR_ISOLET_OVERLOADED', message)));
       return handle;
     }
     this.active += 1;

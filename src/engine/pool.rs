@@ -1,14 +1,18 @@
 //! Scheduling and the warm pool. An isolate serves exactly one run and is then
 //! destroyed; warm isolates are created ahead of time on their own threads and
-//! replaced in the background after each use.
-use std::collections::{HashMap, VecDeque};
-use std::sync::{mpsc, Arc, Condvar, Mutex, Weak};
+//! replaced in the background after each use. The decisions (admit, queue or refuse;
+//! which queued run starts; warm or cold; how many to warm; when the engine is idle)
+//! are `isolet_core::queue::Pool`'s; this file carries them out with threads.
+use std::collections::HashMap;
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use isolet_core::{AdmissionQueue, ErrorKind, Failure};
+use isolet_core::queue::{Admission, Pool, PoolConfig};
+use isolet_core::{ErrorKind, Failure};
 
 use crate::isolate::thread::JobSource;
-use crate::isolate::{Completion, ExecStats, IsolateThread, RunShared, StopReason};
+use crate::isolate::{IsolateThread, RunShared, StopReason};
+use crate::limits::{lock, quarantine};
 use crate::v8::SandboxConfig;
 
 #[derive(Debug, Clone)]
@@ -35,18 +39,20 @@ pub(crate) struct EngineStats {
     pub quarantined: usize,
 }
 
-struct State {
-    shutdown: bool,
-    active: HashMap<u64, Arc<RunShared>>,
-    queue: AdmissionQueue<Arc<RunShared>>,
-    warm: VecDeque<mpsc::Sender<Arc<RunShared>>>,
-    stats: EngineStats,
-}
+/// A warm isolate's thread, waiting for its one run.
+type WarmIsolate = mpsc::Sender<Arc<RunShared>>;
 
 struct Inner {
-    config: EngineConfig,
-    state: Mutex<State>,
+    /// Lock order: this lock may be held while taking a run's `life` lock (admitting
+    /// it), never while a run ends (its ending calls back in here).
+    pool: Mutex<Pool<Arc<RunShared>, WarmIsolate>>,
     idle: Condvar,
+}
+
+impl Inner {
+    fn pool(&self) -> MutexGuard<'_, Pool<Arc<RunShared>, WarmIsolate>> {
+        lock(&self.pool)
+    }
 }
 
 /// Cheap to clone; threads hold only `Weak` references to it.
@@ -63,13 +69,8 @@ static ENGINES: Mutex<Vec<(usize, Weak<Inner>)>> = Mutex::new(Vec::new());
 /// except quarantined ones. Called as Node's environment is torn down: disposing an
 /// isolate while Node disposes V8 would crash the process.
 pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
-    let engines: Vec<_> = ENGINES
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(owner, _)| *owner == env)
-        .filter_map(|(_, e)| e.upgrade())
-        .collect();
+    let engines: Vec<_> =
+        lock(&ENGINES).iter().filter(|(owner, _)| *owner == env).filter_map(|(_, e)| e.upgrade()).collect();
     let deadline = Instant::now() + timeout;
     for inner in engines {
         let engine = Engine { inner };
@@ -80,8 +81,8 @@ pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
     // when any isolate is left: the process leaves now, with the code its main thread was
     // exiting with. Only the main environment's teardown may end the process: a Worker's
     // ending leaves the quarantined thread running (its process exits later).
-    if crate::limits::quarantine::quarantined() > 0 && crate::limits::quarantine::on_main_thread() {
-        crate::limits::quarantine::exit_without_v8_teardown();
+    if quarantine::quarantined() > 0 && quarantine::on_main_thread() {
+        quarantine::exit_without_v8_teardown();
     }
 }
 
@@ -90,22 +91,21 @@ fn sandbox_config(memory_mb: u32) -> SandboxConfig {
     SandboxConfig { heap_limit_bytes: bytes, array_buffer_limit_bytes: bytes }
 }
 
-fn refuse(run: &RunShared, failure: Failure) {
-    run.deliver(Completion { result: Err(failure), stats: ExecStats::default(), logs: Vec::new() });
+fn could_not_start() -> Failure {
+    Failure::new(ErrorKind::Internal, "Could not start an isolate thread")
 }
 
 impl Engine {
     /// `env` identifies the Node environment that owns the engine (see `shutdown_all`).
     pub(crate) fn new(config: EngineConfig, env: usize) -> Engine {
-        let state = State {
-            shutdown: false,
-            active: HashMap::new(),
-            queue: AdmissionQueue::new(config.max_queue),
-            warm: VecDeque::new(),
-            stats: EngineStats::default(),
-        };
-        let inner = Arc::new(Inner { config, state: Mutex::new(state), idle: Condvar::new() });
-        let mut engines = ENGINES.lock().unwrap();
+        let pool = Pool::new(PoolConfig {
+            memory_mb: config.memory_mb,
+            max_concurrent: config.max_concurrent,
+            warm_pool_size: config.warm_pool_size,
+            max_queue: config.max_queue,
+        });
+        let inner = Arc::new(Inner { pool: Mutex::new(pool), idle: Condvar::new() });
+        let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
         engines.push((env, Arc::downgrade(&inner)));
         Engine { inner }
@@ -113,179 +113,170 @@ impl Engine {
 
     /// Creates the warm pool (off the caller's path: each isolate on its own thread).
     pub(crate) fn warm_up(&self) {
-        let mut state = self.inner.state.lock().unwrap();
-        self.replenish(&mut state);
+        self.replenish(&mut self.inner.pool());
     }
 
     pub(crate) fn submit(&self, run: Arc<RunShared>) {
-        let mut state = self.inner.state.lock().unwrap();
-        if state.shutdown {
-            drop(state);
-            return refuse(&run, Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"));
-        }
-        if let Some(message) = crate::limits::quarantine::refusal() {
-            drop(state);
-            return refuse(&run, Failure::new(ErrorKind::Internal, message));
-        }
-        if state.active.len() < self.inner.config.max_concurrent {
-            self.start(&mut state, run);
-            return;
-        }
-        if let Err(full) = state.queue.push(run.id, run) {
-            drop(state);
-            let message = format!(
-                "The engine's queue is full ({} waiting); try again later",
-                self.inner.config.max_queue
-            );
-            return refuse(&full.0, Failure::new(ErrorKind::Internal, message));
+        let mut pool = self.inner.pool();
+        let admission = pool.admit(run.id, run, quarantine::quarantined(), quarantine::max_quarantined());
+        let unstarted = match admission {
+            Admission::Start(run) => self.start(&mut pool, run),
+            Admission::Queued => None,
+            Admission::Refused(run, failure) => {
+                drop(pool);
+                run.refuse(failure);
+                return;
+            }
+        };
+        drop(pool);
+        if let Some(run) = unstarted {
+            run.refuse(could_not_start());
         }
     }
 
     /// Aborts a run whether it is queued or running.
     pub(crate) fn abort(&self, run: &Arc<RunShared>) {
-        let mut state = self.inner.state.lock().unwrap();
-        if let Some(queued) = state.queue.remove(run.id) {
-            drop(state);
-            return refuse(&queued, queued.failure_for(StopReason::Aborted));
+        let queued = self.inner.pool().remove_queued(run.id);
+        match queued {
+            Some(queued) => {
+                queued.refuse(queued.failure_for(StopReason::Aborted));
+            }
+            None => {
+                run.request_stop(StopReason::Aborted);
+            }
         }
-        drop(state);
-        run.stop(StopReason::Aborted);
     }
 
-    /// Stops accepting work, aborts queued and running runs, drops warm isolates.
+    /// Stops accepting work, aborts queued and running runs, drops warm isolates
+    /// (closing their channels ends their threads).
     pub(crate) fn shutdown(&self) {
-        let mut state = self.inner.state.lock().unwrap();
-        state.shutdown = true;
-        let queued = state.queue.drain();
-        state.warm.clear(); // closing the channels ends the warm threads
-        let running: Vec<_> = state.active.values().cloned().collect();
-        drop(state);
-        for (_, run) in queued {
-            refuse(&run, run.failure_for(StopReason::Shutdown));
+        let (queued, running) = self.inner.pool().shutdown();
+        for run in queued {
+            run.refuse(run.failure_for(StopReason::Shutdown));
         }
         for run in running {
-            run.stop(StopReason::Shutdown);
+            run.request_stop(StopReason::Shutdown);
         }
     }
 
     /// Waits until no thread of this engine is alive except quarantined ones.
     pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let mut state = self.inner.state.lock().unwrap();
+        let mut pool = self.inner.pool();
         loop {
-            let s = &state.stats;
-            if state.active.is_empty() && s.threads <= s.quarantined {
+            if pool.is_idle() {
                 return true;
             }
             let now = Instant::now();
             if now >= deadline {
                 return false;
             }
-            state = self.inner.idle.wait_timeout(state, deadline - now).unwrap().0;
+            pool = self.inner.idle.wait_timeout(pool, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
     pub(crate) fn stats(&self) -> EngineStats {
-        let state = self.inner.state.lock().unwrap();
-        let mut stats = state.stats.clone();
-        stats.warm = state.warm.len();
-        stats.busy = state.active.len();
-        stats.queued = state.queue.len();
-        stats
+        let pool = self.inner.pool();
+        let c = pool.counters();
+        EngineStats {
+            warm: pool.warm(),
+            warming: c.warming,
+            busy: pool.busy(),
+            queued: pool.queued(),
+            completed: c.completed,
+            failed: c.failed.clone(),
+            warm_starts: c.warm_starts,
+            cold_starts: c.cold_starts,
+            threads: c.threads,
+            quarantined: c.quarantined,
+        }
     }
 
-    fn start(&self, state: &mut State, run: Arc<RunShared>) {
-        state.active.insert(run.id, run.clone());
+    /// Starts `run`, which holds a slot in `pool`, on a warm isolate or a new one.
+    /// Returns it if no thread could be started (the caller refuses it once the lock is
+    /// released: its ending gives the slot back through `finished`).
+    fn start(&self, pool: &mut Pool<Arc<RunShared>, WarmIsolate>, run: Arc<RunShared>) -> Option<Arc<RunShared>> {
         let weak = Arc::downgrade(&self.inner);
         let id = run.id;
-        run.set_on_release(Box::new(move |failed, quarantined| {
+        let admitted = run.admit(Box::new(move |failed, quarantined| {
             if let Some(inner) = weak.upgrade() {
                 Engine { inner }.finished(id, failed, quarantined);
             }
         }));
-        let mut run = Some(run);
-        if run.as_ref().unwrap().spec.limits.memory_mb == self.inner.config.memory_mb {
-            while let Some(tx) = state.warm.pop_front() {
-                match tx.send(run.take().unwrap()) {
-                    Ok(()) => {
-                        state.stats.warm_starts += 1;
-                        break;
-                    }
-                    Err(mpsc::SendError(back)) => run = Some(back),
+        if !admitted {
+            pool.forget(id); // it ended before it could start
+            return None;
+        }
+        let mut run = run;
+        while let Some(warm) = pool.take_warm(run.spec.limits.memory_mb) {
+            match warm.send(run) {
+                Ok(()) => {
+                    pool.count_start(true);
+                    return None;
                 }
+                // That warm thread is gone (its isolate failed): try the next.
+                Err(mpsc::SendError(back)) => run = back,
             }
         }
-        if let Some(run) = run {
-            state.stats.cold_starts += 1;
-            let config = sandbox_config(run.spec.limits.memory_mb);
-            self.spawn(state, config, JobSource::Now(run.clone()), Some(run));
-        }
+        pool.count_start(false);
+        let config = sandbox_config(run.spec.limits.memory_mb);
         // The pool is topped up when a run finishes, not here: creating an isolate now
         // would compete for CPU with the run that was just started.
+        self.spawn(pool, config, JobSource::Now(run.clone())).is_err().then_some(run)
     }
 
-    fn spawn(&self, state: &mut State, config: SandboxConfig, source: JobSource, run: Option<Arc<RunShared>>) {
-        state.stats.threads += 1;
+    fn spawn(
+        &self,
+        pool: &mut Pool<Arc<RunShared>, WarmIsolate>,
+        config: SandboxConfig,
+        source: JobSource,
+    ) -> std::io::Result<()> {
+        pool.thread_started();
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let on_exit = Box::new(move |quarantined: bool| {
             if let Some(inner) = weak.upgrade() {
-                let mut state = inner.state.lock().unwrap();
-                state.stats.threads -= 1;
-                if quarantined {
-                    state.stats.quarantined -= 1;
-                }
+                inner.pool().thread_exited(quarantined);
                 inner.idle.notify_all();
             }
         });
-        if IsolateThread::spawn(config, source, on_exit).is_err() {
-            state.stats.threads -= 1;
-            if let Some(run) = run {
-                state.active.remove(&run.id);
-                refuse(&run, Failure::new(ErrorKind::Internal, "Could not start an isolate thread"));
-            }
+        let spawned = IsolateThread::spawn(config, source, on_exit);
+        if spawned.is_err() {
+            pool.thread_exited(false);
         }
+        spawned
     }
 
     /// Tops the warm pool up to `warm_pool_size`, counting isolates still being made.
-    fn replenish(&self, state: &mut State) {
-        let want = self.inner.config.warm_pool_size;
-        while !state.shutdown && state.warm.len() + state.stats.warming < want {
-            state.stats.warming += 1;
+    fn replenish(&self, pool: &mut Pool<Arc<RunShared>, WarmIsolate>) {
+        for _ in 0..pool.warm_to_create() {
             let (tx, rx) = mpsc::channel();
             let weak = Arc::downgrade(&self.inner);
             let ready = Box::new(move |ok: bool| {
-                let Some(inner) = weak.upgrade() else { return };
-                let mut state = inner.state.lock().unwrap();
-                state.stats.warming -= 1;
-                if ok && !state.shutdown {
-                    state.warm.push_back(tx);
+                if let Some(inner) = weak.upgrade() {
+                    inner.pool().warm_ready(ok.then_some(tx));
                 }
             });
-            let config = sandbox_config(self.inner.config.memory_mb);
-            self.spawn(state, config, JobSource::Later { jobs: rx, ready }, None);
+            let config = sandbox_config(pool.config().memory_mb);
+            if self.spawn(pool, config, JobSource::Later { jobs: rx, ready }).is_err() {
+                // Threads cannot be made now; the next finished run tries again.
+                pool.warm_ready(None);
+            }
         }
     }
 
+    /// Run `id` gave its slot back: count it, start queued runs, top the pool up.
     fn finished(&self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
-        let mut state = self.inner.state.lock().unwrap();
-        state.active.remove(&id);
-        match failed {
-            None => state.stats.completed += 1,
-            Some(kind) => *state.stats.failed.entry(kind).or_insert(0) += 1,
+        let mut pool = self.inner.pool();
+        pool.finished(id, failed, quarantined);
+        let mut unstarted = Vec::new();
+        while let Some(next) = pool.next_to_start() {
+            unstarted.extend(self.start(&mut pool, next));
         }
-        if quarantined {
-            state.stats.quarantined += 1;
-        }
-        if !state.shutdown {
-            while state.active.len() < self.inner.config.max_concurrent {
-                let Some((_, next)) = state.queue.pop() else { break };
-                if next.is_delivered() {
-                    continue;
-                }
-                self.start(&mut state, next);
-            }
-        }
-        self.replenish(&mut state);
+        self.replenish(&mut pool);
         self.inner.idle.notify_all();
+        drop(pool);
+        for run in unstarted {
+            run.refuse(could_not_start());
+        }
     }
 }

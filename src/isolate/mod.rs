@@ -1,8 +1,8 @@
 //! The isolate thread: one OS thread per isolate, which creates it, serves exactly one
 //! execution on it and disposes it. `run` holds the state a run shares with other
-//! threads (inbox, stop flag, result delivery); `thread` holds the run loop.
+//! threads (inbox, lifecycle and its one `end`); `thread` holds the run loop.
 pub(crate) mod run;
 pub(crate) mod thread;
 
-pub(crate) use run::{Completion, EventSink, ExecStats, HostReply, RunShared, RunSpec, StopReason};
+pub(crate) use run::{Completion, EventSink, HostReply, RunShared, RunSpec, StopReason};
 pub(crate) use thread::IsolateThread;

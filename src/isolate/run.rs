@@ -1,13 +1,27 @@
 //! State of one run shared between its isolate thread, the watchdog, the engine and the
 //! JS thread. Every field is either immutable or behind a lock or atomic.
+//!
+//! The run's lifecycle is `isolet_core::run_state::RunState` behind one lock (`life`),
+//! together with what the transitions need (the isolate to terminate, the thread's
+//! clock, the slot's release hook). One lock rather than an atomic state word because a
+//! transition and its side effect must be atomic together: a stop must terminate the
+//! isolate attached at that moment, and the watchdog may read a thread's CPU clock only
+//! while the thread cannot have exited. Every ending goes through `end`, which carries
+//! out the steps the state machine returns, in its order, under the `ending` lock.
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use isolet_core::limits::{MAX_DATA_KEY_BYTES, MAX_REJECTION_MESSAGE_BYTES};
+use isolet_core::run_state::{Ending, LifecycleError, Phase, RunState, StopDecision, Step};
 use isolet_core::{BridgeLimits, ErrorKind, Failure, IsolateLimits, LogBuffer, LogEntry, LogLevel, PendingCalls};
 
+pub(crate) use isolet_core::run_state::StopReason;
+
+use crate::limits::cpu::ThreadClock;
+use crate::limits::lock;
+use crate::limits::watchdog::{Observation, Watched};
 use crate::v8::{DataAnswer, IsolateHandle, Mode, WasmModule};
 
 /// Everything needed to execute one request.
@@ -58,27 +72,6 @@ pub(crate) trait EventSink: Send + Sync {
 pub(crate) enum HostReply {
     Fulfill { call_id: u32, value: Vec<u8> },
     Reject { call_id: u32, name: String, message: String },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum StopReason {
-    WallTimeout = 1,
-    CpuTimeout = 2,
-    Aborted = 3,
-    Shutdown = 4,
-}
-
-impl StopReason {
-    fn from_u8(v: u8) -> Option<StopReason> {
-        match v {
-            1 => Some(StopReason::WallTimeout),
-            2 => Some(StopReason::CpuTimeout),
-            3 => Some(StopReason::Aborted),
-            4 => Some(StopReason::Shutdown),
-            _ => None,
-        }
-    }
 }
 
 impl HostReply {
@@ -134,16 +127,25 @@ fn truncate_utf8(mut s: String, max: usize) -> String {
     s
 }
 
-/// Where the isolate thread runs, for CPU accounting and quarantine.
-#[derive(Clone, Copy)]
-pub(crate) struct ThreadInfo {
-    pub pthread: libc::pthread_t,
-    pub cpu_clock: libc::clockid_t,
-    pub cpu_at_start: Duration,
-}
-
 /// Called once when a run gives back its slot: (failure kind, thread quarantined).
 pub(crate) type ReleaseHook = Box<dyn FnOnce(Option<ErrorKind>, bool) + Send>;
+
+/// The lifecycle and what its transitions act on; behind `RunShared::life`.
+struct Life {
+    state: RunState,
+    /// The isolate while its thread executes the run (cleared before it is disposed, so
+    /// it is never terminated after).
+    isolate: Option<IsolateHandle>,
+    /// The serving thread's CPU clock, from the moment it started executing.
+    clock: Option<ThreadClock>,
+    started_at: Option<Instant>,
+    /// When termination reached the isolate for the stop (the watchdog's grace counts
+    /// from here, not from the request: a run stopped before its isolate existed).
+    terminated_at: Option<Instant>,
+    /// The failure kind the run ended with, reported when the slot is given back.
+    failed: Option<ErrorKind>,
+    on_release: Option<ReleaseHook>,
+}
 
 pub(crate) struct RunShared {
     pub id: u64,
@@ -151,65 +153,42 @@ pub(crate) struct RunShared {
     sink: Arc<dyn EventSink>,
     inbox: Mutex<Inbox>,
     cv: Condvar,
-    isolate: Mutex<Option<IsolateHandle>>,
-    stop: AtomicU8,
-    stopped_at: Mutex<Option<Instant>>,
-    delivered: AtomicBool,
-    released: AtomicBool,
-    started_at: Mutex<Option<Instant>>,
-    thread: Mutex<Option<ThreadInfo>>,
-    /// True while the isolate thread serving this run may still run; cleared (under the
-    /// lock) before it exits, so a pthread_t is never used after its thread is gone.
-    thread_gate: Mutex<bool>,
-    /// The watchdog quarantined the serving thread (set under `thread_gate`).
-    quarantined: AtomicBool,
+    life: Mutex<Life>,
+    /// Held while the steps of an ending (`end`, `thread_exited`) are carried out, so
+    /// they never interleave: e.g. a quarantined thread cannot leave the quarantine
+    /// before the party that abandoned it has counted it and given its slot back.
+    /// Taken before `life`, never while holding it or the engine's lock.
+    ending: Mutex<()>,
     logs: Mutex<LogBuffer>,
     messages: AtomicU32,
     next_data_id: AtomicU32,
-    on_release: Mutex<Option<ReleaseHook>>,
 }
 
 impl RunShared {
     pub(crate) fn new(id: u64, spec: RunSpec, sink: Arc<dyn EventSink>) -> Arc<RunShared> {
         let logs = LogBuffer::new(spec.bridge.max_log_entries, spec.bridge.max_log_bytes);
         let inbox = Inbox::new(&spec.bridge);
+        let life = Life {
+            state: RunState::new(),
+            isolate: None,
+            clock: None,
+            started_at: None,
+            terminated_at: None,
+            failed: None,
+            on_release: None,
+        };
         Arc::new(RunShared {
             id,
             spec,
             sink,
             inbox: Mutex::new(inbox),
             cv: Condvar::new(),
-            isolate: Mutex::new(None),
-            stop: AtomicU8::new(0),
-            stopped_at: Mutex::new(None),
-            delivered: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            started_at: Mutex::new(None),
-            thread: Mutex::new(None),
-            thread_gate: Mutex::new(true),
-            quarantined: AtomicBool::new(false),
+            life: Mutex::new(life),
+            ending: Mutex::new(()),
             logs: Mutex::new(logs),
             messages: AtomicU32::new(0),
             next_data_id: AtomicU32::new(1),
-            on_release: Mutex::new(None),
         })
-    }
-
-    /// Called once when the run no longer occupies a concurrency slot.
-    pub(crate) fn set_on_release(&self, f: ReleaseHook) {
-        *self.on_release.lock().unwrap() = Some(f);
-    }
-
-    /// Frees the run's slot (idempotent): after the isolate thread finished, or after the
-    /// watchdog gave up on it.
-    pub(crate) fn release(&self, failed: Option<ErrorKind>, quarantined: bool) {
-        if self.released.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let hook = self.on_release.lock().unwrap().take();
-        if let Some(f) = hook {
-            f(failed, quarantined);
-        }
     }
 
     pub(crate) fn sink(&self) -> &Arc<dyn EventSink> {
@@ -218,106 +197,169 @@ impl RunShared {
 
     // ---- lifecycle -----------------------------------------------------------------
 
-    pub(crate) fn attach(&self, isolate: IsolateHandle, thread: ThreadInfo) {
-        *self.thread.lock().unwrap() = Some(thread);
-        *self.started_at.lock().unwrap() = Some(Instant::now());
-        let mut slot = self.isolate.lock().unwrap();
-        if self.stop_reason().is_some() {
-            isolate.terminate();
+    /// The run takes a concurrency slot; `on_release` is called once when it gives it
+    /// back. False when the run has already ended (it must not start).
+    pub(crate) fn admit(&self, on_release: ReleaseHook) -> bool {
+        let mut life = lock(&self.life);
+        match life.state.admit() {
+            Ok(()) => {
+                life.on_release = Some(on_release);
+                true
+            }
+            Err(_) => false,
         }
-        *slot = Some(isolate);
     }
 
-    /// The isolate thread is about to exit; returns whether it had been quarantined.
-    pub(crate) fn close_thread_gate(&self) -> bool {
-        let mut gate = self.thread_gate.lock().unwrap();
-        *gate = false;
-        self.quarantined.load(Ordering::SeqCst)
+    /// The run's thread starts executing on `isolate`. A stop asked for earlier reaches
+    /// the isolate now.
+    pub(crate) fn attach(&self, isolate: IsolateHandle, clock: ThreadClock) {
+        let mut life = lock(&self.life);
+        life.clock = Some(clock);
+        life.started_at = Some(Instant::now());
+        if life.state.stop_reason().is_some() {
+            isolate.terminate();
+            life.terminated_at = Some(Instant::now());
+        }
+        life.isolate = Some(isolate);
     }
 
-    /// If the serving thread is still alive: runs `f` with it (keeping it alive
-    /// meanwhile), marks it quarantined and gives the run's slot back as failed with
-    /// `kind`, all before the thread can exit. Returns whether it did.
-    pub(crate) fn quarantine_thread(&self, kind: ErrorKind, f: impl FnOnce(ThreadInfo)) -> bool {
-        let gate = self.thread_gate.lock().unwrap();
-        let (true, Some(info)) = (*gate, self.thread()) else { return false };
-        f(info);
-        self.quarantined.store(true, Ordering::SeqCst);
-        self.release(Some(kind), true);
-        drop(gate);
-        true
-    }
-
+    /// The isolate is about to be disposed: nothing may terminate it any more.
     pub(crate) fn detach(&self) {
-        *self.isolate.lock().unwrap() = None;
+        lock(&self.life).isolate = None;
     }
 
-    pub(crate) fn started_at(&self) -> Option<Instant> {
-        *self.started_at.lock().unwrap()
-    }
-
-    pub(crate) fn thread(&self) -> Option<ThreadInfo> {
-        *self.thread.lock().unwrap()
-    }
-
-    /// Asks the run to stop; the first reason wins. Safe from any thread.
-    pub(crate) fn stop(&self, reason: StopReason) -> bool {
-        if self.stop.compare_exchange(0, reason as u8, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+    /// Asks the run to stop; the first reason wins. Safe from any thread. Returns
+    /// whether this call's reason is the one the run stops for.
+    pub(crate) fn request_stop(&self, reason: StopReason) -> bool {
+        let decision = {
+            let mut life = lock(&self.life);
+            let decision = life.state.request_stop(reason);
+            if decision == StopDecision::Stop {
+                if let Some(isolate) = life.isolate.as_ref() {
+                    isolate.terminate();
+                    life.terminated_at = Some(Instant::now());
+                }
+            }
+            decision
+        };
+        if decision == StopDecision::Ignored {
             return false;
-        }
-        *self.stopped_at.lock().unwrap() = Some(Instant::now());
-        if let Some(isolate) = self.isolate.lock().unwrap().as_ref() {
-            isolate.terminate();
         }
         self.wake();
         true
     }
 
-    /// Terminates the isolate's current JS execution without setting a stop reason
-    /// (used for the memory limit, whose flag lives in the sandbox).
-    pub(crate) fn terminate_isolate(&self) {
-        if let Some(isolate) = self.isolate.lock().unwrap().as_ref() {
-            isolate.terminate();
-        }
-    }
-
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
-        StopReason::from_u8(self.stop.load(Ordering::SeqCst))
+        lock(&self.life).state.stop_reason()
     }
 
-    pub(crate) fn stopped_at(&self) -> Option<Instant> {
-        *self.stopped_at.lock().unwrap()
+    /// The run was asked to stop or has already been answered (e.g. abandoned while its
+    /// thread was slow to unwind): its thread should unwind now.
+    pub(crate) fn should_stop(&self) -> bool {
+        let life = lock(&self.life);
+        life.state.stop_reason().is_some() || life.state.has_ended()
     }
 
-    pub(crate) fn is_delivered(&self) -> bool {
-        self.delivered.load(Ordering::SeqCst)
-    }
-
-    /// Delivers the run's one completion; later calls are ignored. Returns whether
-    /// this call delivered.
-    pub(crate) fn deliver(&self, completion: Completion) -> bool {
-        if !self.claim_delivery() {
-            return false;
+    /// The one way a run ends: asks the state machine, then carries out its steps in
+    /// order. `completion` is built only when this call ends the run (under the lock,
+    /// where the thread's clock may be read). Returns whether it did.
+    fn end(&self, ending: Ending, completion: impl FnOnce(&Life) -> Completion) -> bool {
+        let _ending = lock(&self.ending);
+        let (steps, completion, hook, clock) = {
+            let mut life = lock(&self.life);
+            match life.state.finish(ending) {
+                Ok(steps) => {
+                    let completion = completion(&life);
+                    life.failed = completion.result.as_ref().err().map(|f| f.kind);
+                    let releases = steps.iter().any(|s| matches!(s, Step::ReleaseSlot { .. }));
+                    let hook = if releases { life.on_release.take() } else { None };
+                    (steps, completion, hook, life.clock)
+                }
+                Err(LifecycleError::AlreadyEnded) => return false,
+                Err(illegal @ LifecycleError::Illegal { .. }) => {
+                    debug_assert!(false, "isolet run {}: {illegal:?}", self.id);
+                    return false;
+                }
+            }
+        };
+        let failed = completion.result.as_ref().err().map(|f| f.kind);
+        let (mut completion, mut hook) = (Some(completion), hook);
+        for step in steps {
+            match *step {
+                Step::Quarantine => match clock {
+                    // SAFETY: the thread is alive: it exits only after `thread_exited`,
+                    // which waits for the `ending` lock held here.
+                    Some(clock) => unsafe { crate::limits::quarantine::quarantine(clock.pthread()) },
+                    None => debug_assert!(false, "isolet run {}: quarantine without a thread", self.id),
+                },
+                Step::ReleaseSlot { quarantined } => {
+                    if let Some(f) = hook.take() {
+                        f(failed, quarantined);
+                    }
+                }
+                Step::Answer => {
+                    self.close_inbox();
+                    if let Some(c) = completion.take() {
+                        self.sink.done(c);
+                    }
+                }
+            }
         }
-        self.send_claimed(completion);
         true
     }
 
-    /// First half of `deliver`: true for exactly one caller, which must then call
-    /// `send_claimed`. Lets the watchdog park a thread between the two.
-    pub(crate) fn claim_delivery(&self) -> bool {
-        !self.delivered.swap(true, Ordering::SeqCst)
+    /// The isolate thread has the run's result.
+    pub(crate) fn complete(&self, completion: Completion) -> bool {
+        self.end(Ending::Completed, |_| completion)
     }
 
-    pub(crate) fn send_claimed(&self, completion: Completion) {
-        self.close_inbox();
-        self.sink.done(completion);
+    /// The run will never get a thread (refused, aborted or shut down while queued, or
+    /// its thread could not start): it is answered with `failure`.
+    pub(crate) fn refuse(&self, failure: Failure) -> bool {
+        self.end(Ending::NotStarted, |_| Completion { result: Err(failure), stats: ExecStats::default(), logs: Vec::new() })
+    }
+
+    /// A fatal V8 OOM on the run's thread, which parks for good: the run answers now
+    /// and counts its thread as quarantined. Returns whether the thread is counted
+    /// (now or by an earlier abandonment).
+    pub(crate) fn abandon_after_fatal_oom(&self) -> bool {
+        let failure = Failure::out_of_memory(self.spec.limits.memory_mb);
+        let ended = self.end(Ending::Abandoned, |_| Completion {
+            result: Err(failure),
+            stats: ExecStats::default(),
+            logs: self.take_logs(),
+        });
+        ended || lock(&self.life).state.phase() == Phase::Abandoned
+    }
+
+    /// The thread that served the run is exiting, its isolate disposed: gives the slot
+    /// back (unless the run was abandoned, which did). Returns whether the thread had
+    /// been quarantined, and leaves the quarantine if so.
+    pub(crate) fn thread_exited(&self) -> bool {
+        let _ending = lock(&self.ending);
+        let (exit, hook, failed) = {
+            let mut life = lock(&self.life);
+            match life.state.thread_exited() {
+                Ok(exit) => (exit, if exit.release_slot { life.on_release.take() } else { None }, life.failed),
+                Err(illegal) => {
+                    debug_assert!(false, "isolet run {}: {illegal:?}", self.id);
+                    return false;
+                }
+            }
+        };
+        if let Some(f) = hook {
+            f(failed, false);
+        }
+        if exit.left_quarantine {
+            crate::limits::quarantine::release();
+        }
+        exit.left_quarantine
     }
 
     /// The run is over: free whatever replies and answers still wait, and drop any that
     /// arrive later, so nothing is held for a run that has ended.
     fn close_inbox(&self) {
-        let mut inbox = self.inbox.lock().unwrap();
+        let mut inbox = lock(&self.inbox);
         inbox.closed = true;
         inbox.replies.clear();
         inbox.answers.clear();
@@ -337,7 +379,7 @@ impl RunShared {
     }
 
     pub(crate) fn take_logs(&self) -> Vec<LogEntry> {
-        let mut logs = self.logs.lock().unwrap();
+        let mut logs = lock(&self.logs);
         let full = std::mem::replace(&mut *logs, LogBuffer::new(0, 0));
         full.finish()
     }
@@ -345,14 +387,14 @@ impl RunShared {
     // ---- inbox ---------------------------------------------------------------------
 
     pub(crate) fn wake(&self) {
-        self.inbox.lock().unwrap().woken = true;
+        lock(&self.inbox).woken = true;
         self.cv.notify_all();
     }
 
     /// Admits host call `call_id` against the run's in-flight budget; `Err` carries
     /// the message of the RangeError the sandbox sees instead.
     pub(crate) fn begin_host_call(&self, call_id: u32, arg_bytes: usize) -> Result<(), String> {
-        let mut inbox = self.inbox.lock().unwrap();
+        let mut inbox = lock(&self.inbox);
         if inbox.closed {
             return Err("the execution has ended".into());
         }
@@ -363,7 +405,7 @@ impl RunShared {
     /// the run ended, or unknown) are dropped; a reply that would pass the in-flight
     /// byte budget becomes a RangeError.
     pub(crate) fn push_reply(&self, reply: HostReply) {
-        let mut inbox = self.inbox.lock().unwrap();
+        let mut inbox = lock(&self.inbox);
         if inbox.closed {
             return;
         }
@@ -387,7 +429,7 @@ impl RunShared {
 
     /// Rejects a call that was refused before it reached the host (not in flight).
     pub(crate) fn reject_unsent(&self, call_id: u32, name: &str, message: String) {
-        let mut inbox = self.inbox.lock().unwrap();
+        let mut inbox = lock(&self.inbox);
         if inbox.closed {
             return;
         }
@@ -406,7 +448,7 @@ impl RunShared {
             DataAnswer::Error(m) => DataAnswer::Error(truncate_utf8(m, MAX_REJECTION_MESSAGE_BYTES)),
             other => other,
         };
-        let mut inbox = self.inbox.lock().unwrap();
+        let mut inbox = lock(&self.inbox);
         if !inbox.waiting.remove(&id) {
             return false;
         }
@@ -418,11 +460,11 @@ impl RunShared {
     /// Waits until there is a reply, a wake-up or a stop, at most `timeout`; returns the
     /// replies received.
     pub(crate) fn wait_for_work(&self, timeout: Option<Duration>) -> Vec<HostReply> {
-        let mut inbox = self.inbox.lock().unwrap();
+        let mut inbox = lock(&self.inbox);
         // A stop also wakes us; re-check every 100 ms as a backstop.
         let limit = timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
-        if inbox.replies.is_empty() && !inbox.woken && self.stop_reason().is_none() {
-            inbox = self.cv.wait_timeout(inbox, limit).unwrap().0;
+        if inbox.replies.is_empty() && !inbox.woken && !self.should_stop() {
+            inbox = self.cv.wait_timeout(inbox, limit).unwrap_or_else(|e| e.into_inner()).0;
         }
         inbox.woken = false;
         let replies: Vec<HostReply> = inbox.replies.drain(..).collect();
@@ -446,7 +488,7 @@ impl RunShared {
     }
 
     pub(crate) fn log(&self, level: LogLevel, message: &str) {
-        let mut logs = self.logs.lock().unwrap();
+        let mut logs = lock(&self.logs);
         if logs.push(level, message) && self.spec.stream_console {
             // Stream the entry as kept (truncated to the byte budget), never the original.
             let kept = logs.last().map(|e| e.message.clone()).unwrap_or_default();
@@ -457,7 +499,7 @@ impl RunShared {
 
     /// Console bytes the run's log still keeps (0 once entries or bytes are used up).
     pub(crate) fn log_room(&self) -> usize {
-        self.logs.lock().unwrap().room()
+        lock(&self.logs).room()
     }
 
     /// Blocking data request from the isolate thread.
@@ -477,7 +519,7 @@ impl RunShared {
         }
         let id = self.next_data_id.fetch_add(1, Ordering::SeqCst);
         {
-            let mut inbox = self.inbox.lock().unwrap();
+            let mut inbox = lock(&self.inbox);
             if inbox.closed {
                 return DataAnswer::Terminated;
             }
@@ -485,16 +527,61 @@ impl RunShared {
             inbox.waiting.insert(id);
         }
         self.sink.data_request(id, key);
-        let mut inbox = self.inbox.lock().unwrap();
+        let mut inbox = lock(&self.inbox);
         loop {
             if let Some(answer) = inbox.answers.remove(&id) {
                 return answer;
             }
-            if self.stop_reason().is_some() {
+            if inbox.closed || self.should_stop() {
                 inbox.waiting.remove(&id);
                 return DataAnswer::Terminated;
             }
-            inbox = self.cv.wait_timeout(inbox, Duration::from_millis(100)).unwrap().0;
+            inbox = self.cv.wait_timeout(inbox, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+impl Watched for RunShared {
+    fn observe(&self) -> Option<Observation> {
+        let life = lock(&self.life);
+        if life.state.has_ended() {
+            return None;
+        }
+        let limits = &self.spec.limits;
+        Some(Observation {
+            wall_limit: Duration::from_millis(limits.wall_time_ms),
+            cpu_limit: limits.cpu_time_ms.map(Duration::from_millis),
+            elapsed: life.started_at.map(|t| t.elapsed()).unwrap_or_default(),
+            // Read under the lock while the run has not ended: its thread is alive.
+            cpu_used: life.clock.map(|c| c.used()),
+            terminated_for: life.terminated_at.map(|t| t.elapsed()),
+        })
+    }
+
+    fn request_stop(&self, reason: StopReason) {
+        RunShared::request_stop(self, reason);
+    }
+
+    /// The thread ignored termination: answer with the stop's failure now and quarantine
+    /// the thread (idle priority, left to run; see `limits::quarantine`).
+    fn abandon(&self) {
+        self.end(Ending::Abandoned, |life| {
+            let reason = life.state.stop_reason().unwrap_or(StopReason::WallTimeout);
+            Completion {
+                result: Err(self.failure_for(reason)),
+                stats: ExecStats {
+                    wall_time_ms: life.started_at.map(|t| t.elapsed().as_secs_f64() * 1000.0).unwrap_or(0.0),
+                    cpu_time_ms: life.clock.map(|c| c.used().as_secs_f64() * 1000.0).unwrap_or(0.0),
+                    ..Default::default()
+                },
+                logs: self.take_logs(),
+            }
+        });
+    }
+
+    fn terminate_isolate(&self) {
+        if let Some(isolate) = lock(&self.life).isolate.as_ref() {
+            isolate.terminate();
         }
     }
 }

@@ -1,13 +1,15 @@
 //! The isolate thread: creates a sandbox, waits for (or is born with) one run, executes
 //! it, delivers the completion, disposes the sandbox. Nothing here blocks Node's thread.
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use isolet_core::{ErrorKind, Failure, LogLevel};
 
-use super::run::{Completion, ExecStats, HostReply, RunShared, ThreadInfo};
+use super::run::{Completion, ExecStats, HostReply, RunShared};
+use crate::limits::cpu::ThreadClock;
 use crate::limits::watchdog;
+use crate::limits::{lock, quarantine};
 use crate::v8::{DataAnswer, Output, Sandbox, SandboxConfig, SandboxHost, Step};
 
 /// V8 sizes its stack limit from the thread it starts on; give it room for deep JS
@@ -32,13 +34,13 @@ pub(crate) struct ThreadHost {
 
 impl ThreadHost {
     fn current(&self) -> Option<Arc<RunShared>> {
-        self.run.lock().unwrap().clone()
+        lock(&self.run).clone()
     }
 }
 
 impl SandboxHost for ThreadHost {
     fn wake(&self) {
-        if let Some(run) = self.run.lock().unwrap().as_ref() {
+        if let Some(run) = lock(&self.run).as_ref() {
             run.wake();
         }
     }
@@ -77,19 +79,14 @@ impl SandboxHost for ThreadHost {
 
     fn heap_limit(&self) {
         if let Some(run) = self.current() {
-            crate::limits::watchdog::terminate_soon(run);
+            let run: Weak<RunShared> = Arc::downgrade(&run);
+            watchdog::terminate_soon(run);
         }
     }
 
     fn fatal_oom(&self) -> ! {
-        if let Some(run) = self.current() {
-            if run.claim_delivery() {
-                let failure = Failure::out_of_memory(run.spec.limits.memory_mb);
-                run.send_claimed(Completion { result: Err(failure), stats: ExecStats::default(), logs: run.take_logs() });
-            }
-            run.release(Some(ErrorKind::MemoryLimit), true);
-        }
-        crate::limits::quarantine::park_current_thread()
+        let counted = self.current().is_some_and(|run| run.abandon_after_fatal_oom());
+        quarantine::park_current_thread(!counted)
     }
 }
 
@@ -149,7 +146,7 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
         Some(sb) => execute(sb, &host, &run),
         None => {
             let failure = Failure::new(ErrorKind::Internal, "Could not create a V8 isolate");
-            run.deliver(Completion { result: Err(failure), stats: ExecStats::default(), logs: Vec::new() });
+            run.complete(Completion { result: Err(failure), stats: ExecStats::default(), logs: Vec::new() });
             (Some(ErrorKind::Internal), 0.0)
         }
     };
@@ -161,42 +158,20 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
         // SAFETY: malloc_trim has no preconditions.
         unsafe { libc::malloc_trim(0) };
     }
-    // A quarantined thread that got here finished on its own: its isolate is disposed
-    // like any other, so it leaves the quarantine.
-    let quarantined = run.close_thread_gate();
-    run.release(failed, false);
-    if quarantined {
-        crate::limits::quarantine::release();
-    }
-    quarantined
-}
-
-fn thread_cpu(clock: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid out-pointer; the clock belongs to a live thread.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// CPU time a thread has used so far.
-pub(crate) fn cpu_time_of(info: &ThreadInfo) -> Duration {
-    thread_cpu(info.cpu_clock).saturating_sub(info.cpu_at_start)
+    // Gives the slot back; a quarantined thread that got here finished on its own: its
+    // isolate is disposed like any other, so it leaves the quarantine.
+    run.thread_exited()
 }
 
 /// Runs `run` on `sandbox` until it settles or is stopped; delivers the completion and
 /// returns the failure kind, if any, and the peak heap in bytes.
 fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (Option<ErrorKind>, f64) {
     let started = Instant::now();
-    // SAFETY: pthread_self is always valid; the clock id out-pointer is valid.
-    let info = unsafe {
-        let me = libc::pthread_self();
-        let mut clock: libc::clockid_t = libc::CLOCK_THREAD_CPUTIME_ID;
-        libc::pthread_getcpuclockid(me, &mut clock);
-        ThreadInfo { pthread: me, cpu_clock: clock, cpu_at_start: thread_cpu(clock) }
-    };
-    *host.run.lock().unwrap() = Some(run.clone());
-    run.attach(sandbox.handle(), info);
-    watchdog::watch(run.clone());
+    let clock = ThreadClock::start_on_current_thread();
+    *lock(&host.run) = Some(run.clone());
+    run.attach(sandbox.handle(), clock);
+    let watched: Weak<RunShared> = Arc::downgrade(run);
+    watchdog::watch(watched);
     run.sink().started();
 
     let step = install_and_run(sandbox, run);
@@ -205,15 +180,15 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
     let (used, peak) = sandbox.heap();
     let stats = ExecStats {
         wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
-        cpu_time_ms: cpu_time_of(&info).as_secs_f64() * 1000.0,
+        cpu_time_ms: clock.used().as_secs_f64() * 1000.0,
         heap_used_bytes: used as f64,
         heap_peak_bytes: peak as f64,
         host_calls: run.messages(),
     };
-    *host.run.lock().unwrap() = None;
+    *lock(&host.run) = None;
     run.detach();
     let kind = result.as_ref().err().map(|f| f.kind);
-    run.deliver(Completion { result, stats, logs: run.take_logs() });
+    run.complete(Completion { result, stats, logs: run.take_logs() });
     (kind, stats.heap_peak_bytes)
 }
 
@@ -253,7 +228,7 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     }
     let mut step = sandbox.run(&spec.code, spec.mode);
     while matches!(step, Step::Pending) {
-        if run.stop_reason().is_some() {
+        if run.should_stop() {
             return Step::Terminated;
         }
         let next_task = sandbox.run_tasks().map(Duration::from_millis);

@@ -1,7 +1,16 @@
-//! Time limits: the watchdog thread that stops runs at their wall-clock or CPU-time
-//! limit, and the quarantine for threads that V8 cannot stop.
+//! Time limits: the watchdog thread that asks runs to stop at their wall-clock or
+//! CPU-time limit, thread CPU clocks, and the quarantine for threads that V8 cannot stop.
+//! Nothing here knows the isolate thread: runs are seen through `watchdog::Watched`.
+pub(crate) mod cpu;
 pub(crate) mod quarantine;
 pub(crate) mod watchdog;
+
+/// Locks `m`, recovering the data if a thread panicked while holding it: every lock
+/// here guards plain state that stays consistent between statements, and a panic
+/// in one run must not wedge the engine for all others.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Sets the V8 flags that make runs stoppable (`isolet_core::limits::v8_flags`), once per
 /// process, at addon load: before any sandbox compiles code.

@@ -44,32 +44,17 @@ pub(crate) fn quarantined() -> usize {
     QUARANTINED.load(Ordering::SeqCst)
 }
 
-/// Default for `ISOLET_MAX_QUARANTINED`: how many quarantined threads (each holding an
-/// isolate of up to its memory limit) a process accepts before refusing new runs.
-pub(crate) const DEFAULT_MAX_QUARANTINED: usize = 32;
-
-/// `Some(message)` when the process holds as many quarantined threads as it may: new
-/// runs are refused so leaked isolates cannot grow without bound; the process should
-/// restart.
-pub(crate) fn refusal() -> Option<String> {
-    let max = std::env::var("ISOLET_MAX_QUARANTINED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_MAX_QUARANTINED);
-    let n = quarantined();
-    (n >= max).then(|| {
-        format!(
-            "{n} sandbox threads ignored termination and are still running at idle priority \
-             (limit ISOLET_MAX_QUARANTINED={max}); restart the process to reclaim their memory"
-        )
-    })
+/// The number of quarantined threads at which new runs are refused
+/// (`ISOLET_MAX_QUARANTINED`, read per admission so tests and operators can set it).
+pub(crate) fn max_quarantined() -> usize {
+    isolet_core::queue::max_quarantined(std::env::var(isolet_core::queue::MAX_QUARANTINED_ENV).ok().as_deref())
 }
 
 /// Quarantines `thread`: from now on it only gets CPU time nobody else wants.
 ///
 /// # Safety
 /// `thread` must be a live isolate thread that cannot exit during this call (the
-/// caller holds the run's thread gate).
+/// caller holds the run's `ending` lock, which the thread takes before it exits).
 pub(crate) unsafe fn quarantine(thread: libc::pthread_t) {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: the caller guarantees `thread` is alive for this call.
@@ -85,8 +70,12 @@ pub(crate) fn release() {
 /// Parks the calling thread for good (a fatal V8 OOM on an isolate thread: V8 would
 /// abort the process if we returned, and the isolate's heap cannot be used again). The
 /// thread parks itself inside V8's OOM handler, not at an arbitrary instruction.
-pub(crate) fn park_current_thread() -> ! {
-    QUARANTINED.fetch_add(1, Ordering::SeqCst);
+/// `count`: the thread is not counted in the quarantine yet (it served no run, or its
+/// run had ended); a run that abandons its thread counts it itself.
+pub(crate) fn park_current_thread(count: bool) -> ! {
+    if count {
+        QUARANTINED.fetch_add(1, Ordering::SeqCst);
+    }
     loop {
         std::thread::park();
     }

@@ -1,25 +1,51 @@
-//! One process-wide watchdog thread. Every 5 ms it checks the runs it watches:
-//! wall-clock deadline passed or CPU time used up → `RunShared::stop`, which calls V8's
-//! `TerminateExecution`. Termination reaches infinite loops, microtask and promise
-//! loops and `Atomics.wait`. A few built-ins never check for it; if a stopped run has
-//! not finished after `GRACE`, the watchdog reports the timeout itself and quarantines
-//! the thread (idle priority, left to run; see `quarantine`).
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+//! One process-wide watchdog thread. Every 5 ms it looks at the runs it watches: wall
+//! clock deadline passed or CPU time used up -> it asks the run to stop, and the run
+//! calls V8's `TerminateExecution`. Termination reaches infinite loops, microtask and
+//! promise loops and `Atomics.wait`. A few built-ins never check for it; if a run asked
+//! to stop has not finished `GRACE` after termination reached its isolate, the watchdog
+//! asks it to abandon its thread (the run answers its caller and quarantines the thread,
+//! see `quarantine`). The watchdog decides when; the run decides what that means, and
+//! is the only one that answers. It holds runs weakly: a run that has ended and been
+//! dropped is simply forgotten.
+use std::sync::{Condvar, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
-use crate::isolate::thread::cpu_time_of;
-use crate::isolate::{Completion, RunShared, StopReason};
+use isolet_core::run_state::StopReason;
 
-use super::quarantine;
+use super::lock;
 
 const TICK: Duration = Duration::from_millis(5);
 /// How long a stopped run may take to unwind before its thread is given up on.
 pub(crate) const GRACE: Duration = Duration::from_millis(400);
 
+/// What the watchdog sees of a run at one tick.
+pub(crate) struct Observation {
+    pub wall_limit: Duration,
+    pub cpu_limit: Option<Duration>,
+    /// Since the run started executing.
+    pub elapsed: Duration,
+    pub cpu_used: Option<Duration>,
+    /// Since termination reached the run's isolate (it is stopping).
+    pub terminated_for: Option<Duration>,
+}
+
+/// A run as the watchdog sees it.
+pub(crate) trait Watched: Send + Sync {
+    /// The run's clocks now, or `None` once it has ended (stop watching it).
+    fn observe(&self) -> Option<Observation>;
+    /// Ask the run to stop (the first reason wins).
+    fn request_stop(&self, reason: StopReason);
+    /// The run ignored termination for `GRACE`: it gives up on its thread.
+    fn abandon(&self);
+    /// Terminate the run's current JS execution (the memory limit, whose flag lives in
+    /// the sandbox, decides what that means).
+    fn terminate_isolate(&self);
+}
+
 struct Watchdog {
-    runs: Mutex<Vec<Arc<RunShared>>>,
+    runs: Mutex<Vec<Weak<dyn Watched>>>,
     /// Runs to terminate on the next wake-up (memory limit reached).
-    terminate: Mutex<Vec<Arc<RunShared>>>,
+    terminate: Mutex<Vec<Weak<dyn Watched>>>,
     cv: Condvar,
 }
 
@@ -29,89 +55,57 @@ fn watchdog() -> &'static Watchdog {
         std::thread::Builder::new()
             .name("isolet-watchdog".into())
             .spawn(|| watch_loop(watchdog()))
+            // Without a watchdog no run could be held to its time limits: failing the
+            // first run loudly (napi turns the panic into a JS exception) beats running
+            // every later one unbounded.
             .expect("isolet: cannot start the watchdog thread");
         Watchdog { runs: Mutex::new(Vec::new()), terminate: Mutex::new(Vec::new()), cv: Condvar::new() }
     })
 }
 
 /// Starts enforcing `run`'s time limits; call when it starts executing.
-pub(crate) fn watch(run: Arc<RunShared>) {
+pub(crate) fn watch(run: Weak<dyn Watched>) {
     let dog = watchdog();
-    dog.runs.lock().unwrap().push(run);
+    lock(&dog.runs).push(run);
     dog.cv.notify_one();
 }
 
 /// Terminates `run`'s isolate from the watchdog thread, as soon as possible. For calls
 /// made on the isolate's own thread inside V8 (e.g. the near-heap-limit callback),
 /// where V8 may not honour a termination request.
-pub(crate) fn terminate_soon(run: Arc<RunShared>) {
+pub(crate) fn terminate_soon(run: Weak<dyn Watched>) {
     let dog = watchdog();
-    dog.terminate.lock().unwrap().push(run);
+    lock(&dog.terminate).push(run);
     dog.cv.notify_one();
 }
 
 fn watch_loop(dog: &'static Watchdog) {
-    let mut runs = dog.runs.lock().unwrap();
+    let mut runs = lock(&dog.runs);
     loop {
-        let pending: Vec<_> = dog.terminate.lock().unwrap().drain(..).collect();
-        for run in pending {
+        let pending: Vec<_> = lock(&dog.terminate).drain(..).collect();
+        for run in pending.iter().filter_map(Weak::upgrade) {
             run.terminate_isolate();
         }
-        if runs.is_empty() {
-            runs = dog.cv.wait_timeout(runs, Duration::from_millis(100)).unwrap().0;
-            continue;
-        }
-        runs = dog.cv.wait_timeout(runs, TICK).unwrap().0;
-        let now = Instant::now();
-        runs.retain(|run| check(run, now));
+        let wait = if runs.is_empty() { Duration::from_millis(100) } else { TICK };
+        runs = dog.cv.wait_timeout(runs, wait).unwrap_or_else(|e| e.into_inner()).0;
+        runs.retain(|run| run.upgrade().is_some_and(|run| check(&*run)));
     }
 }
 
 /// Returns whether to keep watching `run`.
-fn check(run: &Arc<RunShared>, now: Instant) -> bool {
-    if run.is_delivered() {
+fn check(run: &dyn Watched) -> bool {
+    let Some(seen) = run.observe() else { return false };
+    if seen.elapsed >= seen.wall_limit {
+        run.request_stop(StopReason::WallTimeout);
+    }
+    if let (Some(limit), Some(used)) = (seen.cpu_limit, seen.cpu_used) {
+        if used >= limit {
+            run.request_stop(StopReason::CpuTimeout);
+        }
+    }
+    if seen.terminated_for.is_some_and(|t| t >= GRACE) {
+        run.abandon();
         return false;
     }
-    let Some(started) = run.started_at() else { return true };
-    let limits = run.spec.limits;
-    if now.duration_since(started) >= Duration::from_millis(limits.wall_time_ms) {
-        run.stop(StopReason::WallTimeout);
-    }
-    if let (Some(cpu_limit), Some(thread)) = (limits.cpu_time_ms, run.thread()) {
-        if cpu_time_of(&thread) >= Duration::from_millis(cpu_limit) {
-            run.stop(StopReason::CpuTimeout);
-        }
-    }
-    if let (Some(reason), Some(stopped)) = (run.stop_reason(), run.stopped_at()) {
-        if now.duration_since(stopped) >= GRACE {
-            give_up(run, reason, started, now);
-            return false;
-        }
-    }
     true
-}
-
-/// The run ignored termination: answer for it and take its thread out of service.
-fn give_up(run: &Arc<RunShared>, reason: StopReason, started: Instant, now: Instant) {
-    let stats = crate::isolate::ExecStats {
-        wall_time_ms: now.duration_since(started).as_secs_f64() * 1000.0,
-        cpu_time_ms: run.thread().map(|t| cpu_time_of(&t).as_secs_f64() * 1000.0).unwrap_or(0.0),
-        ..Default::default()
-    };
-    let failure = run.failure_for(reason);
-    let kind = failure.kind;
-    if !run.claim_delivery() {
-        return;
-    }
-    // Count the thread before answering, so the caller (and a process exiting right
-    // after) never sees the result while an uncounted thread still runs V8 code.
-    let quarantined = run.quarantine_thread(kind, |thread| {
-        // SAFETY: the gate keeps the thread from exiting during the call.
-        unsafe { quarantine::quarantine(thread.pthread) };
-    });
-    if !quarantined {
-        // The thread finished meanwhile and gave its slot back itself.
-        run.release(Some(kind), false);
-    }
-    run.send_claimed(Completion { result: Err(failure), stats, logs: run.take_logs() });
 }
