@@ -10,6 +10,7 @@ pub mod limits;
 pub mod logs;
 pub mod names;
 pub mod queue;
+pub mod seam_policy;
 pub mod syscall_policy;
 pub mod wasm;
 
