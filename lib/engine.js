@@ -369,7 +369,8 @@ class SandboxEngine {
     let dataValues;
     if (request.data !== undefined) {
       if (!isPlainObject(request.data)) throw new SandboxValidationError('request.data must be an object');
-      dataValues = {};
+      // No prototype: a key named `__proto__` is stored like any other.
+      dataValues = Object.create(null);
       for (const [key, value] of Object.entries(request.data)) {
         try {
           dataValues[key] = serialize(value);

@@ -345,7 +345,7 @@ void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> except
   size_t max = SandboxOf(isolate)->config.max_error_text_bytes;
   int32_t kind = ISOLET_VALUE_UNDEFINED;
   std::string text;
-  if (exception.IsEmpty() || exception->IsUndefined()) {
+  if (exception.IsEmpty()) {
     kind = ISOLET_VALUE_UNDEFINED;
   } else if (exception->IsObject()) {
     kind = exception->IsNativeError() ? ISOLET_VALUE_NATIVE_ERROR : ISOLET_VALUE_OBJECT;

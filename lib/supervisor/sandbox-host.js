@@ -71,7 +71,8 @@ async function start(msg) {
 function submit(msg) {
   const request = msg.request;
   if (request.dataValues) {
-    const values = {};
+    // No prototype: a key named `__proto__` is stored like any other.
+    const values = Object.create(null);
     for (const [k, v] of Object.entries(request.dataValues)) values[k] = asBuffer(v);
     request.dataValues = values;
   }
