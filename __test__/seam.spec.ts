@@ -16,7 +16,7 @@ import {
   type SandboxSession,
 } from '..';
 
-const native = createRequire(import.meta.url)(path.join(__dirname, '..', 'lib', 'native')) as { wasmCompilations(): number };
+const native = createRequire(__filename)(path.join(__dirname, '..', 'lib', 'native')) as { wasmCompilations(): number };
 
 function ok<T>(r: SandboxResult<T>): T {
   if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
