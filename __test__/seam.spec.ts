@@ -140,6 +140,23 @@ describe('setters the sandbox defines see nothing the seam writes', () => {
   });
 });
 
+describe('the data object', () => {
+  it('is never a thenable: awaiting it asks the host for nothing', async () => {
+    const engine = newEngine();
+    await engine.init();
+    const session = engine.submit({ requestId: 'await-data', code: 'const d = await data; return [d === data, typeof data.then, data.answer];' });
+    const asked: string[] = [];
+    for await (const event of session) {
+      if (event.type === 'dataRequest') {
+        asked.push(event.key);
+        session.respond(event.id, 42);
+      }
+      if (event.type === 'result') expect(event.data).toEqual([true, 'undefined', 42]);
+    }
+    expect(asked).toEqual(['answer']);
+  });
+});
+
 describe('the name of a thrown value', () => {
   it('is the constructor name when the value has no string name', async () => {
     const t = thrownOf(await runSandbox('function Test262Error(message) { this.message = message } throw new Test262Error("failed")'));

@@ -565,13 +565,15 @@ void DataGetter(Local<v8::Name> property, const v8::PropertyCallbackInfo<Value>&
     }
     return ISOLET_INTERCEPTED;
   }
-  // Promise machinery probes `then`; a data object is never a thenable.
-  String::Utf8Value utf8(isolate, key);
-  std::string name(*utf8 == nullptr ? "" : *utf8, utf8.length());
-  if (name == "then") return ISOLET_NOT_INTERCEPTED;
+  // At most max_data_key_bytes leave the heap, however long the key.
+  std::string name = ToUtf8(isolate, ctx, key, sb->config.max_data_key_bytes);
   isolet_bytes answer{nullptr, 0};
   int32_t rc = sb->config.on_data_request(
       sb->config.ctx, reinterpret_cast<const uint8_t*>(name.data()), name.size(), &answer);
+  if (rc == ISOLET_ABSENT) {
+    isolet_bytes_free(&answer);
+    return ISOLET_NOT_INTERCEPTED;
+  }
   if (rc == ISOLET_TERMINATED) {
     isolet_bytes_free(&answer);
     isolate->TerminateExecution();

@@ -57,6 +57,7 @@ enum {
   ISOLET_SYNTAX = 4,      // the code did not compile; the error is filled in
   ISOLET_TOO_LARGE = 5,   // a value to copy out (or the code) exceeded its byte cap
   ISOLET_FAILED = 6,      // internal failure (e.g. the isolate could not be created)
+  ISOLET_ABSENT = 7,      // on_data_request: not a data key, the read falls through
 };
 
 // Texts the seam throws into the sandbox; Rust writes the words (see `text` below).
@@ -82,7 +83,9 @@ typedef struct {
                        size_t len);
   // The sandbox read `data[key]` for a key not cached yet. Blocks until the host answers.
   // Returns ISOLET_OK with *out set to serialized bytes (malloc'd, owned by the caller),
-  // ISOLET_THREW with *out holding a UTF-8 message to throw, or ISOLET_TERMINATED.
+  // ISOLET_THREW with *out holding a UTF-8 message to throw, ISOLET_ABSENT (the key is
+  // never a data key, e.g. the `then` promise machinery probes) or ISOLET_TERMINATED.
+  // `key` holds at most max_data_key_bytes of the key's UTF-8.
   int32_t (*on_data_request)(void* ctx, const uint8_t* key, size_t key_len, isolet_bytes* out);
   // The heap reached its limit (called inside a GC on the isolate thread). The run must
   // be terminated from another thread: V8 13 ignores TerminateExecution issued from
@@ -106,6 +109,8 @@ typedef struct {
   // one console argument.
   size_t max_error_text_bytes;
   size_t max_console_value_bytes;
+  // Bytes of a data key copied out of the heap (enough for Rust to refuse a longer key).
+  size_t max_data_key_bytes;
 } isolet_sandbox_config;
 
 // Main thread, once, while Node's JS is running (at addon load): captures Node's platform.

@@ -36,6 +36,7 @@ pub const ISOLET_TERMINATED: i32 = 3;
 pub const ISOLET_SYNTAX: i32 = 4;
 pub const ISOLET_TOO_LARGE: i32 = 5;
 pub const ISOLET_FAILED: i32 = 6;
+pub const ISOLET_ABSENT: i32 = 7;
 
 
 #[repr(C)]
@@ -60,6 +61,7 @@ pub struct isolet_sandbox_config {
     pub max_heap_limit_raises: u32,
     pub max_error_text_bytes: usize,
     pub max_console_value_bytes: usize,
+    pub max_data_key_bytes: usize,
 }
 
 extern "C" {

@@ -283,9 +283,12 @@ extern "C" fn data_request_cb(
 ) -> i32 {
     // SAFETY: as above.
     let key = unsafe { bytes(key, key_len) };
-    // Only the first bytes of an overlong key are copied: enough for the host to refuse
-    // it by length (isolet_core::limits::MAX_DATA_KEY_BYTES), never the whole string.
-    let key = String::from_utf8_lossy(&key[..key.len().min(isolet_core::limits::MAX_DATA_KEY_BYTES + 1)]).into_owned();
+    // The seam copies at most max_data_key_bytes of the key: enough for the host to
+    // refuse an overlong one by length, never the whole string.
+    let key = String::from_utf8_lossy(key).into_owned();
+    if seam_policy::is_never_a_data_key(&key) {
+        return ffi::ISOLET_ABSENT;
+    }
     let answer = guarded(ctx, DataAnswer::Terminated, |host| host.data_request(&key));
     let (code, payload) = match answer {
         DataAnswer::Value(v) => (ffi::ISOLET_OK, v),
@@ -377,6 +380,8 @@ impl Sandbox {
             max_heap_limit_raises: seam_policy::MAX_HEAP_LIMIT_RAISES,
             max_error_text_bytes: seam_policy::MAX_ERROR_TEXT_BYTES,
             max_console_value_bytes: seam_policy::MAX_CONSOLE_VALUE_BYTES,
+            // One byte more than a key may have, so an overlong key is seen as such.
+            max_data_key_bytes: isolet_core::limits::MAX_DATA_KEY_BYTES + 1,
         };
         // SAFETY: config is valid for the call; the seam copies it.
         let raw = unsafe { ffi::isolet_sandbox_new(&raw_config) };

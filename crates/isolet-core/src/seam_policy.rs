@@ -28,6 +28,15 @@ pub const REMOVED_PROPERTIES: &[(&str, &str)] = &[("Intl", "v8BreakIterator")];
 /// memories or tables cannot lead back to it.
 pub const SEALED_NAMESPACES: &[&str] = &["WebAssembly"];
 
+/// Keys of the `data` object that are never data: the promise machinery probes `then`
+/// (`await data` must not ask the host for a key named `then`), so `data` is never a
+/// thenable. Reads of these keys find nothing.
+pub const NEVER_DATA_KEYS: &[&str] = &["then"];
+
+pub fn is_never_a_data_key(key: &str) -> bool {
+    NEVER_DATA_KEYS.contains(&key)
+}
+
 /// The script name in stacks and messages.
 pub const SCRIPT_NAME: &str = "sandbox.js";
 
@@ -239,6 +248,13 @@ mod tests {
         for (level, name) in CONSOLE_METHODS.iter().enumerate() {
             assert_eq!(crate::logs::LogLevel::from_index(level as u32).as_str(), *name);
         }
+    }
+
+    #[test]
+    fn then_is_never_a_data_key() {
+        assert!(is_never_a_data_key("then"));
+        assert!(!is_never_a_data_key("accounts"));
+        assert!(!is_never_a_data_key("Then"));
     }
 
     #[test]
