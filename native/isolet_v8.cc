@@ -1111,7 +1111,8 @@ int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
   ENTER(sb);
   TryCatch try_catch(isolate);
   Local<String> text;
-  if (len > static_cast<size_t>(String::kMaxLength) ||
+  // NewFromUtf8 takes an int length and fails past V8's longest string.
+  if (len > static_cast<size_t>(INT32_MAX) ||
       !String::NewFromUtf8(isolate, reinterpret_cast<const char*>(code), v8::NewStringType::kNormal,
                            static_cast<int>(len))
            .ToLocal(&text)) {
