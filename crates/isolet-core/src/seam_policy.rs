@@ -16,6 +16,12 @@ pub const MAX_CONSOLE_VALUE_BYTES: usize = 16 * 1024;
 
 /// `console` methods, in level order: method `i` reports at level `i`, which
 /// `crate::logs::LogLevel::from_index` reads back.
+///
+/// Formatting one entry stays a seam primitive ("format these arguments into at most
+/// N bytes": strings and errors by `String()`, other objects by `JSON.stringify`), because
+/// only the seam can stop formatting where the log room ends: arguments past it are never
+/// converted, so their `toJSON` or getters never run. The room comes from the run's
+/// `LogBuffer`, the per-argument cap from `MAX_CONSOLE_VALUE_BYTES`.
 pub const CONSOLE_METHODS: &[&str] = &["log", "info", "warn", "error", "debug"];
 
 /// Properties removed from every fresh context, as (global object, key): what V8 adds
