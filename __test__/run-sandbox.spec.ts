@@ -93,8 +93,9 @@ describe('runSandbox: errors', () => {
   });
 
   it('handles thrown non-errors and rejected promises', async () => {
-    expect(failed(await runSandbox('throw 42')).message).toBe('Error: 42');
-    expect(failed(await runSandbox('throw { toString() { return "custom" } }')).message).toBe('Error: custom');
+    // Named by type or constructor, never a misleading `Error` (see seam.spec.ts).
+    expect(failed(await runSandbox('throw 42')).message).toBe('Number: 42');
+    expect(failed(await runSandbox('throw { toString() { return "custom" } }')).message).toBe('Object: custom');
     const rejected = failed(await runSandbox('Promise.reject(new RangeError("nope"))'));
     expect(rejected).toBeInstanceOf(SandboxRuntimeError);
     expect(rejected.message).toBe('RangeError: nope');

@@ -247,17 +247,8 @@ class SandboxEngine {
       seen.add(m.name);
       const bytes = toBytes(m.source, m.name);
       try {
-        // Validate on the host; the first isolate that needs the module compiles it
-        // and every later isolate instantiates that same compiled code.
-        const module = new WebAssembly.Module(bytes);
-        if (WebAssembly.Module.imports(module).length > 0) {
-          throw new Error('modules with imports are not supported (a sandbox has nothing to import)');
-        }
-      } catch (err) {
-        throw new SandboxValidationError(`wasm module "${m.name}" is invalid: ${err.message}`);
-      }
-      try {
-        // Its memory must have a maximum within a run's budget (isolet-core wasm).
+        // Checked here without compiling (well-formed, no imports, memory within a run's
+        // budget: isolet-core wasm); compiled once by setWasmModules below.
         native.checkWasmModule(m.name, Buffer.from(bytes), this._config.memoryMb);
       } catch (err) {
         throw new SandboxValidationError(err.message);
@@ -277,7 +268,12 @@ class SandboxEngine {
     } catch (err) {
       throw new SandboxValidationError(err.message);
     }
-    this._native.setWasmModules(this._wasm);
+    try {
+      // Compiles each module exactly once (in a sandbox host process, there).
+      await this._native.setWasmModules(this._wasm);
+    } catch (err) {
+      throw new SandboxValidationError(err.message);
+    }
     this._native.warmUp();
     // Process isolation: ready means the sandbox host processes are up.
     if (typeof this._native.ready === 'function') await this._native.ready();
@@ -373,7 +369,8 @@ class SandboxEngine {
     let dataValues;
     if (request.data !== undefined) {
       if (!isPlainObject(request.data)) throw new SandboxValidationError('request.data must be an object');
-      dataValues = {};
+      // No prototype: a key named `__proto__` is stored like any other.
+      dataValues = Object.create(null);
       for (const [key, value] of Object.entries(request.data)) {
         try {
           dataValues[key] = serialize(value);

@@ -1,7 +1,7 @@
 // isolet_v8.cc: the one file that touches V8. It creates isolates registered with
 // Node's platform, runs code, copies values with V8's ValueSerializer and reports back
-// through the plain-C interface in isolet_v8.h. Policy (threads, limits, accounting,
-// errors) lives in Rust; this file only does what needs V8.
+// through the plain-C interface in isolet_v8.h. It holds primitives only: every limit,
+// name, text and choice comes from Rust (src/v8, isolet_core::seam_policy).
 #include "isolet_v8.h"
 
 #include <node.h>
@@ -60,12 +60,6 @@ node::MultiIsolatePlatform* g_platform = nullptr;
 // Node's startup snapshot, when the main isolate started from it (see above).
 const node::SnapshotData* g_node_snapshot = nullptr;
 #endif
-
-// Longest string copied out of an error (name, message, stack).
-constexpr size_t kMaxErrorText = 16 * 1024;
-// Headroom granted when the heap limit is reached, so V8 can unwind instead of aborting.
-constexpr size_t kHeapHeadroom = 32 * 1024 * 1024;
-constexpr int kMaxHeapLimitRaises = 2;
 
 using Clock = std::chrono::steady_clock;
 
@@ -273,9 +267,8 @@ struct isolet_sandbox {
   std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> calls;
   std::unordered_set<BufferCharge*> buffer_charges;
   uint32_t next_call_id = 1;
-  size_t heap_limit = 0;
   size_t peak_heap = 0;
-  int heap_limit_raises = 0;
+  uint32_t heap_limit_raises = 0;
   // Set from the run's BridgeLimits (isolet_sandbox_set_copy_limits) before any code runs.
   size_t max_message_bytes = 0;
   size_t max_output_bytes = 0;
@@ -327,42 +320,64 @@ void SetText(isolet_bytes* slot, const std::string& text) {
   *slot = CopyBytes(text.data(), text.size());
 }
 
+// Strings from Rust are names and short texts, far below V8's longest string.
 Local<String> Utf8(Isolate* isolate, const uint8_t* data, size_t len) {
   return String::NewFromUtf8(isolate, reinterpret_cast<const char*>(data),
                              v8::NewStringType::kNormal, static_cast<int>(len))
       .ToLocalChecked();
 }
 
+// Text for ISOLET_TEXT_* `what`, written by Rust.
+Local<String> Text(isolet_sandbox* sb, uint32_t what, uint64_t a = 0, uint64_t b = 0) {
+  uint8_t buf[512];
+  size_t len = sb->config.text(sb->config.ctx, what, a, b, buf, sizeof(buf));
+  return Utf8(sb->isolate, buf, std::min(len, sizeof(buf)));
+}
+
 Local<String> Utf8(Isolate* isolate, const char* text) {
   return String::NewFromUtf8(isolate, text).ToLocalChecked();
 }
 
-// Reads name/message/stack of a thrown value without trusting its shape: getters may
-// throw or return non-strings, in which case the field stays empty.
+// Reads the parts of a thrown value without trusting its shape: getters may throw or
+// return non-strings, in which case the part stays absent. Rust picks the name.
 void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> exception,
                        Local<v8::Message> message, isolet_error* err) {
-  std::string name = "Error";
+  size_t max = SandboxOf(isolate)->config.max_error_text_bytes;
+  int32_t kind = ISOLET_VALUE_UNDEFINED;
   std::string text;
-  std::string stack;
-  if (!exception.IsEmpty() && exception->IsObject()) {
+  if (exception.IsEmpty()) {
+    kind = ISOLET_VALUE_UNDEFINED;
+  } else if (exception->IsObject()) {
+    kind = exception->IsNativeError() ? ISOLET_VALUE_NATIVE_ERROR : ISOLET_VALUE_OBJECT;
     TryCatch try_catch(isolate);
     Local<Object> obj = exception.As<Object>();
     Local<Value> v;
     if (obj->Get(ctx, Utf8(isolate, "name")).ToLocal(&v) && v->IsString())
-      name = ToUtf8(isolate, ctx, v, kMaxErrorText);
+      SetText(&err->name, ToUtf8(isolate, ctx, v, max));
+    SetText(&err->constructor, ToUtf8(isolate, ctx, obj->GetConstructorName(), max));
     if (obj->Get(ctx, Utf8(isolate, "message")).ToLocal(&v) && !v->IsUndefined())
-      text = ToUtf8(isolate, ctx, v, kMaxErrorText);
+      text = ToUtf8(isolate, ctx, v, max);
     if (obj->Get(ctx, Utf8(isolate, "stack")).ToLocal(&v) && v->IsString())
-      stack = ToUtf8(isolate, ctx, v, kMaxErrorText);
-    if (!exception->IsNativeError() && text.empty())
-      text = ToUtf8(isolate, ctx, exception, kMaxErrorText);
+      SetText(&err->stack, ToUtf8(isolate, ctx, v, max));
+    if (kind != ISOLET_VALUE_NATIVE_ERROR && text.empty()) text = ToUtf8(isolate, ctx, exception, max);
   } else {
-    name = "Error";
-    text = ToUtf8(isolate, ctx, exception, kMaxErrorText);
+    kind = exception->IsString()    ? ISOLET_VALUE_STRING
+           : exception->IsNumber()  ? ISOLET_VALUE_NUMBER
+           : exception->IsBoolean() ? ISOLET_VALUE_BOOLEAN
+           : exception->IsNull()    ? ISOLET_VALUE_NULL
+           : exception->IsSymbol()  ? ISOLET_VALUE_SYMBOL
+           : exception->IsBigInt()  ? ISOLET_VALUE_BIGINT
+                                    : ISOLET_VALUE_UNDEFINED;
+    // String(symbol) works where ToString throws; both are copied the same way.
+    if (exception->IsSymbol()) {
+      Local<Value> description = exception.As<v8::Symbol>()->Description(isolate);
+      text = description->IsUndefined() ? std::string() : ToUtf8(isolate, ctx, description, max);
+    } else {
+      text = ToUtf8(isolate, ctx, exception, max);
+    }
   }
-  SetText(&err->name, name);
+  err->value_kind = kind;
   SetText(&err->message, text);
-  SetText(&err->stack, stack);
   err->line = 0;
   err->column = 0;
   if (!message.IsEmpty()) {
@@ -428,8 +443,8 @@ size_t NearHeapLimit(void* data, size_t current_limit, size_t initial_limit) {
   // Grant headroom so V8 unwinds the terminated script instead of aborting the process,
   // but only twice: if the script keeps allocating, V8 reaches a fatal OOM, which
   // OnFatalOOM turns into a parked thread. Memory stays bounded either way.
-  if (++sb->heap_limit_raises > kMaxHeapLimitRaises) return current_limit;
-  return current_limit + kHeapHeadroom;
+  if (++sb->heap_limit_raises > sb->config.max_heap_limit_raises) return current_limit;
+  return current_limit + sb->config.heap_headroom_bytes;
 }
 
 // Fatal OOM inside V8. On the sandbox's own thread we hand over to Rust, which reports
@@ -448,18 +463,19 @@ void TrackPeakHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
   if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
 }
 
-template <uint32_t Level>
+// console[method](...args) for the level in the function's data.
 void ConsoleMethod(const v8::FunctionCallbackInfo<Value>& info) {
   Isolate* isolate = info.GetIsolate();
   Local<Context> ctx = isolate->GetCurrentContext();
   isolet_sandbox* sb = SandboxOf(isolate);
+  uint32_t level = info.Data().As<v8::Uint32>()->Value();
   // Format only what the run's log budget can still keep (one byte more, so the host
   // sees the entry was cut): arguments past it are never converted or copied.
   size_t cap = sb->log_room == 0 ? 0 : sb->log_room + 1;
   std::string line;
   for (int i = 0; i < info.Length() && line.size() < cap; ++i) {
     if (i > 0) line.push_back(' ');
-    size_t max = std::min(kMaxErrorText, cap - std::min(cap, line.size()));
+    size_t max = std::min(sb->config.max_console_value_bytes, cap - std::min(cap, line.size()));
     Local<Value> arg = info[i];
     if (arg->IsString() || !arg->IsObject() || arg->IsNativeError()) {
       line += ToUtf8(isolate, ctx, arg, max);
@@ -477,7 +493,7 @@ void ConsoleMethod(const v8::FunctionCallbackInfo<Value>& info) {
       line += ToUtf8(isolate, ctx, arg, max);
     }
   }
-  sb->log_room = sb->config.on_console(sb->config.ctx, Level,
+  sb->log_room = sb->config.on_console(sb->config.ctx, level,
                                        reinterpret_cast<const uint8_t*>(line.data()), line.size());
 }
 
@@ -491,10 +507,12 @@ void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
   if (!v8::Promise::Resolver::New(ctx).ToLocal(&resolver)) return;
   info.GetReturnValue().Set(resolver->GetPromise());
 
-  Local<v8::Array> args = v8::Array::New(isolate, info.Length());
-  for (int i = 0; i < info.Length(); ++i) {
-    if (args->Set(ctx, i, info[i]).IsNothing()) return;
-  }
+  // Built from the values directly: no element is assigned, so a setter the sandbox put
+  // on Array.prototype never sees an argument.
+  std::vector<Local<Value>> values;
+  values.reserve(info.Length());
+  for (int i = 0; i < info.Length(); ++i) values.push_back(info[i]);
+  Local<v8::Array> args = v8::Array::New(isolate, values.data(), values.size());
   isolet_bytes bytes{nullptr, 0};
   int32_t rc;
   {
@@ -512,9 +530,8 @@ void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
     }
   }
   if (rc == ISOLET_TOO_LARGE) {
-    std::string msg = "Host call arguments exceed the bridge limit of " +
-                      std::to_string(sb->max_message_bytes) + " bytes";
-    (void)resolver->Reject(ctx, v8::Exception::RangeError(Utf8(isolate, msg.c_str())));
+    Local<String> msg = Text(sb, ISOLET_TEXT_HOST_ARGS_TOO_LARGE, sb->max_message_bytes);
+    (void)resolver->Reject(ctx, v8::Exception::RangeError(msg));
     return;
   }
   uint32_t call_id = sb->next_call_id++;
@@ -548,13 +565,15 @@ void DataGetter(Local<v8::Name> property, const v8::PropertyCallbackInfo<Value>&
     }
     return ISOLET_INTERCEPTED;
   }
-  // Promise machinery probes `then`; a data object is never a thenable.
-  String::Utf8Value utf8(isolate, key);
-  std::string name(*utf8 == nullptr ? "" : *utf8, utf8.length());
-  if (name == "then") return ISOLET_NOT_INTERCEPTED;
+  // At most max_data_key_bytes leave the heap, however long the key.
+  std::string name = ToUtf8(isolate, ctx, key, sb->config.max_data_key_bytes);
   isolet_bytes answer{nullptr, 0};
   int32_t rc = sb->config.on_data_request(
       sb->config.ctx, reinterpret_cast<const uint8_t*>(name.data()), name.size(), &answer);
+  if (rc == ISOLET_ABSENT) {
+    isolet_bytes_free(&answer);
+    return ISOLET_NOT_INTERCEPTED;
+  }
   if (rc == ISOLET_TERMINATED) {
     isolet_bytes_free(&answer);
     isolate->TerminateExecution();
@@ -589,7 +608,7 @@ v8::Intercepted DataSetter(Local<v8::Name>, Local<Value>, const v8::PropertyCall
 void DataSetter(Local<v8::Name>, Local<Value>, const v8::PropertyCallbackInfo<Value>& info) {
 #endif
   info.GetIsolate()->ThrowException(
-      v8::Exception::TypeError(Utf8(info.GetIsolate(), "data is read-only")));
+      v8::Exception::TypeError(Text(SandboxOf(info.GetIsolate()), ISOLET_TEXT_DATA_READ_ONLY)));
   return ISOLET_INTERCEPTED;
 }
 
@@ -599,7 +618,7 @@ v8::Intercepted DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::
 void DataDeleter(Local<v8::Name>, const v8::PropertyCallbackInfo<v8::Boolean>& info) {
 #endif
   info.GetIsolate()->ThrowException(
-      v8::Exception::TypeError(Utf8(info.GetIsolate(), "data is read-only")));
+      v8::Exception::TypeError(Text(SandboxOf(info.GetIsolate()), ISOLET_TEXT_DATA_READ_ONLY)));
   info.GetReturnValue().Set(false);
   return ISOLET_INTERCEPTED;
 }
@@ -660,10 +679,8 @@ void ConstructBuffer(const v8::FunctionCallbackInfo<Value>& info) {
           ok = sb->allocator->charge(charged);
         }
         if (!ok) {
-          std::string msg = "ArrayBuffer maxByteLength of " + std::to_string(charged) +
-                            " bytes exceeds the sandbox's ArrayBuffer budget of " +
-                            std::to_string(sb->allocator->limit()) + " bytes";
-          isolate->ThrowException(v8::Exception::RangeError(Utf8(isolate, msg.c_str())));
+          isolate->ThrowException(v8::Exception::RangeError(
+              Text(sb, ISOLET_TEXT_BUFFER_OVER_BUDGET, charged, sb->allocator->limit())));
           return;
         }
       }
@@ -780,42 +797,6 @@ bool GuardResizableBuffers(Isolate* isolate, Local<Context> ctx) {
   return true;
 }
 
-// Replaces V8's console (which reports only to an inspector) with one that captures.
-// Attributes follow V8's own: the global property is not enumerable, methods are.
-void InstallConsole(Isolate* isolate, Local<Context> ctx) {
-  Local<Object> console = Object::New(isolate);
-  struct Method {
-    const char* name;
-    v8::FunctionCallback fn;
-  } methods[] = {{"log", ConsoleMethod<ISOLET_LOG>},
-                 {"info", ConsoleMethod<ISOLET_INFO>},
-                 {"warn", ConsoleMethod<ISOLET_WARN>},
-                 {"error", ConsoleMethod<ISOLET_ERROR>},
-                 {"debug", ConsoleMethod<ISOLET_DEBUG>}};
-  for (const Method& m : methods) {
-    Local<v8::Function> fn =
-        v8::Function::New(ctx, m.fn, Local<Value>(), 0, v8::ConstructorBehavior::kThrow)
-            .ToLocalChecked();
-    Local<String> name = Utf8(isolate, m.name);
-    fn->SetName(name);
-    (void)console->CreateDataProperty(ctx, name, fn);
-  }
-  (void)console->DefineOwnProperty(ctx, v8::Symbol::GetToStringTag(isolate),
-                                   Utf8(isolate, "console"),
-                                   static_cast<v8::PropertyAttribute>(v8::ReadOnly | v8::DontEnum));
-  (void)ctx->Global()->DefineOwnProperty(ctx, Utf8(isolate, "console"), console, v8::DontEnum);
-}
-
-// Removes what V8 adds beyond ECMAScript and Node removes from every context too
-// (node::InitializeContextRuntime): the non-standard Intl.v8BreakIterator.
-void RemoveNonStandardGlobals(Isolate* isolate, Local<Context> ctx) {
-  TryCatch try_catch(isolate);
-  Local<Value> intl;
-  if (ctx->Global()->Get(ctx, Utf8(isolate, "Intl")).ToLocal(&intl) && intl->IsObject()) {
-    (void)intl.As<Object>()->Delete(ctx, Utf8(isolate, "v8BreakIterator"));
-  }
-}
-
 // Enters the sandbox's isolate and context for the current scope.
 #define ENTER(sb)                                        \
   Isolate* isolate = (sb)->isolate;                      \
@@ -856,7 +837,6 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   if (g_platform == nullptr) return nullptr;
   auto* sb = new isolet_sandbox();
   sb->config = *config;
-  sb->heap_limit = config->heap_limit_bytes;
   sb->allocator = std::make_unique<CountingAllocator>(config->array_buffer_limit_bytes,
                                                       &sb->hit_memory_limit);
   sb->tasks = std::make_shared<TaskQueue>(config->wake, config->ctx);
@@ -889,11 +869,9 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
     HandleScope handle_scope(isolate);
     Local<Context> ctx = Context::New(isolate);
     Context::Scope context_scope(ctx);
-    RemoveNonStandardGlobals(isolate, ctx);
-    InstallConsole(isolate, ctx);
     guarded = GuardResizableBuffers(isolate, ctx);
     sb->context.Reset(isolate, ctx);
-    sb->data_cache.Reset(isolate, Object::New(isolate));
+    sb->data_cache.Reset(isolate, Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0));
   }
   if (!guarded) {
     // Without the guard a run could commit memory past its budget: no sandbox.
@@ -950,7 +928,77 @@ int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name
     return ISOLET_FAILED;
   Local<String> key = Utf8(isolate, name, len);
   fn->SetName(key);
-  return ctx->Global()->Set(ctx, key, fn).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
+  // Defined, not assigned: a capability named `__proto__` becomes an own property
+  // instead of replacing the global's prototype.
+  return ctx->Global()->DefineOwnProperty(ctx, key, fn).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
+}
+
+int32_t isolet_sandbox_add_console(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
+                                   size_t count) {
+  ENTER(sb);
+  // Replaces V8's console (which reports only to an inspector) with one that captures.
+  // Attributes follow V8's own: the global property is not enumerable, methods are.
+  Local<Object> console = Object::New(isolate);
+  size_t start = 0;
+  for (uint32_t level = 0; level < count && start <= names_len; ++level) {
+    const void* nul = std::memchr(names + start, '\0', names_len - start);
+    size_t end = nul ? static_cast<const uint8_t*>(nul) - names : names_len;
+    Local<v8::Function> fn;
+    if (!v8::Function::New(ctx, ConsoleMethod, v8::Integer::NewFromUnsigned(isolate, level), 0,
+                           v8::ConstructorBehavior::kThrow)
+             .ToLocal(&fn))
+      return ISOLET_FAILED;
+    Local<String> name = Utf8(isolate, names + start, end - start);
+    fn->SetName(name);
+    if (!console->CreateDataProperty(ctx, name, fn).FromMaybe(false)) return ISOLET_FAILED;
+    start = end + 1;
+  }
+  const auto hidden = static_cast<v8::PropertyAttribute>(v8::ReadOnly | v8::DontEnum);
+  if (!console->DefineOwnProperty(ctx, v8::Symbol::GetToStringTag(isolate), Utf8(isolate, "console"), hidden)
+           .FromMaybe(false))
+    return ISOLET_FAILED;
+  return ctx->Global()->DefineOwnProperty(ctx, Utf8(isolate, "console"), console, v8::DontEnum).FromMaybe(false)
+             ? ISOLET_OK
+             : ISOLET_FAILED;
+}
+
+int32_t isolet_sandbox_delete_global(isolet_sandbox* sb, const uint8_t* object, size_t object_len,
+                                     const uint8_t* key, size_t key_len) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<Value> holder = ctx->Global();
+  if (object_len > 0 && !ctx->Global()->Get(ctx, Utf8(isolate, object, object_len)).ToLocal(&holder))
+    return ISOLET_FAILED;
+  if (!holder->IsObject()) return ISOLET_OK;
+  return holder.As<Object>()->Delete(ctx, Utf8(isolate, key, key_len)).FromMaybe(false) ? ISOLET_OK
+                                                                                         : ISOLET_FAILED;
+}
+
+int32_t isolet_sandbox_remove_namespace(isolet_sandbox* sb, const uint8_t* ns_name, size_t ns_len) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<Object> global = ctx->Global();
+  Local<String> ns_key = Utf8(isolate, ns_name, ns_len);
+  Local<Value> ns;
+  if (!global->Get(ctx, ns_key).ToLocal(&ns) || !ns->IsObject()) return ISOLET_OK;
+  Local<v8::Array> names;
+  // WebIDL members are not enumerable: ask for all string-keyed properties.
+  if (!ns.As<Object>()
+           ->GetOwnPropertyNames(ctx, static_cast<v8::PropertyFilter>(v8::SKIP_SYMBOLS))
+           .ToLocal(&names))
+    return ISOLET_FAILED;
+  for (uint32_t i = 0; i < names->Length(); ++i) {
+    Local<Value> name, member, proto;
+    if (!names->Get(ctx, i).ToLocal(&name) || !ns.As<Object>()->Get(ctx, name).ToLocal(&member) ||
+        !member->IsFunction())
+      continue;
+    if (!member.As<Object>()->Get(ctx, Utf8(isolate, "prototype")).ToLocal(&proto) ||
+        !proto->IsObject())
+      continue;
+    if (proto.As<Object>()->Delete(ctx, Utf8(isolate, "constructor")).IsNothing())
+      return ISOLET_FAILED;
+  }
+  return global->Delete(ctx, ns_key).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
 }
 
 int32_t isolet_sandbox_add_host_namespace(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
@@ -1004,35 +1052,37 @@ int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, 
              : ISOLET_FAILED;
 }
 
+int32_t isolet_wasm_compile(isolet_sandbox* sb, const uint8_t* wasm, size_t wasm_len,
+                            isolet_wasm_module** out, isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<v8::WasmModuleObject> module;
+  if (!v8::WasmModuleObject::Compile(isolate, v8::MemorySpan<const uint8_t>(wasm, wasm_len))
+           .ToLocal(&module)) {
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  *out = new isolet_wasm_module{module->GetCompiledModule()};
+  return ISOLET_OK;
+}
+
 int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
                                          const uint8_t* name, size_t name_len,
-                                         const uint8_t* wasm, size_t wasm_len,
-                                         isolet_wasm_module** compiled, isolet_error* err) {
+                                         const isolet_wasm_module* compiled, isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
   Local<Object> global = ctx->Global();
   Local<String> ns_key = Utf8(isolate, ns, ns_len);
   Local<Value> holder_value;
-  if (!global->Get(ctx, ns_key).ToLocal(&holder_value)) return ISOLET_FAILED;
-  Local<Object> holder;
-  if (holder_value->IsObject()) {
-    holder = holder_value.As<Object>();
-  } else {
-    holder = Object::New(isolate);
-    if (global->Set(ctx, ns_key, holder).IsNothing()) return ISOLET_FAILED;
+  if (!global->GetRealNamedProperty(ctx, ns_key).ToLocal(&holder_value)) {
+    try_catch.Reset();
+    holder_value = Object::New(isolate);
+    if (!global->DefineOwnProperty(ctx, ns_key, holder_value).FromMaybe(false)) return ISOLET_FAILED;
   }
+  if (!holder_value->IsObject()) return ISOLET_FAILED;
   Local<v8::WasmModuleObject> module;
-  if (*compiled != nullptr) {
-    if (!v8::WasmModuleObject::FromCompiledModule(isolate, (*compiled)->compiled).ToLocal(&module))
-      return ISOLET_FAILED;
-  } else {
-    if (!v8::WasmModuleObject::Compile(isolate, v8::MemorySpan<const uint8_t>(wasm, wasm_len))
-             .ToLocal(&module)) {
-      DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
-      return ISOLET_THREW;
-    }
-    *compiled = new isolet_wasm_module{module->GetCompiledModule()};
-  }
+  if (!v8::WasmModuleObject::FromCompiledModule(isolate, compiled->compiled).ToLocal(&module))
+    return ISOLET_FAILED;
   // new WebAssembly.Instance(module): V8 has no public C++ call for instantiation.
   Local<Value> wasm_ns, ctor;
   Local<Object> instance;
@@ -1048,69 +1098,30 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
   }
   Local<Value> exports;
   if (!instance->Get(ctx, Utf8(isolate, "exports")).ToLocal(&exports)) return ISOLET_FAILED;
-  return holder->Set(ctx, Utf8(isolate, name, name_len), exports).FromMaybe(false)
+  return holder_value.As<Object>()->CreateDataProperty(ctx, Utf8(isolate, name, name_len), exports).FromMaybe(false)
              ? ISOLET_OK
              : ISOLET_FAILED;
 }
 
 void isolet_wasm_module_free(isolet_wasm_module* module) { delete module; }
 
-int32_t isolet_sandbox_seal_wasm(isolet_sandbox* sb) {
-  ENTER(sb);
-  TryCatch try_catch(isolate);
-  Local<Object> global = ctx->Global();
-  Local<String> ns_key = Utf8(isolate, "WebAssembly");
-  Local<Value> ns;
-  if (!global->Get(ctx, ns_key).ToLocal(&ns) || !ns->IsObject()) return ISOLET_OK;
-  Local<v8::Array> names;
-  // WebIDL members are not enumerable: ask for all string-keyed properties.
-  if (!ns.As<Object>()
-           ->GetOwnPropertyNames(ctx, static_cast<v8::PropertyFilter>(v8::SKIP_SYMBOLS))
-           .ToLocal(&names))
-    return ISOLET_FAILED;
-  for (uint32_t i = 0; i < names->Length(); ++i) {
-    Local<Value> name, member, proto;
-    if (!names->Get(ctx, i).ToLocal(&name) || !ns.As<Object>()->Get(ctx, name).ToLocal(&member) ||
-        !member->IsFunction())
-      continue;
-    if (!member.As<Object>()->Get(ctx, Utf8(isolate, "prototype")).ToLocal(&proto) ||
-        !proto->IsObject())
-      continue;
-    if (proto.As<Object>()->Delete(ctx, Utf8(isolate, "constructor")).IsNothing())
-      return ISOLET_FAILED;
-  }
-  return global->Delete(ctx, ns_key).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
-}
-
-int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len, uint32_t mode,
+int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                           const uint8_t* origin_name, size_t origin_len, int32_t column_offset,
                            isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
-  std::string source;
-  int column_offset = 0;
-  if (mode == ISOLET_MODE_ASYNC_BODY) {
-    // Same line as the user's first line, so reported line numbers stay true.
-    static const char kPrefix[] = "(async function () {";
-    source.reserve(len + 32);
-    source.append(kPrefix);
-    source.append(reinterpret_cast<const char*>(code), len);
-    source.append("\n})()");
-    column_offset = -static_cast<int>(sizeof(kPrefix) - 1);
-  } else {
-    source.assign(reinterpret_cast<const char*>(code), len);
-  }
   Local<String> text;
-  if (!String::NewFromUtf8(isolate, source.data(), v8::NewStringType::kNormal,
-                           static_cast<int>(source.size()))
+  // NewFromUtf8 takes an int length and fails past V8's longest string.
+  if (len > static_cast<size_t>(INT32_MAX) ||
+      !String::NewFromUtf8(isolate, reinterpret_cast<const char*>(code), v8::NewStringType::kNormal,
+                           static_cast<int>(len))
            .ToLocal(&text)) {
-    SetText(&err->name, "RangeError");
-    SetText(&err->message, "code is too long");
-    return ISOLET_SYNTAX;
+    return ISOLET_TOO_LARGE;
   }
 #if ISOLET_V8_AT_LEAST(12, 4)
-  v8::ScriptOrigin origin(Utf8(isolate, "sandbox.js"), 0, column_offset);
+  v8::ScriptOrigin origin(Utf8(isolate, origin_name, origin_len), 0, column_offset);
 #else
-  v8::ScriptOrigin origin(isolate, Utf8(isolate, "sandbox.js"), 0, column_offset);
+  v8::ScriptOrigin origin(isolate, Utf8(isolate, origin_name, origin_len), 0, column_offset);
 #endif
   v8::ScriptCompiler::Source script_source(text, origin);
   Local<v8::Script> script;
@@ -1194,30 +1205,28 @@ int32_t isolet_sandbox_fulfill_call(isolet_sandbox* sb, uint32_t call_id, const 
     if (try_catch.HasTerminated()) return ISOLET_TERMINATED;
     Local<Value> reason = try_catch.HasCaught()
                               ? try_catch.Exception()
-                              : v8::Exception::Error(Utf8(isolate, "host reply could not be read"));
+                              : v8::Exception::Error(Text(sb, ISOLET_TEXT_HOST_REPLY_UNREADABLE));
     try_catch.Reset();
     (void)resolver->Reject(ctx, reason);
   }
   return ISOLET_OK;
 }
 
-int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, const uint8_t* name,
-                                   size_t name_len, const uint8_t* message, size_t message_len) {
+int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_t error_class,
+                                   const uint8_t* name, size_t name_len, const uint8_t* message,
+                                   size_t message_len) {
   ENTER(sb);
   auto it = sb->calls.find(call_id);
   if (it == sb->calls.end()) return ISOLET_FAILED;
   Local<v8::Promise::Resolver> resolver = it->second.Get(isolate);
   sb->calls.erase(it);
-  // A fresh sandbox-side Error: the host's error object never enters the isolate. The
-  // standard names get their own class, so `instanceof TypeError` holds in the sandbox.
-  std::string kind(reinterpret_cast<const char*>(name), name_len);
   Local<String> text = Utf8(isolate, message, message_len);
-  Local<Value> error = kind == "TypeError"        ? v8::Exception::TypeError(text)
-                       : kind == "RangeError"     ? v8::Exception::RangeError(text)
-                       : kind == "ReferenceError" ? v8::Exception::ReferenceError(text)
-                                                  : v8::Exception::Error(text);
+  Local<Value> error = error_class == ISOLET_ERROR_CLASS_TYPE        ? v8::Exception::TypeError(text)
+                       : error_class == ISOLET_ERROR_CLASS_RANGE     ? v8::Exception::RangeError(text)
+                       : error_class == ISOLET_ERROR_CLASS_REFERENCE ? v8::Exception::ReferenceError(text)
+                                                                     : v8::Exception::Error(text);
   if (name_len > 0) {
-    (void)error.As<Object>()->Set(ctx, Utf8(isolate, "name"), Utf8(isolate, name, name_len));
+    (void)error.As<Object>()->CreateDataProperty(ctx, Utf8(isolate, "name"), Utf8(isolate, name, name_len));
   }
   (void)resolver->Reject(ctx, error);
   return ISOLET_OK;

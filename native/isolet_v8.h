@@ -22,13 +22,30 @@ typedef struct {
   size_t len;
 } isolet_bytes;
 
-// What the sandboxed code threw (or failed to compile with). All strings are UTF-8.
+// What kind of value was thrown (Rust picks the reported name from it).
+enum {
+  ISOLET_VALUE_NATIVE_ERROR = 0,  // an Error object made by V8 or an Error subclass
+  ISOLET_VALUE_OBJECT = 1,        // any other object (functions included)
+  ISOLET_VALUE_STRING = 2,
+  ISOLET_VALUE_NUMBER = 3,
+  ISOLET_VALUE_BOOLEAN = 4,
+  ISOLET_VALUE_UNDEFINED = 5,
+  ISOLET_VALUE_NULL = 6,
+  ISOLET_VALUE_SYMBOL = 7,
+  ISOLET_VALUE_BIGINT = 8,
+};
+
+// What the sandboxed code threw (or failed to compile with), as raw parts: each string
+// is UTF-8, cut to the config's max_error_text_bytes; a field is {NULL, 0} when absent
+// (e.g. `name` when the value has no string `name`).
 typedef struct {
-  isolet_bytes name;
+  isolet_bytes name;         // the value's `name` property, when it is a string
+  isolet_bytes constructor;  // the object's constructor name (V8's, runs no JS)
   isolet_bytes message;
   isolet_bytes stack;
-  int32_t line;    // 1-based, 0 when unknown
-  int32_t column;  // 1-based, 0 when unknown
+  int32_t value_kind;  // ISOLET_VALUE_*
+  int32_t line;        // 1-based, 0 when unknown
+  int32_t column;      // 1-based, 0 when unknown
 } isolet_error;
 
 // Status codes returned by the functions below.
@@ -38,17 +55,17 @@ enum {
   ISOLET_THREW = 2,       // the script threw; the error is filled in
   ISOLET_TERMINATED = 3,  // execution was terminated (limit, abort or OOM)
   ISOLET_SYNTAX = 4,      // the code did not compile; the error is filled in
-  ISOLET_TOO_LARGE = 5,   // a value to copy out exceeded the byte cap
+  ISOLET_TOO_LARGE = 5,   // a value to copy out (or the code) exceeded its byte cap
   ISOLET_FAILED = 6,      // internal failure (e.g. the isolate could not be created)
+  ISOLET_ABSENT = 7,      // on_data_request: not a data key, the read falls through
 };
 
-// Console levels, in the order log, info, warn, error, debug.
-enum { ISOLET_LOG = 0, ISOLET_INFO = 1, ISOLET_WARN = 2, ISOLET_ERROR = 3, ISOLET_DEBUG = 4 };
-
-// How code is run.
+// Texts the seam throws into the sandbox; Rust writes the words (see `text` below).
 enum {
-  ISOLET_MODE_SCRIPT = 0,      // classic script; the completion value is the result
-  ISOLET_MODE_ASYNC_BODY = 1,  // body of an async function; `return` gives the result
+  ISOLET_TEXT_HOST_ARGS_TOO_LARGE = 0,  // a: the byte cap
+  ISOLET_TEXT_BUFFER_OVER_BUDGET = 1,   // a: bytes asked for, b: the ArrayBuffer budget
+  ISOLET_TEXT_DATA_READ_ONLY = 2,
+  ISOLET_TEXT_HOST_REPLY_UNREADABLE = 3,
 };
 
 typedef struct {
@@ -66,7 +83,9 @@ typedef struct {
                        size_t len);
   // The sandbox read `data[key]` for a key not cached yet. Blocks until the host answers.
   // Returns ISOLET_OK with *out set to serialized bytes (malloc'd, owned by the caller),
-  // ISOLET_THREW with *out holding a UTF-8 message to throw, or ISOLET_TERMINATED.
+  // ISOLET_THREW with *out holding a UTF-8 message to throw, ISOLET_ABSENT (the key is
+  // never a data key, e.g. the `then` promise machinery probes) or ISOLET_TERMINATED.
+  // `key` holds at most max_data_key_bytes of the key's UTF-8.
   int32_t (*on_data_request)(void* ctx, const uint8_t* key, size_t key_len, isolet_bytes* out);
   // The heap reached its limit (called inside a GC on the isolate thread). The run must
   // be terminated from another thread: V8 13 ignores TerminateExecution issued from
@@ -76,9 +95,22 @@ typedef struct {
   // promotion failed" during a GC), which the near-heap-limit callback cannot turn into
   // a termination. Must not return: returning lets V8 abort the whole process.
   void (*on_fatal_oom)(void* ctx);
+  // Writes the text for ISOLET_TEXT_* `what` (numbers in a, b) into buf, at most cap
+  // bytes of UTF-8; returns the bytes written.
+  size_t (*text)(void* ctx, uint32_t what, uint64_t a, uint64_t b, uint8_t* buf, size_t cap);
   // Heap budget: V8 heap limit (young + old generation) and ArrayBuffer bytes.
   size_t heap_limit_bytes;
   size_t array_buffer_limit_bytes;
+  // Headroom granted each time the heap limit is reached, so V8 can unwind the
+  // terminated script instead of aborting, and how many times it is granted.
+  size_t heap_headroom_bytes;
+  uint32_t max_heap_limit_raises;
+  // Longest text copied out of a thrown value (each of name, message, stack), and of
+  // one console argument.
+  size_t max_error_text_bytes;
+  size_t max_console_value_bytes;
+  // Bytes of a data key copied out of the heap (enough for Rust to refuse a longer key).
+  size_t max_data_key_bytes;
 } isolet_sandbox_config;
 
 // Main thread, once, while Node's JS is running (at addon load): captures Node's platform.
@@ -93,7 +125,8 @@ const char* isolet_v8_version(void);
 void isolet_v8_set_flags(const char* flags, size_t len);
 
 // Creates an isolate registered with Node's platform, with limits and a fresh context
-// holding only ECMAScript built-ins plus a capturing `console`. NULL on failure.
+// holding V8's built-ins, ArrayBuffer constructors that charge resizable buffers to the
+// budget, and nothing else. NULL on failure.
 isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config);
 // Disposes the isolate and frees everything; `sb` is invalid afterwards.
 void isolet_sandbox_dispose(isolet_sandbox* sb);
@@ -106,7 +139,19 @@ void* isolet_sandbox_isolate(isolet_sandbox* sb);
 // Any thread: stops running JS as soon as V8 checks for interrupts.
 void isolet_isolate_terminate(void* isolate);
 
-// Globals the run may use.
+// Globals the run may use. Every property the seam writes on a sandbox object is
+// defined (never assigned), so no setter the sandbox adds can observe it.
+//
+// Installs `globalThis.console` (not enumerable) with one method per name in `names`
+// (`count` names joined by '\0'); method i reports entries at level i through on_console.
+int32_t isolet_sandbox_add_console(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
+                                   size_t count);
+// Deletes `globalThis[object][key]`, or `globalThis[key]` when object_len is 0.
+int32_t isolet_sandbox_delete_global(isolet_sandbox* sb, const uint8_t* object, size_t object_len,
+                                     const uint8_t* key, size_t key_len);
+// Deletes `globalThis[ns]` after cutting the `constructor` link of each of its member
+// functions' prototypes, so objects made by them cannot lead back to it.
+int32_t isolet_sandbox_remove_namespace(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len);
 int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name, size_t len,
                                          uint32_t fn_index);
 // Installs `globalThis[ns]` as a frozen, null-prototype, read-only object holding host
@@ -116,27 +161,26 @@ int32_t isolet_sandbox_add_host_namespace(isolet_sandbox* sb, const uint8_t* ns,
                                           const uint32_t* fn_indices, size_t count);
 // Installs a read-only global `name` whose properties come from on_data_request.
 int32_t isolet_sandbox_add_data_object(isolet_sandbox* sb, const uint8_t* name, size_t len);
+
 // A compiled WebAssembly module that any isolate of the process can instantiate
 // without compiling again (V8 shares the native module). Free with
 // isolet_wasm_module_free, on any thread.
 typedef struct isolet_wasm_module isolet_wasm_module;
-// Instantiates a WebAssembly module (no imports) at globalThis[ns][name]. If *compiled
-// is set it is reused; otherwise `wasm` is compiled and *compiled receives the result.
+// Compiles `wasm` in the sandbox's isolate: ISOLET_OK (*out set) or ISOLET_THREW (*err).
+int32_t isolet_wasm_compile(isolet_sandbox* sb, const uint8_t* wasm, size_t wasm_len,
+                            isolet_wasm_module** out, isolet_error* err);
+// Instantiates a compiled module (no imports) at globalThis[ns][name] (`ns` is created
+// as a plain object if absent). ISOLET_OK, ISOLET_THREW (*err) or ISOLET_FAILED.
 int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
                                          const uint8_t* name, size_t name_len,
-                                         const uint8_t* wasm, size_t wasm_len,
-                                         isolet_wasm_module** compiled, isolet_error* err);
+                                         const isolet_wasm_module* module, isolet_error* err);
 void isolet_wasm_module_free(isolet_wasm_module* module);
 
-// Removes the WebAssembly namespace (not ECMAScript, and its Memory constructor would
-// allocate outside the heap budget) and cuts the `constructor` links from its
-// prototypes, so exported memories or tables cannot lead back to it. Call after the
-// last add_wasm_instance and before run.
-int32_t isolet_sandbox_seal_wasm(isolet_sandbox* sb);
-
-// Compiles and starts the code. ISOLET_OK or ISOLET_PENDING (promise), ISOLET_THREW,
-// ISOLET_SYNTAX or ISOLET_TERMINATED.
-int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len, uint32_t mode,
+// Compiles and starts `code` as a classic script named `origin` whose first line starts
+// at `column_offset`. ISOLET_OK or ISOLET_PENDING (promise), ISOLET_THREW, ISOLET_SYNTAX,
+// ISOLET_TOO_LARGE (longer than V8's longest string) or ISOLET_TERMINATED.
+int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                           const uint8_t* origin, size_t origin_len, int32_t column_offset,
                            isolet_error* err);
 // Runs microtasks and reports: ISOLET_OK (settled), ISOLET_PENDING or ISOLET_TERMINATED.
 int32_t isolet_sandbox_poll(isolet_sandbox* sb);
@@ -149,8 +193,17 @@ int64_t isolet_sandbox_run_tasks(isolet_sandbox* sb);
 // Settles a host call's promise. `bytes` is a serialized value.
 int32_t isolet_sandbox_fulfill_call(isolet_sandbox* sb, uint32_t call_id, const uint8_t* bytes,
                                     size_t len);
-int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, const uint8_t* name,
-                                   size_t name_len, const uint8_t* message, size_t message_len);
+// Rejects it with a fresh sandbox Error of class ISOLET_ERROR_CLASS_* whose `name` is
+// `name` (unless name_len is 0): the host's error object never enters the isolate.
+enum {
+  ISOLET_ERROR_CLASS_ERROR = 0,
+  ISOLET_ERROR_CLASS_TYPE = 1,
+  ISOLET_ERROR_CLASS_RANGE = 2,
+  ISOLET_ERROR_CLASS_REFERENCE = 3,
+};
+int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_t error_class,
+                                   const uint8_t* name, size_t name_len, const uint8_t* message,
+                                   size_t message_len);
 
 // Heap statistics in bytes: current used heap and the highest value seen.
 void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak);

@@ -17,6 +17,7 @@
 const { fork } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { SandboxValidationError } = require('../errors');
 
 const HOST_SCRIPT = path.join(__dirname, 'sandbox-host.js');
 
@@ -69,6 +70,8 @@ function wellFormed(msg) {
   switch (msg.type) {
     case 'bye':
       return true;
+    case 'invalid':
+      return typeof msg.message === 'string';
     case 'ready':
     case 'health':
       return msg.health !== null && typeof msg.health === 'object';
@@ -162,7 +165,12 @@ class SandboxProcess {
       this.end('protocol');
       return;
     }
-    if (msg.type === 'ready') {
+    if (msg.type === 'invalid') {
+      // The child found the engine's configuration unusable (a WebAssembly module that
+      // does not compile): no host can start, so init() rejects and none is retried.
+      this.engine.invalidConfig = msg.message;
+      this.end('invalid');
+    } else if (msg.type === 'ready') {
       clearTimeout(this.startTimer);
       if (this.state !== 'starting') return;
       this.state = 'ready';
@@ -327,6 +335,8 @@ class ProcessEngine {
       maxQueueSize: this.perChild,
     };
     this.wasmModules = [];
+    /** Set when a child refused the configuration (see 'invalid'). */
+    this.invalidConfig = null;
     this.children = new Set();
     this.queue = [];
     this.active = 0;
@@ -357,7 +367,9 @@ class ProcessEngine {
   /** Resolves once every child has started (or failed to: a replacement follows). */
   ready() {
     const waits = [...this.children].filter((c) => c.state === 'starting').map((c) => c.started);
-    return Promise.all(waits).then(() => undefined);
+    return Promise.all(waits).then(() => {
+      if (this.invalidConfig !== null) throw new SandboxValidationError(this.invalidConfig);
+    });
   }
 
   liveChildren() {
@@ -368,7 +380,7 @@ class ProcessEngine {
    *  each holds at least one run in flight (it is ended when its last run settles), so
    *  hosts alive never exceed `processes + maxConcurrentIsolates`. */
   ensureChildren() {
-    if (this.shut || Date.now() < this.spawnNotBefore) return;
+    if (this.shut || this.invalidConfig !== null || Date.now() < this.spawnNotBefore) return;
     const missing = this.processes - this.liveChildren().length;
     for (let i = 0; i < missing; i++) {
       const child = new SandboxProcess(this);

@@ -49,9 +49,15 @@ function onRunEvent(id, ev) {
   send({ type: 'event', id, ev });
 }
 
-function start(msg) {
+async function start(msg) {
   engine = new native.NativeEngine(msg.options);
-  engine.setWasmModules(msg.wasmModules.map((m) => ({ name: m.name, bytes: asBuffer(m.bytes) })));
+  try {
+    // This process compiles each module once; its isolates share the compiled code.
+    await engine.setWasmModules(msg.wasmModules.map((m) => ({ name: m.name, bytes: asBuffer(m.bytes) })));
+  } catch (err) {
+    send({ type: 'invalid', message: String(err && err.message) });
+    return;
+  }
   // From here on this process can start no process, open no file or socket (Linux;
   // elsewhere the status says why not). See docs/process-isolation.md.
   const lockdown = native.lockDown(msg.parentPid);
@@ -65,7 +71,8 @@ function start(msg) {
 function submit(msg) {
   const request = msg.request;
   if (request.dataValues) {
-    const values = {};
+    // No prototype: a key named `__proto__` is stored like any other.
+    const values = Object.create(null);
     for (const [k, v] of Object.entries(request.dataValues)) values[k] = asBuffer(v);
     request.dataValues = values;
   }

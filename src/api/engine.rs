@@ -1,7 +1,7 @@
 //! `NativeEngine` and `RunHandle`: the bindings `lib/engine.js` and
 //! `lib/run-sandbox.js` build on.
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
@@ -86,25 +86,59 @@ fn whole(name: &'static str, v: Option<f64>, default: usize, min: usize, max: us
     })
 }
 
-/// Refuses a WebAssembly module whose memory has no maximum or may grow past
-/// `memory_mb`. WebAssembly memory lives outside the heap and ArrayBuffer budgets: only
-/// the module's declared maximum bounds it. Called by `SandboxEngine.init()` in the
-/// parent whatever the isolation, and again where modules are registered.
+/// Refuses a WebAssembly module that is not well-formed, has imports, or has a memory
+/// without a maximum or one that may grow past `memory_mb` (WebAssembly memory lives
+/// outside the heap and ArrayBuffer budgets: only the module's declared maximum bounds
+/// it). Compiles nothing: `SandboxEngine.init()` calls it in the parent whatever the
+/// isolation, and `setWasmModules` again before it compiles.
 #[napi]
 pub fn check_wasm_module(name: String, bytes: Buffer, memory_mb: u32) -> Result<()> {
-    check_wasm_memory(&name, &bytes, memory_mb)
+    check_wasm(&name, &bytes, memory_mb)
 }
 
-fn check_wasm_memory(name: &str, bytes: &[u8], memory_mb: u32) -> Result<()> {
-    isolet_core::wasm::check_memory_budget(bytes, memory_mb as u64 * 1024 * 1024)
-        .map_err(|e| validation_error(format!("wasm module \"{name}\" is refused: {e}")))
+fn check_wasm(name: &str, bytes: &[u8], memory_mb: u32) -> Result<()> {
+    use isolet_core::wasm::WasmMemoryError;
+    check_global_name(name).map_err(|e| validation_error(format!("wasm module name: {e}")))?;
+    isolet_core::wasm::check_module(bytes, memory_mb as u64 * 1024 * 1024).map_err(|e| {
+        let verdict = match e {
+            WasmMemoryError::Malformed(_) | WasmMemoryError::Imports(_) => "is invalid",
+            WasmMemoryError::NoMaximum { .. } | WasmMemoryError::OverBudget { .. } => "is refused",
+        };
+        validation_error(format!("wasm module \"{name}\" {verdict}: {e}"))
+    })
+}
+
+/// Compiles an engine's WebAssembly modules off the main thread, once each, and stores
+/// them where every run of the engine finds them.
+pub struct CompileWasm {
+    modules: Vec<(String, Vec<u8>)>,
+    memory_mb: u32,
+    target: Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>,
+}
+
+impl Task for CompileWasm {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> Result<()> {
+        let heap_limit = self.memory_mb as usize * 1024 * 1024;
+        let compiled = WasmModule::compile_all(&self.modules, heap_limit)
+            .map_err(|(name, thrown)| validation_error(format!("wasm module \"{name}\" is invalid: {}", thrown.message)))?;
+        *self.target.lock().unwrap_or_else(PoisonError::into_inner) = compiled;
+        Ok(())
+    }
+
+    fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[napi]
 pub struct NativeEngine {
     engine: Engine,
     memory_mb: u32,
-    wasm_modules: Vec<(String, Arc<WasmModule>)>,
+    /// Compiled by `set_wasm_modules`; read by every run that asks for them.
+    wasm_modules: Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>,
 }
 
 #[napi]
@@ -118,21 +152,22 @@ impl NativeEngine {
             warm_pool_size: whole("warmPoolSize", options.warm_pool_size, 0, 0, 256)?,
             max_queue: whole("maxQueueSize", options.max_queue_size, 1000, 0, 1_000_000)?,
         };
-        Ok(NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb, wasm_modules: Vec::new() })
+        Ok(NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb, wasm_modules: Arc::default() })
     }
 
-    /// Registers the WebAssembly modules every run may instantiate. The first isolate
-    /// that instantiates one compiles it; later isolates reuse the compiled code.
-    #[napi]
-    pub fn set_wasm_modules(&mut self, modules: Vec<WasmModuleJs>) -> Result<()> {
-        let mut out = Vec::new();
+    /// Registers the WebAssembly modules every run may instantiate: checks them, then
+    /// resolves once each is compiled, exactly once, in an isolate of its own off the
+    /// main thread; every run instantiates that compiled code. Rejects (a validation
+    /// error naming the module) if one is refused or does not compile. Await it before
+    /// submitting runs that use the modules.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn set_wasm_modules(&self, modules: Vec<WasmModuleJs>) -> Result<AsyncTask<CompileWasm>> {
+        let mut out = Vec::with_capacity(modules.len());
         for m in modules {
-            check_global_name(&m.name).map_err(|e| validation_error(format!("wasm module name: {e}")))?;
-            check_wasm_memory(&m.name, &m.bytes, self.memory_mb)?;
-            out.push((m.name, Arc::new(WasmModule::new(m.bytes.to_vec()))));
+            check_wasm(&m.name, &m.bytes, self.memory_mb)?;
+            out.push((m.name, m.bytes.to_vec()));
         }
-        self.wasm_modules = out;
-        Ok(())
+        Ok(AsyncTask::new(CompileWasm { modules: out, memory_mb: self.memory_mb, target: self.wasm_modules.clone() }))
     }
 
     /// Starts creating the warm pool in the background.
@@ -208,7 +243,7 @@ impl NativeEngine {
         let bridge = BridgeLimits::from_raw(BridgeLimits::default(), raw).map_err(|e| validation_error(e.to_string()))?;
         let capabilities = r.capabilities.unwrap_or_default();
         check_capability_names(&capabilities).map_err(|e| validation_error(format!("capability name: {e}")))?;
-        let wasm_modules = if r.wasm.unwrap_or(false) { self.wasm_modules.clone() } else { Vec::new() };
+        let wasm_modules = if r.wasm.unwrap_or(false) { self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner).clone() } else { Vec::new() };
         Ok(RunSpec {
             code: r.code,
             mode,

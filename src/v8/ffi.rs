@@ -21,8 +21,10 @@ pub struct isolet_bytes {
 #[repr(C)]
 pub struct isolet_error {
     pub name: isolet_bytes,
+    pub constructor: isolet_bytes,
     pub message: isolet_bytes,
     pub stack: isolet_bytes,
+    pub value_kind: i32,
     pub line: i32,
     pub column: i32,
 }
@@ -34,9 +36,8 @@ pub const ISOLET_TERMINATED: i32 = 3;
 pub const ISOLET_SYNTAX: i32 = 4;
 pub const ISOLET_TOO_LARGE: i32 = 5;
 pub const ISOLET_FAILED: i32 = 6;
+pub const ISOLET_ABSENT: i32 = 7;
 
-pub const ISOLET_MODE_SCRIPT: u32 = 0;
-pub const ISOLET_MODE_ASYNC_BODY: u32 = 1;
 
 #[repr(C)]
 pub struct isolet_sandbox_config {
@@ -53,8 +54,14 @@ pub struct isolet_sandbox_config {
     ) -> i32,
     pub on_heap_limit: extern "C" fn(ctx: *mut c_void),
     pub on_fatal_oom: extern "C" fn(ctx: *mut c_void),
+    pub text: extern "C" fn(ctx: *mut c_void, what: u32, a: u64, b: u64, buf: *mut u8, cap: usize) -> usize,
     pub heap_limit_bytes: usize,
     pub array_buffer_limit_bytes: usize,
+    pub heap_headroom_bytes: usize,
+    pub max_heap_limit_raises: u32,
+    pub max_error_text_bytes: usize,
+    pub max_console_value_bytes: usize,
+    pub max_data_key_bytes: usize,
 }
 
 extern "C" {
@@ -66,6 +73,15 @@ extern "C" {
     pub fn isolet_sandbox_set_copy_limits(sb: *mut isolet_sandbox, max_message: usize, max_output: usize, log_room: usize);
     pub fn isolet_sandbox_isolate(sb: *mut isolet_sandbox) -> *mut c_void;
     pub fn isolet_isolate_terminate(isolate: *mut c_void);
+    pub fn isolet_sandbox_add_console(sb: *mut isolet_sandbox, names: *const u8, names_len: usize, count: usize) -> i32;
+    pub fn isolet_sandbox_delete_global(
+        sb: *mut isolet_sandbox,
+        object: *const u8,
+        object_len: usize,
+        key: *const u8,
+        key_len: usize,
+    ) -> i32;
+    pub fn isolet_sandbox_remove_namespace(sb: *mut isolet_sandbox, ns: *const u8, ns_len: usize) -> i32;
     pub fn isolet_sandbox_add_host_function(
         sb: *mut isolet_sandbox,
         name: *const u8,
@@ -83,24 +99,30 @@ extern "C" {
     ) -> i32;
     pub fn isolet_sandbox_add_data_object(sb: *mut isolet_sandbox, name: *const u8, len: usize)
         -> i32;
+    pub fn isolet_wasm_compile(
+        sb: *mut isolet_sandbox,
+        wasm: *const u8,
+        wasm_len: usize,
+        out: *mut *mut isolet_wasm_module,
+        err: *mut isolet_error,
+    ) -> i32;
     pub fn isolet_sandbox_add_wasm_instance(
         sb: *mut isolet_sandbox,
         ns: *const u8,
         ns_len: usize,
         name: *const u8,
         name_len: usize,
-        wasm: *const u8,
-        wasm_len: usize,
-        compiled: *mut *mut isolet_wasm_module,
+        module: *const isolet_wasm_module,
         err: *mut isolet_error,
     ) -> i32;
     pub fn isolet_wasm_module_free(module: *mut isolet_wasm_module);
-    pub fn isolet_sandbox_seal_wasm(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_sandbox_run(
         sb: *mut isolet_sandbox,
         code: *const u8,
         len: usize,
-        mode: u32,
+        origin: *const u8,
+        origin_len: usize,
+        column_offset: i32,
         err: *mut isolet_error,
     ) -> i32;
     pub fn isolet_sandbox_poll(sb: *mut isolet_sandbox) -> i32;
@@ -119,6 +141,7 @@ extern "C" {
     pub fn isolet_sandbox_reject_call(
         sb: *mut isolet_sandbox,
         call_id: u32,
+        error_class: u32,
         name: *const u8,
         name_len: usize,
         message: *const u8,

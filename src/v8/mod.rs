@@ -5,8 +5,11 @@ mod ffi;
 
 use std::ffi::CStr;
 use std::os::raw::c_void;
-use std::sync::{Arc, Mutex};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use isolet_core::seam_policy::{self, SeamText, ThrownKind};
 use isolet_core::Thrown;
 
 /// What the isolate thread's owner provides to the sandbox: callbacks V8 makes.
@@ -63,9 +66,14 @@ pub(crate) enum Output {
 #[derive(Clone, Default)]
 pub(crate) struct IsolateHandle(Arc<Mutex<Option<usize>>>);
 
+/// The lock only guards an `Option<usize>`, which a panic cannot leave half-written.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl IsolateHandle {
     pub(crate) fn terminate(&self) -> bool {
-        let guard = self.0.lock().unwrap();
+        let guard = lock(&self.0);
         match *guard {
             // SAFETY: the pointer is cleared (under this lock) before the isolate is
             // disposed, so it is live here; TerminateExecution is thread-safe.
@@ -98,29 +106,87 @@ pub(crate) fn version() -> String {
     unsafe { CStr::from_ptr(ffi::isolet_v8_version()) }.to_string_lossy().into_owned()
 }
 
-/// A WebAssembly module's bytes and, once some isolate compiled it, the compiled code
-/// that every later isolate instantiates without compiling again.
-pub(crate) struct WasmModule {
-    pub bytes: Vec<u8>,
-    compiled: Mutex<Option<CompiledWasm>>,
+/// WebAssembly compilations this process has made (each `WasmModule::compile`).
+static WASM_COMPILATIONS: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn wasm_compilations() -> u64 {
+    WASM_COMPILATIONS.load(Ordering::Relaxed)
 }
 
-impl WasmModule {
-    pub(crate) fn new(bytes: Vec<u8>) -> Self {
-        WasmModule { bytes, compiled: Mutex::new(None) }
-    }
-}
-
-struct CompiledWasm(*mut ffi::isolet_wasm_module);
+/// A compiled WebAssembly module: every isolate of the process instantiates this same
+/// code without compiling again (V8 shares the native module between isolates).
+pub(crate) struct WasmModule(*mut ffi::isolet_wasm_module);
 
 // SAFETY: V8's CompiledWasmModule is a shared_ptr to a process-wide native module, made
-// to be instantiated from any isolate and released from any thread.
-unsafe impl Send for CompiledWasm {}
+// to be instantiated from any isolate and released from any thread; the seam only
+// reads it (copies the shared_ptr) when instantiating.
+unsafe impl Send for WasmModule {}
+unsafe impl Sync for WasmModule {}
 
-impl Drop for CompiledWasm {
+impl Drop for WasmModule {
     fn drop(&mut self) {
         // SAFETY: owned pointer from the seam, freed once.
         unsafe { ffi::isolet_wasm_module_free(self.0) };
+    }
+}
+
+impl WasmModule {
+    /// Compiles each `(name, bytes)` once, in a throwaway isolate on the calling thread
+    /// (never Node's own). The error names the module that did not compile.
+    pub(crate) fn compile_all(
+        modules: &[(String, Vec<u8>)],
+        heap_limit_bytes: usize,
+    ) -> Result<Vec<(String, Arc<WasmModule>)>, (String, Thrown)> {
+        if modules.is_empty() {
+            return Ok(Vec::new());
+        }
+        let config = SandboxConfig { heap_limit_bytes, array_buffer_limit_bytes: heap_limit_bytes };
+        let internal = |name: &str, message: &str| {
+            (name.to_string(), Thrown { name: "Error".into(), message: message.into(), ..Default::default() })
+        };
+        let Some(sandbox) = Sandbox::new(&config, Arc::new(CompileHost)) else {
+            return Err(internal(&modules[0].0, "no V8 isolate could be created to compile it"));
+        };
+        let mut out = Vec::with_capacity(modules.len());
+        for (name, bytes) in modules {
+            let mut raw = std::ptr::null_mut();
+            let mut err = empty_error();
+            WASM_COMPILATIONS.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: live sandbox, valid buffers and out-pointers.
+            let rc = unsafe { ffi::isolet_wasm_compile(sandbox.raw, bytes.as_ptr(), bytes.len(), &mut raw, &mut err) };
+            let result = match rc {
+                ffi::ISOLET_OK if !raw.is_null() => Ok(WasmModule(raw)),
+                ffi::ISOLET_THREW => Err((name.clone(), take_error(&mut err))),
+                _ => Err(internal(name, "V8 could not compile it")),
+            };
+            // SAFETY: frees what the seam left in err (null-safe).
+            unsafe { ffi::isolet_error_free(&mut err) };
+            out.push((name.clone(), Arc::new(result?)));
+        }
+        sandbox.dispose_now();
+        Ok(out)
+    }
+}
+
+/// The host of the isolate that compiles WebAssembly: it runs no code, so nothing calls
+/// back but V8's own tasks and memory reports.
+struct CompileHost;
+
+impl SandboxHost for CompileHost {
+    fn wake(&self) {}
+    fn console(&self, _: u32, _: &[u8]) -> usize {
+        0
+    }
+    fn host_call(&self, _: u32, _: u32, _: &[u8]) {}
+    fn data_request(&self, _: &str) -> DataAnswer {
+        DataAnswer::Terminated
+    }
+    fn heap_limit(&self) {}
+    fn fatal_oom(&self) -> ! {
+        // Returning would let V8 abort the process; this thread holds nothing else.
+        loop {
+            std::thread::park();
+        }
     }
 }
 
@@ -135,36 +201,78 @@ pub(crate) struct Sandbox {
     raw: *mut ffi::isolet_sandbox,
     handle: IsolateHandle,
     // Kept alive until after dispose: the C++ side holds a pointer to it.
-    host: *mut Arc<dyn SandboxHost>,
+    callbacks: *mut Callbacks,
 }
 
-fn host_of<'a>(ctx: *mut c_void) -> &'a Arc<dyn SandboxHost> {
-    // SAFETY: ctx is the `host` box of a live Sandbox (callbacks stop before dispose).
-    unsafe { &*(ctx as *const Arc<dyn SandboxHost>) }
+/// What the seam's callbacks reach: the host, and what a panic needs to stop the run.
+struct Callbacks {
+    host: Arc<dyn SandboxHost>,
+    /// The isolate, once it exists (callbacks may come while it is being created).
+    isolate: AtomicPtr<c_void>,
+    /// A callback panicked: the run was terminated and ends as an internal failure.
+    panicked: AtomicBool,
+}
+
+/// Runs callback body `f` so that a panic never unwinds into V8 or Node (which would
+/// abort the process): the panic terminates the run and the callback returns `on_panic`.
+fn guarded<R>(ctx: *mut c_void, on_panic: R, f: impl FnOnce(&dyn SandboxHost) -> R) -> R {
+    // SAFETY: ctx is the `callbacks` box of a live Sandbox (callbacks stop before dispose).
+    let callbacks = unsafe { &*(ctx as *const Callbacks) };
+    match catch_unwind(AssertUnwindSafe(|| f(callbacks.host.as_ref()))) {
+        Ok(r) => r,
+        Err(_) => {
+            callbacks.panicked.store(true, Ordering::SeqCst);
+            let isolate = callbacks.isolate.load(Ordering::SeqCst);
+            if !isolate.is_null() {
+                // SAFETY: set after creation and live until dispose, after which no
+                // callback runs; TerminateExecution is thread-safe.
+                unsafe { ffi::isolet_isolate_terminate(isolate) };
+            }
+            on_panic
+        }
+    }
 }
 
 extern "C" fn wake_cb(ctx: *mut c_void) {
-    host_of(ctx).wake();
+    guarded(ctx, (), |host| host.wake());
 }
 
 extern "C" fn heap_limit_cb(ctx: *mut c_void) {
-    host_of(ctx).heap_limit();
+    guarded(ctx, (), |host| host.heap_limit());
 }
 
 extern "C" fn fatal_oom_cb(ctx: *mut c_void) {
-    host_of(ctx).fatal_oom()
+    guarded(ctx, (), |host| host.fatal_oom());
+    // Only a panic gets here; returning would let V8 abort the whole process.
+    loop {
+        std::thread::park();
+    }
 }
 
 extern "C" fn console_cb(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) -> usize {
     // SAFETY: the seam passes a valid buffer for the duration of the call.
     let msg = unsafe { bytes(msg, len) };
-    host_of(ctx).console(level, msg)
+    guarded(ctx, 0, |host| host.console(level, msg))
 }
 
 extern "C" fn host_call_cb(ctx: *mut c_void, fn_index: u32, call_id: u32, args: *const u8, len: usize) {
     // SAFETY: as above.
     let args = unsafe { bytes(args, len) };
-    host_of(ctx).host_call(fn_index, call_id, args);
+    guarded(ctx, (), |host| host.host_call(fn_index, call_id, args));
+}
+
+extern "C" fn text_cb(ctx: *mut c_void, what: u32, a: u64, b: u64, buf: *mut u8, cap: usize) -> usize {
+    guarded(ctx, 0, |_| {
+        let text = SeamText::from_seam(what, a, b).map(|t| t.to_string()).unwrap_or_default();
+        // Cut at a character boundary so the seam always gets valid UTF-8.
+        let mut len = text.len().min(cap);
+        while !text.is_char_boundary(len) {
+            len -= 1;
+        }
+        // SAFETY: the seam passes `buf` valid for `cap` bytes; len <= cap.
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf, len) };
+        len
+    })
 }
 
 extern "C" fn data_request_cb(
@@ -175,10 +283,14 @@ extern "C" fn data_request_cb(
 ) -> i32 {
     // SAFETY: as above.
     let key = unsafe { bytes(key, key_len) };
-    // Only the first bytes of an overlong key are copied: enough for the host to refuse
-    // it by length (isolet_core::limits::MAX_DATA_KEY_BYTES), never the whole string.
-    let key = String::from_utf8_lossy(&key[..key.len().min(isolet_core::limits::MAX_DATA_KEY_BYTES + 1)]).into_owned();
-    let (code, payload) = match host_of(ctx).data_request(&key) {
+    // The seam copies at most max_data_key_bytes of the key: enough for the host to
+    // refuse an overlong one by length, never the whole string.
+    let key = String::from_utf8_lossy(key).into_owned();
+    if seam_policy::is_never_a_data_key(&key) {
+        return ffi::ISOLET_ABSENT;
+    }
+    let answer = guarded(ctx, DataAnswer::Terminated, |host| host.data_request(&key));
+    let (code, payload) = match answer {
         DataAnswer::Value(v) => (ffi::ISOLET_OK, v),
         DataAnswer::Error(msg) => (ffi::ISOLET_THREW, msg.into_bytes()),
         DataAnswer::Terminated => (ffi::ISOLET_TERMINATED, Vec::new()),
@@ -208,56 +320,105 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
     }
 }
 
-fn take_bytes(b: &mut ffi::isolet_bytes) -> Vec<u8> {
-    // SAFETY: the seam filled `b` (or left it null); we copy, then free with its allocator.
+fn take_bytes(b: &mut ffi::isolet_bytes) -> Option<Vec<u8>> {
+    if b.ptr.is_null() {
+        return None;
+    }
+    // SAFETY: the seam filled `b`; we copy, then free with its allocator.
     let v = unsafe { bytes(b.ptr, b.len) }.to_vec();
     unsafe { ffi::isolet_bytes_free(b) };
-    v
+    Some(v)
 }
 
 fn empty_error() -> ffi::isolet_error {
     let e = || ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
-    ffi::isolet_error { name: e(), message: e(), stack: e(), line: 0, column: 0 }
+    ffi::isolet_error { name: e(), constructor: e(), message: e(), stack: e(), value_kind: 0, line: 0, column: 0 }
 }
 
+/// The thrown value's parts, named by `seam_policy::thrown_name`.
 fn take_error(e: &mut ffi::isolet_error) -> Thrown {
-    let text = |b: &mut ffi::isolet_bytes| String::from_utf8_lossy(&take_bytes(b)).into_owned();
-    let stack = text(&mut e.stack);
+    let text = |b: &mut ffi::isolet_bytes| take_bytes(b).map(|v| String::from_utf8_lossy(&v).into_owned());
+    let name = text(&mut e.name);
+    let constructor = text(&mut e.constructor);
+    let stack = text(&mut e.stack).filter(|s| !s.is_empty());
     Thrown {
-        name: text(&mut e.name),
-        message: text(&mut e.message),
-        stack: if stack.is_empty() { None } else { Some(stack) },
+        name: seam_policy::thrown_name(ThrownKind::from_seam(e.value_kind), name.as_deref(), constructor.as_deref()),
+        message: text(&mut e.message).unwrap_or_default(),
+        stack,
         line: (e.line > 0).then_some(e.line as u32),
         column: (e.column > 0).then_some(e.column as u32),
     }
 }
 
+/// Joins names with NUL for the seam; names are checked identifiers or fixed words.
+fn nul_joined(names: &[&str]) -> String {
+    names.join("\0")
+}
+
 impl Sandbox {
     /// Creates the isolate and its context on the calling thread.
+    /// Creates the isolate and its context on the calling thread, with the console and
+    /// without the properties `seam_policy` removes.
     pub(crate) fn new(config: &SandboxConfig, host: Arc<dyn SandboxHost>) -> Option<Sandbox> {
-        let host = Box::into_raw(Box::new(host));
+        let callbacks = Box::into_raw(Box::new(Callbacks {
+            host,
+            isolate: AtomicPtr::new(std::ptr::null_mut()),
+            panicked: AtomicBool::new(false),
+        }));
         let raw_config = ffi::isolet_sandbox_config {
-            ctx: host as *mut c_void,
+            ctx: callbacks as *mut c_void,
             wake: wake_cb,
             on_console: console_cb,
             on_host_call: host_call_cb,
             on_data_request: data_request_cb,
             on_heap_limit: heap_limit_cb,
             on_fatal_oom: fatal_oom_cb,
+            text: text_cb,
             heap_limit_bytes: config.heap_limit_bytes,
             array_buffer_limit_bytes: config.array_buffer_limit_bytes,
+            heap_headroom_bytes: seam_policy::HEAP_HEADROOM_BYTES,
+            max_heap_limit_raises: seam_policy::MAX_HEAP_LIMIT_RAISES,
+            max_error_text_bytes: seam_policy::MAX_ERROR_TEXT_BYTES,
+            max_console_value_bytes: seam_policy::MAX_CONSOLE_VALUE_BYTES,
+            // One byte more than a key may have, so an overlong key is seen as such.
+            max_data_key_bytes: isolet_core::limits::MAX_DATA_KEY_BYTES + 1,
         };
         // SAFETY: config is valid for the call; the seam copies it.
         let raw = unsafe { ffi::isolet_sandbox_new(&raw_config) };
         if raw.is_null() {
             // SAFETY: never handed to a live sandbox.
-            drop(unsafe { Box::from_raw(host) });
+            drop(unsafe { Box::from_raw(callbacks) });
             return None;
         }
         // SAFETY: raw is a live sandbox.
-        let isolate = unsafe { ffi::isolet_sandbox_isolate(raw) } as usize;
-        let handle = IsolateHandle(Arc::new(Mutex::new(Some(isolate))));
-        Some(Sandbox { raw, handle, host })
+        let isolate = unsafe { ffi::isolet_sandbox_isolate(raw) };
+        // SAFETY: callbacks is the live box just handed to the seam.
+        unsafe { (*callbacks).isolate.store(isolate, Ordering::SeqCst) };
+        let handle = IsolateHandle(Arc::new(Mutex::new(Some(isolate as usize))));
+        let sandbox = Sandbox { raw, handle, callbacks };
+        let console = nul_joined(seam_policy::CONSOLE_METHODS);
+        // SAFETY: live sandbox; `console` holds CONSOLE_METHODS.len() NUL-separated names.
+        let mut ok = unsafe {
+            ffi::isolet_sandbox_add_console(sandbox.raw, console.as_ptr(), console.len(), seam_policy::CONSOLE_METHODS.len())
+        } == 0;
+        for (object, key) in seam_policy::REMOVED_PROPERTIES {
+            // SAFETY: live sandbox, valid buffers.
+            ok &= unsafe {
+                ffi::isolet_sandbox_delete_global(sandbox.raw, object.as_ptr(), object.len(), key.as_ptr(), key.len())
+            } == 0;
+        }
+        (ok && !sandbox.panicked()).then_some(sandbox)
+    }
+
+    /// True once a callback panicked; the run was terminated and must end as an
+    /// internal failure.
+    pub(crate) fn panicked(&self) -> bool {
+        // SAFETY: the callbacks box lives as long as self.
+        unsafe { (*self.callbacks).panicked.load(Ordering::SeqCst) }
+    }
+
+    fn dispose_now(self) {
+        drop(self);
     }
 
     pub(crate) fn handle(&self) -> IsolateHandle {
@@ -300,48 +461,55 @@ impl Sandbox {
         unsafe { ffi::isolet_sandbox_add_data_object(self.raw, name.as_ptr(), name.len()) == 0 }
     }
 
-    /// Instantiates `module` at `globalThis[ns][name]`, compiling it on first use and
-    /// sharing the compiled code with every later isolate.
+    /// Instantiates the compiled `module` at `globalThis[ns][name]`: no compilation.
     pub(crate) fn add_wasm_instance(&mut self, ns: &str, name: &str, module: &WasmModule) -> Result<(), Thrown> {
         let mut err = empty_error();
-        let mut compiled = module.compiled.lock().unwrap();
-        let mut raw = compiled.as_ref().map_or(std::ptr::null_mut(), |c| c.0);
-        let bytes = &module.bytes;
-        // SAFETY: live sandbox, valid buffers; `raw` is null or a live compiled module.
+        // SAFETY: live sandbox, valid buffers; `module.0` is a live compiled module.
         let rc = unsafe {
-            ffi::isolet_sandbox_add_wasm_instance(
-                self.raw, ns.as_ptr(), ns.len(), name.as_ptr(), name.len(), bytes.as_ptr(), bytes.len(), &mut raw, &mut err,
-            )
+            ffi::isolet_sandbox_add_wasm_instance(self.raw, ns.as_ptr(), ns.len(), name.as_ptr(), name.len(), module.0, &mut err)
         };
-        if compiled.is_none() && !raw.is_null() {
-            *compiled = Some(CompiledWasm(raw));
-        }
-        match rc {
+        let result = match rc {
             ffi::ISOLET_OK => Ok(()),
             ffi::ISOLET_THREW => Err(take_error(&mut err)),
             _ => Err(Thrown { name: "Error".into(), message: "could not install the module".into(), ..Default::default() }),
-        }
+        };
+        // SAFETY: frees leftovers, null-safe.
+        unsafe { ffi::isolet_error_free(&mut err) };
+        result
     }
 
-    /// Removes the `WebAssembly` global and its constructors' back links.
+    /// Removes the namespaces `seam_policy::SEALED_NAMESPACES` names (`WebAssembly`),
+    /// with their constructors' back links. Call after the last `add_wasm_instance`.
     pub(crate) fn seal_wasm(&mut self) -> bool {
-        // SAFETY: live sandbox.
-        unsafe { ffi::isolet_sandbox_seal_wasm(self.raw) == 0 }
+        seam_policy::SEALED_NAMESPACES.iter().all(|ns| {
+            // SAFETY: live sandbox, valid buffer.
+            unsafe { ffi::isolet_sandbox_remove_namespace(self.raw, ns.as_ptr(), ns.len()) == 0 }
+        })
     }
 
     pub(crate) fn run(&mut self, code: &str, mode: Mode) -> Step {
         let mut err = empty_error();
-        let mode = match mode {
-            Mode::Script => ffi::ISOLET_MODE_SCRIPT,
-            Mode::AsyncBody => ffi::ISOLET_MODE_ASYNC_BODY,
+        let wrapped = match mode {
+            Mode::Script => seam_policy::script_source(code),
+            Mode::AsyncBody => seam_policy::async_body_source(code),
         };
+        let (source, origin) = (&wrapped.source, seam_policy::SCRIPT_NAME);
         // SAFETY: live sandbox, valid buffers.
-        let rc = unsafe { ffi::isolet_sandbox_run(self.raw, code.as_ptr(), code.len(), mode, &mut err) };
+        let rc = unsafe {
+            ffi::isolet_sandbox_run(
+                self.raw, source.as_ptr(), source.len(), origin.as_ptr(), origin.len(), wrapped.column_offset, &mut err,
+            )
+        };
         let step = match rc {
+            _ if self.panicked() => Step::Terminated,
             ffi::ISOLET_OK => Step::Settled,
             ffi::ISOLET_PENDING => Step::Pending,
             ffi::ISOLET_THREW => Step::Threw(take_error(&mut err)),
             ffi::ISOLET_SYNTAX => Step::Syntax(take_error(&mut err)),
+            ffi::ISOLET_TOO_LARGE => {
+                let (name, message) = seam_policy::CODE_TOO_LONG;
+                Step::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() })
+            }
             _ => Step::Terminated,
         };
         // SAFETY: frees whatever the seam left in err (idempotent on null fields).
@@ -352,6 +520,7 @@ impl Sandbox {
     pub(crate) fn poll(&mut self) -> Step {
         // SAFETY: live sandbox.
         match unsafe { ffi::isolet_sandbox_poll(self.raw) } {
+            _ if self.panicked() => Step::Terminated,
             ffi::ISOLET_OK => Step::Settled,
             ffi::ISOLET_PENDING => Step::Pending,
             _ => Step::Terminated,
@@ -364,7 +533,8 @@ impl Sandbox {
         // SAFETY: live sandbox, valid out-pointers.
         let rc = unsafe { ffi::isolet_sandbox_take_result(self.raw, &mut value, &mut err) };
         let out = match rc {
-            ffi::ISOLET_OK => Output::Value(take_bytes(&mut value)),
+            _ if self.panicked() => Output::Terminated,
+            ffi::ISOLET_OK => Output::Value(take_bytes(&mut value).unwrap_or_default()),
             ffi::ISOLET_THREW => Output::Threw(take_error(&mut err)),
             ffi::ISOLET_TOO_LARGE => Output::TooLarge,
             _ => Output::Terminated,
@@ -392,7 +562,15 @@ impl Sandbox {
     pub(crate) fn reject_call(&mut self, call_id: u32, name: &str, message: &str) {
         // SAFETY: live sandbox, valid buffers.
         unsafe {
-            ffi::isolet_sandbox_reject_call(self.raw, call_id, name.as_ptr(), name.len(), message.as_ptr(), message.len())
+            ffi::isolet_sandbox_reject_call(
+                self.raw,
+                call_id,
+                seam_policy::host_error_class(name),
+                name.as_ptr(),
+                name.len(),
+                message.as_ptr(),
+                message.len(),
+            )
         };
     }
 
@@ -413,12 +591,12 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         // Clear the handle first so no thread terminates a disposed isolate.
-        *self.handle.0.lock().unwrap() = None;
+        *lock(&self.handle.0) = None;
         // SAFETY: raw is live and owned; after dispose the seam makes no more callbacks,
-        // so the host box can be freed.
+        // so the callbacks box can be freed.
         unsafe {
             ffi::isolet_sandbox_dispose(self.raw);
-            drop(Box::from_raw(self.host));
+            drop(Box::from_raw(self.callbacks));
         }
     }
 }

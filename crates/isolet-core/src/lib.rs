@@ -11,6 +11,7 @@ pub mod logs;
 pub mod names;
 pub mod queue;
 pub mod run_state;
+pub mod seam_policy;
 pub mod syscall_policy;
 pub mod wasm;
 

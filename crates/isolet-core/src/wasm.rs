@@ -3,9 +3,10 @@
 //! before any isolate instantiates it. V8 reserves WebAssembly memory outside the heap
 //! and ArrayBuffer budgets, so the module's own maximum is the only bound there is.
 //!
-//! Only the sections that matter are parsed (import, memory, export); the module is
-//! validated as a whole by V8 before this runs, and anything this reader cannot follow
-//! is refused rather than guessed at.
+//! Only the sections that matter are parsed (import, memory, export); anything this
+//! reader cannot follow is refused rather than guessed at. `check_module` is what a
+//! module passes before V8 compiles it (once per process, see `src/v8`), and V8's
+//! compile validates the rest (function bodies, types).
 use thiserror::Error;
 
 const WASM_PAGE_BYTES: u64 = 64 * 1024;
@@ -50,14 +51,41 @@ impl WasmMemory {
 pub enum WasmMemoryError {
     #[error("the module could not be read ({0})")]
     Malformed(&'static str),
+    #[error("it imports {0}; modules with imports are not supported (a sandbox has nothing to import)")]
+    Imports(String),
     #[error("its {what} declares no maximum size; a sandboxed memory needs a maximum of at most {budget} bytes (the run's memory budget)")]
     NoMaximum { what: String, budget: u64 },
     #[error("its {what} may grow to {max} bytes, over the run's memory budget of {budget} bytes")]
     OverBudget { what: String, max: u64, budget: u64 },
 }
 
+/// What a module must pass before it is compiled: well-formed sections, no imports
+/// (a sandbox has nothing to give them), every memory with a maximum within `budget`.
+pub fn check_module(module: &[u8], budget: u64) -> Result<(), WasmMemoryError> {
+    let imports = imports(module)?;
+    if !imports.is_empty() {
+        let mut names = imports.iter().take(3).map(|i| format!("\"{i}\"")).collect::<Vec<_>>().join(", ");
+        if imports.len() > 3 {
+            names.push_str(&format!(" and {} more", imports.len() - 3));
+        }
+        return Err(WasmMemoryError::Imports(names));
+    }
+    check_memory_budget(module, budget)
+}
+
+/// `module.field` of every import of `module`.
+pub fn imports(module: &[u8]) -> Result<Vec<String>, WasmMemoryError> {
+    let mut out = Vec::new();
+    parse(module, &mut |import| out.push(import.to_string()))?;
+    Ok(out)
+}
+
 /// Every memory `module` defines or imports, with its limits.
 pub fn memories(module: &[u8]) -> Result<Vec<WasmMemory>, WasmMemoryError> {
+    parse(module, &mut |_| {})
+}
+
+fn parse(module: &[u8], on_import: &mut dyn FnMut(&str)) -> Result<Vec<WasmMemory>, WasmMemoryError> {
     let mut r = Reader { bytes: module, pos: 0 };
     if r.take(4)? != b"\0asm" {
         return Err(WasmMemoryError::Malformed("no WebAssembly header"));
@@ -76,6 +104,7 @@ pub fn memories(module: &[u8]) -> Result<Vec<WasmMemory>, WasmMemoryError> {
                 for _ in 0..s.u32()? {
                     let module = s.name()?;
                     let field = s.name()?;
+                    on_import(&format!("{module}.{field}"));
                     match s.byte()? {
                         0x00 => {
                             s.u32()?;
@@ -353,6 +382,22 @@ mod tests {
         assert!(mems[0].shared);
         assert_eq!(mems[0].max_pages, Some(1 << 40));
         assert!(matches!(check_memory_budget(&m, 64 * MIB), Err(WasmMemoryError::OverBudget { .. })));
+    }
+
+    #[test]
+    fn modules_with_imports_are_refused_naming_them() {
+        let mut body = vec![1];
+        name(&mut body, "env");
+        name(&mut body, "log");
+        body.extend_from_slice(&[0x00, 0]);
+        let m = module(&[section(SECTION_IMPORT, &body)]);
+        assert_eq!(imports(&m).unwrap(), vec!["env.log".to_string()]);
+        let err = check_module(&m, 64 * MIB).unwrap_err();
+        assert_eq!(err.to_string(), "it imports \"env.log\"; modules with imports are not supported (a sandbox has nothing to import)");
+        // No imports, memory within budget: passes; over budget: the memory check speaks.
+        check_module(&module(&[memory_section(1, Some(2))]), 64 * MIB).unwrap();
+        assert!(matches!(check_module(&module(&[memory_section(1, None)]), 64 * MIB), Err(WasmMemoryError::NoMaximum { .. })));
+        assert!(matches!(check_module(b"nope", 64 * MIB), Err(WasmMemoryError::Malformed(_))));
     }
 
     #[test]
