@@ -15,6 +15,9 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
+/** `--only=trivial,throughput,calls,copies,compute,memory` runs just those scenarios. */
+const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
+const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
 // isolated-vm wants --no-node-snapshot on Node >= 20; V8 flags are per process, so the
 // whole bench runs with it (isolet neither needs nor minds it). Re-exec once.
@@ -227,7 +230,7 @@ async function hostCalls() {
 }
 
 // An object graph built the same way on both sides of the boundary.
-const GRAPH_N = 33000;
+const GRAPH_N = 60000;
 const BUILD_GRAPH = `function buildGraph(n) {
   const a = [];
   for (let i = 0; i < n; i++) a.push({ id: i, name: 'item-' + i, tags: ['alpha', 'beta', 'gamma'], pos: { x: i * 0.5, y: -i, z: i % 7 }, ok: i % 2 === 0 });
@@ -561,12 +564,13 @@ function verdicts() {
 (async () => {
   if (quickjsModule) QuickJS = await quickjsModule.getQuickJS();
   const started = now();
-  await trivial();
-  await throughput();
-  await hostCalls();
-  const graphBytes = await copies();
-  await compute();
-  await memory();
+  let graphBytes = 0;
+  if (wanted('trivial') || wanted('compute')) await trivial();
+  if (wanted('throughput')) await throughput();
+  if (wanted('calls')) await hostCalls();
+  if (wanted('copies')) graphBytes = await copies();
+  if (wanted('compute')) await compute();
+  if (wanted('memory')) await memory();
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   console.log(`\nisolet benchmark — Node ${process.version} (V8 ${process.versions.v8}), ${os.cpus().length} CPUs (${cpu}), ${QUICK ? 'quick' : 'full'} run, ${Math.round(msSince(started) / 1000)} s`);
   console.log(`Alternating rounds, medians. Object graph ${(graphBytes / 1e6).toFixed(1)} MB serialized (${GRAPH_N} objects). "isolet thread advantage" > 1: isolet thread mode is that much better.\n`);
@@ -574,7 +578,7 @@ function verdicts() {
   const missing = [['isolated-vm', ivm], ['quickjs-emscripten', quickjsModule]].filter(([, m]) => !m).map(([n]) => n);
   if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}${process.env.ISOLET_BENCH_INSTALL_NOTE ? `: ${process.env.ISOLET_BENCH_INSTALL_NOTE}` : ''})`);
   console.log('\nGoals of issue 12:');
-  for (const line of verdicts()) console.log(line);
+  if (ONLY === null) for (const line of verdicts()) console.log(line);
   process.exit(0);
 })().catch((err) => {
   console.error(err);
