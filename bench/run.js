@@ -15,7 +15,7 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
-/** `--only=trivial,throughput,calls,copies,compute,memory` runs just those scenarios. */
+/** `--only=trivial,throughput,calls,copies,compute,memory,extras` runs just those scenarios. */
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
 const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
@@ -479,6 +479,95 @@ async function memory() {
   record(M_RSS_ISO, 'isolet, process (per warm isolate in a host)', (median(warm8) - median(idle)) / 8, 'MB', 'lower');
 }
 
+const M_HOST_START = 'sandbox host process: start (spawn to ready)';
+const M_RECYCLE = 'sandbox host process: stuck run answered (limit + 400 ms grace) -> replacement serving, minus the 50 ms limit';
+const M_BOMB = 'heap bomb under a 64 MB limit';
+const M_JIT = 'host-side JIT: loop kernel in the host, isolet loaded (child node)';
+
+/** Process supervision, the heap bomb and the host-side cost of isolet's V8 flags. */
+async function extras() {
+  const { ProcessEngine } = require('../lib/supervisor/process-engine');
+  const { SandboxEngine } = require('..');
+  const starts = [];
+  for (let i = 0; i < (QUICK ? 3 : 7); i++) {
+    const t = now();
+    const engine = new ProcessEngine({ memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize: 0, maxQueueSize: 10, processes: 1, defaultWallTimeMs: 5000 });
+    engine.warmUp();
+    await engine.ready();
+    starts.push(msSince(t));
+    engine.shutdown();
+    await engine.waitIdle(5000);
+  }
+  record(M_HOST_START, isoletName('process'), median(starts), 'ms', 'lower', { p95: quantile(starts, 0.95) });
+  // Recycle: an unstoppable run is answered, its host drained and replaced.
+  const engine = new SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1, processes: 1 });
+  await engine.init();
+  const recycles = [];
+  for (let i = 0; i < (QUICK ? 3 : 7); i++) {
+    const t = now();
+    await engine.submit({ requestId: 'r', code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', isolateLimits: { wallTimeMs: 50 } }).done;
+    while (engine.stats().processes.starting > 0 || engine.stats().processes.live < 1) await sleep(1);
+    const end = await engine.submit({ requestId: 'n', code: 'return 1' }).done;
+    check(end.type === 'result', 'recycle');
+    recycles.push(msSince(t) - 50);
+  }
+  await engine.shutdown();
+  record(M_RECYCLE, isoletName('process'), median(recycles), 'ms', 'lower', { p95: quantile(recycles, 0.95) });
+
+  const bomb = 'const a = []; while (true) a.push({ x: a.length })';
+  for (const mode of ISOLET_MODES) {
+    const r = await runSandbox(bomb, { isolation: mode });
+    record(M_BOMB, isoletName(mode), r.success ? 'no error (bug)' : `${r.error.name}, host fine`, 'text');
+  }
+  if (ivm) {
+    let text;
+    try {
+      await ivmEval(bomb, { memoryLimit: 64 });
+      text = 'no error';
+    } catch (e) {
+      text = `${String(e.message).slice(0, 60)}, host fine`;
+    }
+    record(M_BOMB, IVM, text, 'text');
+  }
+
+  // isolet turns V8's Turboshaft loop unrolling off at load (V8 >= 12.4) so sandbox
+  // loops stay interruptible; V8 flags are process-wide, so the host's own code compiles
+  // without it too. Each side runs in a child node that loads isolet, the env differing.
+  const sides = [
+    ['loop unrolling off (isolet default, V8 >= 12.4)', {}],
+    ['loop unrolling on (ISOLET_V8_LOOP_UNROLLING=1)', { ISOLET_V8_LOOP_UNROLLING: '1' }],
+  ];
+  const runs = sides.map(() => []);
+  for (let round = 0; round < (QUICK ? 3 : 5); round++) {
+    sides.forEach(([, env], i) => {
+      const r = spawnSync(process.execPath, ['-e', HOST_KERNEL], { encoding: 'utf8', env: { ...process.env, ...env } });
+      check(r.status === 0, `host kernel child: ${r.stderr}`);
+      runs[i].push(JSON.parse(r.stdout));
+    });
+  }
+  sides.forEach(([name], i) => record(M_JIT, name, median(runs[i].map((x) => x.median)), 'ms', 'lower', { p95: median(runs[i].map((x) => x.p95)) }));
+}
+
+const HOST_KERNEL = `
+  require(${JSON.stringify(path.join(__dirname, '..'))});
+  function kernel() {
+    const a = new Float64Array(4096);
+    let s = 0;
+    for (let r = 0; r < 100; r++) {
+      for (let i = 0; i < a.length; i++) a[i] = a[i] * 0.5 + (i & 7);
+      for (let i = 0; i < a.length; i++) s += a[i];
+      const words = [];
+      for (let i = 0; i < 64; i++) words.push('w' + ((i * 7919) % 101));
+      s += words.sort().join(',').length + new Array(256).fill(r).indexOf(r);
+    }
+    return s;
+  }
+  const samples = [];
+  for (let i = 0; i < 20; i++) kernel();
+  for (let i = 0; i < 41; i++) { const t = process.hrtime.bigint(); kernel(); samples.push(Number(process.hrtime.bigint() - t) / 1e6); }
+  samples.sort((a, b) => a - b);
+  console.log(JSON.stringify({ median: samples[20], p95: samples[38] }));`;
+
 // ---------------------------------------------------------------- report
 
 function fmt(value, unit) {
@@ -488,6 +577,7 @@ function fmt(value, unit) {
   if (unit === 'MB/s') return `${Math.round(value)} MB/s`;
   if (unit === 'GB/s') return `${value.toFixed(2)} GB/s`;
   if (unit === 'MB') return `${value.toFixed(2)} MB`;
+  if (unit === 'text') return String(value);
   return `${value} ${unit}`;
 }
 
@@ -495,9 +585,11 @@ function printTable() {
   console.log('| metric | sandbox | median | p95 | isolet thread advantage |');
   console.log('|---|---|---:|---:|---:|');
   for (const row of rows) {
-    const ref = get(row.metric, isoletName('thread'));
+    // The reference is isolet's thread mode, or the metric's first row where it has none.
+    const first = rows.find((r) => r.metric === row.metric);
+    const ref = get(row.metric, isoletName('thread')) ?? first.value;
     let ratio = '';
-    if (ref !== undefined && row.name !== isoletName('thread') && row.value > 0) {
+    if (row.unit !== 'text' && row !== first && row.name !== isoletName('thread') && row.value > 0) {
       // > 1: isolet thread mode is better by that factor (less time, more throughput).
       ratio = `${(row.better === 'lower' ? row.value / ref : ref / row.value).toFixed(2)}×`;
     }
@@ -571,9 +663,10 @@ function verdicts() {
   if (wanted('copies')) graphBytes = await copies();
   if (wanted('compute')) await compute();
   if (wanted('memory')) await memory();
+  if (wanted('extras')) await extras();
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   console.log(`\nisolet benchmark — Node ${process.version} (V8 ${process.versions.v8}), ${os.cpus().length} CPUs (${cpu}), ${QUICK ? 'quick' : 'full'} run, ${Math.round(msSince(started) / 1000)} s`);
-  console.log(`Alternating rounds, medians. Object graph ${(graphBytes / 1e6).toFixed(1)} MB serialized (${GRAPH_N} objects). "isolet thread advantage" > 1: isolet thread mode is that much better.\n`);
+  console.log(`Alternating rounds, medians. Object graph ${(graphBytes / 1e6).toFixed(1)} MB serialized (${GRAPH_N} objects). "isolet thread advantage" > 1: isolet thread mode is that much better (rows with no thread row: vs the first row).\n`);
   printTable();
   const missing = [['isolated-vm', ivm], ['quickjs-emscripten', quickjsModule]].filter(([, m]) => !m).map(([n]) => n);
   if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}${process.env.ISOLET_BENCH_INSTALL_NOTE ? `: ${process.env.ISOLET_BENCH_INSTALL_NOTE}` : ''})`);
