@@ -98,7 +98,8 @@ function ivmEval(code, { copy = false, memoryLimit = 128, before } = {}) {
       if (before) await before(context);
       return await context.eval(code, { timeout: 10000, copy });
     } finally {
-      isolate.dispose();
+      // isolated-vm disposes an isolate that ran out of memory itself.
+      if (!isolate.isDisposed) isolate.dispose();
     }
   })();
 }
