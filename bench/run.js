@@ -1,258 +1,556 @@
 #!/usr/bin/env node
-// `npm run bench`: isolet side by side with its peers in one process, printing medians
-// and ratios. Peers come from bench/package.json (installed by the npm script).
+// `npm run bench`: isolet (thread and process isolation) side by side with its peers in
+// one process: isolated-vm (7 on Node 24/26, 6 on 22, 5 on 20), quickjs-emscripten and
+// node:vm as the no-isolation floor. Contestants alternate round by round so machine
+// noise hits all alike; every figure is a median. Then one verdict line per goal of
+// issue 12. `--quick` for a short run, `--no-install` to use only peers already there.
 // Machines here are shared and noisy: compare ratios within one run, not absolute times.
 'use strict';
 const path = require('node:path');
+const os = require('node:os');
+const v8 = require('node:v8');
 const vm = require('node:vm');
-const { runSandbox, SandboxEngine } = require('..');
+const { spawnSync } = require('node:child_process');
+const peers = require('./peers');
 
-const N = Number(process.env.BENCH_N || 200);
+const ARGS = new Set(process.argv.slice(2));
+const QUICK = ARGS.has('--quick');
+/** `--only=trivial,throughput,calls,copies,compute,memory,extras` runs just those scenarios. */
+const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
+const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
-function peer(name) {
-  try {
-    return require(path.join(__dirname, 'node_modules', name));
-  } catch {
-    return null;
-  }
+// isolated-vm wants --no-node-snapshot on Node >= 20; V8 flags are per process, so the
+// whole bench runs with it (isolet neither needs nor minds it). Re-exec once.
+if (!process.execArgv.includes('--no-node-snapshot') && !process.env.ISOLET_BENCH_CHILD) {
+  const installNote = ARGS.has('--no-install') ? null : peers.ensureIsolatedVm();
+  const r = spawnSync(process.execPath, ['--no-node-snapshot', __filename, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: { ...process.env, ISOLET_BENCH_CHILD: '1', ISOLET_BENCH_INSTALL_NOTE: installNote ?? '' },
+  });
+  process.exit(r.status ?? 1);
 }
-const ivm = peer('isolated-vm');
-const quickjs = peer('quickjs-emscripten');
-const vm2 = peer('vm2');
 
-function stats(samples) {
+const { runSandbox } = require('..');
+
+const ivm = peers.load('isolated-vm');
+const quickjsModule = peers.load('quickjs-emscripten');
+const IVM = ivm ? `isolated-vm ${peers.installedVersion('isolated-vm')}` : null;
+
+/** How many rounds (each contestant once per round) and samples per turn. */
+const ROUNDS = QUICK ? 5 : 15;
+const PER_TURN = QUICK ? 10 : 20;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const now = () => process.hrtime.bigint();
+const msSince = (t) => Number(now() - t) / 1e6;
+
+function quantile(samples, q) {
   const s = [...samples].sort((a, b) => a - b);
-  return { median: s[Math.floor(s.length / 2)], p95: s[Math.floor(s.length * 0.95)] };
+  return s[Math.min(s.length - 1, Math.floor(s.length * q))];
 }
+const median = (a) => quantile(a, 0.5);
 
-async function measure(fn, n = N) {
-  for (let i = 0; i < Math.min(10, n); i++) await fn(); // warm-up
-  const samples = [];
-  for (let i = 0; i < n; i++) {
-    const t = process.hrtime.bigint();
-    await fn();
-    samples.push(Number(process.hrtime.bigint() - t) / 1e6);
-  }
-  return stats(samples);
-}
-
-const rows = [];
-function report(scenario, name, s, unit = 'ms') {
-  rows.push({ scenario, name, ...s, unit });
-}
-
-function assert(cond, what) {
+function check(cond, what) {
   if (!cond) throw new Error(`benchmark sanity check failed: ${what}`);
 }
 
-async function freshRun() {
-  const scenario = "fresh isolate, run '1+1'";
-  for (const isolation of ['process', 'thread']) {
-    report(scenario, `isolet runSandbox, ${isolation} (warm pool)`, await measure(async () => assert((await runSandbox('1+1', { isolation })).output === 2, 'isolet')));
-  }
-  report(scenario, 'isolet runSandbox, thread (cold isolate)', await measure(async () => assert((await runSandbox('1+1', { memoryLimitMb: 65, isolation: 'thread' })).output === 2, 'isolet cold')));
-  if (ivm) {
-    report(scenario, 'isolated-vm 5', await measure(async () => {
-      const isolate = new ivm.Isolate({ memoryLimit: 64 });
-      const context = await isolate.createContext();
-      assert((await context.eval('1+1', { timeout: 5000 })) === 2, 'ivm');
-      isolate.dispose();
-    }));
-  }
-  if (quickjs) {
-    const QuickJS = await quickjs.getQuickJS();
-    report(scenario, 'quickjs-emscripten', await measure(async () => {
-      const runtime = QuickJS.newRuntime();
-      runtime.setMemoryLimit(64 * 1024 * 1024);
-      const ctx = runtime.newContext();
-      const r = ctx.unwrapResult(ctx.evalCode('1+1'));
-      assert(ctx.getNumber(r) === 2, 'quickjs');
-      r.dispose();
-      ctx.dispose();
-      runtime.dispose();
-    }));
-  }
-  if (vm2) report(scenario, 'vm2 (same heap, deprecated)', await measure(async () => assert(new vm2.VM({ timeout: 5000 }).run('1+1') === 2, 'vm2')));
-  report(scenario, 'node:vm (not a sandbox)', await measure(async () => assert(vm.runInNewContext('1+1') === 2, 'vm')));
-}
-
-async function hostCalls() {
-  const scenario = 'host call round trip (sync handler), per call';
-  const CALLS = 1000;
-  const perCall = async (fn) => {
-    const s = await measure(fn, 21);
-    return { median: s.median / CALLS, p95: s.p95 / CALLS };
-  };
-  const code = `let s = 0; for (let i = 0; i < ${CALLS}; i++) s += await f(i); return s;`;
-  for (const isolation of ['process', 'thread']) {
-    report(scenario, `isolet, ${isolation} (async bridge, awaits Promises)`, await perCall(async () => {
-      const r = await runSandbox(code, { capabilities: { f: (i) => i }, maxHostCalls: CALLS, isolation });
-      assert(r.success && r.output === (CALLS * (CALLS - 1)) / 2, 'isolet host calls');
-    }));
-  }
-  if (ivm) {
-    report(scenario, 'isolated-vm 5 (sync Callback)', await perCall(async () => {
-      const isolate = new ivm.Isolate({ memoryLimit: 64 });
-      const context = await isolate.createContext();
-      await context.global.set('f', new ivm.Callback((i) => i));
-      const out = await context.eval(`let s = 0; for (let i = 0; i < ${CALLS}; i++) s += f(i); s`);
-      assert(out === (CALLS * (CALLS - 1)) / 2, 'ivm host calls');
-      isolate.dispose();
-    }));
-  }
-  if (quickjs) {
-    const QuickJS = await quickjs.getQuickJS();
-    report(scenario, 'quickjs-emscripten (sync function)', await perCall(async () => {
-      const ctx = QuickJS.newContext();
-      const f = ctx.newFunction('f', (h) => ctx.newNumber(ctx.getNumber(h)));
-      ctx.setProp(ctx.global, 'f', f);
-      f.dispose();
-      const r = ctx.unwrapResult(ctx.evalCode(`let s = 0; for (let i = 0; i < ${CALLS}; i++) s += f(i); s`));
-      assert(ctx.getNumber(r) === (CALLS * (CALLS - 1)) / 2, 'quickjs host calls');
-      r.dispose();
-      ctx.dispose();
-    }));
-  }
-}
-
-const CPU_CODE = `function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); } fib(25)`;
-async function cpuBound() {
-  const scenario = 'CPU-bound script: fib(25), fresh sandbox each';
-  const n = 31;
-  for (const isolation of ['process', 'thread']) {
-    report(scenario, `isolet runSandbox, ${isolation}`, await measure(async () => assert((await runSandbox(CPU_CODE, { isolation })).output === 75025, 'isolet fib'), n));
-  }
-  if (ivm) {
-    report(scenario, 'isolated-vm 5', await measure(async () => {
-      const isolate = new ivm.Isolate({ memoryLimit: 64 });
-      const context = await isolate.createContext();
-      assert((await context.eval(CPU_CODE)) === 75025, 'ivm fib');
-      isolate.dispose();
-    }, n));
-  }
-  if (quickjs) {
-    const QuickJS = await quickjs.getQuickJS();
-    report(scenario, 'quickjs-emscripten (interpreter)', await measure(async () => {
-      const ctx = QuickJS.newContext();
-      const r = ctx.unwrapResult(ctx.evalCode(CPU_CODE));
-      assert(ctx.getNumber(r) === 75025, 'quickjs fib');
-      r.dispose();
-      ctx.dispose();
-    }, n));
-  }
-  if (vm2) report(scenario, 'vm2 (same heap, deprecated)', await measure(async () => assert(new vm2.VM().run(CPU_CODE) === 75025, 'vm2 fib'), n));
-}
-
-async function enginePool() {
-  const scenario = 'SandboxEngine session, submit to result';
-  for (const warm of [2, 0]) {
-    const engine = new SandboxEngine({ memoryMb: 128, maxConcurrentIsolates: 4, warmPoolSize: warm, wasmModules: [], defaultIsolateLimits: {}, defaultBridgeLimits: {} });
-    await engine.init();
-    await new Promise((r) => setTimeout(r, 50));
-    // Between requests the pool refills in the background, as it would in a service
-    // that is not saturated; only submit-to-result is timed.
-    const samples = [];
-    for (let i = 0; i < N + 10; i++) {
-      const t = process.hrtime.bigint();
-      const end = await engine.submit({ requestId: 'b', code: 'return 1 + 1;' }).done;
-      if (i >= 10) samples.push(Number(process.hrtime.bigint() - t) / 1e6);
-      assert(end.type === 'result' && end.data === 2, 'engine');
-      await new Promise((r) => setTimeout(r, 5));
+/**
+ * Times each contestant's `once()` in alternating turns. `gapMs` is the pause before
+ * each sample (a run that arrives on a quiet engine, as in a service). Returns
+ * name -> samples (ms).
+ */
+async function alternate(contestants, { rounds = ROUNDS, perTurn = PER_TURN, gapMs = 0, warmup = 3 } = {}) {
+  const out = new Map(contestants.map((c) => [c.name, []]));
+  for (const c of contestants) for (let i = 0; i < warmup; i++) await c.once();
+  for (let r = 0; r < rounds; r++) {
+    for (const c of contestants) {
+      const samples = out.get(c.name);
+      for (let i = 0; i < perTurn; i++) {
+        if (gapMs) await sleep(gapMs);
+        const t = now();
+        // A contestant may time itself (to leave its setup out) and return the ms.
+        const own = await c.once();
+        samples.push(typeof own === 'number' ? own : msSince(t));
+      }
     }
-    report(scenario, warm ? `isolet, process, warm pool (${warm})` : 'isolet, process, cold isolate', stats(samples));
-    await engine.shutdown();
   }
+  return out;
+}
+
+// ---------------------------------------------------------------- contestants
+
+const ISOLET_MODES = ['thread', 'process'];
+const isoletName = (mode) => `isolet, ${mode}`;
+
+async function isoletRun(code, options, mode) {
+  const r = await runSandbox(code, { ...options, isolation: mode });
+  if (!r.success) throw new Error(`isolet run failed: ${r.error.name}: ${r.error.message}`);
+  return r.output;
+}
+
+let QuickJS = null;
+
+function ivmEval(code, { copy = false, memoryLimit = 128, before } = {}) {
+  return (async () => {
+    const isolate = new ivm.Isolate({ memoryLimit });
+    try {
+      const context = await isolate.createContext();
+      if (before) await before(context);
+      return await context.eval(code, { timeout: 10000, copy });
+    } finally {
+      // isolated-vm disposes an isolate that ran out of memory itself.
+      if (!isolate.isDisposed) isolate.dispose();
+    }
+  })();
+}
+
+function quickjsEval(code, { dump = false, before } = {}) {
+  const runtime = QuickJS.newRuntime();
+  runtime.setMemoryLimit(256 * 1024 * 1024);
+  const ctx = runtime.newContext();
+  try {
+    if (before) before(ctx);
+    const h = ctx.unwrapResult(ctx.evalCode(code));
+    const v = dump ? ctx.dump(h) : ctx.getNumber(h);
+    h.dispose();
+    return v;
+  } finally {
+    ctx.dispose();
+    runtime.dispose();
+  }
+}
+
+/** Contestants running `code` (a script; its completion value is checked) fresh each time. */
+function trivialContestants(code, expected) {
+  const list = ISOLET_MODES.map((mode) => ({ name: isoletName(mode), once: async () => check((await isoletRun(code, {}, mode)) === expected, mode) }));
+  if (ivm) list.push({ name: IVM, once: async () => check((await ivmEval(code)) === expected, 'ivm') });
+  if (QuickJS) list.push({ name: 'quickjs-emscripten', once: async () => check(quickjsEval(code) === expected, 'quickjs') });
+  list.push({ name: 'node:vm (no isolation)', once: async () => check(vm.runInNewContext(code) === expected, 'vm') });
+  return list;
+}
+
+// ---------------------------------------------------------------- results
+
+/** Rows of the table: { metric, name, value, unit, p95?, better: 'lower'|'higher' }. */
+const rows = [];
+/** metric -> name -> value, for the verdicts. */
+const values = new Map();
+function record(metric, name, value, unit, better, extra = {}) {
+  rows.push({ metric, name, value, unit, better, ...extra });
+  if (!values.has(metric)) values.set(metric, new Map());
+  values.get(metric).set(name, value);
+}
+const get = (metric, name) => values.get(metric)?.get(name);
+
+function recordLatency(metric, samplesByName, scale = 1, unit = 'ms') {
+  for (const [name, s] of samplesByName) record(metric, name, median(s) * scale, unit, 'lower', { p95: quantile(s, 0.95) * scale });
+}
+
+// ---------------------------------------------------------------- scenarios
+
+const M_WARM = 'trivial run, warm pool, runs 3 ms apart, p50';
+const M_B2B = 'trivial run back to back, p50';
+const M_TPUT = 'fresh-isolate runs/s, 8 in flight';
+const M_CALL = 'host-call round trip p50 (1,000 awaited in turn)';
+const M_CALL_BATCH = 'host calls, 100 in flight at once (Promise.all), per call';
+const M_GRAPH_OUT = '6 MB object graph out of the sandbox';
+const M_GRAPH_IN = '6 MB object graph into the sandbox';
+const M_U8_OUT = '32 MB Uint8Array out of the sandbox';
+const M_U8_IN = '32 MB Uint8Array into the sandbox';
+const M_STR_OUT = '32 MB string out of the sandbox';
+const M_STR_IN = '32 MB string into the sandbox';
+const M_CPU = 'compute: fib(30), setup excluded';
+const M_RSS_ISO = 'RSS per warm idle isolate';
+const M_RSS_PROC = 'RSS per idle sandbox host process';
+
+async function trivial() {
+  const contestants = trivialContestants('1+1', 2);
+  recordLatency(M_WARM, await alternate(contestants, { gapMs: 3 }));
+  recordLatency(M_B2B, await alternate(contestants));
 }
 
 async function throughput() {
-  const scenario = "runs of '1+1' with 8 in flight, per run";
-  const RUNS = 400;
-  for (const isolation of ['process', 'thread']) {
-    const samples = [];
-    for (let rep = 0; rep < 5; rep++) {
+  const RUNS = QUICK ? 200 : 400;
+  const IN_FLIGHT = 8;
+  const contestants = trivialContestants('1+1', 2);
+  // One sample = RUNS runs with IN_FLIGHT of them in flight; per-run ms.
+  const batch = (c) => ({
+    name: c.name,
+    once: async () => {
       let next = 0;
-      const t = process.hrtime.bigint();
-      await Promise.all(Array.from({ length: 8 }, async () => {
-        while (next++ < RUNS) assert((await runSandbox('1+1', { isolation })).output === 2, 'throughput');
+      await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
+        while (next++ < RUNS) await c.once();
       }));
-      samples.push(Number(process.hrtime.bigint() - t) / 1e6 / RUNS);
-    }
-    const s = stats(samples);
-    report(scenario, `isolet, ${isolation} (${Math.round(1000 / s.median)} runs/s)`, s);
+    },
+  });
+  const samples = await alternate(contestants.map(batch), { rounds: QUICK ? 3 : 7, perTurn: 1, warmup: 1 });
+  for (const [name, s] of samples) {
+    const runsPerS = (1000 * RUNS) / median(s);
+    record(M_TPUT, name, runsPerS, 'runs/s', 'higher', { perCore: runsPerS / os.cpus().length });
   }
 }
 
-/** VmRSS of a process in MB. */
-function rssOf(pid) {
+async function hostCalls() {
+  const CALLS = 1000;
+  const sum = (CALLS * (CALLS - 1)) / 2;
+  const seq = `let s = 0; for (let i = 0; i < ${CALLS}; i++) s += await f(i); return s;`;
+  const syncSrc = `let s = 0; for (let i = 0; i < ${CALLS}; i++) s += f(i); s`;
+  const contestants = ISOLET_MODES.map((mode) => ({
+    name: isoletName(mode),
+    once: async () => check((await isoletRun(seq, { capabilities: { f: (i) => i }, maxHostCalls: CALLS }, mode)) === sum, 'isolet calls'),
+  }));
+  if (ivm) {
+    contestants.push({
+      name: `${IVM} (sync Callback)`,
+      once: async () => check((await ivmEval(syncSrc, { before: (c) => c.global.set('f', new ivm.Callback((i) => i)) })) === sum, 'ivm calls'),
+    });
+  }
+  if (QuickJS) {
+    contestants.push({
+      name: 'quickjs-emscripten (sync function, same thread)',
+      once: async () => check(quickjsEval(syncSrc, {
+        before: (ctx) => {
+          const f = ctx.newFunction('f', (h) => ctx.newNumber(ctx.getNumber(h)));
+          ctx.setProp(ctx.global, 'f', f);
+          f.dispose();
+        },
+      }) === sum, 'quickjs calls'),
+    });
+  }
+  contestants.push({ name: 'node:vm (no isolation, direct call)', once: async () => check(vm.runInNewContext(syncSrc, { f: (i) => i }) === sum, 'vm calls') });
+  const samples = await alternate(contestants, { rounds: QUICK ? 3 : 7, perTurn: 3, warmup: 2 });
+  recordLatency(M_CALL, samples, 1000 / CALLS, 'µs');
+
+  // Many calls of one run in flight at once: how well the bridge batches per wake-up.
+  const par = `let s = 0; for (let r = 0; r < 10; r++) { const v = await Promise.all(Array.from({ length: 100 }, (_, i) => f(r * 100 + i))); for (const x of v) s += x; } return s;`;
+  const batched = ISOLET_MODES.map((mode) => ({
+    name: isoletName(mode),
+    once: async () => check((await isoletRun(par, { capabilities: { f: (i) => i }, maxHostCalls: CALLS }, mode)) === sum, 'isolet batched calls'),
+  }));
+  recordLatency(M_CALL_BATCH, await alternate(batched, { rounds: QUICK ? 3 : 7, perTurn: 3, warmup: 2 }), 1000 / CALLS, 'µs');
+}
+
+// An object graph built the same way on both sides of the boundary.
+const GRAPH_N = 60000;
+const BUILD_GRAPH = `function buildGraph(n) {
+  const a = [];
+  for (let i = 0; i < n; i++) a.push({ id: i, name: 'item-' + i, tags: ['alpha', 'beta', 'gamma'], pos: { x: i * 0.5, y: -i, z: i % 7 }, ok: i % 2 === 0 });
+  return a;
+}`;
+// eslint-disable-next-line no-new-func
+const buildGraph = new Function(`${BUILD_GRAPH}; return buildGraph;`)();
+const BIG = 32 * 1024 * 1024;
+const BIG_LIMITS = { memoryLimitMb: 1024, maxOutputBytes: 64 << 20, maxMessageBytes: 64 << 20, timeoutMs: 20000 };
+
+/**
+ * Copy throughput of one direction: each contestant has `copy()` (the run that moves
+ * the value) and `base()` (the same run without the move); the copy costs the
+ * difference of their medians, both measured in alternation.
+ */
+async function copyRows(metric, bytes, contestants, unit) {
+  const timed = [];
+  for (const c of contestants) timed.push({ name: `${c.name}#copy`, once: c.copy }, { name: `${c.name}#base`, once: c.base ?? (() => {}) });
+  const samples = await alternate(timed, { rounds: QUICK ? 3 : 7, perTurn: QUICK ? 2 : 3, warmup: 1 });
+  for (const c of contestants) {
+    const ms = Math.max(1e-3, median(samples.get(`${c.name}#copy`)) - median(samples.get(`${c.name}#base`)));
+    const perS = bytes / (ms / 1000);
+    record(metric, c.name, unit === 'GB/s' ? perS / 1e9 : perS / 1e6, unit, 'higher', { copyMs: ms });
+  }
+}
+
+async function copies() {
+  const graph = buildGraph(GRAPH_N);
+  const graphBytes = v8.serialize(graph).length;
+  const GRAPH_OUT = `${BUILD_GRAPH}; buildGraph(${GRAPH_N})`;
+  const GRAPH_OUT_BASE = `${BUILD_GRAPH}; buildGraph(${GRAPH_N}).length`;
+  const out = [];
+  const into = [];
+  for (const mode of ISOLET_MODES) {
+    out.push({
+      name: isoletName(mode),
+      copy: async () => check((await isoletRun(GRAPH_OUT, BIG_LIMITS, mode)).length === GRAPH_N, 'graph out'),
+      base: async () => check((await isoletRun(GRAPH_OUT_BASE, BIG_LIMITS, mode)) === GRAPH_N, 'graph out base'),
+    });
+    into.push({
+      name: isoletName(mode),
+      copy: async () => check((await isoletRun('const g = await get(); return g.length', { ...BIG_LIMITS, capabilities: { get: () => graph } }, mode)) === GRAPH_N, 'graph in'),
+      base: async () => check((await isoletRun('const g = await get(); return g', { ...BIG_LIMITS, capabilities: { get: () => GRAPH_N } }, mode)) === GRAPH_N, 'graph in base'),
+    });
+  }
+  if (ivm) {
+    out.push({
+      name: `${IVM} (copy: true, ExternalCopy)`,
+      copy: async () => check((await ivmEval(GRAPH_OUT, { copy: true, memoryLimit: 1024 })).length === GRAPH_N, 'ivm graph out'),
+      base: async () => check((await ivmEval(GRAPH_OUT_BASE, { memoryLimit: 1024 })) === GRAPH_N, 'ivm graph out base'),
+    });
+    into.push({
+      name: `${IVM} (global.set copy: true, ExternalCopy)`,
+      copy: async () => check((await ivmEval('g.length', { memoryLimit: 1024, before: (c) => c.global.set('g', graph, { copy: true }) })) === GRAPH_N, 'ivm graph in'),
+      base: async () => check((await ivmEval('g', { memoryLimit: 1024, before: (c) => c.global.set('g', GRAPH_N) })) === GRAPH_N, 'ivm graph in base'),
+    });
+  }
+  if (QuickJS) {
+    out.push({
+      name: 'quickjs-emscripten (dump: JSON)',
+      copy: async () => check(quickjsEval(GRAPH_OUT, { dump: true }).length === GRAPH_N, 'quickjs graph out'),
+      base: async () => check(quickjsEval(GRAPH_OUT_BASE) === GRAPH_N, 'quickjs graph out base'),
+    });
+    into.push({
+      name: 'quickjs-emscripten (JSON string, parsed inside)',
+      copy: async () => check(quickjsEval('JSON.parse(s).length', { before: (ctx) => { const s = ctx.newString(JSON.stringify(graph)); ctx.setProp(ctx.global, 's', s); s.dispose(); } }) === GRAPH_N, 'quickjs graph in'),
+      base: async () => check(quickjsEval(`${GRAPH_N}`) === GRAPH_N, 'quickjs graph in base'),
+    });
+  }
+  const floor = { name: 'node:vm floor (structuredClone, same heap)', copy: async () => check(structuredClone(graph).length === GRAPH_N, 'clone') };
+  out.push(floor);
+  into.push(floor);
+  await copyRows(M_GRAPH_OUT, graphBytes, out, 'MB/s');
+  await copyRows(M_GRAPH_IN, graphBytes, into, 'MB/s');
+
+  // Flat data: a typed array and a one-byte string of BIG bytes each way.
+  const u8 = new Uint8Array(BIG).fill(7);
+  const str = 'abcdefgh'.repeat(BIG / 8);
+  const U8_OUT = `const u = new Uint8Array(${BIG}).fill(7); u`;
+  const U8_OUT_BASE = `const u = new Uint8Array(${BIG}).fill(7); u.length`;
+  // indexOf flattens the repeated string, so both runs pay for that alike.
+  const STR_OUT = `const s = 'abcdefgh'.repeat(${BIG / 8}); s.indexOf('z'); s`;
+  const STR_OUT_BASE = `const s = 'abcdefgh'.repeat(${BIG / 8}); s.indexOf('z'); s.length`;
+  const flat = { u8Out: [], u8In: [], strOut: [], strIn: [] };
+  for (const mode of ISOLET_MODES) {
+    const name = isoletName(mode);
+    flat.u8Out.push({ name, copy: async () => check((await isoletRun(U8_OUT, BIG_LIMITS, mode)).length === BIG, 'u8 out'), base: async () => check((await isoletRun(U8_OUT_BASE, BIG_LIMITS, mode)) === BIG, 'u8 out base') });
+    flat.strOut.push({ name, copy: async () => check((await isoletRun(STR_OUT, BIG_LIMITS, mode)).length === BIG, 'str out'), base: async () => check((await isoletRun(STR_OUT_BASE, BIG_LIMITS, mode)) === BIG, 'str out base') });
+    flat.u8In.push({ name, copy: async () => check((await isoletRun('return (await get()).length', { ...BIG_LIMITS, capabilities: { get: () => u8 } }, mode)) === BIG, 'u8 in'), base: async () => check((await isoletRun('return await get()', { ...BIG_LIMITS, capabilities: { get: () => BIG } }, mode)) === BIG, 'u8 in base') });
+    flat.strIn.push({ name, copy: async () => check((await isoletRun('return (await get()).length', { ...BIG_LIMITS, capabilities: { get: () => str } }, mode)) === BIG, 'str in'), base: async () => check((await isoletRun('return await get()', { ...BIG_LIMITS, capabilities: { get: () => BIG } }, mode)) === BIG, 'str in base') });
+  }
+  if (ivm) {
+    flat.u8Out.push({ name: `${IVM} (ExternalCopy)`, copy: async () => check((await ivmEval(U8_OUT, { copy: true, memoryLimit: 1024 })).length === BIG, 'ivm u8 out'), base: async () => check((await ivmEval(U8_OUT_BASE, { memoryLimit: 1024 })) === BIG, 'ivm u8 out base') });
+    flat.strOut.push({ name: `${IVM} (ExternalCopy)`, copy: async () => check((await ivmEval(STR_OUT, { copy: true, memoryLimit: 1024 })).length === BIG, 'ivm str out'), base: async () => check((await ivmEval(STR_OUT_BASE, { memoryLimit: 1024 })) === BIG, 'ivm str out base') });
+    flat.u8In.push({ name: `${IVM} (ExternalCopy)`, copy: async () => check((await ivmEval('g.length', { memoryLimit: 1024, before: (c) => c.global.set('g', u8, { copy: true }) })) === BIG, 'ivm u8 in'), base: async () => check((await ivmEval('g', { memoryLimit: 1024, before: (c) => c.global.set('g', BIG) })) === BIG, 'ivm u8 in base') });
+    flat.strIn.push({ name: `${IVM} (ExternalCopy)`, copy: async () => check((await ivmEval('g.length', { memoryLimit: 1024, before: (c) => c.global.set('g', str, { copy: true }) })) === BIG, 'ivm str in'), base: async () => check((await ivmEval('g', { memoryLimit: 1024, before: (c) => c.global.set('g', BIG) })) === BIG, 'ivm str in base') });
+  }
+  const u8Floor = { name: 'node:vm floor (structuredClone)', copy: async () => check(structuredClone(u8).length === BIG, 'u8 clone') };
+  const strFloor = { name: 'node:vm floor (v8.serialize + deserialize)', copy: async () => check(v8.deserialize(v8.serialize(str)).length === BIG, 'str clone') };
+  flat.u8Out.push(u8Floor);
+  flat.u8In.push(u8Floor);
+  flat.strOut.push(strFloor);
+  flat.strIn.push(strFloor);
+  await copyRows(M_U8_OUT, BIG, flat.u8Out, 'GB/s');
+  await copyRows(M_U8_IN, BIG, flat.u8In, 'GB/s');
+  await copyRows(M_STR_OUT, BIG, flat.strOut, 'GB/s');
+  await copyRows(M_STR_IN, BIG, flat.strIn, 'GB/s');
+  return graphBytes;
+}
+
+// Inside a function: a script-level `fib` would be looked up through node:vm's global
+// interceptor on every call (20x slower there), which is not what compute parity means.
+const FIB = `(() => { function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); } return fib(30); })()`;
+const FIB_VALUE = 832040;
+/** The same script, setup left out: peers time the eval in a context made beforehand;
+ *  an isolet run is one piece, so its trivial back-to-back run time is subtracted. */
+async function compute() {
+  const contestants = ISOLET_MODES.map((mode) => ({ name: isoletName(mode), once: async () => check((await isoletRun(FIB, {}, mode)) === FIB_VALUE, 'isolet fib') }));
+  if (ivm) {
+    contestants.push({
+      name: IVM,
+      once: async () => {
+        const isolate = new ivm.Isolate({ memoryLimit: 128 });
+        const context = await isolate.createContext();
+        const t = now();
+        check((await context.eval(FIB, { timeout: 20000 })) === FIB_VALUE, 'ivm fib');
+        const ms = msSince(t);
+        isolate.dispose();
+        return ms;
+      },
+    });
+  }
+  if (QuickJS) {
+    contestants.push({
+      name: 'quickjs-emscripten (interpreter)',
+      once: async () => {
+        const runtime = QuickJS.newRuntime();
+        const ctx = runtime.newContext();
+        const t = now();
+        const h = ctx.unwrapResult(ctx.evalCode(FIB));
+        const ms = msSince(t);
+        check(ctx.getNumber(h) === FIB_VALUE, 'quickjs fib');
+        h.dispose();
+        ctx.dispose();
+        runtime.dispose();
+        return ms;
+      },
+    });
+  }
+  contestants.push({
+    name: 'node:vm (no isolation)',
+    once: async () => {
+      const context = vm.createContext({});
+      const t = now();
+      check(vm.runInContext(FIB, context) === FIB_VALUE, 'vm fib');
+      return msSince(t);
+    },
+  });
+  const samples = await alternate(contestants, { rounds: QUICK ? 3 : 7, perTurn: 2, warmup: 1 });
+  for (const [name, s] of samples) {
+    const setup = get(M_B2B, name) !== undefined && name.startsWith('isolet') ? get(M_B2B, name) : 0;
+    record(M_CPU, name, median(s) - setup, 'ms', 'lower', { p95: quantile(s, 0.95) - setup });
+  }
+}
+
+/** RSS (MB) measured in a fresh child node: before and after making `count` idle sandboxes. */
+const RSS_CHILD = String.raw`
+  const kind = process.argv[1], count = Number(process.argv[2]);
+  const rss = () => { const m = /VmRSS:\s+(\d+) kB/.exec(require('fs').readFileSync('/proc/self/status', 'latin1')); return Number(m[1]) / 1024; };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  (async () => {
+    const keep = [];
+    let before;
+    if (kind === 'isolet') {
+      const native = require(process.env.ISOLET_DIR + '/lib/native');
+      const e = new native.NativeEngine({ memoryMb: 64, maxConcurrentIsolates: count, warmPoolSize: count });
+      await sleep(300); global.gc && gc(); before = rss();
+      e.warmUp();
+      while (e.stats().warm < count) await sleep(10);
+      keep.push(e);
+    } else if (kind === 'ivm') {
+      const ivm = require(process.env.IVM_PATH);
+      const i0 = new ivm.Isolate({ memoryLimit: 64 }); await i0.createContext(); // load what every isolate shares
+      await sleep(300); before = rss();
+      for (let i = 0; i < count; i++) { const iso = new ivm.Isolate({ memoryLimit: 64 }); const c = await iso.createContext(); await c.eval('1'); keep.push(iso, c); }
+    } else if (kind === 'quickjs') {
+      const q = await require(process.env.QUICKJS_PATH).getQuickJS();
+      await sleep(300); before = rss();
+      for (let i = 0; i < count; i++) { const rt = q.newRuntime(); const c = rt.newContext(); keep.push(rt, c); }
+    } else {
+      const vm = require('vm');
+      vm.createContext({});
+      await sleep(300); before = rss();
+      for (let i = 0; i < count; i++) keep.push(vm.createContext({}));
+    }
+    await sleep(500);
+    console.log(JSON.stringify({ perSandbox: (rss() - before) / count }));
+    process.exit(0);
+  })();`;
+
+function rssOfPid(pid) {
   const m = /VmRSS:\s+(\d+) kB/.exec(require('node:fs').readFileSync(`/proc/${pid}/status`, 'latin1'));
   return Number(m[1]) / 1024;
 }
 
-async function supervision() {
+async function memory() {
+  const COUNT = 16;
+  const kinds = [['isolet', isoletName('thread')]];
+  if (ivm) kinds.push(['ivm', IVM]);
+  if (QuickJS) kinds.push(['quickjs', 'quickjs-emscripten (runtime + context)']);
+  kinds.push(['vm', 'node:vm (context, no isolation)']);
+  const env = {
+    ...process.env,
+    ISOLET_DIR: path.join(__dirname, '..'),
+    IVM_PATH: ivm ? path.join(peers.PEERS_DIR, 'node_modules', 'isolated-vm') : '',
+    QUICKJS_PATH: path.join(__dirname, 'node_modules', 'quickjs-emscripten'),
+  };
+  const per = new Map(kinds.map(([, name]) => [name, []]));
+  for (let round = 0; round < (QUICK ? 2 : 5); round++) {
+    for (const [kind, name] of kinds) {
+      const r = spawnSync(process.execPath, ['--no-node-snapshot', '-e', RSS_CHILD, kind, String(COUNT)], { encoding: 'utf8', env });
+      check(r.status === 0, `rss child ${kind}: ${r.stderr}`);
+      per.get(name).push(JSON.parse(r.stdout).perSandbox);
+    }
+  }
+  for (const [name, s] of per) record(M_RSS_ISO, name, median(s), 'MB', 'lower');
+
+  // Process mode: an idle host with no warm isolates, and the same with 8 warm.
   const { ProcessEngine } = require('../lib/supervisor/process-engine');
-  const scenario = 'sandbox host process';
-  const make = (warmPoolSize) => new ProcessEngine({ memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize, maxQueueSize: 10, processes: 1, defaultWallTimeMs: 5000 });
-  const starts = [];
   const idle = [];
   const warm8 = [];
-  for (let i = 0; i < 7; i++) {
+  for (let i = 0; i < (QUICK ? 2 : 5); i++) {
     for (const [warm, into] of [[0, idle], [8, warm8]]) {
-      const t = process.hrtime.bigint();
-      const engine = make(warm);
+      const engine = new ProcessEngine({ memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize: warm, maxQueueSize: 10, processes: 1, defaultWallTimeMs: 5000 });
       engine.warmUp();
       await engine.ready();
-      if (warm === 0) starts.push(Number(process.hrtime.bigint() - t) / 1e6);
-      await new Promise((r) => setTimeout(r, 300)); // warm isolates come up
-      into.push(rssOf(engine.stats().processes.pids[0]));
+      const t = now();
+      while (engine.stats().warm < warm && msSince(t) < 3000) await sleep(10);
+      await sleep(300);
+      into.push(rssOfPid(engine.stats().processes.pids[0]));
       engine.shutdown();
       await engine.waitIdle(5000);
     }
   }
-  report(scenario, 'start (spawn to ready)', stats(starts));
+  record(M_RSS_PROC, 'isolet, process: idle host, no warm isolates', median(idle), 'MB', 'lower');
+  record(M_RSS_ISO, 'isolet, process (per warm isolate in a host)', (median(warm8) - median(idle)) / 8, 'MB', 'lower');
+}
+
+const M_HOST_START = 'sandbox host process: start (spawn to ready)';
+const M_RECYCLE = 'sandbox host process: stuck run answered (limit + 400 ms grace) -> replacement serving, minus the 50 ms limit';
+const M_BOMB = 'heap bomb under a 64 MB limit';
+const M_JIT = 'host-side JIT: loop kernel in the host, isolet loaded (child node)';
+
+/** Process supervision, the heap bomb and the host-side cost of isolet's V8 flags. */
+async function extras() {
+  const { ProcessEngine } = require('../lib/supervisor/process-engine');
+  const { SandboxEngine } = require('..');
+  const starts = [];
+  for (let i = 0; i < (QUICK ? 3 : 7); i++) {
+    const t = now();
+    const engine = new ProcessEngine({ memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize: 0, maxQueueSize: 10, processes: 1, defaultWallTimeMs: 5000 });
+    engine.warmUp();
+    await engine.ready();
+    starts.push(msSince(t));
+    engine.shutdown();
+    await engine.waitIdle(5000);
+  }
+  record(M_HOST_START, isoletName('process'), median(starts), 'ms', 'lower', { p95: quantile(starts, 0.95) });
   // Recycle: an unstoppable run is answered, its host drained and replaced.
   const engine = new SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1, processes: 1 });
   await engine.init();
   const recycles = [];
-  for (let i = 0; i < 7; i++) {
-    const t = process.hrtime.bigint();
+  for (let i = 0; i < (QUICK ? 3 : 7); i++) {
+    const t = now();
     await engine.submit({ requestId: 'r', code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', isolateLimits: { wallTimeMs: 50 } }).done;
-    while (engine.stats().processes.starting > 0 || engine.stats().processes.live < 1) await new Promise((r) => setTimeout(r, 1));
+    while (engine.stats().processes.starting > 0 || engine.stats().processes.live < 1) await sleep(1);
     const end = await engine.submit({ requestId: 'n', code: 'return 1' }).done;
-    assert(end.type === 'result', 'recycle');
-    recycles.push(Number(process.hrtime.bigint() - t) / 1e6 - 50);
+    check(end.type === 'result', 'recycle');
+    recycles.push(msSince(t) - 50);
   }
   await engine.shutdown();
-  report(scenario, 'recycle: stuck run answered (limit + 400 ms grace) -> replacement serving, minus the 50 ms limit', stats(recycles));
-  const med = (a) => stats(a).median;
-  rows.push({ scenario, name: 'RSS of an idle host (no warm isolates)', text: `${med(idle).toFixed(1)} MB` });
-  rows.push({ scenario, name: 'RSS per warm isolate (8 warm vs none)', text: `${((med(warm8) - med(idle)) / 8).toFixed(2)} MB` });
-}
+  record(M_RECYCLE, isoletName('process'), median(recycles), 'ms', 'lower', { p95: quantile(recycles, 0.95) });
 
-async function heapBomb() {
-  const scenario = 'heap bomb under a 64 MB limit';
   const bomb = 'const a = []; while (true) a.push({ x: a.length })';
-  const r = await runSandbox(bomb);
-  rows.push({ scenario, name: 'isolet', text: r.success ? 'no error (bug)' : `${r.error.name}, host fine` });
+  for (const mode of ISOLET_MODES) {
+    const r = await runSandbox(bomb, { isolation: mode });
+    record(M_BOMB, isoletName(mode), r.success ? 'no error (bug)' : `${r.error.name}, host fine`, 'text');
+  }
   if (ivm) {
-    const isolate = new ivm.Isolate({ memoryLimit: 64 });
-    const context = await isolate.createContext();
     let text;
     try {
-      await context.eval(bomb, { timeout: 10000 });
+      await ivmEval(bomb, { memoryLimit: 64 });
       text = 'no error';
     } catch (e) {
-      text = `${e.message.slice(0, 60)}, host fine`;
+      text = `${String(e.message).slice(0, 60)}, host fine`;
     }
-    rows.push({ scenario, name: 'isolated-vm 5', text });
+    record(M_BOMB, IVM, text, 'text');
   }
-  if (vm2) rows.push({ scenario, name: 'vm2', text: 'not run: same heap, would take the host down' });
+
+  // isolet turns V8's Turboshaft loop unrolling off at load (V8 >= 12.4) so sandbox
+  // loops stay interruptible; V8 flags are process-wide, so the host's own code compiles
+  // without it too. Each side runs in a child node that loads isolet, the env differing.
+  const sides = [
+    ['loop unrolling off (isolet default, V8 >= 12.4)', {}],
+    ['loop unrolling on (ISOLET_V8_LOOP_UNROLLING=1)', { ISOLET_V8_LOOP_UNROLLING: '1' }],
+  ];
+  const runs = sides.map(() => []);
+  for (let round = 0; round < (QUICK ? 3 : 5); round++) {
+    sides.forEach(([, env], i) => {
+      const r = spawnSync(process.execPath, ['-e', HOST_KERNEL], { encoding: 'utf8', env: { ...process.env, ...env } });
+      check(r.status === 0, `host kernel child: ${r.stderr}`);
+      runs[i].push(JSON.parse(r.stdout));
+    });
+  }
+  sides.forEach(([name], i) => record(M_JIT, name, median(runs[i].map((x) => x.median)), 'ms', 'lower', { p95: median(runs[i].map((x) => x.p95)) }));
 }
 
-// isolet turns V8's Turboshaft loop unrolling off at load (V8 >= 12.4) so sandbox loops
-// stay interruptible; V8 flags are process-wide, so the host's own code compiles without
-// it too. Each side runs in a child node that loads isolet, the opt-out env differing.
 const HOST_KERNEL = `
-  const isolet = require(${JSON.stringify(path.join(__dirname, '..'))});
+  require(${JSON.stringify(path.join(__dirname, '..'))});
   function kernel() {
     const a = new Float64Array(4096);
     let s = 0;
@@ -269,61 +567,114 @@ const HOST_KERNEL = `
   for (let i = 0; i < 20; i++) kernel();
   for (let i = 0; i < 41; i++) { const t = process.hrtime.bigint(); kernel(); samples.push(Number(process.hrtime.bigint() - t) / 1e6); }
   samples.sort((a, b) => a - b);
-  console.log(JSON.stringify({ median: samples[20], p95: samples[38], v8: isolet.runtime.v8Version }));`;
+  console.log(JSON.stringify({ median: samples[20], p95: samples[38] }));`;
 
-function hostJitCost() {
-  const { spawnSync } = require('node:child_process');
-  const scenario = 'host-side JIT: loop kernel in the host, isolet loaded (child node)';
-  const sides = [
-    ['loop unrolling off (isolet default, V8 >= 12.4)', {}],
-    ['loop unrolling on (ISOLET_V8_LOOP_UNROLLING=1)', { ISOLET_V8_LOOP_UNROLLING: '1' }],
-  ];
-  const runs = sides.map(() => []);
-  // Alternate the two sides so machine noise hits both alike.
-  for (let round = 0; round < 5; round++) {
-    sides.forEach(([, env], i) => {
-      const r = spawnSync(process.execPath, ['-e', HOST_KERNEL], { encoding: 'utf8', env: { ...process.env, ...env } });
-      assert(r.status === 0, `host kernel child: ${r.stderr}`);
-      runs[i].push(JSON.parse(r.stdout));
-    });
-  }
-  sides.forEach(([name], i) => {
-    const medians = stats(runs[i].map((x) => x.median));
-    const p95s = stats(runs[i].map((x) => x.p95));
-    report(scenario, name, { median: medians.median, p95: p95s.median });
-  });
+// ---------------------------------------------------------------- report
+
+function fmt(value, unit) {
+  if (unit === 'ms') return value < 0.1 ? `${(value * 1000).toFixed(1)} µs` : `${value.toFixed(2)} ms`;
+  if (unit === 'µs') return `${value.toFixed(1)} µs`;
+  if (unit === 'runs/s') return `${Math.round(value).toLocaleString('en-US')} runs/s`;
+  if (unit === 'MB/s') return `${Math.round(value)} MB/s`;
+  if (unit === 'GB/s') return `${value.toFixed(2)} GB/s`;
+  if (unit === 'MB') return `${value.toFixed(2)} MB`;
+  if (unit === 'text') return String(value);
+  return `${value} ${unit}`;
 }
 
-function print() {
-  const base = new Map();
-  for (const row of rows) if (!base.has(row.scenario) && row.median !== undefined) base.set(row.scenario, row.median);
-  console.log(`\nisolet benchmark — Node ${process.version}, ${require('node:os').cpus().length} CPUs, N=${N}; ratio = median / isolet's first row\n`);
-  console.log('| scenario | sandbox | median | p95 | ratio |');
+function printTable() {
+  console.log('| metric | sandbox | median | p95 | isolet thread advantage |');
   console.log('|---|---|---:|---:|---:|');
   for (const row of rows) {
-    if (row.text) {
-      console.log(`| ${row.scenario} | ${row.name} | ${row.text} | | |`);
-      continue;
+    // The reference is isolet's thread mode, or the metric's first row where it has none.
+    const first = rows.find((r) => r.metric === row.metric);
+    const ref = get(row.metric, isoletName('thread')) ?? first.value;
+    let ratio = '';
+    if (row.unit !== 'text' && row !== first && row.name !== isoletName('thread') && row.value > 0) {
+      // > 1: isolet thread mode is better by that factor (less time, more throughput).
+      ratio = `${(row.better === 'lower' ? row.value / ref : ref / row.value).toFixed(2)}×`;
     }
-    const fmt = (v) => (v < 0.1 ? `${(v * 1000).toFixed(1)} µs` : `${v.toFixed(2)} ms`);
-    const ratio = row.median / base.get(row.scenario);
-    console.log(`| ${row.scenario} | ${row.name} | ${fmt(row.median)} | ${fmt(row.p95)} | ${ratio.toFixed(2)}× |`);
+    const p95 = row.p95 !== undefined ? fmt(row.p95, row.unit) : '';
+    console.log(`| ${row.metric} | ${row.name} | ${fmt(row.value, row.unit)} | ${p95} | ${ratio} |`);
   }
-  const missing = ['isolated-vm', 'quickjs-emscripten', 'vm2'].filter((p) => !peer(p));
-  if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}; run \`npm run bench\` to install them)`);
+}
+
+/** isolet's figures in issue 12 ("isolet now"), the baseline of the throughput goal. */
+function throughputBaseline() {
+  const major = Number(process.versions.node.split('.')[0]);
+  return major >= 24 ? 1685 : major === 22 ? 1450 : 1215;
+}
+
+function verdicts() {
+  const lines = [];
+  const say = (goal, met, detail) => lines.push(`- ${met ? 'MET    ' : 'NOT MET'} ${goal}: ${detail}`);
+  const t = isoletName('thread');
+  const p = isoletName('process');
+  const pct = (x) => `${(x * 100).toFixed(0)}%`;
+
+  const warmT = get(M_WARM, t);
+  const warmP = get(M_WARM, p);
+  say('trivial run p50, thread, warm pool <= 0.10 ms', warmT <= 0.1, `${fmt(warmT, 'ms')} (${warmT <= 0.1 ? `${fmt(0.1 - warmT, 'ms')} under` : `${(warmT / 0.1).toFixed(1)}x the goal`}; quickjs ${QuickJS ? fmt(get(M_WARM, 'quickjs-emscripten'), 'ms') : 'n/a'})`);
+  say('trivial run p50, process within 0.10 ms of thread', warmP - warmT <= 0.1, `process ${fmt(warmP, 'ms')} = thread + ${fmt(warmP - warmT, 'ms')}`);
+
+  const tp = get(M_TPUT, t);
+  const base = throughputBaseline();
+  const ivmTp = ivm ? get(M_TPUT, IVM) : undefined;
+  say(`fresh-isolate runs/s, 8 in flight >= 2x today (${base} on this Node line in issue 12)`, tp >= 2 * base, `${Math.round(tp)} runs/s = ${(tp / base).toFixed(2)}x (process ${Math.round(get(M_TPUT, p))})`);
+  if (ivmTp) say('fresh-isolate runs/s >= 2x isolated-vm', tp >= 2 * ivmTp, `${(tp / ivmTp).toFixed(2)}x ${IVM} (${Math.round(ivmTp)} runs/s)`);
+
+  const callT = get(M_CALL, t);
+  const callP = get(M_CALL, p);
+  say('host-call round trip p50, thread <= 10 µs', callT <= 10, `${fmt(callT, 'µs')}${ivm ? `; ${IVM} sync Callback ${fmt(get(M_CALL, `${IVM} (sync Callback)`), 'µs')}` : ''}`);
+  say('host-call round trip p50, process <= 25 µs', callP <= 25, `${fmt(callP, 'µs')}`);
+  const bt = get(M_CALL_BATCH, t);
+  const bp = get(M_CALL_BATCH, p);
+  say('concurrent calls of one run batched per wake-up (100 in flight cheaper per call than 1 in flight)', bt < callT && bp < callP, `thread ${fmt(bt, 'µs')} vs ${fmt(callT, 'µs')}, process ${fmt(bp, 'µs')} vs ${fmt(callP, 'µs')} per call`);
+
+  if (ivm) {
+    for (const [metric, ivmName] of [[M_GRAPH_OUT, `${IVM} (copy: true, ExternalCopy)`], [M_GRAPH_IN, `${IVM} (global.set copy: true, ExternalCopy)`]]) {
+      const r = get(metric, t) / get(metric, ivmName);
+      const rp = get(metric, p) / get(metric, ivmName);
+      say(`${metric} >= 2x isolated-vm ExternalCopy`, r >= 2, `thread ${r.toFixed(2)}x, process ${rp.toFixed(2)}x (${Math.round(get(metric, t))} vs ${Math.round(get(metric, ivmName))} MB/s)`);
+    }
+  }
+  const flat = [M_U8_OUT, M_U8_IN, M_STR_OUT, M_STR_IN].map((m) => [m, get(m, t), get(m, p)]);
+  const worst = Math.min(...flat.map(([, v]) => v));
+  say('typed arrays / strings >= 1 GB/s, thread', worst >= 1, flat.map(([m, v]) => `${m.replace(/ of the sandbox| the sandbox|32 MB /g, '')} ${v.toFixed(2)}`).join(', ') + ' GB/s');
+  const worstP = Math.min(...flat.map(([, , v]) => v));
+  say('typed arrays / strings >= 1 GB/s, process', worstP >= 1, flat.map(([m, , v]) => `${m.replace(/ of the sandbox| the sandbox|32 MB /g, '')} ${v.toFixed(2)}`).join(', ') + ' GB/s');
+
+  const vmCpu = get(M_CPU, 'node:vm (no isolation)');
+  const parity = vmCpu / get(M_CPU, t);
+  say('compute at parity with node:vm (>= 0.95x)', parity >= 0.95, `thread ${parity.toFixed(2)}x, process ${(vmCpu / get(M_CPU, p)).toFixed(2)}x of node:vm speed`);
+
+  const rssT = get(M_RSS_ISO, t);
+  say('RSS per warm idle isolate <= 1 MB', rssT <= 1, `thread ${fmt(rssT, 'MB')}, in a host process ${fmt(get(M_RSS_ISO, 'isolet, process (per warm isolate in a host)'), 'MB')}`);
+  say('RSS per idle sandbox host process stated', true, `${fmt(get(M_RSS_PROC, 'isolet, process: idle host, no warm isolates'), 'MB')} (no warm isolates)`);
+  return lines;
 }
 
 (async () => {
-  await freshRun();
-  await hostCalls();
-  await cpuBound();
-  await enginePool();
-  await throughput();
-  await supervision();
-  await heapBomb();
-  hostJitCost();
-  print();
+  if (quickjsModule) QuickJS = await quickjsModule.getQuickJS();
+  const started = now();
+  let graphBytes = 0;
+  if (wanted('trivial') || wanted('compute')) await trivial();
+  if (wanted('throughput')) await throughput();
+  if (wanted('calls')) await hostCalls();
+  if (wanted('copies')) graphBytes = await copies();
+  if (wanted('compute')) await compute();
+  if (wanted('memory')) await memory();
+  if (wanted('extras')) await extras();
+  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  console.log(`\nisolet benchmark — Node ${process.version} (V8 ${process.versions.v8}), ${os.cpus().length} CPUs (${cpu}), ${QUICK ? 'quick' : 'full'} run, ${Math.round(msSince(started) / 1000)} s`);
+  console.log(`Alternating rounds, medians. Object graph ${(graphBytes / 1e6).toFixed(1)} MB serialized (${GRAPH_N} objects). "isolet thread advantage" > 1: isolet thread mode is that much better (rows with no thread row: vs the first row).\n`);
+  printTable();
+  const missing = [['isolated-vm', ivm], ['quickjs-emscripten', quickjsModule]].filter(([, m]) => !m).map(([n]) => n);
+  if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}${process.env.ISOLET_BENCH_INSTALL_NOTE ? `: ${process.env.ISOLET_BENCH_INSTALL_NOTE}` : ''})`);
+  console.log('\nGoals of issue 12:');
+  if (ONLY === null) for (const line of verdicts()) console.log(line);
+  process.exit(0);
 })().catch((err) => {
   console.error(err);
-  process.exitCode = 1;
+  process.exit(1);
 });

@@ -86,32 +86,47 @@ function execute(engine, request, hooks = {}) {
       handle.reject(callId, 'TypeError', 'host call arguments could not be read');
       return;
     }
-    Promise.resolve()
-      .then(() => callInRun(ctx, fn, args))
-      .then(
-        (value) => {
-          if (finished) return; // the run ended; drop the late reply
-          let bytes;
-          try {
-            bytes = serialize(value);
-          } catch (err) {
-            handle.reject(callId, 'DataCloneError', `${ev.name} returned a value that cannot be copied into the sandbox: ${describeHostError(err).message}`);
-            return;
-          }
-          if (bytes.length > maxReply) {
-            handle.reject(callId, 'RangeError', `${ev.name} returned ${bytes.length} bytes, over the bridge limit of ${maxReply} bytes`);
-            return;
-          }
-          handle.fulfill(callId, bytes);
-        },
-        (err) => {
-          if (finished) return;
-          const { name, message } = describeHostError(err);
-          handle.reject(callId, name, message);
-        },
-      );
+    // A synchronous handler is answered in this same turn: no microtask hop on the
+    // round trip. A thenable is awaited as before.
+    let result;
+    try {
+      result = callInRun(ctx, fn, args);
+      if (result !== null && (typeof result === 'object' || typeof result === 'function') && typeof result.then === 'function') {
+        Promise.resolve(result).then((value) => reply(ev, value), (err) => replyError(ev, err));
+        return;
+      }
+    } catch (err) {
+      replyError(ev, err);
+      return;
+    }
+    reply(ev, result);
   };
 
+  const reply = (ev, value) => {
+    if (finished) return; // the run ended; drop the late reply
+    const callId = ev.callId;
+    let bytes;
+    try {
+      bytes = serialize(value);
+    } catch (err) {
+      handle.reject(callId, 'DataCloneError', `${ev.name} returned a value that cannot be copied into the sandbox: ${describeHostError(err).message}`);
+      return;
+    }
+    if (bytes.length > maxReply) {
+      handle.reject(callId, 'RangeError', `${ev.name} returned ${bytes.length} bytes, over the bridge limit of ${maxReply} bytes`);
+      return;
+    }
+    handle.fulfill(callId, bytes);
+  };
+
+  const replyError = (ev, err) => {
+    if (finished) return;
+    const { name, message } = describeHostError(err);
+    handle.reject(ev.callId, name, message);
+  };
+
+  // `started` costs a wake-up of this thread mid-run; ask for it only if someone listens.
+  if (request.startedEvent === undefined) request.startedEvent = hooks.onEvent !== undefined;
   try {
     handle = engine.submit(request, onNativeEvent);
   } catch (err) {

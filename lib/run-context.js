@@ -29,14 +29,22 @@ class ByteBudget {
   }
 }
 
+function runEndedReason() {
+  const reason = new Error('the sandbox run has ended');
+  reason.name = 'AbortError';
+  reason.code = 'ERR_ISOLET_RUN_ENDED';
+  return reason;
+}
+
 class RunContext {
   /**
    * @param {{ maxPendingHostCallBytes: number, maxPendingHostCalls: number }} budgets
    */
   constructor(budgets) {
-    this._controller = new AbortController();
-    /** Aborts when the run ends, with a SandboxAbortedError-like reason. */
-    this.signal = this._controller.signal;
+    // Made on first use of `signal`: most runs never read it, and an AbortController
+    // plus its abort at run end cost every run about 10 µs.
+    this._controller = null;
+    this._ended = false;
     /** The run's in-flight budgets (bridge limits), for capabilities to size their own. */
     this.budgets = Object.freeze({ ...budgets });
     this._slots = new Map();
@@ -55,13 +63,20 @@ class RunContext {
     return value;
   }
 
+  /** Aborts when the run ends, with a SandboxAbortedError-like reason. */
+  get signal() {
+    if (this._controller === null) {
+      this._controller = new AbortController();
+      if (this._ended) this._controller.abort(runEndedReason());
+    }
+    return this._controller.signal;
+  }
+
   /** Called once by execute when the run has ended. */
   _end() {
-    if (this.signal.aborted) return;
-    const reason = new Error('the sandbox run has ended');
-    reason.name = 'AbortError';
-    reason.code = 'ERR_ISOLET_RUN_ENDED';
-    this._controller.abort(reason);
+    if (this._ended) return;
+    this._ended = true;
+    if (this._controller !== null) this._controller.abort(runEndedReason());
     this._slots.clear();
   }
 }

@@ -204,6 +204,9 @@ class SandboxProcess {
   start(run) {
     run.child = this;
     run.state = 'running';
+    // Wall time of a run its host took down; the `started` event (sent only when the
+    // caller listens for it) refines it.
+    run.startedAt = Date.now();
     this.runs.set(run.id, run);
     const wallMs = run.wallMs;
     run.deadline = setTimeout(() => this.overdue(run), wallMs + DEADLINE_GRACE_MS);

@@ -63,6 +63,9 @@ pub struct RunRequest {
     pub wasm: Option<bool>,
     /// Also send each console entry as a `console` event.
     pub stream_console: Option<bool>,
+    /// Send the `started` event (default true). Callers that ignore it turn it off:
+    /// it costs a wake-up of Node's thread in the middle of every run.
+    pub started_event: Option<bool>,
 }
 
 #[napi(object)]
@@ -179,13 +182,14 @@ impl NativeEngine {
     /// Queues a run; its events go to `on_event`. Validation errors throw synchronously.
     #[napi]
     pub fn submit(&self, request: RunRequest, on_event: Function<RunEventJs, ()>) -> Result<RunHandle> {
+        let started_event = request.started_event.unwrap_or(true);
         let spec = self.spec_of(request)?;
         let callback: EventFn = on_event
             .build_threadsafe_function::<RunEventJs>()
             .callee_handled::<false>()
             .build()?;
         let id = NEXT_RUN_ID.fetch_add(1, Ordering::SeqCst);
-        let run = RunShared::new(id, spec, Arc::new(JsSink::new(callback)));
+        let run = RunShared::new(id, spec, Arc::new(JsSink::new(callback, started_event)));
         self.engine.submit(run.clone());
         Ok(RunHandle { run, engine: self.engine.clone() })
     }

@@ -1,0 +1,30 @@
+// One warm thread-mode run at a time, 3 ms apart: when submit returns, when started and done arrive.
+const { runSandbox } = require('../..');
+const { getDefaultEngine } = require('../../lib/run-sandbox');
+const med = (a) => { a.sort((x, y) => x - y); return a[a.length >> 1]; };
+(async () => {
+  const eng = getDefaultEngine('thread');
+  await new Promise((r) => setTimeout(r, 200));
+  const T = { submit: [], started: [], done: [], total: [], wall: [], resolved: [] };
+  for (let i = 0; i < 400; i++) {
+    await new Promise((r) => setTimeout(r, 3));
+    const t0 = process.hrtime.bigint();
+    let ts, td;
+    const p = new Promise((resolve) => {
+      const h = eng.submit({ code: '1+1', mode: 'script', memoryMb: 64, timeoutMs: 5000, capabilities: [] }, (ev) => {
+        if (ev.type === 'started') ts = process.hrtime.bigint();
+        if (ev.type === 'done') { td = process.hrtime.bigint(); resolve(ev); }
+      });
+      T.submit.push(Number(process.hrtime.bigint() - t0) / 1e3);
+    });
+    const ev = await p;
+    const t1 = process.hrtime.bigint();
+    if (i < 20) continue;
+    T.started.push(Number(ts - t0) / 1e3); T.done.push(Number(td - t0) / 1e3); T.total.push(Number(t1 - t0) / 1e3); T.wall.push(ev.stats.wallTimeMs * 1000);
+  }
+  for (const k of ['submit', 'started', 'done', 'total', 'wall']) if (T[k].length) console.log(k, med(T[k]).toFixed(1), 'us');
+  const R = [];
+  for (let i = 0; i < 300; i++) { await new Promise((r) => setTimeout(r, 3)); const t = process.hrtime.bigint(); await runSandbox('1+1', { isolation: 'thread' }); R.push(Number(process.hrtime.bigint() - t) / 1e3); }
+  console.log('runSandbox', med(R.slice(20)).toFixed(1));
+  process.exit(0);
+})();
