@@ -120,12 +120,7 @@ function errorOfKind(kind, message) {
 }
 
 module.exports = {
-  SandboxError,
-  SandboxTimeoutError,
-  SandboxOOMError,
-  SandboxRuntimeError,
-  SandboxValidationError,
-  SandboxAbortedError,
+  ...CLASSES,
   errorFromFailure,
   errorFromThrown,
   errorOfKind,
