@@ -404,16 +404,17 @@ describe('SandboxEngine: option names and values', () => {
     afterAll(() => engine.shutdown());
     const requests: Array<[Record<string, unknown>, string]> = [
       [{ code: '1', timeoutMs: 5 }, 'request.timeoutMs is not a known option of request; known options: requestId, code, language, isolateLimits, bridgeLimits, toolPolicy, tools, data'],
-      [{ code: '1', isolateLimits: { wallTimeMS: 5 } }, 'request.isolateLimits.wallTimeMS is not a known option of isolateLimits; did you mean request.isolateLimits.wallTimeMs?'],
-      [{ code: '1', isolateLimits: { timeoutMs: 5 } }, 'request.isolateLimits.timeoutMs is not a known option of isolateLimits; did you mean request.isolateLimits.wallTimeMs?'],
+      [{ code: '1', isolateLimits: { wallTimeMS: 5 } }, 'request.isolateLimits.wallTimeMS is not a known option of request.isolateLimits; did you mean request.isolateLimits.wallTimeMs?'],
+      [{ code: '1', isolateLimits: { timeoutMs: 5 } }, 'request.isolateLimits.timeoutMs is not a known option of request.isolateLimits; did you mean request.isolateLimits.wallTimeMs?'],
       [{ code: '1', bridgeLimits: { maxMessages: -1 } }, 'request.bridgeLimits.maxMessages must be a whole number from 0 to 4294967295, got -1'],
-      [{ code: '1', toolPolicy: { allowedTool: ['now'] } }, 'request.toolPolicy.allowedTool is not a known option of toolPolicy; did you mean request.toolPolicy.allowedTools?'],
+      [{ code: '1', toolPolicy: { allowedTool: ['now'] } }, 'request.toolPolicy.allowedTool is not a known option of request.toolPolicy; did you mean request.toolPolicy.allowedTools?'],
       [{ code: '1', toolPolicy: { allowedTools: ['later'] } }, 'request.toolPolicy.allowedTools names unknown tool "later" (registered: now, gh.list)'],
       [{ code: '1', toolPolicy: { maxCallsPerTool: { gh: 1 } } }, 'request.toolPolicy.maxCallsPerTool names unknown tool "gh" (registered: now, gh.list)'],
       [{ code: '1', toolPolicy: { maxCallsPerTool: { now: 1.5 } } }, 'request.toolPolicy.maxCallsPerTool.now must be a whole number from 0 to 4294967295, got 1.5'],
       [{ code: '1', language: 'python' }, "request.language must be 'javascript' or 'typescript', got 'python'"],
       [{ code: 5 }, 'request.code must be a string, got 5'],
       [{ code: '1', data: [1] }, 'request.data must be an object, got an array'],
+      [{ code: '1', toolPolicy: 5 }, 'request.toolPolicy must be an object, got 5'],
     ];
     for (const [request, message] of requests) {
       it(`refuses ${JSON.stringify(request)} with an error event naming the option`, async () => {

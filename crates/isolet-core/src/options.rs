@@ -379,9 +379,10 @@ impl<'a> Fields<'a> {
             .map(Some)
     }
 
-    fn object(&self, name: &str, what: &str) -> Result<Fields<'a>, OptionsError> {
+    fn object(&self, name: &str) -> Result<Fields<'a>, OptionsError> {
         let Kind::Object(table) = self.opt(name).kind else { unreachable!("{name} is not an object") };
-        fields(&self.path(name), what, self.get(name).unwrap_or(&Raw::Undefined), table)
+        let path = self.path(name);
+        fields(&path, &path, self.get(name).unwrap_or(&Raw::Undefined), table)
     }
 }
 
@@ -536,7 +537,7 @@ impl EngineConfig {
     /// flattened the functions); `config.wasmModules` entries are `{ name, source }`.
     pub fn from_raw(config: &Raw) -> Result<EngineConfig, OptionsError> {
         let f = fields("", "SandboxEngine config", config, ENGINE_CONFIG)?;
-        let isolate = f.object("defaultIsolateLimits", "defaultIsolateLimits")?;
+        let isolate = f.object("defaultIsolateLimits")?;
         // The engine's memoryMb wins over defaultIsolateLimits.memoryMb: the seed's own
         // pattern passes DEFAULT_ISOLATE_LIMITS (memoryMb 128) next to its memoryMb.
         let memory_mb = match (f.whole("memoryMb")?, isolate.whole("memoryMb")?) {
@@ -548,7 +549,7 @@ impl EngineConfig {
             wall_time_ms: isolate.whole_or_default("wallTimeMs")?,
             cpu_time_ms: Some(isolate.whole_or_default("cpuTimeMs")?),
         };
-        let bridge = f.object("defaultBridgeLimits", "defaultBridgeLimits")?;
+        let bridge = f.object("defaultBridgeLimits")?;
         let default_bridge = bridge_limits(&bridge, BridgeLimits::default(), BRIDGE_NAMES)?;
         let tools = f.names("tools")?.unwrap_or_default();
         check_tool_names("tools", "tool", &tools)?;
@@ -575,20 +576,20 @@ impl EngineConfig {
         let f = fields("request", "request", request, SUBMIT_REQUEST)?;
         f.text("requestId")?;
         let code = code_of("request.code", f.get("code").unwrap_or(&Raw::Undefined))?;
-        let isolate = f.object("isolateLimits", "isolateLimits")?;
+        let isolate = f.object("isolateLimits")?;
         let d = self.default_limits;
         let limits = IsolateLimits {
             memory_mb: isolate.whole("memoryMb")?.map_or(d.memory_mb, |m| m as u32),
             wall_time_ms: isolate.whole("wallTimeMs")?.unwrap_or(d.wall_time_ms),
             cpu_time_ms: isolate.whole("cpuTimeMs")?.or(d.cpu_time_ms),
         };
-        let bridge = bridge_limits(&f.object("bridgeLimits", "bridgeLimits")?, self.default_bridge, BRIDGE_NAMES)?;
+        let bridge = bridge_limits(&f.object("bridgeLimits")?, self.default_bridge, BRIDGE_NAMES)?;
         let own = f.names("tools")?.unwrap_or_default();
         check_tool_names("request.tools", "tool", &own)?;
         if let Some(name) = own.iter().find(|n| self.tools.contains(n)) {
             return Err(err("request.tools", format!("request.tools.{name} clashes with the engine tool of that name")));
         }
-        let policy = self.tool_policy(&f.object("toolPolicy", "toolPolicy")?, &own)?;
+        let policy = self.tool_policy(&f.object("toolPolicy")?, &own)?;
         let data_values = match f.get("data") {
             None => Vec::new(),
             Some(Raw::Object(entries)) => entries
@@ -853,6 +854,8 @@ mod tests {
         assert_eq!(e.message, "processes must be a whole number from 1 to 64, got 0");
         let e = EngineConfig::from_raw(&obj(&[("defaultBridgeLimits", obj(&[("maxMessages", num(-1.0))]))])).unwrap_err();
         assert_eq!(e.message, "defaultBridgeLimits.maxMessages must be a whole number from 0 to 4294967295, got -1");
+        let e = EngineConfig::from_raw(&obj(&[("defaultIsolateLimits", num(5.0))])).unwrap_err();
+        assert_eq!(e.message, "defaultIsolateLimits must be an object, got 5");
         let e = EngineConfig::from_raw(&s("x")).unwrap_err();
         assert_eq!(e.message, "SandboxEngine config must be an object, got 'x'");
     }
