@@ -259,8 +259,9 @@ class SandboxEngine {
   _plan(request) {
     const own = normalizeTools(isPlainObject(request) ? request.tools : undefined, 'request.tools');
     let shaped = withShaped(request, 'tools', own.names);
+    let dataValues;
     if (isPlainObject(request) && isPlainObject(request.data)) {
-      const dataValues = {};
+      dataValues = {};
       for (const [key, value] of Object.entries(request.data)) {
         try {
           dataValues[key] = serialize(value);
@@ -271,6 +272,8 @@ class SandboxEngine {
       shaped = { ...shaped, data: dataValues };
     }
     const plan = this._settings.plan(shaped);
+    // Checked natively with the rest; handed over as they are, not copied again.
+    if (dataValues !== undefined) plan.dataValues = dataValues;
     if (plan.language === 'typescript') plan.code = toJavaScript(plan.code, { language: 'typescript', asyncBody: true });
     const handlers = own.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, own.handlers);
     return { plan, handlers };

@@ -108,6 +108,7 @@ pub struct RunPlanJs {
     pub max_calls: Vec<Option<u32>>,
     pub data_object: bool,
     /// `data` values given up front (serialized); reading them needs no round trip.
+    /// Checked by the plan but not copied into it: JS sets the same buffers here.
     pub data_values: Option<std::collections::HashMap<String, Buffer>>,
     /// Instantiate the engine's WebAssembly modules (see `setWasmModules`).
     pub wasm: bool,
@@ -139,7 +140,7 @@ impl From<RunPlan> for RunPlanJs {
             tools: p.tools,
             max_calls: p.max_calls,
             data_object: p.data_object,
-            data_values: (!p.data_values.is_empty()).then(|| p.data_values.into_iter().map(|(k, v)| (k, v.into())).collect()),
+            data_values: None,
             wasm: p.wasm,
             stream_console: p.stream_console,
         }

@@ -27,17 +27,17 @@ pub(crate) fn raw_of(value: &Unknown, depth: u32) -> Result<Raw> {
 
 fn object_of(value: &Unknown, depth: u32) -> Result<Raw> {
     if value.is_buffer()? {
-        return Ok(Raw::Bytes(unsafe { value.cast::<Buffer>() }?.to_vec()));
+        return Ok(Raw::Bytes(unsafe { value.cast::<Buffer>() }?.len()));
     }
     if value.is_typedarray()? {
         // Only byte arrays are sources; another typed array is described, not copied.
         return Ok(match unsafe { value.cast::<Uint8Array>() } {
-            Ok(bytes) => Raw::Bytes(bytes.to_vec()),
+            Ok(bytes) => Raw::Bytes(bytes.len()),
             Err(_) => Raw::Other("typed array"),
         });
     }
     if value.is_arraybuffer()? {
-        return Ok(Raw::Bytes(unsafe { value.cast::<ArrayBuffer>() }?.to_vec()));
+        return Ok(Raw::Bytes(unsafe { value.cast::<ArrayBuffer>() }?.len()));
     }
     if depth >= MAX_DEPTH {
         return Ok(Raw::Other("object"));

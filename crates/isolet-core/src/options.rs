@@ -28,8 +28,9 @@ pub enum Raw {
     Bool(bool),
     Number(f64),
     String(String),
-    /// A Uint8Array, Buffer or ArrayBuffer (serialized `data` values, WASM sources).
-    Bytes(Vec<u8>),
+    /// A Uint8Array, Buffer or ArrayBuffer (serialized `data` values, WASM sources), by
+    /// its length: only its type is checked here, so its bytes are never copied for that.
+    Bytes(usize),
     Array(Vec<Raw>),
     /// Own enumerable string-keyed properties, in order.
     Object(Vec<(String, Raw)>),
@@ -431,8 +432,6 @@ pub struct RunPlan {
     /// Per installed tool (same order), the most calls it may take.
     pub max_calls: Vec<Option<u32>>,
     pub data_object: bool,
-    /// Serialized `data` values given up front.
-    pub data_values: Vec<(String, Vec<u8>)>,
     /// Instantiate the engine's WebAssembly modules.
     pub wasm: bool,
     /// Send console entries as they happen (sessions).
@@ -506,7 +505,6 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         max_calls: vec![None; tools.len()],
         tools,
         data_object: false,
-        data_values: Vec::new(),
         wasm: false,
         stream_console: false,
     })
@@ -568,7 +566,8 @@ impl EngineConfig {
     }
 
     /// Checks `engine.submit(request)`. `request.tools` holds the request's own tool
-    /// names and `request.data` the serialized values (JS shaped both).
+    /// names and `request.data` the serialized values (JS shaped both). The `data` values
+    /// are checked, not copied: JS hands the same buffers to the engine with the plan.
     pub fn plan(&self, request: &Raw) -> Result<RunPlan, OptionsError> {
         if !matches!(request, Raw::Object(_)) {
             return Err(err("request", format!("request must be an object, got {}", request.describe())));
@@ -590,18 +589,15 @@ impl EngineConfig {
             return Err(err("request.tools", format!("request.tools.{name} clashes with the engine tool of that name")));
         }
         let policy = self.tool_policy(&f.object("toolPolicy")?, &own)?;
-        let data_values = match f.get("data") {
-            None => Vec::new(),
-            Some(Raw::Object(entries)) => entries
-                .iter()
-                .filter(|(_, v)| !v.is_undefined())
-                .map(|(k, v)| match v {
-                    Raw::Bytes(b) => Ok((k.clone(), b.clone())),
-                    other => Err(err("request.data", format!("request.data.{k} must be serialized bytes, got {}", other.describe()))),
-                })
-                .collect::<Result<_, _>>()?,
+        match f.get("data") {
+            None => {}
+            Some(Raw::Object(entries)) => {
+                if let Some((k, v)) = entries.iter().find(|(_, v)| !matches!(v, Raw::Bytes(_) | Raw::Undefined)) {
+                    return Err(err("request.data", format!("request.data.{k} must be serialized bytes, got {}", v.describe())));
+                }
+            }
             Some(other) => return Err(err("request.data", format!("request.data must be an object, got {}", other.describe()))),
-        };
+        }
         Ok(RunPlan {
             code,
             mode: ExecMode::AsyncBody,
@@ -612,7 +608,6 @@ impl EngineConfig {
             tools: policy.0,
             max_calls: policy.1,
             data_object: true,
-            data_values,
             wasm: !self.wasm_modules.is_empty(),
             stream_console: true,
         })
@@ -864,11 +859,11 @@ mod tests {
     fn wasm_module_shapes_are_checked_with_the_config() {
         let m = |name: Raw, source: Raw| obj(&[("name", name), ("source", source)]);
         let cfg = |mods: Vec<Raw>| EngineConfig::from_raw(&obj(&[("wasmModules", Raw::Array(mods))]));
-        assert_eq!(cfg(vec![m(s("a"), Raw::Bytes(vec![0])), m(s("b"), Raw::Bytes(vec![0]))]).unwrap().wasm_modules, ["a", "b"]);
-        assert!(cfg(vec![m(s("1x"), Raw::Bytes(vec![]))]).unwrap_err().message.starts_with("wasmModules[0].name: `1x` is not a valid"));
-        assert!(cfg(vec![m(s("a"), Raw::Bytes(vec![])), m(s("a"), Raw::Bytes(vec![]))]).unwrap_err().message.contains("more than once"));
+        assert_eq!(cfg(vec![m(s("a"), Raw::Bytes(1)), m(s("b"), Raw::Bytes(1))]).unwrap().wasm_modules, ["a", "b"]);
+        assert!(cfg(vec![m(s("1x"), Raw::Bytes(1))]).unwrap_err().message.starts_with("wasmModules[0].name: `1x` is not a valid"));
+        assert!(cfg(vec![m(s("a"), Raw::Bytes(1)), m(s("a"), Raw::Bytes(1))]).unwrap_err().message.contains("more than once"));
         assert_eq!(cfg(vec![m(s("a"), s("bytes"))]).unwrap_err().message, "wasmModules[0].source must be a Uint8Array or ArrayBuffer, got 'bytes'");
-        assert!(cfg(vec![obj(&[("name", s("a")), ("bytes", Raw::Bytes(vec![]))])]).unwrap_err().message.contains("did you mean"));
+        assert!(cfg(vec![obj(&[("name", s("a")), ("bytes", Raw::Bytes(1))])]).unwrap_err().message.contains("did you mean"));
     }
 
     #[test]
@@ -908,8 +903,10 @@ mod tests {
         let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
         assert_eq!(c.plan(&obj(&[])).unwrap_err().message, "request.code must be a string, got undefined");
         assert_eq!(c.plan(&Raw::Null).unwrap_err().message, "request must be an object, got null");
-        let p = c.plan(&obj(&[("code", code()), ("data", obj(&[("a", Raw::Bytes(vec![1, 2]))]))])).unwrap();
-        assert_eq!(p.data_values, [("a".to_string(), vec![1, 2])]);
+        let p = c.plan(&obj(&[("code", code()), ("data", obj(&[("a", Raw::Bytes(1))]))])).unwrap();
+        assert!(p.data_object);
+        let e = c.plan(&obj(&[("code", code()), ("data", obj(&[("a", num(1.0))]))])).unwrap_err();
+        assert_eq!(e.message, "request.data.a must be serialized bytes, got 1");
         assert_eq!(p.limits, IsolateLimits { memory_mb: 128, wall_time_ms: 30_000, cpu_time_ms: Some(5000) });
         let e = c.plan(&obj(&[("code", code()), ("data", names(&["x"]))])).unwrap_err();
         assert_eq!(e.message, "request.data must be an object, got an array");
