@@ -125,7 +125,7 @@ describe('Executor contract', () => {
   it('validates its options', () => {
     expect(() => new IsoletExecutor({ timeout: -1 })).toThrow(/timeout must be a positive whole number/);
     expect(() => new IsoletExecutor({ language: 'python' as any })).toThrow(/language must be 'javascript' or 'typescript'/);
-    expect(() => new IsoletExecutor({ memoryMb: 1 })).toThrow(/memoryMb must be a whole number >= 8/);
+    expect(() => new IsoletExecutor({ memoryMb: 1 })).toThrow('memoryMb must be a whole number from 8 to 8192, got 1');
   });
 });
 

@@ -366,11 +366,14 @@ describe('limits and tool policy', () => {
     expect(end).toMatchObject({ type: 'result', data: 5 });
   });
 
-  it('denies a tool not in the policy (default: none) without invoking the handler', async () => {
+  it('does not even install a tool the policy does not allow (default: none); its handler never runs', async () => {
     let invoked = 0;
-    const engine = await makeEngine({ tools: { spy: () => ++invoked } });
-    const end = await engine.submit({ requestId: 'd', code: 'try { await spy() } catch (e) { return e.name + ": " + e.message }' }).done;
-    expect(end.type === 'result' && end.data).toBe('PermissionError: tool "spy" is not allowed by this request\'s toolPolicy');
+    const engine = await makeEngine({ tools: { spy: () => ++invoked, ok: () => 1 } });
+    const code = 'const seen = [typeof spy, typeof globalThis.spy, "spy" in globalThis, typeof ok]; try { await spy() } catch (e) { seen.push(e.name + ": " + e.message) } return seen';
+    const end = await engine.submit({ requestId: 'd', code, toolPolicy: { allowedTools: ['ok'] } }).done;
+    expect(end.type === 'result' && end.data).toEqual(['undefined', 'undefined', false, 'function', 'ReferenceError: spy is not defined']);
+    const none = await engine.submit({ requestId: 'd2', code: 'return [typeof spy, typeof ok]' }).done;
+    expect(none.type === 'result' && none.data).toEqual(['undefined', 'undefined']);
     expect(invoked).toBe(0);
   });
 

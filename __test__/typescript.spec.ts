@@ -101,7 +101,7 @@ describe('runSandbox with language: typescript', () => {
   it('rejects an unknown language with a SandboxValidationError naming the option', async () => {
     const err = failed(await runSandbox('1', { language: 'python' as any }));
     expect(err).toBeInstanceOf(SandboxValidationError);
-    expect(err.message).toBe(`language must be 'javascript' or 'typescript', got "python"`);
+    expect(err.message).toBe(`language must be 'javascript' or 'typescript', got 'python'`);
   });
 
   it('prints no warning on any Node line (a library must not cause an ExperimentalWarning)', () => {

@@ -4,103 +4,48 @@
 const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
-const { createBackend, checkIsolation, DEFAULT_ISOLATION, DEFAULT_PROCESSES } = require('./backend');
+const { createBackend } = require('./backend');
 const { normalizeTools } = require('./tools');
-const { checkLanguage, toJavaScript } = require('./typescript');
-const {
-  SandboxValidationError,
-  SandboxAbortedError,
-  SandboxError,
-} = require('./errors');
+const { toJavaScript } = require('./typescript');
+const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
 
-const LIMITS = native.defaults();
+// Every default below is isolet-core's (its option tables), read once at load.
+const DEFAULTS = native.optionDefaults();
 
-const DEFAULT_MEMORY_MB = LIMITS.engineMemoryMb;
+const DEFAULT_MEMORY_MB = DEFAULTS.engineMemoryMb;
 
 /** CPU, memory and wall-clock limits of one execution. */
 const DEFAULT_ISOLATE_LIMITS = Object.freeze({
-  memoryMb: DEFAULT_MEMORY_MB,
-  cpuTimeMs: 5000,
-  wallTimeMs: 30000,
+  memoryMb: DEFAULTS.isolateLimits.memoryMb,
+  cpuTimeMs: DEFAULTS.isolateLimits.cpuTimeMs,
+  wallTimeMs: DEFAULTS.isolateLimits.wallTimeMs,
 });
 
 /** Size and count limits on what crosses the bridge, per execution. */
 const DEFAULT_BRIDGE_LIMITS = Object.freeze({
-  maxMessageBytes: LIMITS.maxMessageBytes,
-  maxMessages: LIMITS.maxMessages,
-  maxOutputBytes: LIMITS.maxOutputBytes,
-  maxLogEntries: LIMITS.maxLogEntries,
-  maxLogBytes: LIMITS.maxLogBytes,
-  maxPendingHostCallBytes: LIMITS.maxPendingHostCallBytes,
-  maxPendingHostCalls: LIMITS.maxPendingHostCalls,
+  maxMessageBytes: DEFAULTS.bridgeLimits.maxMessageBytes,
+  maxMessages: DEFAULTS.bridgeLimits.maxMessages,
+  maxOutputBytes: DEFAULTS.bridgeLimits.maxOutputBytes,
+  maxLogEntries: DEFAULTS.bridgeLimits.maxLogEntries,
+  maxLogBytes: DEFAULTS.bridgeLimits.maxLogBytes,
+  maxPendingHostCallBytes: DEFAULTS.bridgeLimits.maxPendingHostCallBytes,
+  maxPendingHostCalls: DEFAULTS.bridgeLimits.maxPendingHostCalls,
 });
 
 /** No tools unless a request's policy names them. */
 const DEFAULT_TOOL_POLICY = Object.freeze({ allowedTools: Object.freeze([]) });
 
-const ISOLATE_LIMIT_KEYS = ['memoryMb', 'cpuTimeMs', 'wallTimeMs'];
-const BRIDGE_LIMIT_KEYS = Object.keys(DEFAULT_BRIDGE_LIMITS);
-
 function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-function checkLimits(where, value, keys) {
-  if (value === undefined) return {};
-  if (!isPlainObject(value)) throw new SandboxValidationError(`${where} must be an object`);
-  const out = {};
-  for (const key of Object.keys(value)) {
-    if (!keys.includes(key)) throw new SandboxValidationError(`${where}.${key} is not a known limit (known: ${keys.join(', ')})`);
-    const v = value[key];
-    if (v === undefined) continue;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) {
-      throw new SandboxValidationError(`${where}.${key} must be a non-negative whole number, got ${String(v)}`);
-    }
-    out[key] = v;
-  }
-  return out;
+/** `obj` with `key` replaced by `value`, when `obj` is an object that has `key`. */
+function withShaped(obj, key, value) {
+  return isPlainObject(obj) && obj[key] !== undefined ? { ...obj, [key]: value } : obj;
 }
 
-/**
- * The limits a request gets when it names none. `memoryMb` is the engine's per-isolate
- * memory (its warm isolates have it): it wins over `defaultIsolateLimits.memoryMb`, which
- * the seed's own pattern (`defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS`) sets to 128.
- */
-function isolateDefaults(config) {
-  const given = checkLimits('defaultIsolateLimits', config.defaultIsolateLimits, ISOLATE_LIMIT_KEYS);
-  const memoryMb = config.memoryMb ?? given.memoryMb ?? DEFAULT_MEMORY_MB;
-  return { ...DEFAULT_ISOLATE_LIMITS, ...given, memoryMb };
-}
-
-function checkToolPolicy(policy, tools) {
-  if (policy === undefined) return { allowedTools: DEFAULT_TOOL_POLICY.allowedTools, maxCallsPerTool: {} };
-  if (!isPlainObject(policy)) throw new SandboxValidationError('toolPolicy must be an object');
-  const allowed = policy.allowedTools ?? [];
-  if (!Array.isArray(allowed) || allowed.some((t) => typeof t !== 'string')) {
-    throw new SandboxValidationError('toolPolicy.allowedTools must be an array of tool names');
-  }
-  for (const name of allowed) {
-    if (!tools.names.includes(name)) {
-      throw new SandboxValidationError(`toolPolicy allows unknown tool "${name}" (registered: ${tools.names.join(', ') || 'none'})`);
-    }
-  }
-  const maxCalls = policy.maxCallsPerTool ?? {};
-  if (!isPlainObject(maxCalls)) throw new SandboxValidationError('toolPolicy.maxCallsPerTool must be an object');
-  for (const [name, n] of Object.entries(maxCalls)) {
-    if (!Number.isInteger(n) || n < 0) throw new SandboxValidationError(`toolPolicy.maxCallsPerTool.${name} must be a non-negative whole number`);
-  }
-  return { allowedTools: allowed, maxCallsPerTool: maxCalls };
-}
-
-function mergeTools(a, b) {
-  const handlers = Object.assign(Object.create(null), a.handlers, b.handlers);
-  return { names: [...a.names, ...b.names], handlers, entries: [...a.entries, ...b.entries] };
-}
-
-function toBytes(source, name) {
-  if (source instanceof Uint8Array) return source;
-  if (source instanceof ArrayBuffer) return new Uint8Array(source);
-  throw new SandboxValidationError(`wasmModules["${name}"].source must be a Uint8Array or ArrayBuffer`);
+function toBytes(source) {
+  return source instanceof ArrayBuffer ? Buffer.from(source) : Buffer.from(source.buffer, source.byteOffset, source.byteLength);
 }
 
 /**
@@ -198,38 +143,23 @@ class SandboxEngine {
    * @param {object} [deps] { clock?: () => number, idGenerator?: () => string, logger? }
    */
   constructor(config, deps = {}) {
-    if (!isPlainObject(config)) throw new SandboxValidationError('SandboxEngine config must be an object');
     if (!isPlainObject(deps)) throw new SandboxValidationError('SandboxEngine deps must be an object');
-    const num = (key, def, min) => {
-      const v = config[key] ?? def;
-      if (!Number.isInteger(v) || v < min) throw new SandboxValidationError(`${key} must be a whole number >= ${min}, got ${String(v)}`);
-      return v;
-    };
-    const isolateLimits = isolateDefaults(config);
-    this._config = {
-      // Warm isolates are made with the memory requests get by default.
-      memoryMb: num('memoryMb', isolateLimits.memoryMb, 8),
-      maxConcurrentIsolates: num('maxConcurrentIsolates', 4, 1),
-      warmPoolSize: num('warmPoolSize', 0, 0),
-      maxQueueSize: num('maxQueueSize', 1000, 0),
-      processes: num('processes', DEFAULT_PROCESSES, 1),
-      defaultIsolateLimits: isolateLimits,
-      defaultBridgeLimits: { ...DEFAULT_BRIDGE_LIMITS, ...checkLimits('defaultBridgeLimits', config.defaultBridgeLimits, BRIDGE_LIMIT_KEYS) },
-    };
-    const badIsolation = checkIsolation(config.isolation);
-    if (badIsolation) throw new SandboxValidationError(badIsolation);
-    this._isolation = config.isolation ?? DEFAULT_ISOLATION;
-    const wasm = config.wasmModules ?? [];
-    if (!Array.isArray(wasm)) throw new SandboxValidationError('wasmModules must be an array');
-    this._wasmConfig = wasm;
     // Functions, described tools and namespaces, by the name the sandbox calls.
-    this._tools = normalizeTools(config.tools ?? {}, 'tools');
+    this._tools = normalizeTools(isPlainObject(config) ? config.tools : undefined, 'tools');
+    try {
+      // Every option is checked natively, under its own name, once.
+      this._settings = new native.EngineSettings(withShaped(config, 'tools', this._tools.names));
+    } catch (err) {
+      throw errorFromThrown(err);
+    }
+    this._config = this._settings.config;
+    this._isolation = this._config.isolation;
+    this._wasmConfig = (config.wasmModules ?? []).map((m) => ({ name: m.name, bytes: toBytes(m.source) }));
     this._clock = deps.clock ?? Date.now;
     let n = 0;
     this._nextId = deps.idGenerator ?? (() => `session_${++n}`);
     this._logger = deps.logger ?? null;
     this._native = null;
-    this._wasm = [];
     this._state = 'created';
   }
 
@@ -237,40 +167,18 @@ class SandboxEngine {
   async init() {
     if (this._state === 'ready') return;
     if (this._state === 'shutdown') throw new SandboxAbortedError('The sandbox engine is shut down');
-    const seen = new Set();
-    const modules = [];
     for (const m of this._wasmConfig) {
-      if (!isPlainObject(m) || typeof m.name !== 'string' || !/^[A-Za-z_$][\w$]*$/.test(m.name)) {
-        throw new SandboxValidationError('each wasmModules entry needs a name that is a JavaScript identifier');
-      }
-      if (seen.has(m.name)) throw new SandboxValidationError(`duplicate wasm module name "${m.name}"`);
-      seen.add(m.name);
-      const bytes = toBytes(m.source, m.name);
       try {
-        // Checked here without compiling (well-formed, no imports, memory within a run's
-        // budget: isolet-core wasm); compiled once by setWasmModules below.
-        native.checkWasmModule(m.name, Buffer.from(bytes), this._config.memoryMb);
+        // Well-formed, no imports, memory within a run's budget (isolet-core wasm);
+        // checked here whatever the isolation, compiled once by setWasmModules.
+        native.checkWasmModule(m.name, m.bytes, this._config.memoryMb);
       } catch (err) {
         throw new SandboxValidationError(err.message);
       }
-      modules.push({ name: m.name, bytes: Buffer.from(bytes) });
     }
-    this._wasm = modules;
+    this._native = createBackend(this._settings);
     try {
-      this._native = createBackend({
-        isolation: this._isolation,
-        memoryMb: this._config.memoryMb,
-        maxConcurrentIsolates: this._config.maxConcurrentIsolates,
-        warmPoolSize: this._config.warmPoolSize,
-        maxQueueSize: this._config.maxQueueSize,
-        processes: this._config.processes,
-      });
-    } catch (err) {
-      throw new SandboxValidationError(err.message);
-    }
-    try {
-      // Compiles each module exactly once (in a sandbox host process, there).
-      await this._native.setWasmModules(this._wasm);
+      await this._native.setWasmModules(this._wasmConfig);
     } catch (err) {
       throw new SandboxValidationError(err.message);
     }
@@ -290,31 +198,19 @@ class SandboxEngine {
       return session;
     };
     if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));
-    if (this._state !== 'ready') return fail(new SandboxError('SandboxEngine.init() has not completed', { code: 'ERR_ISOLET_NOT_READY' }));
-    let spec;
+    if (this._state !== 'ready') return fail(errorOfKind('NotReady', 'SandboxEngine.init() has not completed'));
+    let planned;
     try {
-      spec = this._requestSpec(request);
+      planned = this._plan(request);
     } catch (err) {
-      return fail(err instanceof SandboxValidationError ? err : new SandboxValidationError(err.message));
+      return fail(errorFromThrown(err));
     }
-    session._maxMessageBytes = spec.bridge.maxMessageBytes;
+    const { plan, handlers } = planned;
+    session._maxMessageBytes = plan.maxMessageBytes;
     session._emit({ type: 'status', status: 'queued', message: 'queued' });
 
-    const calls = new Map();
-    const policy = spec.policy;
-    const deny = (name) => {
-      // A request's own tools were handed over by the requester: allowed, still counted.
-      if (!spec.ownTools.has(name) && !policy.allowedTools.includes(name)) return `tool "${name}" is not allowed by this request's toolPolicy`;
-      const max = policy.maxCallsPerTool[name];
-      const used = (calls.get(name) ?? 0) + 1;
-      calls.set(name, used);
-      if (max !== undefined && used > max) return `tool "${name}" exceeded its limit of ${max} calls`;
-      return undefined;
-    };
-    const { done, handle } = execute(this._native, spec.native, {
-      handlers: spec.handlers,
-      deny,
-      maxMessageBytes: spec.bridge.maxMessageBytes,
+    const { done, handle } = execute(this._native, plan, {
+      handlers,
       onEvent: (ev) => {
         if (ev.type === 'started') session._emit({ type: 'status', status: 'started', message: 'started' });
         else if (ev.type === 'console') session._emit({ type: 'status', status: 'console', level: ev.level, message: ev.message });
@@ -354,21 +250,17 @@ class SandboxEngine {
     return { ...s, failed: { ...s.failed }, isolation: this._isolation };
   }
 
-  _requestSpec(request) {
-    if (!isPlainObject(request)) throw new SandboxValidationError('request must be an object');
-    if (typeof request.code !== 'string') throw new SandboxValidationError('request.code must be a string');
-    const code = toJavaScript(request.code, { language: checkLanguage(request.language, 'request.language'), asyncBody: true });
-    const limits = { ...this._config.defaultIsolateLimits, ...checkLimits('isolateLimits', request.isolateLimits, ISOLATE_LIMIT_KEYS) };
-    const bridge = { ...this._config.defaultBridgeLimits, ...checkLimits('bridgeLimits', request.bridgeLimits, BRIDGE_LIMIT_KEYS) };
-    const own = normalizeTools(request.tools, 'request.tools');
-    for (const name of own.names) {
-      if (this._tools.names.includes(name)) throw new SandboxValidationError(`request.tools.${name} clashes with the engine tool of that name`);
-    }
-    const tools = own.names.length === 0 ? this._tools : mergeTools(this._tools, own);
-    const policy = checkToolPolicy(request.toolPolicy, tools);
+  /**
+   * Checks a request natively (its limits over the engine's defaults, its tool policy
+   * over the engine's tools) and returns the run's plan and host functions. Only type
+   * shaping happens here: tools become names and handlers, `data` values are serialized,
+   * TypeScript is stripped.
+   */
+  _plan(request) {
+    const own = normalizeTools(isPlainObject(request) ? request.tools : undefined, 'request.tools');
+    let shaped = withShaped(request, 'tools', own.names);
     let dataValues;
-    if (request.data !== undefined) {
-      if (!isPlainObject(request.data)) throw new SandboxValidationError('request.data must be an object');
+    if (isPlainObject(request) && isPlainObject(request.data)) {
       // No prototype: a key named `__proto__` is stored like any other.
       dataValues = Object.create(null);
       for (const [key, value] of Object.entries(request.data)) {
@@ -378,32 +270,14 @@ class SandboxEngine {
           throw new SandboxValidationError(`request.data.${key} cannot be copied into the sandbox: ${err.message}`);
         }
       }
+      shaped = { ...shaped, data: dataValues };
     }
-    return {
-      bridge,
-      policy,
-      handlers: tools.handlers,
-      ownTools: new Set(own.names),
-      native: {
-        code,
-        mode: 'asyncBody',
-        memoryMb: limits.memoryMb,
-        timeoutMs: limits.wallTimeMs,
-        cpuTimeMs: limits.cpuTimeMs,
-        maxMessageBytes: bridge.maxMessageBytes,
-        maxMessages: bridge.maxMessages,
-        maxOutputBytes: bridge.maxOutputBytes,
-        maxLogEntries: bridge.maxLogEntries,
-        maxLogBytes: bridge.maxLogBytes,
-        maxPendingHostCallBytes: bridge.maxPendingHostCallBytes,
-        maxPendingHostCalls: bridge.maxPendingHostCalls,
-        capabilities: tools.names,
-        dataObject: true,
-        dataValues,
-        wasm: this._wasm.length > 0,
-        streamConsole: true,
-      },
-    };
+    const plan = this._settings.plan(shaped);
+    // Checked natively with the rest; handed over as they are, not copied again.
+    if (dataValues !== undefined) plan.dataValues = dataValues;
+    if (plan.language === 'typescript') plan.code = toJavaScript(plan.code, { language: 'typescript', asyncBody: true });
+    const handlers = own.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, own.handlers);
+    return { plan, handlers };
   }
 
   _log(level, message) {

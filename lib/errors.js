@@ -59,13 +59,25 @@ class SandboxAbortedError extends SandboxError {
   }
 }
 
-/** Builds the right error instance from a native failure record. */
+// The table of error kinds -> codes -> classes is isolet-core's (`ErrorKind`); both the
+// native failures and the errors bindings throw carry a code from it.
+const CLASSES = {
+  SandboxError,
+  SandboxTimeoutError,
+  SandboxOOMError,
+  SandboxRuntimeError,
+  SandboxValidationError,
+  SandboxAbortedError,
+};
+const KINDS = Object.freeze(Object.fromEntries(require('./native').errorKinds().map((k) => [k.kind, Object.freeze(k)])));
+const BY_CODE = new Map(Object.values(KINDS).map((k) => [k.code, k]));
+
+/** Builds the error of a native failure record `{ code, message, limit?, thrown*, line?, column? }`. */
 function errorFromFailure(f) {
-  switch (f.className) {
+  const kind = BY_CODE.get(f.code) ?? KINDS.Internal;
+  switch (kind.className) {
     case 'SandboxTimeoutError':
       return new SandboxTimeoutError(f.message, { limit: f.limit });
-    case 'SandboxOOMError':
-      return new SandboxOOMError(f.message);
     case 'SandboxRuntimeError':
       return new SandboxRuntimeError(f.message, {
         thrown:
@@ -75,19 +87,43 @@ function errorFromFailure(f) {
       });
     case 'SandboxValidationError':
       return new SandboxValidationError(f.message, { line: f.line ?? undefined, column: f.column ?? undefined });
-    case 'SandboxAbortedError':
-      return new SandboxAbortedError(f.message);
+    case 'SandboxError':
+      return new SandboxError(f.message, { code: kind.code });
     default:
-      return new SandboxError(f.message, { code: f.code });
+      return new CLASSES[kind.className](f.message);
   }
 }
 
+/**
+ * The isolet error for something a binding threw: its kind comes from its `code`
+ * (`ERR_ISOLET_*`); napi's own `InvalidArg` (a value of the wrong type) is a validation
+ * error; anything else is internal.
+ */
+function errorFromThrown(err) {
+  if (err instanceof SandboxError) return err;
+  const message = err && err.message !== undefined ? String(err.message) : String(err);
+  const code = err && err.code;
+  const kind = BY_CODE.get(code) ?? (code === 'InvalidArg' ? KINDS.Validation : KINDS.Internal);
+  return errorFromFailure({ code: kind.code, message });
+}
+
+/** A native-shaped failure record of `kind` (a name in isolet-core's `ErrorKind`). */
+function failureOf(kind, message, extra = {}) {
+  const k = KINDS[kind];
+  if (k === undefined) throw new TypeError(`unknown error kind ${kind}`);
+  return { className: k.className, code: k.code, message, ...extra };
+}
+
+/** The error of `kind` (a name in isolet-core's `ErrorKind`). */
+function errorOfKind(kind, message) {
+  return errorFromFailure(failureOf(kind, message));
+}
+
 module.exports = {
-  SandboxError,
-  SandboxTimeoutError,
-  SandboxOOMError,
-  SandboxRuntimeError,
-  SandboxValidationError,
-  SandboxAbortedError,
+  ...CLASSES,
   errorFromFailure,
+  errorFromThrown,
+  errorOfKind,
+  failureOf,
+  ERROR_KINDS: KINDS,
 };

@@ -3,12 +3,8 @@
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
 const { serialize, deserialize, describeHostError } = require('./bridge');
-const native = require('./native');
 const { RunContext, callInRun } = require('./run-context');
-const { SandboxRuntimeError, SandboxValidationError, errorFromFailure } = require('./errors');
-
-const DEFAULTS = native.defaults();
-const DEFAULT_MAX_MESSAGE_BYTES = DEFAULTS.maxMessageBytes;
+const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
 
 const EMPTY_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 });
 
@@ -28,22 +24,21 @@ function statsOf(s) {
  * Starts a run. Returns `{ done, handle }` where `done` resolves to
  * `{ ok: true, value, stats, logs } | { ok: false, error, stats, logs }` and never rejects.
  *
- * @param {object} engine a NativeEngine
- * @param {object} request a native RunRequest
+ * @param {object} engine a NativeEngine or ProcessEngine
+ * @param {object} plan a checked run plan (native `planRun` / `EngineSettings.plan`):
+ *   every limit is filled in. Its tool policy is enforced natively: only allowed tools
+ *   exist in the sandbox, and calls over `maxCallsPerTool` never reach this thread.
  * @param {object} hooks
  * @param {Record<string, Function>} [hooks.handlers] host functions by name
- * @param {(name: string) => string | undefined} [hooks.deny] veto a call (tool policy)
  * @param {(event: object) => void} [hooks.onEvent] started / console / dataRequest
- * @param {number} [hooks.maxMessageBytes] cap on one serialized reply (default: the
- *   bridge default of isolet-core)
  */
-function execute(engine, request, hooks = {}) {
+function execute(engine, plan, hooks = {}) {
   const handlers = hooks.handlers || {};
-  const maxReply = hooks.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const maxReply = plan.maxMessageBytes;
   // What capabilities of this run see through currentRun(): its end signal and budgets.
   const ctx = new RunContext({
-    maxPendingHostCallBytes: request.maxPendingHostCallBytes ?? DEFAULTS.maxPendingHostCallBytes,
-    maxPendingHostCalls: request.maxPendingHostCalls ?? DEFAULTS.maxPendingHostCalls,
+    maxPendingHostCallBytes: plan.maxPendingHostCallBytes,
+    maxPendingHostCalls: plan.maxPendingHostCalls,
   });
   let resolveDone;
   const done = new Promise((resolve) => {
@@ -70,11 +65,6 @@ function execute(engine, request, hooks = {}) {
   const serveHostCall = (ev) => {
     const callId = ev.callId;
     const fn = handlers[ev.name];
-    const refusal = hooks.deny ? hooks.deny(ev.name) : undefined;
-    if (refusal !== undefined) {
-      handle.reject(callId, 'PermissionError', refusal);
-      return;
-    }
     if (typeof fn !== 'function') {
       handle.reject(callId, 'ReferenceError', `${ev.name} is not available`);
       return;
@@ -126,13 +116,12 @@ function execute(engine, request, hooks = {}) {
   };
 
   // `started` costs a wake-up of this thread mid-run; ask for it only if someone listens.
-  if (request.startedEvent === undefined) request.startedEvent = hooks.onEvent !== undefined;
+  if (plan.startedEvent === undefined) plan.startedEvent = hooks.onEvent !== undefined;
   try {
-    handle = engine.submit(request, onNativeEvent);
+    handle = engine.submit(plan, onNativeEvent);
   } catch (err) {
-    // Bindings throw only for invalid input.
     ctx._end();
-    resolveDone({ ok: false, error: new SandboxValidationError(err.message), stats: statsOf(), logs: [] });
+    resolveDone({ ok: false, error: errorFromThrown(err), stats: statsOf(), logs: [] });
     return { done, handle: null };
   }
   return { done, handle };

@@ -3,53 +3,64 @@
 const os = require('node:os');
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
-const { SandboxError, SandboxValidationError, SandboxAbortedError } = require('./errors');
-const { createBackend, checkIsolation, DEFAULT_ISOLATION } = require('./backend');
+const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
+const { createBackend } = require('./backend');
 const { normalizeTools } = require('./tools');
-const { checkLanguage, toJavaScript } = require('./typescript');
+const { toJavaScript } = require('./typescript');
 
-/** Defaults of the @azmr/ai seed. */
+const DEFAULTS = native.optionDefaults();
+
+/** Defaults of the @azmr/ai seed (isolet-core's option table). */
 const RUN_SANDBOX_DEFAULTS = Object.freeze({
-  memoryLimitMb: native.defaults().runMemoryMb,
-  timeoutMs: native.defaults().wallTimeMs,
+  memoryLimitMb: DEFAULTS.runSandbox.memoryLimitMb,
+  timeoutMs: DEFAULTS.runSandbox.timeoutMs,
 });
-
-const NUMERIC_OPTIONS = ['memoryLimitMb', 'timeoutMs', 'cpuTimeMs', 'maxOutputBytes', 'maxMessageBytes', 'maxHostCalls', 'maxLogEntries', 'maxLogBytes', 'maxPendingHostCallBytes', 'maxPendingHostCalls'];
 
 /** The engines behind runSandbox, one per isolation mode, created on first use. */
 const defaultEngines = new Map();
 
 /** Two warm 64 MB isolates; in process mode spread over the default number of hosts. */
-function getDefaultEngine(isolation = DEFAULT_ISOLATION) {
+function getDefaultEngine(isolation = DEFAULTS.isolation) {
   let engine = defaultEngines.get(isolation);
   if (engine === undefined) {
     const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-    engine = createBackend({
+    const settings = new native.EngineSettings({
       isolation,
       memoryMb: RUN_SANDBOX_DEFAULTS.memoryLimitMb,
-      maxConcurrentIsolates: Math.max(8, cores * 4),
+      maxConcurrentIsolates: Math.min(1024, Math.max(8, cores * 4)),
       warmPoolSize: 2,
       maxQueueSize: 100000,
     });
+    engine = createBackend(settings);
     engine.warmUp();
     defaultEngines.set(isolation, engine);
   }
   return engine;
 }
 
-function validate(code, options) {
-  if (typeof code !== 'string') return `code must be a string, got ${code === null ? 'null' : typeof code}`;
-  if (options === undefined) return null;
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) return 'options must be an object';
-  for (const key of NUMERIC_OPTIONS) {
-    const v = options[key];
-    if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || !Number.isInteger(v))) {
-      return `${key} must be a positive whole number, got ${String(v)}`;
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * Checks `code` and `options` (natively, under the option names) and returns the run's
+ * plan and host functions. Only type shaping happens here: capabilities become names and
+ * handlers, the signal is checked to be an AbortSignal, TypeScript is stripped.
+ */
+function planOf(code, options) {
+  let tools = { names: [], handlers: Object.create(null) };
+  let shaped = options;
+  if (isPlainObject(options)) {
+    const signal = options.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new SandboxValidationError(`signal must be an AbortSignal, got ${signal === null ? 'null' : typeof signal}`);
     }
+    if (options.capabilities !== undefined) tools = normalizeTools(options.capabilities);
+    shaped = { ...options, signal: undefined, capabilities: options.capabilities === undefined ? undefined : tools.names };
   }
-  const signal = options.signal;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) return 'signal must be an AbortSignal';
-  return checkIsolation(options.isolation);
+  const plan = native.planRun(code, shaped);
+  if (plan.language === 'typescript') plan.code = toJavaScript(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody' });
+  return { plan, handlers: tools.handlers };
 }
 
 /**
@@ -57,40 +68,16 @@ function validate(code, options) {
  * rejects: every failure (including invalid input) is `{ success: false, error }`.
  */
 async function runSandbox(code, options = undefined) {
-  const invalid = validate(code, options);
-  if (invalid) return failure(new SandboxValidationError(invalid));
-  const opts = options || {};
-  const signal = opts.signal;
-  if (signal && signal.aborted) return failure(new SandboxAbortedError('Execution was aborted before it started'));
-
-  const capabilities = opts.capabilities;
-  let tools;
-  let source;
+  let planned;
   try {
-    tools = normalizeTools(capabilities);
-    source = toJavaScript(code, { language: checkLanguage(opts.language), asyncBody: capabilities !== undefined });
+    planned = planOf(code, options);
   } catch (err) {
-    return failure(err instanceof SandboxError ? err : new SandboxError(err.message));
+    return failure(errorFromThrown(err));
   }
-  const request = {
-    code: source,
-    mode: capabilities ? 'asyncBody' : 'script',
-    memoryMb: opts.memoryLimitMb ?? RUN_SANDBOX_DEFAULTS.memoryLimitMb,
-    timeoutMs: opts.timeoutMs ?? RUN_SANDBOX_DEFAULTS.timeoutMs,
-    cpuTimeMs: opts.cpuTimeMs,
-    maxOutputBytes: opts.maxOutputBytes,
-    maxMessageBytes: opts.maxMessageBytes,
-    maxMessages: opts.maxHostCalls,
-    maxLogEntries: opts.maxLogEntries,
-    maxLogBytes: opts.maxLogBytes,
-    maxPendingHostCallBytes: opts.maxPendingHostCallBytes,
-    maxPendingHostCalls: opts.maxPendingHostCalls,
-    capabilities: tools.names,
-  };
-  const { done, handle } = execute(getDefaultEngine(opts.isolation), request, {
-    handlers: tools.handlers,
-    maxMessageBytes: opts.maxMessageBytes,
-  });
+  const { plan, handlers } = planned;
+  const signal = options && options.signal;
+  if (signal && signal.aborted) return failure(new SandboxAbortedError('Execution was aborted before it started'));
+  const { done, handle } = execute(getDefaultEngine(plan.isolation), plan, { handlers });
   const onAbort = () => handle && handle.abort();
   if (signal) signal.addEventListener('abort', onAbort, { once: true });
   try {

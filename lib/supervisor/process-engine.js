@@ -17,7 +17,7 @@
 const { fork } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { SandboxValidationError } = require('../errors');
+const { SandboxValidationError, failureOf } = require('../errors');
 
 const HOST_SCRIPT = path.join(__dirname, 'sandbox-host.js');
 
@@ -49,8 +49,9 @@ const OOM_TEXT = /out of memory|heap limit|allocation failed/i;
 
 const ZERO_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0, heapAtEndBytes: 0, hostCalls: 0 });
 
-function failureEvent(className, code, message, extra = {}, wallTimeMs = 0) {
-  return { type: 'done', ok: false, error: { className, code, message, ...extra }, stats: { ...ZERO_STATS, wallTimeMs }, logs: [] };
+/** A `done` event failing with `kind` (a name in isolet-core's `ErrorKind`). */
+function failureEvent(kind, message, extra = {}, wallTimeMs = 0) {
+  return { type: 'done', ok: false, error: failureOf(kind, message, extra), stats: { ...ZERO_STATS, wallTimeMs }, logs: [] };
 }
 
 /** The environment of a sandbox host: isolet's own settings and the time zone (so dates
@@ -291,21 +292,21 @@ class SandboxProcess {
       const wall = run.startedAt ? Date.now() - run.startedAt : 0;
       let ev;
       if (this.endReason === 'memory') {
-        ev = failureEvent('SandboxOOMError', 'ERR_ISOLET_OOM',
+        ev = failureEvent('MemoryLimit',
           `The sandbox host process passed its memory budget (${Math.round(this.rssAtEnd)} MB resident, budget ${Math.round(this.budgetAtEnd ?? 0)} MB) and was ended, with every run in it`, {}, wall);
       } else if (this.endReason === 'overdue') {
         ev = run.overdue
-          ? failureEvent('SandboxTimeoutError', 'ERR_ISOLET_TIMEOUT',
+          ? failureEvent('Timeout',
             `Execution could not be stopped at its time limit (${run.wallMs} ms); its sandbox host process was ended`, { limit: 'wall' }, wall)
-          : failureEvent('SandboxError', 'ERR_ISOLET_CRASHED',
+          : failureEvent('Crashed',
             'Another run in the same sandbox host process could not be stopped, so the process was ended with every run in it', {}, wall);
       } else if (this.endReason === 'shutdown') {
-        ev = failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'The sandbox engine is shut down', {}, wall);
+        ev = failureEvent('Aborted', 'The sandbox engine is shut down', {}, wall);
       } else if (oomText) {
-        ev = failureEvent('SandboxOOMError', 'ERR_ISOLET_OOM',
+        ev = failureEvent('MemoryLimit',
           `The sandbox host process ran out of memory (${reason}) and was ended, with every run in it`, {}, wall);
       } else {
-        ev = failureEvent('SandboxError', 'ERR_ISOLET_CRASHED',
+        ev = failureEvent('Crashed',
           `The sandbox host process crashed (${reason}); every run in it ended`, {}, wall);
       }
       this.engine.deliver(run, ev);
@@ -316,20 +317,22 @@ class SandboxProcess {
 
 class ProcessEngine {
   /**
-   * @param {object} options
+   * @param {object} options the checked engine config (`native.EngineSettings#config`)
    * @param {number} options.memoryMb memory of warm isolates
    * @param {number} options.maxConcurrentIsolates runs executing at once, over all children
    * @param {number} options.warmPoolSize warm isolates, over all children
    * @param {number} options.maxQueueSize runs that may wait for a slot
    * @param {number} options.processes sandbox host processes kept running
-   * @param {number} options.defaultWallTimeMs wall limit of a request that names none
    */
   constructor(options) {
     this.options = options;
     const processes = Math.max(1, Math.min(options.processes, options.maxConcurrentIsolates));
     this.processes = processes;
     this.perChild = Math.ceil(options.maxConcurrentIsolates / processes);
+    // A child's engine config, in the public names: checked there by the same native
+    // EngineSettings as here. Runs arrive as checked plans.
     this.childOptions = {
+      isolation: 'thread',
       memoryMb: options.memoryMb,
       maxConcurrentIsolates: this.perChild,
       warmPoolSize: Math.ceil(options.warmPoolSize / processes),
@@ -401,8 +404,8 @@ class ProcessEngine {
       onEvent,
       state: 'queued',
       child: null,
-      memoryMb: request.memoryMb ?? this.options.memoryMb,
-      wallMs: request.timeoutMs ?? this.options.defaultWallTimeMs,
+      memoryMb: request.memoryMb,
+      wallMs: request.wallTimeMs,
       pendingData: new Set(),
       startedAt: 0,
     };
@@ -418,14 +421,14 @@ class ProcessEngine {
       abort: () => this.abort(run),
     };
     if (this.shut) {
-      queueMicrotask(() => this.deliver(run, failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'The sandbox engine is shut down')));
+      queueMicrotask(() => this.deliver(run, failureEvent('Aborted', 'The sandbox engine is shut down')));
       return handle;
     }
     // Admitted runs beyond the concurrency cap are the ones waiting for a slot (runs
     // waiting only for a host process to come up are not).
     if (this.active >= this.options.maxConcurrentIsolates + this.options.maxQueueSize) {
       const message = `The engine's queue is full (${this.options.maxQueueSize} waiting); try again later`;
-      queueMicrotask(() => this.deliver(run, failureEvent('SandboxError', 'ERR_ISOLET_OVERLOADED', message)));
+      queueMicrotask(() => this.deliver(run, failureEvent('Overloaded', message)));
       return handle;
     }
     this.active += 1;
@@ -438,7 +441,7 @@ class ProcessEngine {
   abort(run) {
     if (run.state === 'queued') {
       this.queue.splice(this.queue.indexOf(run), 1);
-      this.deliver(run, failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'Execution was aborted'));
+      this.deliver(run, failureEvent('Aborted', 'Execution was aborted'));
     } else if (run.state === 'running') {
       run.child.send({ type: 'abort', id: run.id });
     }
@@ -516,7 +519,7 @@ class ProcessEngine {
       if (this.startFailures >= MAX_START_FAILURES) {
         const tail = child.stderrTail.trim().split('\n').slice(-3).join(' | ');
         const message = `Could not start a sandbox host process (${why})${tail ? `: ${tail}` : ''}`;
-        for (const run of this.queue.splice(0)) this.deliver(run, failureEvent('SandboxError', 'ERR_ISOLET_CRASHED', message));
+        for (const run of this.queue.splice(0)) this.deliver(run, failureEvent('Crashed', message));
         // Try again later, not in a tight loop.
         this.spawnNotBefore = Date.now() + START_RETRY_MS;
         setTimeout(() => this.ensureChildren(), START_RETRY_MS).unref();
@@ -558,7 +561,7 @@ class ProcessEngine {
   shutdown() {
     if (this.shut) return;
     this.shut = true;
-    for (const run of this.queue.splice(0)) this.deliver(run, failureEvent('SandboxAbortedError', 'ERR_ISOLET_ABORTED', 'The sandbox engine is shut down'));
+    for (const run of this.queue.splice(0)) this.deliver(run, failureEvent('Aborted', 'The sandbox engine is shut down'));
     for (const c of this.children) {
       if (c.state === 'starting') c.end('shutdown');
       else {

@@ -6,6 +6,7 @@
 // Everything it will ever need is required here, before lock-down: afterwards it can
 // open no file (so no further `require`), start no process and open no socket.
 const native = require('../native');
+const { errorFromThrown } = require('../errors');
 
 let engine = null;
 /** Run id (the parent's) -> native RunHandle. */
@@ -50,7 +51,7 @@ function onRunEvent(id, ev) {
 }
 
 async function start(msg) {
-  engine = new native.NativeEngine(msg.options);
+  engine = new native.NativeEngine(new native.EngineSettings(msg.options));
   try {
     // This process compiles each module once; its isolates share the compiled code.
     await engine.setWasmModules(msg.wasmModules.map((m) => ({ name: m.name, bytes: asBuffer(m.bytes) })));
@@ -80,8 +81,9 @@ function submit(msg) {
     const handle = engine.submit(request, (ev) => onRunEvent(msg.id, ev));
     runs.set(msg.id, handle);
   } catch (err) {
-    // The bindings throw only for invalid input.
-    const error = { className: 'SandboxValidationError', code: 'ERR_ISOLET_VALIDATION', message: String(err && err.message) };
+    // The parent planned the run; a binding that throws keeps its kind.
+    const thrown = errorFromThrown(err);
+    const error = { className: thrown.name, code: thrown.code, message: thrown.message };
     send({ type: 'event', id: msg.id, ev: { type: 'done', ok: false, error }, health: health() });
   }
 }

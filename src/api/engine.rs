@@ -7,65 +7,154 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use isolet_core::limits::{self, DEFAULT_ENGINE_MEMORY_MB, MAX_MEMORY_MB, MIN_MEMORY_MB};
-use isolet_core::{check_capability_names, check_global_name, BridgeLimits, IsolateLimits, RawBridgeLimits};
+use isolet_core::{check_global_name, BridgeLimits, EngineConfig, ExecMode, IsolateLimits, RunPlan, ToolCalls};
 
 use super::events::{EventFn, JsSink, RunEventJs};
-use super::validation_error;
-use crate::engine::{Engine, EngineConfig};
+use super::options::raw_of;
+use super::{options_error, validation_error};
+use crate::engine::{Engine, EngineConfig as PoolConfig};
 use crate::isolate::{HostReply, RunShared, RunSpec};
 use crate::v8::{DataAnswer, Mode, WasmModule};
 
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A checked `SandboxEngine` config (or the config of one of runSandbox's engines):
+/// `new SandboxEngine(config)` is validated here, once, under the public names.
+#[napi]
+pub struct EngineSettings {
+    config: EngineConfig,
+}
+
+/// The parts of a checked engine config that JS uses to choose and size its backend.
 #[napi(object)]
-pub struct EngineOptions {
-    /// Memory of warm isolates in MB (default 128).
-    pub memory_mb: Option<f64>,
-    /// Runs executing at once (default 4).
-    pub max_concurrent_isolates: Option<f64>,
-    /// Isolates created ahead of time (default 0).
-    pub warm_pool_size: Option<f64>,
-    /// Runs allowed to wait for a slot (default 1000).
-    pub max_queue_size: Option<f64>,
+pub struct EngineConfigJs {
+    pub memory_mb: u32,
+    pub max_concurrent_isolates: u32,
+    pub warm_pool_size: u32,
+    pub max_queue_size: u32,
+    pub processes: u32,
+    /// `process` or `thread`.
+    pub isolation: String,
+    /// Names of the WebAssembly modules, in order.
+    pub wasm_modules: Vec<String>,
+}
+
+#[napi]
+impl EngineSettings {
+    /// Checks a `SandboxEngine` config; `tools` holds the flattened tool names.
+    #[napi(constructor)]
+    pub fn new(config: Unknown) -> Result<Self, String> {
+        let raw = raw_of(&config, 0).map_err(super::internal_error)?;
+        Ok(EngineSettings { config: EngineConfig::from_raw(&raw).map_err(options_error)? })
+    }
+
+    #[napi(getter)]
+    pub fn config(&self) -> EngineConfigJs {
+        let c = &self.config;
+        EngineConfigJs {
+            memory_mb: c.memory_mb,
+            max_concurrent_isolates: c.max_concurrent_isolates,
+            warm_pool_size: c.warm_pool_size,
+            max_queue_size: c.max_queue_size,
+            processes: c.processes,
+            isolation: c.isolation.as_str().to_string(),
+            wasm_modules: c.wasm_modules.clone(),
+        }
+    }
+
+    /// Checks `engine.submit(request)` (with `tools` as the request's own tool names and
+    /// `data` values serialized) and returns the run's plan.
+    #[napi]
+    pub fn plan(&self, request: Unknown) -> Result<RunPlanJs, String> {
+        let raw = raw_of(&request, 0).map_err(super::internal_error)?;
+        Ok(self.config.plan(&raw).map_err(options_error)?.into())
+    }
+}
+
+/// Checks `runSandbox(code, options)` (with `capabilities` as the capability names) and
+/// returns the run's plan.
+#[napi]
+pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
+    let code = raw_of(&code, 0).map_err(super::internal_error)?;
+    let options = raw_of(&options, 0).map_err(super::internal_error)?;
+    Ok(isolet_core::options::run_sandbox(&code, &options).map_err(options_error)?.into())
+}
+
+/// A checked run, as produced by `planRun` or `EngineSettings.plan`: what `submit` takes
+/// (and what travels to a sandbox host process). Every value is filled in; JS reads the
+/// limits it needs (time, memory, message size) from here, never from defaults of its own.
+#[napi(object)]
+pub struct RunPlanJs {
+    pub code: String,
+    /// `script` (completion value) or `asyncBody` (only `return` gives output).
+    pub mode: String,
+    /// `javascript` or `typescript`; JS strips types before submitting.
+    pub language: String,
+    /// runSandbox only: `process` or `thread`.
+    pub isolation: Option<String>,
+    pub memory_mb: u32,
+    pub wall_time_ms: f64,
+    pub cpu_time_ms: Option<f64>,
+    pub max_message_bytes: f64,
+    pub max_messages: u32,
+    pub max_output_bytes: f64,
+    pub max_log_entries: u32,
+    pub max_log_bytes: f64,
+    pub max_pending_host_call_bytes: f64,
+    pub max_pending_host_calls: u32,
+    /// Host functions installed in the sandbox (only these are visible), in order.
+    pub tools: Vec<String>,
+    /// Per tool (same order), its `maxCallsPerTool`, or null.
+    pub max_calls: Vec<Option<u32>>,
+    pub data_object: bool,
+    /// `data` values given up front (serialized); reading them needs no round trip.
+    /// Checked by the plan but not copied into it: JS sets the same buffers here.
+    pub data_values: Option<std::collections::HashMap<String, Buffer>>,
+    /// Instantiate the engine's WebAssembly modules (see `setWasmModules`).
+    pub wasm: bool,
+    /// Also send each console entry as a `console` event.
+    pub stream_console: bool,
+    /// Send the `started` event (default true). Callers that ignore it turn it off:
+    /// it costs a wake-up of Node's thread in the middle of every run.
+    pub started_event: Option<bool>,
+}
+
+impl From<RunPlan> for RunPlanJs {
+    fn from(p: RunPlan) -> Self {
+        let (l, b) = (p.limits, p.bridge);
+        RunPlanJs {
+            code: p.code,
+            mode: match p.mode {
+                ExecMode::Script => "script".into(),
+                ExecMode::AsyncBody => "asyncBody".into(),
+            },
+            language: p.language.to_string(),
+            isolation: p.isolation.map(|i| i.as_str().to_string()),
+            memory_mb: l.memory_mb,
+            wall_time_ms: l.wall_time_ms as f64,
+            cpu_time_ms: l.cpu_time_ms.map(|v| v as f64),
+            max_message_bytes: b.max_message_bytes as f64,
+            max_messages: b.max_messages,
+            max_output_bytes: b.max_output_bytes as f64,
+            max_log_entries: b.max_log_entries as u32,
+            max_log_bytes: b.max_log_bytes as f64,
+            max_pending_host_call_bytes: b.max_pending_host_call_bytes as f64,
+            max_pending_host_calls: b.max_pending_host_calls,
+            tools: p.tools,
+            max_calls: p.max_calls,
+            data_object: p.data_object,
+            data_values: None,
+            wasm: p.wasm,
+            stream_console: p.stream_console,
+            started_event: None,
+        }
+    }
 }
 
 #[napi(object)]
 pub struct WasmModuleJs {
     pub name: String,
     pub bytes: Buffer,
-}
-
-#[napi(object)]
-pub struct RunRequest {
-    pub code: String,
-    /// `script` (completion value) or `asyncBody` (only `return` gives output).
-    pub mode: String,
-    pub memory_mb: Option<f64>,
-    pub timeout_ms: Option<f64>,
-    pub cpu_time_ms: Option<f64>,
-    pub max_message_bytes: Option<f64>,
-    pub max_messages: Option<f64>,
-    pub max_output_bytes: Option<f64>,
-    pub max_log_entries: Option<f64>,
-    pub max_log_bytes: Option<f64>,
-    /// Bytes of host-call arguments and replies in flight at once (default 64 MiB).
-    pub max_pending_host_call_bytes: Option<f64>,
-    /// Host calls in flight at once (default 128).
-    pub max_pending_host_calls: Option<f64>,
-    /// Global names of host functions; calls arrive as `hostCall` events.
-    pub capabilities: Option<Vec<String>>,
-    /// Install the read-only `data` object; reads arrive as `dataRequest` events.
-    pub data_object: Option<bool>,
-    /// `data` values given up front (serialized); reading them needs no round trip.
-    pub data_values: Option<std::collections::HashMap<String, Buffer>>,
-    /// Instantiate the engine's WebAssembly modules (see `setWasmModules`).
-    pub wasm: Option<bool>,
-    /// Also send each console entry as a `console` event.
-    pub stream_console: Option<bool>,
-    /// Send the `started` event (default true). Callers that ignore it turn it off:
-    /// it costs a wake-up of Node's thread in the middle of every run.
-    pub started_event: Option<bool>,
 }
 
 #[napi(object)]
@@ -80,13 +169,6 @@ pub struct EngineStatsJs {
     pub cold_starts: f64,
     pub threads: u32,
     pub quarantined: u32,
-}
-
-/// An optional engine option: the default when absent, else a checked whole number.
-fn whole(name: &'static str, v: Option<f64>, default: usize, min: usize, max: usize) -> Result<usize> {
-    v.map_or(Ok(default), |v| {
-        limits::whole(name, v, min as u64, max as u64).map(|n| n as usize).map_err(|e| validation_error(e.to_string()))
-    })
 }
 
 /// Refuses a WebAssembly module that is not well-formed, has imports, or has a memory
@@ -146,16 +228,17 @@ pub struct NativeEngine {
 
 #[napi]
 impl NativeEngine {
+    /// An engine of isolate threads in this process, sized by checked settings.
     #[napi(constructor)]
-    pub fn new(env: Env, options: EngineOptions) -> Result<Self> {
-        let memory_mb = whole("memoryMb", options.memory_mb, DEFAULT_ENGINE_MEMORY_MB as usize, MIN_MEMORY_MB as usize, MAX_MEMORY_MB as usize)? as u32;
-        let config = EngineConfig {
-            memory_mb,
-            max_concurrent: whole("maxConcurrentIsolates", options.max_concurrent_isolates, 4, 1, 1024)?,
-            warm_pool_size: whole("warmPoolSize", options.warm_pool_size, 0, 0, 256)?,
-            max_queue: whole("maxQueueSize", options.max_queue_size, 1000, 0, 1_000_000)?,
+    pub fn new(env: Env, settings: &EngineSettings) -> Self {
+        let c = &settings.config;
+        let config = PoolConfig {
+            memory_mb: c.memory_mb,
+            max_concurrent: c.max_concurrent_isolates as usize,
+            warm_pool_size: c.warm_pool_size as usize,
+            max_queue: c.max_queue_size as usize,
         };
-        Ok(NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb, wasm_modules: Arc::default() })
+        NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb: c.memory_mb, wasm_modules: Arc::default() }
     }
 
     /// Registers the WebAssembly modules every run may instantiate: checks them, then
@@ -179,11 +262,12 @@ impl NativeEngine {
         self.engine.warm_up();
     }
 
-    /// Queues a run; its events go to `on_event`. Validation errors throw synchronously.
+    /// Queues a planned run (see `planRun`, `EngineSettings.plan`); its events go to
+    /// `on_event`.
     #[napi]
-    pub fn submit(&self, request: RunRequest, on_event: Function<RunEventJs, ()>) -> Result<RunHandle> {
-        let started_event = request.started_event.unwrap_or(true);
-        let spec = self.spec_of(request)?;
+    pub fn submit(&self, plan: RunPlanJs, on_event: Function<RunEventJs, ()>) -> Result<RunHandle> {
+        let started_event = plan.started_event.unwrap_or(true);
+        let spec = self.spec_of(plan)?;
         let callback: EventFn = on_event
             .build_threadsafe_function::<RunEventJs>()
             .callee_handled::<false>()
@@ -203,7 +287,11 @@ impl NativeEngine {
             busy: s.busy as u32,
             queued: s.queued as u32,
             completed: s.completed as f64,
-            failed: s.failed.into_iter().map(|(k, v)| (k.class_name().to_string(), v as f64)).collect(),
+            // By class, as the seed counts them: the kinds that share `SandboxError` add up.
+            failed: s.failed.into_iter().fold(std::collections::HashMap::new(), |mut by_class, (k, v)| {
+                *by_class.entry(k.class_name().to_string()).or_insert(0.0) += v as f64;
+                by_class
+            }),
             warm_starts: s.warm_starts as f64,
             cold_starts: s.cold_starts as f64,
             threads: s.threads as u32,
@@ -226,43 +314,38 @@ impl NativeEngine {
 }
 
 impl NativeEngine {
-    fn spec_of(&self, r: RunRequest) -> Result<RunSpec> {
-        let mode = match r.mode.as_str() {
+    /// The plan was made by isolet-core; here it only changes representation.
+    fn spec_of(&self, p: RunPlanJs) -> Result<RunSpec> {
+        let mode = match p.mode.as_str() {
             "script" => Mode::Script,
             "asyncBody" => Mode::AsyncBody,
             other => return Err(validation_error(format!("unknown mode `{other}`"))),
         };
-        let base = IsolateLimits::with_memory(self.memory_mb);
-        let limits = IsolateLimits::from_raw(base, r.memory_mb, r.timeout_ms, r.cpu_time_ms)
-            .map_err(|e| validation_error(e.to_string()))?;
-        let raw = RawBridgeLimits {
-            max_message_bytes: r.max_message_bytes,
-            max_messages: r.max_messages,
-            max_output_bytes: r.max_output_bytes,
-            max_log_entries: r.max_log_entries,
-            max_log_bytes: r.max_log_bytes,
-            max_pending_host_call_bytes: r.max_pending_host_call_bytes,
-            max_pending_host_calls: r.max_pending_host_calls,
+        if p.max_calls.len() != p.tools.len() {
+            return Err(validation_error("a run plan needs one maxCalls entry per tool"));
+        }
+        let limits = IsolateLimits { memory_mb: p.memory_mb, wall_time_ms: p.wall_time_ms as u64, cpu_time_ms: p.cpu_time_ms.map(|v| v as u64) };
+        let bridge = BridgeLimits {
+            max_message_bytes: p.max_message_bytes as usize,
+            max_messages: p.max_messages,
+            max_output_bytes: p.max_output_bytes as usize,
+            max_log_entries: p.max_log_entries as usize,
+            max_log_bytes: p.max_log_bytes as usize,
+            max_pending_host_call_bytes: p.max_pending_host_call_bytes as usize,
+            max_pending_host_calls: p.max_pending_host_calls,
         };
-        let bridge = BridgeLimits::from_raw(BridgeLimits::default(), raw).map_err(|e| validation_error(e.to_string()))?;
-        let capabilities = r.capabilities.unwrap_or_default();
-        check_capability_names(&capabilities).map_err(|e| validation_error(format!("capability name: {e}")))?;
-        let wasm_modules = if r.wasm.unwrap_or(false) { self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner).clone() } else { Vec::new() };
+        let wasm_modules = if p.wasm { self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner).clone() } else { Vec::new() };
         Ok(RunSpec {
-            code: r.code,
+            code: p.code,
             mode,
             limits,
             bridge,
-            capabilities,
-            data_object: r.data_object.unwrap_or(false),
-            data_values: r
-                .data_values
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.to_vec()))
-                .collect(),
+            tool_calls: ToolCalls::new(p.max_calls),
+            capabilities: p.tools,
+            data_object: p.data_object,
+            data_values: p.data_values.unwrap_or_default().into_iter().map(|(k, v)| (k, v.to_vec())).collect(),
             wasm_modules,
-            stream_console: r.stream_console.unwrap_or(false),
+            stream_console: p.stream_console,
         })
     }
 }

@@ -6,14 +6,50 @@ mod diagnostics;
 mod engine;
 mod events;
 mod lockdown;
+mod options;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-/// Invalid input from JS. The JS layer turns every error thrown by a binding into a
-/// `SandboxValidationError` carrying this message.
+use isolet_core::{ErrorKind, OptionsError};
+
+/// An error of `kind` thrown by a binding (a `Result<T, String>` binding): `err.code`
+/// in JS is its `ERR_ISOLET_*` code, so `lib/errors.js` gives it the class of its kind.
+pub(crate) fn kind_error(kind: ErrorKind, message: impl Into<String>) -> Error<String> {
+    Error::new(kind.code().to_string(), message.into())
+}
+
+/// A bad option, named as the user wrote it.
+pub(crate) fn options_error(e: OptionsError) -> Error<String> {
+    kind_error(ErrorKind::Validation, e.message)
+}
+
+/// A failure of napi itself while reading a value (not the user's input).
+pub(crate) fn internal_error(e: Error) -> Error<String> {
+    kind_error(ErrorKind::Internal, e.reason.clone())
+}
+
+/// Invalid input from JS, thrown with napi's `InvalidArg` status (which `lib/errors.js`
+/// maps to `SandboxValidationError`, like napi's own argument type errors).
 pub(crate) fn validation_error(message: impl Into<String>) -> Error {
     Error::new(Status::InvalidArg, message.into())
+}
+
+/// One error kind: its name in isolet-core, its stable code and its JS class.
+#[napi(object)]
+pub struct ErrorKindJs {
+    pub kind: String,
+    pub code: String,
+    pub class_name: String,
+}
+
+/// The table of error kinds -> codes -> classes that `lib/errors.js` builds on.
+#[napi]
+pub fn error_kinds() -> Vec<ErrorKindJs> {
+    ErrorKind::ALL
+        .iter()
+        .map(|k| ErrorKindJs { kind: k.name().to_string(), code: k.code().to_string(), class_name: k.class_name().to_string() })
+        .collect()
 }
 
 #[napi(object)]
@@ -69,37 +105,37 @@ pub fn note_exit_code(code: i32) {
     crate::limits::quarantine::set_exit_code(code);
 }
 
-/// The limit defaults of `crates/isolet-core`, so JS states each one only once.
+/// Defaults of the public options, from isolet-core's tables, for the exported
+/// constants (`RUN_SANDBOX_DEFAULTS`, `DEFAULT_ISOLATE_LIMITS`, ...). Read once at load;
+/// runs never carry defaults from JS.
 #[napi(object)]
-pub struct DefaultsJs {
-    pub run_memory_mb: u32,
+pub struct OptionDefaultsJs {
+    /// `runSandbox`: `memoryLimitMb`, `timeoutMs`.
+    pub run_sandbox: std::collections::HashMap<String, f64>,
+    /// `SandboxEngine` `memoryMb`.
     pub engine_memory_mb: u32,
-    pub wall_time_ms: u32,
-    pub max_message_bytes: u32,
-    pub max_messages: u32,
-    pub max_output_bytes: u32,
-    pub max_log_entries: u32,
-    pub max_log_bytes: u32,
-    pub max_pending_host_call_bytes: f64,
-    pub max_pending_host_calls: u32,
-    pub max_data_key_bytes: u32,
+    /// `defaultIsolateLimits` / `isolateLimits`, with `memoryMb` the engine's default.
+    pub isolate_limits: std::collections::HashMap<String, f64>,
+    /// `defaultBridgeLimits` / `bridgeLimits`.
+    pub bridge_limits: std::collections::HashMap<String, f64>,
+    /// `isolation` of runSandbox and SandboxEngine when none is given.
+    pub isolation: String,
 }
 
 #[napi]
-pub fn defaults() -> DefaultsJs {
-    use isolet_core::limits::{DEFAULT_ENGINE_MEMORY_MB, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS};
-    let bridge = isolet_core::BridgeLimits::default();
-    DefaultsJs {
-        run_memory_mb: DEFAULT_RUN_MEMORY_MB,
-        engine_memory_mb: DEFAULT_ENGINE_MEMORY_MB,
-        wall_time_ms: DEFAULT_WALL_TIME_MS as u32,
-        max_message_bytes: bridge.max_message_bytes as u32,
-        max_messages: bridge.max_messages,
-        max_output_bytes: bridge.max_output_bytes as u32,
-        max_log_entries: bridge.max_log_entries as u32,
-        max_log_bytes: bridge.max_log_bytes as u32,
-        max_pending_host_call_bytes: bridge.max_pending_host_call_bytes as f64,
-        max_pending_host_calls: bridge.max_pending_host_calls,
-        max_data_key_bytes: isolet_core::limits::MAX_DATA_KEY_BYTES as u32,
+pub fn option_defaults() -> OptionDefaultsJs {
+    use isolet_core::options::{Opt, BRIDGE_LIMITS, ENGINE_CONFIG, ISOLATE_LIMITS, RUN_SANDBOX};
+    let of = |table: &[Opt], names: &[&str]| -> std::collections::HashMap<String, f64> {
+        table.iter().filter(|o| names.contains(&o.name)).filter_map(|o| Some((o.name.to_string(), o.default? as f64))).collect()
+    };
+    let engine_memory = ENGINE_CONFIG.iter().find(|o| o.name == "memoryMb").and_then(|o| o.default).unwrap_or_default();
+    let mut isolate_limits = of(ISOLATE_LIMITS, &["cpuTimeMs", "wallTimeMs"]);
+    isolate_limits.insert("memoryMb".into(), engine_memory as f64);
+    OptionDefaultsJs {
+        run_sandbox: of(RUN_SANDBOX, &["memoryLimitMb", "timeoutMs"]),
+        engine_memory_mb: engine_memory as u32,
+        isolate_limits,
+        bridge_limits: of(BRIDGE_LIMITS, &BRIDGE_LIMITS.iter().map(|o| o.name).collect::<Vec<_>>()),
+        isolation: isolet_core::options::DEFAULT_ISOLATION.as_str().to_string(),
     }
 }

@@ -31,7 +31,10 @@ pub(crate) struct RunSpec {
     pub limits: IsolateLimits,
     pub bridge: BridgeLimits,
     /// Host functions to install, by global name; the index is the call's `fn_index`.
+    /// Only tools the request's policy allows are here (denied ones are not visible).
     pub capabilities: Vec<String>,
+    /// Calls per capability against its `maxCallsPerTool` (same index).
+    pub tool_calls: isolet_core::ToolCalls,
     /// Install the read-only `data` global.
     pub data_object: bool,
     /// Serialized `data` values known up front.

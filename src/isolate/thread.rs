@@ -62,6 +62,10 @@ impl SandboxHost for ThreadHost {
             run.reject_unsent(call_id, "Error", "unknown host function".into());
             return;
         };
+        if let Err(message) = run.spec.tool_calls.admit(fn_index as usize, name) {
+            run.reject_unsent(call_id, isolet_core::options::TOOL_REFUSAL_NAME, message);
+            return;
+        }
         // Checked before the arguments are copied for the host.
         if let Err(message) = run.begin_host_call(call_id, args.len()) {
             run.reject_unsent(call_id, "RangeError", message);

@@ -41,6 +41,21 @@ impl ErrorKind {
         ErrorKind::Crashed,
     ];
 
+    /// The kind's own name (`Timeout`, `NotReady`, ...), as `lib/errors.js` refers to it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "Timeout",
+            ErrorKind::MemoryLimit => "MemoryLimit",
+            ErrorKind::Runtime => "Runtime",
+            ErrorKind::Validation => "Validation",
+            ErrorKind::Aborted => "Aborted",
+            ErrorKind::Internal => "Internal",
+            ErrorKind::Overloaded => "Overloaded",
+            ErrorKind::NotReady => "NotReady",
+            ErrorKind::Crashed => "Crashed",
+        }
+    }
+
     /// The JS class the host sees.
     pub fn class_name(self) -> &'static str {
         match self {

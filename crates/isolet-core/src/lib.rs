@@ -1,5 +1,5 @@
 //! isolet-core: the parts of isolet that need neither Node nor V8, so `cargo test`
-//! can reach them: limits and their validation, the error taxonomy, console-log
+//! can reach them: every public option and its validation (options.rs), limits, the error taxonomy, console-log
 //! accounting, per-run host-call budgets, WebAssembly memory checks, capability-name
 //! rules and the engine's admission queue.
 //!
@@ -9,6 +9,7 @@ pub mod error;
 pub mod limits;
 pub mod logs;
 pub mod names;
+pub mod options;
 pub mod queue;
 pub mod run_state;
 pub mod seam_policy;
@@ -17,7 +18,8 @@ pub mod wasm;
 
 pub use budget::{BudgetError, PendingCalls};
 pub use error::{ErrorKind, Failure, Thrown};
-pub use limits::{BridgeLimits, IsolateLimits, LimitsError, RawBridgeLimits};
+pub use limits::{BridgeLimits, IsolateLimits};
+pub use options::{EngineConfig, ExecMode, Isolation, OptionsError, Raw, RunPlan, ToolCalls};
 pub use names::{check_capability_name, check_capability_names, check_global_name, CapabilityName, NameError};
 pub use queue::{AdmissionQueue, QueueFull};
 pub use logs::{LogBuffer, LogEntry, LogLevel};

@@ -1,8 +1,7 @@
 //! Resource limits, their defaults and their validation.
 //!
-//! Raw values arrive from JS as optional doubles; `IsolateLimits::from_raw` and
-//! `BridgeLimits::from_raw` turn them into checked, ready-to-use limits or a precise
-//! error naming the offending field (the "raw vs derived" split ripgrep uses).
+//! The values users give are checked in `options.rs`, under the public option names;
+//! the types here are the checked, ready-to-use limits.
 //!
 //! # Limitations
 //! - The memory limit caps the V8 heap (young + old generation). ArrayBuffer and typed
@@ -14,8 +13,6 @@
 //!   A few V8 built-ins loop without checking for termination; such a run is reported
 //!   as timed out within a grace period and its thread is quarantined: lowered to idle
 //!   priority and left to finish on its own (never stopped by a signal).
-use thiserror::Error;
-
 /// Default memory for `runSandbox` (the `@azmr/ai` seed): 64 MB.
 pub const DEFAULT_RUN_MEMORY_MB: u32 = 64;
 /// Default memory per isolate for `SandboxEngine` (the `@coda/sandbox` seed): 128 MB.
@@ -70,28 +67,6 @@ impl IsolateLimits {
         IsolateLimits { memory_mb, wall_time_ms: DEFAULT_WALL_TIME_MS, cpu_time_ms: None }
     }
 
-    /// Checks raw values from JS; `None` takes the default from `base`.
-    pub fn from_raw(
-        base: IsolateLimits,
-        memory_mb: Option<f64>,
-        wall_time_ms: Option<f64>,
-        cpu_time_ms: Option<f64>,
-    ) -> Result<Self, LimitsError> {
-        let memory_mb = match memory_mb {
-            None => base.memory_mb,
-            Some(v) => whole("memoryMb", v, MIN_MEMORY_MB as u64, MAX_MEMORY_MB as u64)? as u32,
-        };
-        let wall_time_ms = match wall_time_ms {
-            None => base.wall_time_ms,
-            Some(v) => whole("timeoutMs", v, 1, MAX_TIME_MS)?,
-        };
-        let cpu_time_ms = match cpu_time_ms {
-            None => base.cpu_time_ms,
-            Some(v) => Some(whole("cpuTimeMs", v, 1, MAX_TIME_MS)?),
-        };
-        Ok(IsolateLimits { memory_mb, wall_time_ms, cpu_time_ms })
-    }
-
     pub fn heap_bytes(&self) -> usize {
         self.memory_mb as usize * 1024 * 1024
     }
@@ -136,62 +111,6 @@ impl Default for BridgeLimits {
     }
 }
 
-/// Raw bridge limits from JS; every field optional.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawBridgeLimits {
-    pub max_message_bytes: Option<f64>,
-    pub max_messages: Option<f64>,
-    pub max_output_bytes: Option<f64>,
-    pub max_log_entries: Option<f64>,
-    pub max_log_bytes: Option<f64>,
-    pub max_pending_host_call_bytes: Option<f64>,
-    pub max_pending_host_calls: Option<f64>,
-}
-
-const MAX_BYTES: u64 = 1 << 30;
-/// Largest accepted in-flight byte budget: 16 GiB.
-const MAX_PENDING_BYTES: u64 = 1 << 34;
-
-impl BridgeLimits {
-    pub fn from_raw(base: BridgeLimits, raw: RawBridgeLimits) -> Result<Self, LimitsError> {
-        let bytes = |name, v: Option<f64>, d: usize| -> Result<usize, LimitsError> {
-            v.map_or(Ok(d), |v| whole(name, v, 1, MAX_BYTES).map(|b| b as usize))
-        };
-        let max_message_bytes = bytes("maxMessageBytes", raw.max_message_bytes, base.max_message_bytes)?;
-        let max_pending_host_call_bytes = match raw.max_pending_host_call_bytes {
-            None => base.max_pending_host_call_bytes,
-            Some(v) => whole("maxPendingHostCallBytes", v, 1, MAX_PENDING_BYTES)? as usize,
-        };
-        // One message must fit in the budget, or every call of that size would fail.
-        if max_pending_host_call_bytes < max_message_bytes {
-            return Err(LimitsError {
-                field: "maxPendingHostCallBytes",
-                value: max_pending_host_call_bytes as f64,
-                min: max_message_bytes as u64,
-                max: MAX_PENDING_BYTES,
-            });
-        }
-        Ok(BridgeLimits {
-            max_message_bytes,
-            max_messages: match raw.max_messages {
-                None => base.max_messages,
-                Some(v) => whole("maxMessages", v, 0, u32::MAX as u64)? as u32,
-            },
-            max_output_bytes: bytes("maxOutputBytes", raw.max_output_bytes, base.max_output_bytes)?,
-            max_log_entries: match raw.max_log_entries {
-                None => base.max_log_entries,
-                Some(v) => whole("maxLogEntries", v, 0, 1_000_000)? as usize,
-            },
-            max_log_bytes: bytes("maxLogBytes", raw.max_log_bytes, base.max_log_bytes)?,
-            max_pending_host_call_bytes,
-            max_pending_host_calls: match raw.max_pending_host_calls {
-                None => base.max_pending_host_calls,
-                Some(v) => whole("maxPendingHostCalls", v, 1, 1_000_000)? as u32,
-            },
-        })
-    }
-}
-
 /// Environment variable that keeps V8's Turboshaft loop unrolling on (`1`).
 pub const LOOP_UNROLLING_ENV: &str = "ISOLET_V8_LOOP_UNROLLING";
 
@@ -228,25 +147,6 @@ pub fn node_snapshot_in_use(exec_argv: &[String], node_options: &str) -> bool {
     in_use
 }
 
-/// A limit given from JS was not acceptable.
-#[derive(Debug, Clone, PartialEq, Error)]
-#[error("{field} must be a whole number between {min} and {max}, got {value}")]
-pub struct LimitsError {
-    pub field: &'static str,
-    pub value: f64,
-    pub min: u64,
-    pub max: u64,
-}
-
-/// Checks that a number from JS is a whole number in `min..=max`.
-pub fn whole(field: &'static str, value: f64, min: u64, max: u64) -> Result<u64, LimitsError> {
-    let err = LimitsError { field, value, min, max };
-    if !value.is_finite() || value.fract() != 0.0 || value < min as f64 || value > max as f64 {
-        return Err(err);
-    }
-    Ok(value as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,43 +161,10 @@ mod tests {
     }
 
     #[test]
-    fn raw_values_are_checked_per_field() {
-        let base = IsolateLimits::default();
-        assert_eq!(IsolateLimits::from_raw(base, Some(32.0), Some(100.0), Some(50.0)).unwrap(),
-            IsolateLimits { memory_mb: 32, wall_time_ms: 100, cpu_time_ms: Some(50) });
-        for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY, 1e9] {
-            let err = IsolateLimits::from_raw(base, Some(bad), None, None).unwrap_err();
-            assert_eq!(err.field, "memoryMb");
-        }
-        assert_eq!(IsolateLimits::from_raw(base, None, Some(0.0), None).unwrap_err().field, "timeoutMs");
-        assert!(IsolateLimits::from_raw(base, None, None, Some(-5.0)).unwrap_err().to_string().contains("cpuTimeMs"));
-    }
-
-    #[test]
-    fn bridge_limits_take_defaults_and_reject_nonsense() {
-        let d = BridgeLimits::default();
-        assert_eq!(BridgeLimits::from_raw(d, RawBridgeLimits::default()).unwrap(), d);
-        let raw = RawBridgeLimits { max_messages: Some(0.0), max_output_bytes: Some(10.0), ..Default::default() };
-        let l = BridgeLimits::from_raw(d, raw).unwrap();
-        assert_eq!((l.max_messages, l.max_output_bytes), (0, 10));
-        let raw = RawBridgeLimits { max_message_bytes: Some(0.5), ..Default::default() };
-        assert_eq!(BridgeLimits::from_raw(d, raw).unwrap_err().field, "maxMessageBytes");
-    }
-
-    #[test]
-    fn pending_host_call_budget_defaults_to_four_messages_and_must_hold_one() {
+    fn pending_host_call_budget_defaults_to_four_messages() {
         let d = BridgeLimits::default();
         assert_eq!(d.max_pending_host_call_bytes, 4 * d.max_message_bytes);
         assert_eq!(d.max_pending_host_calls, 128);
-        let raw = RawBridgeLimits { max_pending_host_call_bytes: Some(1000.0), max_message_bytes: Some(1000.0), max_pending_host_calls: Some(3.0), ..Default::default() };
-        let l = BridgeLimits::from_raw(d, raw).unwrap();
-        assert_eq!((l.max_pending_host_call_bytes, l.max_pending_host_calls), (1000, 3));
-        // A budget smaller than one message is refused, naming the budget.
-        let raw = RawBridgeLimits { max_pending_host_call_bytes: Some(999.0), max_message_bytes: Some(1000.0), ..Default::default() };
-        let err = BridgeLimits::from_raw(d, raw).unwrap_err();
-        assert_eq!((err.field, err.min), ("maxPendingHostCallBytes", 1000));
-        let raw = RawBridgeLimits { max_pending_host_calls: Some(0.0), ..Default::default() };
-        assert_eq!(BridgeLimits::from_raw(d, raw).unwrap_err().field, "maxPendingHostCalls");
     }
 
     #[test]

@@ -1,0 +1,914 @@
+//! Every public option of isolet, validated once, under the names users type.
+//!
+//! The three option sets (`runSandbox(code, options)`, `new SandboxEngine(config)`,
+//! `engine.submit(request)`) are tables of [`Opt`]: public name, kind, range, default.
+//! JS hands over what the user wrote as a [`Raw`] tree (after type shaping only:
+//! functions become tool names, `data` values become serialized bytes, TypeScript is
+//! stripped later), and this module turns it into a checked, ready-to-run [`RunPlan`]
+//! or [`EngineConfig`], or an [`OptionsError`] that names the option path and the value
+//! given; an unknown name suggests the nearest known one. This is the "raw vs derived"
+//! split of ripgrep's lowargs/hiargs: nothing downstream re-checks or re-defaults.
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::limits::{
+    BridgeLimits, IsolateLimits, DEFAULT_ENGINE_MEMORY_MB, DEFAULT_MAX_LOG_BYTES, DEFAULT_MAX_LOG_ENTRIES,
+    DEFAULT_MAX_MESSAGES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PENDING_HOST_CALLS,
+    DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_MEMORY_MB, MAX_TIME_MS,
+    MIN_MEMORY_MB,
+};
+use crate::names::{check_capability_names, check_global_name};
+
+/// A JS value as the user gave it, after JS's type shaping.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Raw {
+    Undefined,
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    /// A Uint8Array, Buffer or ArrayBuffer (serialized `data` values, WASM sources), by
+    /// its length: only its type is checked here, so its bytes are never copied for that.
+    Bytes(usize),
+    Array(Vec<Raw>),
+    /// Own enumerable string-keyed properties, in order.
+    Object(Vec<(String, Raw)>),
+    Function,
+    /// Anything else (symbol, bigint, ...), by its `typeof`.
+    Other(&'static str),
+}
+
+impl Raw {
+    /// The value as a message shows it: `-5`, `'vm'`, `null`, `an object`.
+    pub fn describe(&self) -> String {
+        match self {
+            Raw::Undefined => "undefined".into(),
+            Raw::Null => "null".into(),
+            Raw::Bool(b) => b.to_string(),
+            Raw::Number(n) => js_number(*n),
+            Raw::String(s) => {
+                let mut short: String = s.chars().take(60).collect();
+                if short.len() < s.len() {
+                    short.push('…');
+                }
+                format!("'{short}'")
+            }
+            Raw::Bytes(_) => "a Uint8Array".into(),
+            Raw::Array(_) => "an array".into(),
+            Raw::Object(_) => "an object".into(),
+            Raw::Function => "a function".into(),
+            Raw::Other(t) => format!("a {t}"),
+        }
+    }
+
+    fn is_undefined(&self) -> bool {
+        matches!(self, Raw::Undefined)
+    }
+}
+
+fn js_number(n: f64) -> String {
+    if n.is_nan() {
+        "NaN".into()
+    } else if n.is_infinite() {
+        if n > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+    } else if n.fract() == 0.0 && n.abs() < 1e21 {
+        format!("{}", n as i128)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// What an option accepts.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// A whole number in `min..=max`.
+    Whole { min: u64, max: u64 },
+    /// One of these strings.
+    OneOf(&'static [&'static str]),
+    /// A string.
+    Text,
+    /// An array of names (tools, after JS turned functions into names).
+    Names,
+    /// A plain object with these options.
+    Object(&'static [Opt]),
+    /// An object of whole numbers in `0..=max`, keyed by tool name.
+    CountMap { max: u64 },
+    /// An object of serialized values (`data`), keyed by property name.
+    BytesMap,
+    /// An array of `{ name, source }` WebAssembly modules.
+    WasmModules,
+    /// Shaped and checked in JS (an AbortSignal); accepted as given.
+    Shaped,
+}
+
+/// One public option: its name, kind, default (for whole numbers) and the names it is
+/// known by elsewhere (other option sets, the seeds), for suggestions.
+#[derive(Debug, Clone, Copy)]
+pub struct Opt {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: Option<u64>,
+    pub aliases: &'static [&'static str],
+}
+
+const fn opt(name: &'static str, kind: Kind) -> Opt {
+    Opt { name, kind, default: None, aliases: &[] }
+}
+
+const fn whole(name: &'static str, min: u64, max: u64, default: Option<u64>, aliases: &'static [&'static str]) -> Opt {
+    Opt { name, kind: Kind::Whole { min, max }, default, aliases }
+}
+
+/// Isolation modes (`isolation`).
+pub const ISOLATION_MODES: &[&str] = &["process", "thread"];
+/// Source languages (`language`).
+pub const LANGUAGES: &[&str] = &["javascript", "typescript"];
+
+const MAX_BYTES: u64 = 1 << 30;
+/// Largest accepted in-flight byte budget: 16 GiB.
+const MAX_PENDING_BYTES: u64 = 1 << 34;
+const MAX_LOG_ENTRIES: u64 = 1_000_000;
+const MAX_PENDING_CALLS: u64 = 1_000_000;
+const MAX_COUNT: u64 = u32::MAX as u64;
+const MEM: (u64, u64) = (MIN_MEMORY_MB as u64, MAX_MEMORY_MB as u64);
+
+/// Default CPU-time limit of an engine request (`DEFAULT_ISOLATE_LIMITS.cpuTimeMs`).
+pub const DEFAULT_REQUEST_CPU_TIME_MS: u64 = 5_000;
+/// Default wall-clock limit of an engine request (`DEFAULT_ISOLATE_LIMITS.wallTimeMs`).
+pub const DEFAULT_REQUEST_WALL_TIME_MS: u64 = 30_000;
+/// Default `isolation` of `runSandbox` and `SandboxEngine`: a process boundary.
+pub const DEFAULT_ISOLATION: Isolation = Isolation::Process;
+
+/// The bridge limits, shared by `defaultBridgeLimits` and a request's `bridgeLimits`.
+pub const BRIDGE_LIMITS: &[Opt] = &[
+    whole("maxMessageBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_MESSAGE_BYTES as u64), &[]),
+    whole("maxMessages", 0, MAX_COUNT, Some(DEFAULT_MAX_MESSAGES as u64), &["maxHostCalls"]),
+    whole("maxOutputBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_OUTPUT_BYTES as u64), &[]),
+    whole("maxLogEntries", 0, MAX_LOG_ENTRIES, Some(DEFAULT_MAX_LOG_ENTRIES as u64), &[]),
+    whole("maxLogBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_LOG_BYTES as u64), &[]),
+    whole("maxPendingHostCallBytes", 1, MAX_PENDING_BYTES, Some(DEFAULT_MAX_PENDING_HOST_CALL_BYTES as u64), &[]),
+    whole("maxPendingHostCalls", 1, MAX_PENDING_CALLS, Some(DEFAULT_MAX_PENDING_HOST_CALLS as u64), &[]),
+];
+
+/// `defaultIsolateLimits` and a request's `isolateLimits`. `memoryMb` has no default
+/// here: it falls back to the engine's `memoryMb` (the memory of its warm isolates).
+pub const ISOLATE_LIMITS: &[Opt] = &[
+    whole("memoryMb", MEM.0, MEM.1, None, &["memoryLimitMb"]),
+    whole("cpuTimeMs", 1, MAX_TIME_MS, Some(DEFAULT_REQUEST_CPU_TIME_MS), &[]),
+    whole("wallTimeMs", 1, MAX_TIME_MS, Some(DEFAULT_REQUEST_WALL_TIME_MS), &["timeoutMs", "timeout"]),
+];
+
+/// `runSandbox(code, options)`.
+pub const RUN_SANDBOX: &[Opt] = &[
+    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memoryMb", "memoryLimit"]),
+    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_WALL_TIME_MS), &["wallTimeMs", "timeout"]),
+    whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
+    whole("maxOutputBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_OUTPUT_BYTES as u64), &[]),
+    whole("maxMessageBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_MESSAGE_BYTES as u64), &[]),
+    whole("maxHostCalls", 0, MAX_COUNT, Some(DEFAULT_MAX_MESSAGES as u64), &["maxMessages"]),
+    whole("maxLogEntries", 0, MAX_LOG_ENTRIES, Some(DEFAULT_MAX_LOG_ENTRIES as u64), &[]),
+    whole("maxLogBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_LOG_BYTES as u64), &[]),
+    whole("maxPendingHostCallBytes", 1, MAX_PENDING_BYTES, Some(DEFAULT_MAX_PENDING_HOST_CALL_BYTES as u64), &[]),
+    whole("maxPendingHostCalls", 1, MAX_PENDING_CALLS, Some(DEFAULT_MAX_PENDING_HOST_CALLS as u64), &[]),
+    opt("isolation", Kind::OneOf(ISOLATION_MODES)),
+    opt("language", Kind::OneOf(LANGUAGES)),
+    Opt { name: "capabilities", kind: Kind::Names, default: None, aliases: &["tools"] },
+    opt("signal", Kind::Shaped),
+];
+
+/// `new SandboxEngine(config)`.
+pub const ENGINE_CONFIG: &[Opt] = &[
+    whole("memoryMb", MEM.0, MEM.1, Some(DEFAULT_ENGINE_MEMORY_MB as u64), &["memoryLimitMb"]),
+    whole("maxConcurrentIsolates", 1, 1024, Some(4), &["maxConcurrency", "concurrency"]),
+    whole("warmPoolSize", 0, 256, Some(0), &["warmPool"]),
+    whole("maxQueueSize", 0, 1_000_000, Some(1000), &["queueSize"]),
+    whole("processes", 1, 64, Some(2), &[]),
+    opt("isolation", Kind::OneOf(ISOLATION_MODES)),
+    opt("defaultIsolateLimits", Kind::Object(ISOLATE_LIMITS)),
+    opt("defaultBridgeLimits", Kind::Object(BRIDGE_LIMITS)),
+    Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
+    opt("wasmModules", Kind::WasmModules),
+];
+
+/// `toolPolicy` of a request.
+pub const TOOL_POLICY: &[Opt] = &[
+    opt("allowedTools", Kind::Names),
+    opt("maxCallsPerTool", Kind::CountMap { max: MAX_COUNT }),
+];
+
+/// `engine.submit(request)`.
+pub const SUBMIT_REQUEST: &[Opt] = &[
+    opt("requestId", Kind::Text),
+    opt("code", Kind::Text),
+    opt("language", Kind::OneOf(LANGUAGES)),
+    opt("isolateLimits", Kind::Object(ISOLATE_LIMITS)),
+    opt("bridgeLimits", Kind::Object(BRIDGE_LIMITS)),
+    opt("toolPolicy", Kind::Object(TOOL_POLICY)),
+    Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
+    opt("data", Kind::BytesMap),
+];
+
+/// One entry of `wasmModules`.
+const WASM_MODULE: &[Opt] = &[opt("name", Kind::Text), Opt { name: "source", kind: Kind::Shaped, default: None, aliases: &["bytes", "module"] }];
+
+/// An option was not acceptable. `path` is the option as the user wrote it
+/// (`timeoutMs`, `request.isolateLimits.wallTimeMs`, `wasmModules[1].name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionsError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for OptionsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for OptionsError {}
+
+fn err(path: &str, message: String) -> OptionsError {
+    OptionsError { path: path.to_string(), message }
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
+}
+
+/// The nearest known name to `given`, if one is close: same letters in another case, a
+/// common stem (`maxConcurrency` -> `maxConcurrentIsolates`), a small edit distance, or a
+/// known alias (`wallTimeMs` -> `timeoutMs` in runSandbox).
+pub fn suggest(given: &str, table: &[Opt]) -> Option<&'static str> {
+    let g = given.to_ascii_lowercase();
+    if let Some(o) = table.iter().find(|o| o.aliases.iter().any(|a| a.eq_ignore_ascii_case(given))) {
+        return Some(o.name);
+    }
+    let mut best: Option<(usize, &'static str)> = None;
+    for o in table {
+        let k = o.name.to_ascii_lowercase();
+        let distance = edit_distance(&g, &k);
+        let prefix = g.bytes().zip(k.bytes()).take_while(|(a, b)| a == b).count();
+        let shorter = g.len().min(k.len());
+        let close = distance <= (k.len() / 3).max(2) || (prefix >= 4 && prefix * 5 >= shorter * 3);
+        if close && best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, o.name));
+        }
+    }
+    best.map(|(_, name)| name)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<u8> = b.bytes().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// The checked fields of one options object.
+struct Fields<'a> {
+    prefix: String,
+    table: &'static [Opt],
+    values: Vec<(&'static Opt, &'a Raw)>,
+}
+
+/// Checks that `raw` is an object (or absent) holding only options of `table`.
+/// `what` names the object in messages when it is not one (`options`, `request`).
+fn fields<'a>(prefix: &str, what: &str, raw: &'a Raw, table: &'static [Opt]) -> Result<Fields<'a>, OptionsError> {
+    let entries: &[(String, Raw)] = match raw {
+        Raw::Undefined => &[],
+        Raw::Object(entries) => entries,
+        other => return Err(err(prefix, format!("{what} must be an object, got {}", other.describe()))),
+    };
+    let mut values = Vec::new();
+    for (key, value) in entries {
+        let Some(o) = table.iter().find(|o| o.name == key) else {
+            let path = join(prefix, key);
+            let hint = match suggest(key, table) {
+                Some(near) => format!("did you mean {}?", join(prefix, near)),
+                None => format!("known options: {}", table.iter().map(|o| o.name).collect::<Vec<_>>().join(", ")),
+            };
+            return Err(err(&path, format!("{path} is not a known option of {what}; {hint}")));
+        };
+        if !value.is_undefined() {
+            values.push((o, value));
+        }
+    }
+    Ok(Fields { prefix: prefix.to_string(), table, values })
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, name: &str) -> Option<&'a Raw> {
+        debug_assert!(self.table.iter().any(|o| o.name == name), "{name} is not in the table");
+        self.values.iter().find(|(o, _)| o.name == name).map(|(_, v)| *v)
+    }
+
+    fn path(&self, name: &str) -> String {
+        join(&self.prefix, name)
+    }
+
+    fn opt(&self, name: &str) -> &'static Opt {
+        self.table.iter().find(|o| o.name == name).expect("option in table")
+    }
+
+    /// A whole number in the option's range, or `None` if absent.
+    fn whole(&self, name: &str) -> Result<Option<u64>, OptionsError> {
+        let Kind::Whole { min, max } = self.opt(name).kind else { unreachable!("{name} is not a number") };
+        let Some(v) = self.get(name) else { return Ok(None) };
+        match v {
+            Raw::Number(n) if n.is_finite() && n.fract() == 0.0 && *n >= min as f64 && *n <= max as f64 => Ok(Some(*n as u64)),
+            _ => {
+                let path = self.path(name);
+                Err(err(&path, format!("{path} must be a whole number from {min} to {max}, got {}", v.describe())))
+            }
+        }
+    }
+
+    /// A whole number, or the table's default.
+    fn whole_or_default(&self, name: &str) -> Result<u64, OptionsError> {
+        Ok(self.whole(name)?.or(self.opt(name).default).expect("option has a default"))
+    }
+
+    fn one_of(&self, name: &str) -> Result<Option<&'static str>, OptionsError> {
+        let Kind::OneOf(choices) = self.opt(name).kind else { unreachable!("{name} is not a choice") };
+        let Some(v) = self.get(name) else { return Ok(None) };
+        if let Raw::String(s) = v {
+            if let Some(c) = choices.iter().find(|c| **c == s) {
+                return Ok(Some(c));
+            }
+        }
+        let path = self.path(name);
+        let list = choices.iter().map(|c| format!("'{c}'")).collect::<Vec<_>>();
+        let list = match list.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => list.join(""),
+        };
+        Err(err(&path, format!("{path} must be {list}, got {}", v.describe())))
+    }
+
+    fn text(&self, name: &str) -> Result<Option<&'a str>, OptionsError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Raw::String(s)) => Ok(Some(s)),
+            Some(v) => {
+                let path = self.path(name);
+                Err(err(&path, format!("{path} must be a string, got {}", v.describe())))
+            }
+        }
+    }
+
+    fn names(&self, name: &str) -> Result<Option<Vec<String>>, OptionsError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        let path = self.path(name);
+        let bad = || err(&path, format!("{path} must be an array of names, got {}", v.describe()));
+        let Raw::Array(items) = v else { return Err(bad()) };
+        items
+            .iter()
+            .map(|i| match i {
+                Raw::String(s) => Ok(s.clone()),
+                _ => Err(bad()),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    fn object(&self, name: &str) -> Result<Fields<'a>, OptionsError> {
+        let Kind::Object(table) = self.opt(name).kind else { unreachable!("{name} is not an object") };
+        let path = self.path(name);
+        fields(&path, &path, self.get(name).unwrap_or(&Raw::Undefined), table)
+    }
+}
+
+/// Where isolates run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    Process,
+    Thread,
+}
+
+impl Isolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Process => "process",
+            Isolation::Thread => "thread",
+        }
+    }
+
+    fn parse(s: Option<&str>) -> Option<Isolation> {
+        s.map(|s| if s == "thread" { Isolation::Thread } else { Isolation::Process })
+    }
+}
+
+/// How the code runs: its completion value is the output (`Script`), or it is the body
+/// of an async function and only `return` gives output (`AsyncBody`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecMode {
+    Script,
+    AsyncBody,
+}
+
+/// A checked run, ready for an engine: everything a thread or process backend needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    pub code: String,
+    pub mode: ExecMode,
+    /// `javascript` or `typescript` (JS strips types before the run starts).
+    pub language: &'static str,
+    /// runSandbox only: which default engine serves the run.
+    pub isolation: Option<Isolation>,
+    pub limits: IsolateLimits,
+    pub bridge: BridgeLimits,
+    /// Host functions installed as globals, in call-index order. Only these exist in
+    /// the sandbox: a tool the policy does not allow is not visible at all.
+    pub tools: Vec<String>,
+    /// Per installed tool (same order), the most calls it may take.
+    pub max_calls: Vec<Option<u32>>,
+    pub data_object: bool,
+    /// Instantiate the engine's WebAssembly modules.
+    pub wasm: bool,
+    /// Send console entries as they happen (sessions).
+    pub stream_console: bool,
+}
+
+fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 7]) -> Result<BridgeLimits, OptionsError> {
+    let [message, messages, output, entries, log_bytes, pending_bytes, pending_calls] = names;
+    let pick = |name: &str, base: u64| -> Result<u64, OptionsError> { Ok(f.whole(name)?.unwrap_or(base)) };
+    let max_message_bytes = pick(message, base.max_message_bytes as u64)? as usize;
+    let max_pending_host_call_bytes = pick(pending_bytes, base.max_pending_host_call_bytes as u64)? as usize;
+    // One message must fit in the budget, or every call of that size would fail.
+    if max_pending_host_call_bytes < max_message_bytes {
+        let path = f.path(pending_bytes);
+        return Err(err(
+            &path,
+            format!(
+                "{path} must be at least {} ({} bytes) so that one message fits, got {max_pending_host_call_bytes}",
+                f.path(message),
+                max_message_bytes
+            ),
+        ));
+    }
+    Ok(BridgeLimits {
+        max_message_bytes,
+        max_messages: pick(messages, base.max_messages as u64)? as u32,
+        max_output_bytes: pick(output, base.max_output_bytes as u64)? as usize,
+        max_log_entries: pick(entries, base.max_log_entries as u64)? as usize,
+        max_log_bytes: pick(log_bytes, base.max_log_bytes as u64)? as usize,
+        max_pending_host_call_bytes,
+        max_pending_host_calls: pick(pending_calls, base.max_pending_host_calls as u64)? as u32,
+    })
+}
+
+const BRIDGE_NAMES: [&str; 7] =
+    ["maxMessageBytes", "maxMessages", "maxOutputBytes", "maxLogEntries", "maxLogBytes", "maxPendingHostCallBytes", "maxPendingHostCalls"];
+const RUN_SANDBOX_BRIDGE_NAMES: [&str; 7] =
+    ["maxMessageBytes", "maxHostCalls", "maxOutputBytes", "maxLogEntries", "maxLogBytes", "maxPendingHostCallBytes", "maxPendingHostCalls"];
+
+fn code_of(path: &str, code: &Raw) -> Result<String, OptionsError> {
+    match code {
+        Raw::String(s) => Ok(s.clone()),
+        other => Err(err(path, format!("{path} must be a string, got {}", other.describe()))),
+    }
+}
+
+fn check_tool_names(path: &str, label: &str, names: &[String]) -> Result<(), OptionsError> {
+    check_capability_names(names).map_err(|e| err(path, format!("{label} name: {e}")))
+}
+
+/// `runSandbox(code, options)`: the plan of one run. `options.capabilities` holds the
+/// capability names (JS flattened the functions); given at all, the code is an async
+/// function body (the seed's semantics).
+pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
+    let code = code_of("code", code)?;
+    let f = fields("", "runSandbox options", options, RUN_SANDBOX)?;
+    let memory_mb = f.whole_or_default("memoryLimitMb")? as u32;
+    let wall_time_ms = f.whole_or_default("timeoutMs")?;
+    let cpu_time_ms = f.whole("cpuTimeMs")?;
+    let bridge = bridge_limits(&f, BridgeLimits::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
+    let capabilities = f.names("capabilities")?;
+    let tools = capabilities.clone().unwrap_or_default();
+    check_tool_names("capabilities", "capability", &tools)?;
+    Ok(RunPlan {
+        code,
+        mode: if capabilities.is_some() { ExecMode::AsyncBody } else { ExecMode::Script },
+        language: f.one_of("language")?.unwrap_or("javascript"),
+        isolation: Some(Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION)),
+        limits: IsolateLimits { memory_mb, wall_time_ms, cpu_time_ms },
+        bridge,
+        max_calls: vec![None; tools.len()],
+        tools,
+        data_object: false,
+        wasm: false,
+        stream_console: false,
+    })
+}
+
+/// A checked `SandboxEngine` config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// Memory per isolate: warm isolates have it, requests get it unless their own
+    /// `isolateLimits.memoryMb` (or `defaultIsolateLimits.memoryMb`) says otherwise.
+    pub memory_mb: u32,
+    pub max_concurrent_isolates: u32,
+    pub warm_pool_size: u32,
+    pub max_queue_size: u32,
+    pub processes: u32,
+    pub isolation: Isolation,
+    /// Limits of a request that names none.
+    pub default_limits: IsolateLimits,
+    pub default_bridge: BridgeLimits,
+    /// The engine's tools (flattened names), each callable only if a request allows it.
+    pub tools: Vec<String>,
+    /// Names of the WebAssembly modules, in order.
+    pub wasm_modules: Vec<String>,
+}
+
+impl EngineConfig {
+    /// Checks `new SandboxEngine(config)`. `config.tools` holds the tool names (JS
+    /// flattened the functions); `config.wasmModules` entries are `{ name, source }`.
+    pub fn from_raw(config: &Raw) -> Result<EngineConfig, OptionsError> {
+        let f = fields("", "SandboxEngine config", config, ENGINE_CONFIG)?;
+        let isolate = f.object("defaultIsolateLimits")?;
+        // The engine's memoryMb wins over defaultIsolateLimits.memoryMb: the seed's own
+        // pattern passes DEFAULT_ISOLATE_LIMITS (memoryMb 128) next to its memoryMb.
+        let memory_mb = match (f.whole("memoryMb")?, isolate.whole("memoryMb")?) {
+            (Some(m), _) | (None, Some(m)) => m,
+            (None, None) => DEFAULT_ENGINE_MEMORY_MB as u64,
+        } as u32;
+        let default_limits = IsolateLimits {
+            memory_mb,
+            wall_time_ms: isolate.whole_or_default("wallTimeMs")?,
+            cpu_time_ms: Some(isolate.whole_or_default("cpuTimeMs")?),
+        };
+        let bridge = f.object("defaultBridgeLimits")?;
+        let default_bridge = bridge_limits(&bridge, BridgeLimits::default(), BRIDGE_NAMES)?;
+        let tools = f.names("tools")?.unwrap_or_default();
+        check_tool_names("tools", "tool", &tools)?;
+        Ok(EngineConfig {
+            memory_mb,
+            max_concurrent_isolates: f.whole_or_default("maxConcurrentIsolates")? as u32,
+            warm_pool_size: f.whole_or_default("warmPoolSize")? as u32,
+            max_queue_size: f.whole_or_default("maxQueueSize")? as u32,
+            processes: f.whole_or_default("processes")? as u32,
+            isolation: Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION),
+            default_limits,
+            default_bridge,
+            tools,
+            wasm_modules: wasm_module_names(f.get("wasmModules"))?,
+        })
+    }
+
+    /// Checks `engine.submit(request)`. `request.tools` holds the request's own tool
+    /// names and `request.data` the serialized values (JS shaped both). The `data` values
+    /// are checked, not copied: JS hands the same buffers to the engine with the plan.
+    pub fn plan(&self, request: &Raw) -> Result<RunPlan, OptionsError> {
+        if !matches!(request, Raw::Object(_)) {
+            return Err(err("request", format!("request must be an object, got {}", request.describe())));
+        }
+        let f = fields("request", "request", request, SUBMIT_REQUEST)?;
+        f.text("requestId")?;
+        let code = code_of("request.code", f.get("code").unwrap_or(&Raw::Undefined))?;
+        let isolate = f.object("isolateLimits")?;
+        let d = self.default_limits;
+        let limits = IsolateLimits {
+            memory_mb: isolate.whole("memoryMb")?.map_or(d.memory_mb, |m| m as u32),
+            wall_time_ms: isolate.whole("wallTimeMs")?.unwrap_or(d.wall_time_ms),
+            cpu_time_ms: isolate.whole("cpuTimeMs")?.or(d.cpu_time_ms),
+        };
+        let bridge = bridge_limits(&f.object("bridgeLimits")?, self.default_bridge, BRIDGE_NAMES)?;
+        let own = f.names("tools")?.unwrap_or_default();
+        check_tool_names("request.tools", "tool", &own)?;
+        if let Some(name) = own.iter().find(|n| self.tools.contains(n)) {
+            return Err(err("request.tools", format!("request.tools.{name} clashes with the engine tool of that name")));
+        }
+        let policy = self.tool_policy(&f.object("toolPolicy")?, &own)?;
+        match f.get("data") {
+            None => {}
+            Some(Raw::Object(entries)) => {
+                if let Some((k, v)) = entries.iter().find(|(_, v)| !matches!(v, Raw::Bytes(_) | Raw::Undefined)) {
+                    return Err(err("request.data", format!("request.data.{k} must be serialized bytes, got {}", v.describe())));
+                }
+            }
+            Some(other) => return Err(err("request.data", format!("request.data must be an object, got {}", other.describe()))),
+        }
+        Ok(RunPlan {
+            code,
+            mode: ExecMode::AsyncBody,
+            language: f.one_of("language")?.unwrap_or("javascript"),
+            isolation: None,
+            limits,
+            bridge,
+            tools: policy.0,
+            max_calls: policy.1,
+            data_object: true,
+            wasm: !self.wasm_modules.is_empty(),
+            stream_console: true,
+        })
+    }
+
+    /// The tools a request may call: engine tools its policy allows, plus its own tools
+    /// (handed over by the requester, so allowed), each with its call limit.
+    fn tool_policy(&self, policy: &Fields, own: &[String]) -> Result<(Vec<String>, Vec<Option<u32>>), OptionsError> {
+        let registered = || {
+            let all: Vec<&str> = self.tools.iter().chain(own).map(String::as_str).collect();
+            if all.is_empty() { "none".to_string() } else { all.join(", ") }
+        };
+        let allowed = policy.names("allowedTools")?.unwrap_or_default();
+        for name in &allowed {
+            if !self.tools.contains(name) && !own.contains(name) {
+                let path = policy.path("allowedTools");
+                return Err(err(&path, format!("{path} names unknown tool \"{name}\" (registered: {})", registered())));
+            }
+        }
+        let mut limits: HashMap<&str, u32> = HashMap::new();
+        let max_path = policy.path("maxCallsPerTool");
+        match policy.get("maxCallsPerTool") {
+            None => {}
+            Some(Raw::Object(entries)) => {
+                let Kind::CountMap { max } = policy.opt("maxCallsPerTool").kind else { unreachable!() };
+                for (name, v) in entries.iter().filter(|(_, v)| !v.is_undefined()) {
+                    if !self.tools.contains(name) && !own.contains(name) {
+                        return Err(err(&max_path, format!("{max_path} names unknown tool \"{name}\" (registered: {})", registered())));
+                    }
+                    match v {
+                        Raw::Number(n) if n.is_finite() && n.fract() == 0.0 && *n >= 0.0 && *n <= max as f64 => {
+                            limits.insert(name, *n as u32);
+                        }
+                        other => {
+                            return Err(err(&max_path, format!("{max_path}.{name} must be a whole number from 0 to {max}, got {}", other.describe())))
+                        }
+                    }
+                }
+            }
+            Some(other) => return Err(err(&max_path, format!("{max_path} must be an object, got {}", other.describe()))),
+        }
+        let tools: Vec<String> = self.tools.iter().filter(|t| allowed.contains(t)).chain(own).cloned().collect();
+        let max_calls = tools.iter().map(|t| limits.get(t.as_str()).copied()).collect();
+        Ok((tools, max_calls))
+    }
+}
+
+/// Checks the shape of `wasmModules`: an array of `{ name, source }` with identifier
+/// names, each once, and byte sources. (The bytes themselves are checked and compiled
+/// where the modules are registered.)
+fn wasm_module_names(raw: Option<&Raw>) -> Result<Vec<String>, OptionsError> {
+    let items = match raw {
+        None => return Ok(Vec::new()),
+        Some(Raw::Array(items)) => items,
+        Some(other) => return Err(err("wasmModules", format!("wasmModules must be an array, got {}", other.describe()))),
+    };
+    let mut names: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("wasmModules[{i}]");
+        if !matches!(item, Raw::Object(_)) {
+            return Err(err(&at, format!("{at} must be an object {{ name, source }}, got {}", item.describe())));
+        }
+        let f = fields(&at, &at, item, WASM_MODULE)?;
+        let name = match f.get("name") {
+            Some(Raw::String(s)) if check_global_name(s).is_ok() => s.clone(),
+            Some(Raw::String(s)) => {
+                let why = check_global_name(s).unwrap_err();
+                return Err(err(&format!("{at}.name"), format!("{at}.name: {why}")));
+            }
+            other => {
+                let got = other.map_or("undefined".to_string(), Raw::describe);
+                return Err(err(&format!("{at}.name"), format!("{at}.name must be a JavaScript identifier, got {got}")));
+            }
+        };
+        if names.contains(&name) {
+            return Err(err(&format!("{at}.name"), format!("{at}.name: wasm module name '{name}' is given more than once")));
+        }
+        match f.get("source") {
+            Some(Raw::Bytes(_)) => {}
+            other => {
+                let got = other.map_or("undefined".to_string(), Raw::describe);
+                return Err(err(&format!("{at}.source"), format!("{at}.source must be a Uint8Array or ArrayBuffer, got {got}")));
+            }
+        }
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// Counts a run's calls per tool against its `maxCallsPerTool`: the one place a tool
+/// call is counted.
+#[derive(Debug)]
+pub struct ToolCalls {
+    limits: Vec<Option<u32>>,
+    used: Vec<AtomicU32>,
+}
+
+impl ToolCalls {
+    pub fn new(limits: Vec<Option<u32>>) -> Self {
+        let used = limits.iter().map(|_| AtomicU32::new(0)).collect();
+        ToolCalls { limits, used }
+    }
+
+    /// Counts one call of tool `index` (named `name`); the refusal message once the
+    /// tool has used up its calls. The sandbox sees it as a `PermissionError`.
+    pub fn admit(&self, index: usize, name: &str) -> Result<(), String> {
+        let (Some(limit), Some(used)) = (self.limits.get(index), self.used.get(index)) else {
+            return Err(format!("tool \"{name}\" is not allowed by this request's toolPolicy"));
+        };
+        let n = used.fetch_add(1, Ordering::SeqCst).saturating_add(1);
+        match limit {
+            Some(max) if n > *max => Err(format!("tool \"{name}\" exceeded its limit of {max} calls")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The error name a tool-policy refusal has inside the sandbox.
+pub const TOOL_REFUSAL_NAME: &str = "PermissionError";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(entries: &[(&str, Raw)]) -> Raw {
+        Raw::Object(entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+    fn num(n: f64) -> Raw {
+        Raw::Number(n)
+    }
+    fn s(v: &str) -> Raw {
+        Raw::String(v.into())
+    }
+    fn names(v: &[&str]) -> Raw {
+        Raw::Array(v.iter().map(|n| s(n)).collect())
+    }
+    fn code() -> Raw {
+        s("1")
+    }
+
+    #[test]
+    fn run_sandbox_defaults_follow_the_seed() {
+        let p = run_sandbox(&code(), &Raw::Undefined).unwrap();
+        assert_eq!(p.limits, IsolateLimits { memory_mb: 64, wall_time_ms: 5000, cpu_time_ms: None });
+        assert_eq!(p.bridge, BridgeLimits::default());
+        assert_eq!((p.mode, p.isolation, p.language), (ExecMode::Script, Some(Isolation::Process), "javascript"));
+        let p = run_sandbox(&code(), &obj(&[("capabilities", names(&["a", "gh.x"])), ("isolation", s("thread"))])).unwrap();
+        assert_eq!((p.mode, p.isolation), (ExecMode::AsyncBody, Some(Isolation::Thread)));
+        assert_eq!(p.tools, ["a", "gh.x"]);
+    }
+
+    #[test]
+    fn run_sandbox_options_land_in_the_limits_under_their_own_names() {
+        let o = obj(&[
+            ("memoryLimitMb", num(32.0)),
+            ("timeoutMs", num(100.0)),
+            ("cpuTimeMs", num(50.0)),
+            ("maxHostCalls", num(2.0)),
+            ("maxOutputBytes", num(1000.0)),
+            ("maxLogEntries", num(3.0)),
+            ("maxLogBytes", num(10.0)),
+            ("maxMessageBytes", num(500.0)),
+            ("maxPendingHostCallBytes", num(600.0)),
+            ("maxPendingHostCalls", num(4.0)),
+            ("signal", obj(&[])),
+            ("language", Raw::Undefined),
+        ]);
+        let p = run_sandbox(&code(), &o).unwrap();
+        assert_eq!(p.limits, IsolateLimits { memory_mb: 32, wall_time_ms: 100, cpu_time_ms: Some(50) });
+        let b = p.bridge;
+        assert_eq!(
+            (b.max_messages, b.max_output_bytes, b.max_log_entries, b.max_log_bytes, b.max_message_bytes, b.max_pending_host_call_bytes, b.max_pending_host_calls),
+            (2, 1000, 3, 10, 500, 600, 4)
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_option_and_the_value() {
+        let e = |o: Raw| run_sandbox(&code(), &o).unwrap_err().message;
+        assert_eq!(e(obj(&[("timeoutMs", num(-5.0))])), "timeoutMs must be a whole number from 1 to 2147483647, got -5");
+        assert_eq!(e(obj(&[("memoryLimitMb", num(1.5))])), "memoryLimitMb must be a whole number from 8 to 8192, got 1.5");
+        assert_eq!(e(obj(&[("maxHostCalls", s("2"))])), "maxHostCalls must be a whole number from 0 to 4294967295, got '2'");
+        assert_eq!(e(obj(&[("cpuTimeMs", num(f64::NAN))])), "cpuTimeMs must be a whole number from 1 to 2147483647, got NaN");
+        assert_eq!(e(obj(&[("isolation", s("vm"))])), "isolation must be 'process' or 'thread', got 'vm'");
+        assert_eq!(e(obj(&[("language", s("python"))])), "language must be 'javascript' or 'typescript', got 'python'");
+        assert_eq!(e(Raw::Null), "runSandbox options must be an object, got null");
+        assert_eq!(run_sandbox(&Raw::Null, &Raw::Undefined).unwrap_err().message, "code must be a string, got null");
+        let e2 = e(obj(&[("maxMessageBytes", num(1000.0)), ("maxPendingHostCallBytes", num(999.0))]));
+        assert!(e2.starts_with("maxPendingHostCallBytes must be at least maxMessageBytes (1000 bytes)"), "{e2}");
+    }
+
+    #[test]
+    fn unknown_options_suggest_the_nearest_name() {
+        let e = |o: Raw| run_sandbox(&code(), &o).unwrap_err().message;
+        assert_eq!(e(obj(&[("timeout", num(5.0))])), "timeout is not a known option of runSandbox options; did you mean timeoutMs?");
+        assert!(e(obj(&[("memoryMb", num(5.0))])).ends_with("did you mean memoryLimitMb?"));
+        assert!(e(obj(&[("maxMessages", num(5.0))])).ends_with("did you mean maxHostCalls?"));
+        assert!(e(obj(&[("zzz", num(5.0))])).contains("known options: memoryLimitMb, timeoutMs"));
+        let c = EngineConfig::from_raw(&obj(&[("maxConcurrency", num(2.0))])).unwrap_err();
+        assert!(c.message.ends_with("did you mean maxConcurrentIsolates?"), "{}", c.message);
+        let engine = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        let r = engine.plan(&obj(&[("code", code()), ("isolateLimits", obj(&[("wallTimeMS", num(5.0))]))])).unwrap_err();
+        assert_eq!(r.path, "request.isolateLimits.wallTimeMS");
+        assert!(r.message.ends_with("did you mean request.isolateLimits.wallTimeMs?"), "{}", r.message);
+        let r = engine.plan(&obj(&[("code", code()), ("bridgeLimits", obj(&[("maxHostCalls", num(5.0))]))])).unwrap_err();
+        assert!(r.message.ends_with("did you mean request.bridgeLimits.maxMessages?"), "{}", r.message);
+    }
+
+    #[test]
+    fn suggestions_stay_quiet_for_unrelated_names() {
+        assert_eq!(suggest("banana", RUN_SANDBOX), None);
+        assert_eq!(suggest("TIMEOUTMS", RUN_SANDBOX), Some("timeoutMs"));
+        assert_eq!(suggest("warmPoolSise", ENGINE_CONFIG), Some("warmPoolSize"));
+    }
+
+    #[test]
+    fn engine_memory_is_the_per_isolate_memory() {
+        let isolate_defaults = obj(&[("memoryMb", num(128.0)), ("cpuTimeMs", num(5000.0)), ("wallTimeMs", num(30000.0))]);
+        // The seed's pattern: memoryMb next to DEFAULT_ISOLATE_LIMITS; memoryMb wins.
+        let c = EngineConfig::from_raw(&obj(&[("memoryMb", num(32.0)), ("defaultIsolateLimits", isolate_defaults)])).unwrap();
+        assert_eq!(c.default_limits.memory_mb, 32);
+        assert_eq!(c.plan(&obj(&[("code", code())])).unwrap().limits.memory_mb, 32);
+        // A request's own memoryMb overrides it.
+        let r = obj(&[("code", code()), ("isolateLimits", obj(&[("memoryMb", num(16.0))]))]);
+        assert_eq!(c.plan(&r).unwrap().limits.memory_mb, 16);
+        // defaultIsolateLimits may omit memoryMb, or give it when memoryMb is absent.
+        let c = EngineConfig::from_raw(&obj(&[("defaultIsolateLimits", obj(&[("wallTimeMs", num(100.0))]))])).unwrap();
+        assert_eq!(c.default_limits, IsolateLimits { memory_mb: 128, wall_time_ms: 100, cpu_time_ms: Some(5000) });
+        let c = EngineConfig::from_raw(&obj(&[("defaultIsolateLimits", obj(&[("memoryMb", num(48.0))]))])).unwrap();
+        assert_eq!(c.memory_mb, 48);
+    }
+
+    #[test]
+    fn engine_config_defaults_and_ranges() {
+        let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        assert_eq!((c.memory_mb, c.max_concurrent_isolates, c.warm_pool_size, c.max_queue_size, c.processes), (128, 4, 0, 1000, 2));
+        assert_eq!(c.isolation, Isolation::Process);
+        let e = EngineConfig::from_raw(&obj(&[("processes", num(0.0))])).unwrap_err();
+        assert_eq!(e.message, "processes must be a whole number from 1 to 64, got 0");
+        let e = EngineConfig::from_raw(&obj(&[("defaultBridgeLimits", obj(&[("maxMessages", num(-1.0))]))])).unwrap_err();
+        assert_eq!(e.message, "defaultBridgeLimits.maxMessages must be a whole number from 0 to 4294967295, got -1");
+        let e = EngineConfig::from_raw(&obj(&[("defaultIsolateLimits", num(5.0))])).unwrap_err();
+        assert_eq!(e.message, "defaultIsolateLimits must be an object, got 5");
+        let e = EngineConfig::from_raw(&s("x")).unwrap_err();
+        assert_eq!(e.message, "SandboxEngine config must be an object, got 'x'");
+    }
+
+    #[test]
+    fn wasm_module_shapes_are_checked_with_the_config() {
+        let m = |name: Raw, source: Raw| obj(&[("name", name), ("source", source)]);
+        let cfg = |mods: Vec<Raw>| EngineConfig::from_raw(&obj(&[("wasmModules", Raw::Array(mods))]));
+        assert_eq!(cfg(vec![m(s("a"), Raw::Bytes(1)), m(s("b"), Raw::Bytes(1))]).unwrap().wasm_modules, ["a", "b"]);
+        assert!(cfg(vec![m(s("1x"), Raw::Bytes(1))]).unwrap_err().message.starts_with("wasmModules[0].name: `1x` is not a valid"));
+        assert!(cfg(vec![m(s("a"), Raw::Bytes(1)), m(s("a"), Raw::Bytes(1))]).unwrap_err().message.contains("more than once"));
+        assert_eq!(cfg(vec![m(s("a"), s("bytes"))]).unwrap_err().message, "wasmModules[0].source must be a Uint8Array or ArrayBuffer, got 'bytes'");
+        assert!(cfg(vec![obj(&[("name", s("a")), ("bytes", Raw::Bytes(1))])]).unwrap_err().message.contains("did you mean"));
+    }
+
+    #[test]
+    fn tool_policy_installs_only_allowed_tools() {
+        let c = EngineConfig::from_raw(&obj(&[("tools", names(&["gh.list", "gh.create", "now"]))])).unwrap();
+        let plan = |policy: Raw, own: &[&str]| c.plan(&obj(&[("code", code()), ("toolPolicy", policy), ("tools", names(own))]));
+        let p = plan(Raw::Undefined, &[]).unwrap();
+        assert!(p.tools.is_empty(), "no tools unless a policy names them");
+        let p = plan(obj(&[("allowedTools", names(&["gh.list"])), ("maxCallsPerTool", obj(&[("gh.list", num(1.0)), ("mine", num(2.0))]))]), &["mine"]).unwrap();
+        assert_eq!(p.tools, ["gh.list", "mine"]);
+        assert_eq!(p.max_calls, [Some(1), Some(2)]);
+        let e = plan(obj(&[("allowedTools", names(&["gh.nope"]))]), &[]).unwrap_err();
+        assert_eq!(e.message, "request.toolPolicy.allowedTools names unknown tool \"gh.nope\" (registered: gh.list, gh.create, now)");
+        let e = plan(obj(&[("maxCallsPerTool", obj(&[("x", num(1.0))]))]), &[]).unwrap_err();
+        assert!(e.message.starts_with("request.toolPolicy.maxCallsPerTool names unknown tool \"x\""));
+        let e = plan(obj(&[("maxCallsPerTool", obj(&[("now", num(-1.0))]))]), &[]).unwrap_err();
+        assert!(e.message.starts_with("request.toolPolicy.maxCallsPerTool.now must be a whole number"));
+        let e = plan(Raw::Undefined, &["now"]).unwrap_err();
+        assert_eq!(e.message, "request.tools.now clashes with the engine tool of that name");
+    }
+
+    #[test]
+    fn tool_calls_are_counted_once_per_tool() {
+        let calls = ToolCalls::new(vec![Some(2), None]);
+        assert!(calls.admit(0, "a").is_ok());
+        assert!(calls.admit(1, "b").is_ok());
+        assert!(calls.admit(0, "a").is_ok());
+        assert_eq!(calls.admit(0, "a").unwrap_err(), "tool \"a\" exceeded its limit of 2 calls");
+        for _ in 0..100 {
+            assert!(calls.admit(1, "b").is_ok());
+        }
+        assert!(calls.admit(7, "x").is_err());
+    }
+
+    #[test]
+    fn request_data_and_code_are_checked() {
+        let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        assert_eq!(c.plan(&obj(&[])).unwrap_err().message, "request.code must be a string, got undefined");
+        assert_eq!(c.plan(&Raw::Null).unwrap_err().message, "request must be an object, got null");
+        let p = c.plan(&obj(&[("code", code()), ("data", obj(&[("a", Raw::Bytes(1))]))])).unwrap();
+        assert!(p.data_object);
+        let e = c.plan(&obj(&[("code", code()), ("data", obj(&[("a", num(1.0))]))])).unwrap_err();
+        assert_eq!(e.message, "request.data.a must be serialized bytes, got 1");
+        assert_eq!(p.limits, IsolateLimits { memory_mb: 128, wall_time_ms: 30_000, cpu_time_ms: Some(5000) });
+        let e = c.plan(&obj(&[("code", code()), ("data", names(&["x"]))])).unwrap_err();
+        assert_eq!(e.message, "request.data must be an object, got an array");
+    }
+}
