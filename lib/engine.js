@@ -6,7 +6,7 @@ const { execute } = require('./execute');
 const { serialize } = require('./bridge');
 const { createBackend } = require('./backend');
 const { normalizeTools } = require('./tools');
-const { toJavaScript } = require('./typescript');
+const { stripTypes } = require('./typescript');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
 
 // Every default below is isolet-core's (its option tables), read once at load.
@@ -208,7 +208,24 @@ class SandboxEngine {
     const { plan, handlers } = planned;
     session._maxMessageBytes = plan.maxMessageBytes;
     session._emit({ type: 'status', status: 'queued', message: 'queued' });
+    if (plan.language !== 'typescript') {
+      this._start(session, plan, handlers);
+      return session;
+    }
+    // Large TypeScript is stripped on a worker thread, within the run's wall-clock limit.
+    stripTypes(plan.code, { language: 'typescript', asyncBody: true, timeoutMs: plan.wallTimeMs }).then(
+      (code) => {
+        if (session._aborted) return fail(new SandboxAbortedError('Execution was aborted before it started'));
+        if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));
+        plan.code = code;
+        this._start(session, plan, handlers);
+      },
+      (err) => fail(errorFromThrown(err)),
+    );
+    return session;
+  }
 
+  _start(session, plan, handlers) {
     const { done, handle } = execute(this._native, plan, {
       handlers,
       onEvent: (ev) => {
@@ -224,7 +241,6 @@ class SandboxEngine {
       if (r.ok) session._emit({ type: 'result', data: r.value, stats: r.stats, logs: r.logs });
       else session._emit({ type: 'error', error: r.error, message: r.error.message, stats: r.stats, logs: r.logs });
     });
-    return session;
   }
 
   /**
@@ -275,7 +291,6 @@ class SandboxEngine {
     const plan = this._settings.plan(shaped);
     // Checked natively with the rest; handed over as they are, not copied again.
     if (dataValues !== undefined) plan.dataValues = dataValues;
-    if (plan.language === 'typescript') plan.code = toJavaScript(plan.code, { language: 'typescript', asyncBody: true });
     const handlers = own.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, own.handlers);
     return { plan, handlers };
   }

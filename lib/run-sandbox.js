@@ -6,7 +6,7 @@ const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { createBackend } = require('./backend');
 const { normalizeTools } = require('./tools');
-const { toJavaScript } = require('./typescript');
+const { stripTypes } = require('./typescript');
 
 const DEFAULTS = native.optionDefaults();
 
@@ -47,7 +47,7 @@ function isPlainObject(v) {
  * plan and host functions. Only type shaping happens here: capabilities become names and
  * handlers, the signal is checked to be an AbortSignal, TypeScript is stripped.
  */
-function planOf(code, options) {
+async function planOf(code, options) {
   let tools = { names: [], handlers: Object.create(null) };
   let shaped = options;
   if (isPlainObject(options)) {
@@ -59,7 +59,10 @@ function planOf(code, options) {
     shaped = { ...options, signal: undefined, capabilities: options.capabilities === undefined ? undefined : tools.names };
   }
   const plan = native.planRun(code, shaped);
-  if (plan.language === 'typescript') plan.code = toJavaScript(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody' });
+  if (plan.language === 'typescript') {
+    // Large input is stripped on a worker thread, within the run's wall-clock limit.
+    plan.code = await stripTypes(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody', timeoutMs: plan.wallTimeMs });
+  }
   return { plan, handlers: tools.handlers };
 }
 
@@ -70,7 +73,7 @@ function planOf(code, options) {
 async function runSandbox(code, options = undefined) {
   let planned;
   try {
-    planned = planOf(code, options);
+    planned = await planOf(code, options);
   } catch (err) {
     return failure(errorFromThrown(err));
   }
