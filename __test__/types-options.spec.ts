@@ -1,0 +1,32 @@
+// The option types list exactly isolet-core's option tables, so a typed option cannot
+// drift from the one Rust validates (and the other way round).
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import ts from 'typescript';
+import { expect, it } from 'vitest';
+
+const root = path.resolve(__dirname, '..');
+const program = ts.createProgram([path.join(root, 'index.d.ts')], { strict: true, noEmit: true, types: ['node'], typeRoots: [path.join(root, 'node_modules', '@types')] });
+const checker = program.getTypeChecker();
+const exported = new Map(checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(path.join(root, 'index.d.ts'))!)!).map((s) => [s.name, s]));
+const props = (name: string) => checker.getPropertiesOfType(checker.getDeclaredTypeOfSymbol(exported.get(name)!)).map((p) => p.name).sort();
+
+function table(name: string): string[] {
+  const rust = fs.readFileSync(path.join(root, 'crates', 'isolet-core', 'src', 'options.rs'), 'utf8');
+  const start = rust.indexOf(`pub const ${name}: &[Opt] = &[`);
+  expect(start, name).toBeGreaterThan(-1);
+  return [...rust.slice(start, rust.indexOf('\n];', start)).matchAll(/(?:whole|opt)\("(\w+)"|name: "(\w+)"/g)].map((m) => m[1] ?? m[2]).sort();
+}
+
+it("the option types list exactly isolet-core's option tables", () => {
+  for (const [type, rust] of [
+    ['SandboxOptions', 'RUN_SANDBOX'],
+    ['SandboxEngineConfig', 'ENGINE_CONFIG'],
+    ['ExecuteMessage', 'SUBMIT_REQUEST'],
+    ['ToolPolicy', 'TOOL_POLICY'],
+    ['IsolateLimits', 'ISOLATE_LIMITS'],
+    ['BridgeLimits', 'BRIDGE_LIMITS'],
+  ]) {
+    expect(props(type), `${type} vs ${rust}`).toEqual(table(rust));
+  }
+});
