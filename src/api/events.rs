@@ -110,7 +110,7 @@ impl JsSink {
     }
 
     fn send(&self, event: RunEventJs) {
-        let callback = self.callback.lock().unwrap().clone();
+        let callback = self.callback.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         if let Some(cb) = callback {
             cb.call(event, ThreadsafeFunctionCallMode::NonBlocking);
         }
@@ -175,6 +175,6 @@ impl EventSink for JsSink {
         }
         self.send(e);
         // Last event: let go of the callback so Node may exit.
-        self.callback.lock().unwrap().take();
+        self.callback.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }
 }
