@@ -4,6 +4,7 @@
 //! which queued run starts; warm or cold; how many to warm; when the engine is idle)
 //! are `isolet_core::queue::Pool`'s; this file carries them out with threads.
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,11 +48,35 @@ struct Inner {
     /// it), never while a run ends (its ending calls back in here).
     pool: Mutex<Pool<Arc<RunShared>, WarmIsolate>>,
     idle: Condvar,
+    /// Callers sleeping in `wait_idle`; changed and read under `pool`'s lock, so runs and
+    /// threads ending (twice per run) notify `idle` only when someone waits.
+    idle_waiters: AtomicUsize,
 }
 
 impl Inner {
     fn pool(&self) -> MutexGuard<'_, Pool<Arc<RunShared>, WarmIsolate>> {
         lock(&self.pool)
+    }
+
+    /// Whether `wait_idle` has sleepers to notify; call with `pool`'s lock held, after
+    /// changing what `is_idle` reads, and notify `idle` after releasing it.
+    fn idle_watched(&self) -> bool {
+        self.idle_waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// A thread counted by `thread_started` could not be spawned (`warm`: it was to be a
+    /// warm isolate, counted as warming too).
+    fn thread_not_started(&self, warm: bool) {
+        let mut pool = self.pool();
+        pool.thread_exited(false);
+        if warm {
+            pool.warm_ready(None);
+        }
+        let watched = self.idle_watched();
+        drop(pool);
+        if watched {
+            self.idle.notify_all();
+        }
     }
 }
 
@@ -104,7 +129,7 @@ impl Engine {
             warm_pool_size: config.warm_pool_size,
             max_queue: config.max_queue,
         });
-        let inner = Arc::new(Inner { pool: Mutex::new(pool), idle: Condvar::new() });
+        let inner = Arc::new(Inner { pool: Mutex::new(pool), idle: Condvar::new(), idle_waiters: AtomicUsize::new(0) });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
         engines.push((env, Arc::downgrade(&inner)));
@@ -172,7 +197,9 @@ impl Engine {
             if now >= deadline {
                 return false;
             }
+            self.inner.idle_waiters.fetch_add(1, Ordering::Relaxed);
             pool = self.inner.idle.wait_timeout(pool, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            self.inner.idle_waiters.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -234,7 +261,7 @@ impl Engine {
         for run in launch.cold {
             let config = sandbox_config(run.spec.limits.memory_mb);
             if self.spawn(config, JobSource::Now(run.clone())).is_err() {
-                self.inner.pool().thread_exited(false);
+                self.inner.thread_not_started(false);
                 run.refuse(could_not_start());
             }
         }
@@ -251,9 +278,7 @@ impl Engine {
                 }
             });
             if self.spawn(sandbox_config(memory_mb), JobSource::Later { jobs: rx, ready }).is_err() {
-                let mut pool = self.inner.pool();
-                pool.thread_exited(false);
-                pool.warm_ready(None);
+                self.inner.thread_not_started(true);
             }
         }
     }
@@ -263,8 +288,13 @@ impl Engine {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let on_exit = Box::new(move |quarantined: bool| {
             if let Some(inner) = weak.upgrade() {
-                inner.pool().thread_exited(quarantined);
-                inner.idle.notify_all();
+                let mut pool = inner.pool();
+                pool.thread_exited(quarantined);
+                let watched = inner.idle_watched();
+                drop(pool);
+                if watched {
+                    inner.idle.notify_all();
+                }
             }
         });
         IsolateThread::spawn(config, source, on_exit)
@@ -289,8 +319,11 @@ impl Engine {
             self.start(&mut pool, next, &mut launch);
         }
         Self::replenish(&mut pool, &mut launch);
-        self.inner.idle.notify_all();
+        let watched = self.inner.idle_watched();
         drop(pool);
+        if watched {
+            self.inner.idle.notify_all();
+        }
         self.launch(launch);
     }
 }
