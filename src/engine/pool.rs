@@ -4,6 +4,7 @@
 //! which queued run starts; warm or cold; how many to warm; when the engine is idle)
 //! are `isolet_core::queue::Pool`'s; this file carries them out with threads.
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,11 +48,35 @@ struct Inner {
     /// it), never while a run ends (its ending calls back in here).
     pool: Mutex<Pool<Arc<RunShared>, WarmIsolate>>,
     idle: Condvar,
+    /// Callers sleeping in `wait_idle`; changed and read under `pool`'s lock, so runs and
+    /// threads ending (twice per run) notify `idle` only when someone waits.
+    idle_waiters: AtomicUsize,
 }
 
 impl Inner {
     fn pool(&self) -> MutexGuard<'_, Pool<Arc<RunShared>, WarmIsolate>> {
         lock(&self.pool)
+    }
+
+    /// Whether `wait_idle` has sleepers to notify; call with `pool`'s lock held, after
+    /// changing what `is_idle` reads, and notify `idle` after releasing it.
+    fn idle_watched(&self) -> bool {
+        self.idle_waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// A thread counted by `thread_started` could not be spawned (`warm`: it was to be a
+    /// warm isolate, counted as warming too).
+    fn thread_not_started(&self, warm: bool) {
+        let mut pool = self.pool();
+        pool.thread_exited(false);
+        if warm {
+            pool.warm_ready(None);
+        }
+        let watched = self.idle_watched();
+        drop(pool);
+        if watched {
+            self.idle.notify_all();
+        }
     }
 }
 
@@ -104,7 +129,7 @@ impl Engine {
             warm_pool_size: config.warm_pool_size,
             max_queue: config.max_queue,
         });
-        let inner = Arc::new(Inner { pool: Mutex::new(pool), idle: Condvar::new() });
+        let inner = Arc::new(Inner { pool: Mutex::new(pool), idle: Condvar::new(), idle_waiters: AtomicUsize::new(0) });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
         engines.push((env, Arc::downgrade(&inner)));
@@ -113,25 +138,26 @@ impl Engine {
 
     /// Creates the warm pool (off the caller's path: each isolate on its own thread).
     pub(crate) fn warm_up(&self) {
-        self.replenish(&mut self.inner.pool());
+        let mut launch = Launch::default();
+        Self::replenish(&mut self.inner.pool(), &mut launch);
+        self.launch(launch);
     }
 
     pub(crate) fn submit(&self, run: Arc<RunShared>) {
         let mut pool = self.inner.pool();
         let admission = pool.admit(run.id, run, quarantine::quarantined(), quarantine::max_quarantined());
-        let unstarted = match admission {
-            Admission::Start(run) => self.start(&mut pool, run),
-            Admission::Queued => None,
+        let mut launch = Launch::default();
+        match admission {
+            Admission::Start(run) => self.start(&mut pool, run, &mut launch),
+            Admission::Queued => {}
             Admission::Refused(run, failure) => {
                 drop(pool);
                 run.refuse(failure);
                 return;
             }
-        };
-        drop(pool);
-        if let Some(run) = unstarted {
-            run.refuse(could_not_start());
         }
+        drop(pool);
+        self.launch(launch);
     }
 
     /// Aborts a run whether it is queued or running.
@@ -171,7 +197,9 @@ impl Engine {
             if now >= deadline {
                 return false;
             }
+            self.inner.idle_waiters.fetch_add(1, Ordering::Relaxed);
             pool = self.inner.idle.wait_timeout(pool, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            self.inner.idle_waiters.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -192,10 +220,9 @@ impl Engine {
         }
     }
 
-    /// Starts `run`, which holds a slot in `pool`, on a warm isolate or a new one.
-    /// Returns it if no thread could be started (the caller refuses it once the lock is
-    /// released: its ending gives the slot back through `finished`).
-    fn start(&self, pool: &mut Pool<Arc<RunShared>, WarmIsolate>, run: Arc<RunShared>) -> Option<Arc<RunShared>> {
+    /// Starts `run`, which holds a slot in `pool`, on a warm isolate, or adds it to
+    /// `launch` for a new thread (counted here, spawned once the lock is released).
+    fn start(&self, pool: &mut Pool<Arc<RunShared>, WarmIsolate>, run: Arc<RunShared>, launch: &mut Launch) {
         let weak = Arc::downgrade(&self.inner);
         let id = run.id;
         let admitted = run.admit(Box::new(move |failed, quarantined| {
@@ -205,50 +232,44 @@ impl Engine {
         }));
         if !admitted {
             pool.forget(id); // it ended before it could start
-            return None;
+            return;
         }
         let mut run = run;
         while let Some(warm) = pool.take_warm(run.spec.limits.memory_mb) {
             match warm.send(run) {
                 Ok(()) => {
                     pool.count_start(true);
-                    return None;
+                    return;
                 }
                 // That warm thread is gone (its isolate failed): try the next.
                 Err(mpsc::SendError(back)) => run = back,
             }
         }
         pool.count_start(false);
-        let config = sandbox_config(run.spec.limits.memory_mb);
+        // Counted now so the engine is never seen idle while the thread is being made.
+        pool.thread_started();
         // The pool is topped up when a run finishes, not here: creating an isolate now
         // would compete for CPU with the run that was just started.
-        self.spawn(pool, config, JobSource::Now(run.clone())).is_err().then_some(run)
+        launch.cold.push(run);
     }
 
-    fn spawn(
-        &self,
-        pool: &mut Pool<Arc<RunShared>, WarmIsolate>,
-        config: SandboxConfig,
-        source: JobSource,
-    ) -> std::io::Result<()> {
-        pool.thread_started();
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        let on_exit = Box::new(move |quarantined: bool| {
-            if let Some(inner) = weak.upgrade() {
-                inner.pool().thread_exited(quarantined);
-                inner.idle.notify_all();
+    /// Spawns the threads `launch` counted, without the engine's lock: spawning under it
+    /// made `submit` on Node's thread wait for a descheduled pool thread (p99 2-3 ms).
+    /// A thread that cannot be made is uncounted; its run is refused (giving its slot
+    /// back through `finished`), a warm one is retried by the next finished run.
+    fn launch(&self, launch: Launch) {
+        for run in launch.cold {
+            let config = sandbox_config(run.spec.limits.memory_mb);
+            if self.spawn(config, JobSource::Now(run.clone())).is_err() {
+                self.inner.thread_not_started(false);
+                run.refuse(could_not_start());
             }
-        });
-        let spawned = IsolateThread::spawn(config, source, on_exit);
-        if spawned.is_err() {
-            pool.thread_exited(false);
         }
-        spawned
-    }
-
-    /// Tops the warm pool up to `warm_pool_size`, counting isolates still being made.
-    fn replenish(&self, pool: &mut Pool<Arc<RunShared>, WarmIsolate>) {
-        for _ in 0..pool.warm_to_create() {
+        if launch.warm == 0 {
+            return;
+        }
+        let memory_mb = self.inner.pool().config().memory_mb;
+        for _ in 0..launch.warm {
             let (tx, rx) = mpsc::channel();
             let weak = Arc::downgrade(&self.inner);
             let ready = Box::new(move |ok: bool| {
@@ -256,27 +277,62 @@ impl Engine {
                     inner.pool().warm_ready(ok.then_some(tx));
                 }
             });
-            let config = sandbox_config(pool.config().memory_mb);
-            if self.spawn(pool, config, JobSource::Later { jobs: rx, ready }).is_err() {
-                // Threads cannot be made now; the next finished run tries again.
-                pool.warm_ready(None);
+            if self.spawn(sandbox_config(memory_mb), JobSource::Later { jobs: rx, ready }).is_err() {
+                self.inner.thread_not_started(true);
             }
         }
+    }
+
+    /// Starts an isolate thread already counted by `thread_started`.
+    fn spawn(&self, config: SandboxConfig, source: JobSource) -> std::io::Result<()> {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let on_exit = Box::new(move |quarantined: bool| {
+            if let Some(inner) = weak.upgrade() {
+                let mut pool = inner.pool();
+                pool.thread_exited(quarantined);
+                let watched = inner.idle_watched();
+                drop(pool);
+                if watched {
+                    inner.idle.notify_all();
+                }
+            }
+        });
+        IsolateThread::spawn(config, source, on_exit)
+    }
+
+    /// Counts the warm isolates needed to top the pool up to `warm_pool_size` (as warming
+    /// and as threads); `launch` makes them.
+    fn replenish(pool: &mut Pool<Arc<RunShared>, WarmIsolate>, launch: &mut Launch) {
+        let n = pool.warm_to_create();
+        for _ in 0..n {
+            pool.thread_started();
+        }
+        launch.warm += n;
     }
 
     /// Run `id` gave its slot back: count it, start queued runs, top the pool up.
     fn finished(&self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
         let mut pool = self.inner.pool();
         pool.finished(id, failed, quarantined);
-        let mut unstarted = Vec::new();
+        let mut launch = Launch::default();
         while let Some(next) = pool.next_to_start() {
-            unstarted.extend(self.start(&mut pool, next));
+            self.start(&mut pool, next, &mut launch);
         }
-        self.replenish(&mut pool);
-        self.inner.idle.notify_all();
+        Self::replenish(&mut pool, &mut launch);
+        let watched = self.inner.idle_watched();
         drop(pool);
-        for run in unstarted {
-            run.refuse(could_not_start());
+        if watched {
+            self.inner.idle.notify_all();
         }
+        self.launch(launch);
     }
+}
+
+/// Isolate threads counted in the pool under its lock, to be spawned after it is released.
+#[derive(Default)]
+struct Launch {
+    /// Runs that start on a new isolate of their own.
+    cold: Vec<Arc<RunShared>>,
+    /// Warm isolates to make.
+    warm: usize,
 }

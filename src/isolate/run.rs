@@ -102,6 +102,10 @@ struct Inbox {
     /// The run delivered its completion: later replies and answers are dropped.
     closed: bool,
     woken: bool,
+    /// The isolate thread sleeps in `wait_for_work` and nobody has woken it yet: only
+    /// then does a reply need a `FUTEX_WAKE`. Replies arriving while it runs, or after
+    /// the first reply woke it, are picked up by the same wake-up.
+    sleeping: bool,
 }
 
 impl Inbox {
@@ -113,6 +117,7 @@ impl Inbox {
             pending: PendingCalls::new(bridge.max_pending_host_call_bytes, bridge.max_pending_host_calls),
             closed: false,
             woken: false,
+            sleeping: false,
         }
     }
 }
@@ -390,8 +395,19 @@ impl RunShared {
     // ---- inbox ---------------------------------------------------------------------
 
     pub(crate) fn wake(&self) {
-        lock(&self.inbox).woken = true;
+        {
+            let mut inbox = lock(&self.inbox);
+            inbox.woken = true;
+            inbox.sleeping = false;
+        }
         self.cv.notify_all();
+    }
+
+    /// Queues a reply and says whether the isolate thread must be woken for it (the
+    /// caller notifies after releasing the lock, so the woken thread does not block on it).
+    fn queue_reply(inbox: &mut Inbox, reply: HostReply) -> bool {
+        inbox.replies.push_back(reply);
+        std::mem::take(&mut inbox.sleeping)
     }
 
     /// Admits host call `call_id` against the run's in-flight budget; `Err` carries
@@ -426,8 +442,11 @@ impl RunShared {
             Ok(false) => return,
             Err(e) => HostReply::Reject { call_id, name: "RangeError".into(), message: format!("the reply was refused: {e}") },
         };
-        inbox.replies.push_back(reply);
-        self.cv.notify_all();
+        let wake = Self::queue_reply(&mut inbox, reply);
+        drop(inbox);
+        if wake {
+            self.cv.notify_all();
+        }
     }
 
     /// Rejects a call that was refused before it reached the host (not in flight).
@@ -436,8 +455,12 @@ impl RunShared {
         if inbox.closed {
             return;
         }
-        inbox.replies.push_back(HostReply::Reject { call_id, name: name.into(), message });
-        self.cv.notify_all();
+        // Called on the isolate thread itself, which is not sleeping: no wake-up is sent.
+        let wake = Self::queue_reply(&mut inbox, HostReply::Reject { call_id, name: name.into(), message });
+        drop(inbox);
+        if wake {
+            self.cv.notify_all();
+        }
     }
 
     /// Answers data request `id`; false when no such request is waiting. An answer
@@ -456,26 +479,30 @@ impl RunShared {
             return false;
         }
         inbox.answers.insert(id, answer);
+        drop(inbox);
         self.cv.notify_all();
         true
     }
 
-    /// Waits until there is a reply, a wake-up or a stop, at most `timeout`; returns the
-    /// replies received.
-    pub(crate) fn wait_for_work(&self, timeout: Option<Duration>) -> Vec<HostReply> {
+    /// Waits until there is a reply, a wake-up or a stop, at most `timeout`; moves every
+    /// reply received into `replies` (empty on entry; its buffer is swapped with the
+    /// inbox's, so a steady exchange allocates nothing per wake-up).
+    pub(crate) fn wait_for_work(&self, timeout: Option<Duration>, replies: &mut VecDeque<HostReply>) {
+        debug_assert!(replies.is_empty());
         let mut inbox = lock(&self.inbox);
         // A stop also wakes us; re-check every 100 ms as a backstop.
         let limit = timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
         if inbox.replies.is_empty() && !inbox.woken && !self.should_stop() {
+            inbox.sleeping = true;
             inbox = self.cv.wait_timeout(inbox, limit).unwrap_or_else(|e| e.into_inner()).0;
+            inbox.sleeping = false;
         }
         inbox.woken = false;
-        let replies: Vec<HostReply> = inbox.replies.drain(..).collect();
+        std::mem::swap(&mut inbox.replies, replies);
         // Handed to the sandbox right after this returns: no longer in flight.
-        for reply in &replies {
+        for reply in replies.iter() {
             inbox.pending.settle(reply.call_id());
         }
-        replies
     }
 
     // ---- bridge accounting ---------------------------------------------------------

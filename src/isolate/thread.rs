@@ -1,5 +1,6 @@
 //! The isolate thread: creates a sandbox, waits for (or is born with) one run, executes
 //! it, delivers the completion, disposes the sandbox. Nothing here blocks Node's thread.
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -231,12 +232,15 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
         return Step::Terminated;
     }
     let mut step = sandbox.run(&spec.code, spec.mode);
+    let mut replies = VecDeque::new();
     while matches!(step, Step::Pending) {
         if run.should_stop() {
             return Step::Terminated;
         }
         let next_task = sandbox.run_tasks().map(Duration::from_millis);
-        for reply in run.wait_for_work(next_task) {
+        // Every reply queued since the last wake-up is handed in before the next poll.
+        run.wait_for_work(next_task, &mut replies);
+        for reply in replies.drain(..) {
             match reply {
                 HostReply::Fulfill { call_id, value } => sandbox.fulfill_call(call_id, &value),
                 HostReply::Reject { call_id, name, message } => sandbox.reject_call(call_id, &name, &message),
