@@ -407,7 +407,7 @@ const RSS_CHILD = String.raw`
     let before;
     if (kind === 'isolet') {
       const native = require(process.env.ISOLET_DIR + '/lib/native');
-      const e = new native.NativeEngine({ memoryMb: 64, maxConcurrentIsolates: count, warmPoolSize: count });
+      const e = new native.NativeEngine(new native.EngineSettings({ isolation: 'thread', memoryMb: 64, maxConcurrentIsolates: count, warmPoolSize: count }));
       await sleep(300); global.gc && gc(); before = rss();
       e.warmUp();
       while (e.stats().warm < count) await sleep(10);

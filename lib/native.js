@@ -41,9 +41,11 @@ function load() {
     throw err;
   }
   binding.info = info;
-  // If a thread had to be quarantined, isolet ends the process right after Node's exit
-  // hooks (V8 cannot be torn down with a parked isolate); it then needs the exit code.
-  process.on('exit', (code) => binding.noteExitCode(typeof code === 'number' ? code : 0));
+  // `process.exit()` disposes Node's platform without environment cleanup hooks: stop
+  // this environment's isolate threads first. If a thread had to be quarantined, isolet
+  // ends the process right after Node's exit hooks (V8 cannot be torn down with a parked
+  // isolate); it then needs the exit code.
+  process.on('exit', (code) => binding.noteExit(typeof code === 'number' ? code : 0));
   return binding;
 }
 

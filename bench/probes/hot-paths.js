@@ -5,6 +5,8 @@ const path = require('node:path');
 const root = path.resolve(process.argv[2] || path.join(__dirname, '..', '..'));
 const { runSandbox } = require(path.join(root, 'index.js'));
 const { getDefaultEngine } = require(path.join(root, 'lib', 'run-sandbox.js'));
+// A checked run plan of '1+1' (what runSandbox submits), made once.
+const PLAN_1_PLUS_1 = require(path.join(root, 'lib', 'native.js')).planRun('1+1', { isolation: 'thread' });
 
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const pct = (a, p) => { const s = [...a].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(s.length * p))]; };
@@ -43,7 +45,7 @@ async function ok(code, options) {
     await sleep(2);
     await new Promise((resolve) => {
       const t = nowUs();
-      eng.submit({ code: '1+1', mode: 'script', memoryMb: 64, timeoutMs: 5000, capabilities: [], startedEvent: false }, (ev) => { if (ev.type === 'done') resolve(); });
+      eng.submit({ ...PLAN_1_PLUS_1, startedEvent: false }, (ev) => { if (ev.type === 'done') resolve(); });
       submit.push(nowUs() - t);
     });
   }

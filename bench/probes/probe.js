@@ -1,6 +1,8 @@
 // One warm thread-mode run at a time, 3 ms apart: when submit returns, when started and done arrive.
 const { runSandbox } = require('../..');
 const { getDefaultEngine } = require('../../lib/run-sandbox');
+// A checked run plan of '1+1' (what runSandbox submits), made once.
+const PLAN_1_PLUS_1 = require('../../lib/native').planRun('1+1', { isolation: 'thread' });
 const med = (a) => { a.sort((x, y) => x - y); return a[a.length >> 1]; };
 (async () => {
   const eng = getDefaultEngine('thread');
@@ -11,7 +13,7 @@ const med = (a) => { a.sort((x, y) => x - y); return a[a.length >> 1]; };
     const t0 = process.hrtime.bigint();
     let ts, td;
     const p = new Promise((resolve) => {
-      const h = eng.submit({ code: '1+1', mode: 'script', memoryMb: 64, timeoutMs: 5000, capabilities: [] }, (ev) => {
+      const h = eng.submit({ ...PLAN_1_PLUS_1, startedEvent: true }, (ev) => {
         if (ev.type === 'started') ts = process.hrtime.bigint();
         if (ev.type === 'done') { td = process.hrtime.bigint(); resolve(ev); }
       });

@@ -98,12 +98,15 @@ pub fn process_stats() -> ProcessStats {
     }
 }
 
-/// Records the code the process is exiting with (from `process.on('exit')`), used if
-/// quarantined threads force isolet to end the process before V8's teardown.
+/// Called from `process.on('exit')`: records the code the process is exiting with (used
+/// if quarantined threads force isolet to end the process before V8's teardown), and stops
+/// this environment's engines, as `process.exit()` runs no environment cleanup hooks.
 #[napi]
-pub fn note_exit_code(code: i32) {
+pub fn note_exit(env: Env, code: i32) {
     crate::limits::quarantine::set_exit_code(code);
+    crate::engine::stop_all(env.raw() as usize, std::time::Duration::from_secs(2));
 }
+
 
 /// Defaults of the public options, from isolet-core's tables, for the exported
 /// constants (`RUN_SANDBOX_DEFAULTS`, `DEFAULT_ISOLATE_LIMITS`, ...). Read once at load;

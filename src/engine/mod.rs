@@ -3,4 +3,4 @@
 //! rules are `isolet_core::queue::Pool`'s, behind one mutex; this module runs them.
 mod pool;
 
-pub(crate) use pool::{shutdown_all, Engine, EngineConfig};
+pub(crate) use pool::{shutdown_all, stop_all, Engine, EngineConfig};

@@ -94,6 +94,21 @@ static ENGINES: Mutex<Vec<(usize, Weak<Inner>)>> = Mutex::new(Vec::new());
 /// except quarantined ones. Called as Node's environment is torn down: disposing an
 /// isolate while Node disposes V8 would crash the process.
 pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
+    stop_all(env, timeout);
+    // A quarantined thread still owns a live isolate, and V8 (13+) aborts in V8::Dispose
+    // when any isolate is left: the process leaves now, with the code its main thread was
+    // exiting with. Only the main environment's teardown may end the process: a Worker's
+    // ending leaves the quarantined thread running (its process exits later).
+    if quarantine::quarantined() > 0 && quarantine::on_main_thread() {
+        quarantine::exit_without_v8_teardown();
+    }
+}
+
+/// Shuts down every engine of environment `env` and waits (up to `timeout`) for their
+/// isolate threads. Called from `process.on('exit')` too: `process.exit()` disposes Node's
+/// platform without running environment cleanup hooks, and an isolate thread still
+/// creating or holding an isolate then would use a platform that is gone.
+pub(crate) fn stop_all(env: usize, timeout: Duration) {
     let engines: Vec<_> =
         lock(&ENGINES).iter().filter(|(owner, _)| *owner == env).filter_map(|(_, e)| e.upgrade()).collect();
     let deadline = Instant::now() + timeout;
@@ -101,13 +116,6 @@ pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
         let engine = Engine { inner };
         engine.shutdown();
         engine.wait_idle(deadline.saturating_duration_since(Instant::now()));
-    }
-    // A quarantined thread still owns a live isolate, and V8 (13+) aborts in V8::Dispose
-    // when any isolate is left: the process leaves now, with the code its main thread was
-    // exiting with. Only the main environment's teardown may end the process: a Worker's
-    // ending leaves the quarantined thread running (its process exits later).
-    if quarantine::quarantined() > 0 && quarantine::on_main_thread() {
-        quarantine::exit_without_v8_teardown();
     }
 }
 
