@@ -62,6 +62,17 @@ describe('TypeScript erased off the event loop', () => {
     expect(next.success && next.output).toBe(2);
   }, 60_000);
 
+  it('an input that overruns its limit fails alone: input queued behind it still succeeds', async () => {
+    const [slow, next] = await Promise.all([
+      runSandbox(big(16), { language: 'typescript', isolation: 'thread', timeoutMs: 50 }),
+      runSandbox(big(0.1) + 'x + 41', { language: 'typescript', isolation: 'thread', timeoutMs: 60_000 }),
+    ]);
+    expect(slow.success).toBe(false);
+    if (!slow.success) expect(slow.error).toBeInstanceOf(SandboxTimeoutError);
+    expect(next.success, JSON.stringify(!next.success && next.error.message)).toBe(true);
+    if (next.success) expect(next.output).toBe(42);
+  }, 60_000);
+
   it('engine sessions strip large TypeScript off the event loop too, and abort before start is honoured', async () => {
     const engine = new SandboxEngine({ isolation: 'thread', memoryMb: 256, maxConcurrentIsolates: 2, warmPoolSize: 0, maxQueueSize: 10 });
     await engine.init();

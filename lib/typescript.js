@@ -85,30 +85,61 @@ function getStripper() {
     stdout: false,
     stderr: false,
   });
+  // Jobs by id, in the order posted: the worker answers them one at a time, in order.
   const s = { worker, pending: new Map(), nextId: 1 };
-  const fail = (error) => {
-    if (stripper === s) stripper = null;
-    for (const p of s.pending.values()) p.settle(error);
-    s.pending.clear();
-  };
   worker.on('message', (m) => {
-    const p = s.pending.get(m.id);
-    if (!p) return;
+    const job = s.pending.get(m.id);
+    if (!job) return;
     s.pending.delete(m.id);
     if (s.pending.size === 0) worker.unref();
-    p.settle(m.error ? syntaxError(m.error, p.lineOffset) : null, m.code);
+    job.settle(m.error ? syntaxError(m.error, job.lineOffset) : null, m.code);
   });
-  worker.on('error', (err) => fail(new SandboxValidationError(`TypeScript could not be parsed (too deeply nested or too large?): ${err && err.message}`)));
-  worker.on('exit', () => fail(new SandboxValidationError('TypeScript could not be parsed: the type stripper stopped')));
+  const died = (message) => {
+    // The input in progress (the oldest) is the one that broke it; the others are
+    // handed to a fresh worker.
+    const first = s.pending.values().next().value;
+    if (first) abandon(first, new SandboxValidationError(`TypeScript could not be parsed (too deeply nested or too large?): ${message}`));
+  };
+  worker.on('error', (err) => died(String(err && err.message)));
+  worker.on('exit', () => died('the type stripper stopped'));
   worker.unref();
   stripper = s;
   return s;
 }
 
+function post(job) {
+  const s = getStripper();
+  job.stripper = s;
+  job.id = s.nextId++;
+  s.pending.set(job.id, job);
+  s.worker.ref();
+  s.worker.postMessage({ id: job.id, source: job.source });
+}
+
+/**
+ * Ends `job` with `error`. If the worker is busy with it (or died on it), the worker is
+ * ended and the inputs waiting there move to a fresh one: one input that overruns its
+ * limit or breaks the stripper fails only its own run.
+ */
+function abandon(job, error) {
+  const s = job.stripper;
+  const inProgress = s.pending.values().next().value === job;
+  s.pending.delete(job.id);
+  job.settle(error);
+  // Still queued: the worker's answer to it will find no job and be dropped.
+  if (!inProgress) return;
+  if (stripper === s) stripper = null;
+  const rest = [...s.pending.values()];
+  s.pending.clear();
+  s.worker.terminate();
+  for (const other of rest) post(other);
+}
+
 /**
  * Like `toJavaScript`, but large TypeScript is stripped on a worker thread, so the host's
  * event loop keeps running (8 MB of TypeScript takes seconds). Past `timeoutMs` the worker
- * is ended and the promise rejects with SandboxTimeoutError.
+ * is ended (inputs queued behind move to a new one) and the promise rejects with
+ * SandboxTimeoutError.
  *
  * @param {string} code
  * @param {{ language?: 'javascript' | 'typescript', asyncBody?: boolean, timeoutMs?: number }} [options]
@@ -123,29 +154,26 @@ function stripTypes(code, options = {}) {
     }
   }
   const wrap = options.asyncBody === true;
-  const s = getStripper();
-  const id = s.nextId++;
   return new Promise((resolve, reject) => {
     let timer = null;
-    const settle = (error, out) => {
-      if (timer !== null) clearTimeout(timer);
-      if (error) reject(error);
-      else resolve(unwrap(out, wrap));
+    const job = {
+      source: wrap ? BODY_PREFIX + code + BODY_SUFFIX : code,
+      lineOffset: wrap ? 1 : 0,
+      stripper: null,
+      id: 0,
+      settle: (error, out) => {
+        if (timer !== null) clearTimeout(timer);
+        if (error) reject(error);
+        else resolve(unwrap(out, wrap));
+      },
     };
-    s.pending.set(id, { settle, lineOffset: wrap ? 1 : 0 });
-    s.worker.ref();
     if (options.timeoutMs !== undefined) {
       timer = setTimeout(() => {
-        s.pending.delete(id);
-        settle(new SandboxTimeoutError(`Erasing TypeScript types exceeded the wall-clock limit of ${options.timeoutMs} ms`));
-        // The worker is busy with this input; end it (later calls start a fresh one).
-        if (stripper === s) stripper = null;
-        for (const p of s.pending.values()) p.settle(new SandboxTimeoutError('The TypeScript stripper was restarted after another input overran its limit'));
-        s.pending.clear();
-        s.worker.terminate();
+        timer = null;
+        abandon(job, new SandboxTimeoutError(`Erasing TypeScript types exceeded the wall-clock limit of ${options.timeoutMs} ms`));
       }, options.timeoutMs);
     }
-    s.worker.postMessage({ id, source: wrap ? BODY_PREFIX + code + BODY_SUFFIX : code });
+    post(job);
   });
 }
 
