@@ -1,0 +1,788 @@
+//! The frame protocol between a supervisor and its sandbox host process (isolation:
+//! 'process'): run traffic travels as frames over a socket pair beside Node's IPC
+//! channel, written by the child's isolate threads and read by a native thread there,
+//! so the child's JS thread is off the hot path. Both ends encode and decode with this
+//! code (the parent through the addon's `frame*` bindings).
+//!
+//! A frame is a fixed 16-byte header — kind (u8), three zero bytes, run id, call id and
+//! payload length (u32 little-endian each) — followed by the payload. Payloads are
+//! built from a few primitives (u8, u32, u64, f64, length-prefixed bytes). The child is
+//! untrusted: every decoder here checks lengths and returns `FrameError` rather than
+//! panicking or reading past the payload.
+use crate::{BridgeLimits, ErrorKind, ExecMode, Failure, IsolateLimits, LogEntry, LogLevel, Thrown};
+
+pub const HEADER_BYTES: usize = 16;
+/// Offset of the payload length in the header (JS reads only this field to frame).
+pub const LENGTH_OFFSET: usize = 12;
+
+/// What a frame carries. Parent -> child: `Run` .. `Abort`; child -> parent: the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Run = 1,
+    Fulfill = 2,
+    Reject = 3,
+    Answer = 4,
+    Abort = 5,
+    Started = 16,
+    Console = 17,
+    HostCall = 18,
+    DataRequest = 19,
+    Done = 20,
+    Health = 21,
+}
+
+impl Kind {
+    pub fn from_u8(b: u8) -> Option<Kind> {
+        Some(match b {
+            1 => Kind::Run,
+            2 => Kind::Fulfill,
+            3 => Kind::Reject,
+            4 => Kind::Answer,
+            5 => Kind::Abort,
+            16 => Kind::Started,
+            17 => Kind::Console,
+            18 => Kind::HostCall,
+            19 => Kind::DataRequest,
+            20 => Kind::Done,
+            21 => Kind::Health,
+            _ => return None,
+        })
+    }
+
+    /// Whether the parent sends this kind (the child sends the others).
+    pub fn from_parent(self) -> bool {
+        (self as u8) < 16
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub kind: Kind,
+    pub run_id: u32,
+    pub call_id: u32,
+    pub len: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame header too short")]
+    ShortHeader,
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("reserved header bytes are not zero")]
+    Reserved,
+    #[error("frame payload truncated")]
+    Truncated,
+    #[error("frame payload has {0} trailing bytes")]
+    Trailing(usize),
+    #[error("frame field is not valid: {0}")]
+    Invalid(&'static str),
+}
+
+impl Header {
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut h = [0u8; HEADER_BYTES];
+        h[0] = self.kind as u8;
+        h[4..8].copy_from_slice(&self.run_id.to_le_bytes());
+        h[8..12].copy_from_slice(&self.call_id.to_le_bytes());
+        h[12..16].copy_from_slice(&self.len.to_le_bytes());
+        h
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Header, FrameError> {
+        if b.len() < HEADER_BYTES {
+            return Err(FrameError::ShortHeader);
+        }
+        let kind = Kind::from_u8(b[0]).ok_or(FrameError::UnknownKind(b[0]))?;
+        if b[1..4] != [0, 0, 0] {
+            return Err(FrameError::Reserved);
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Ok(Header { kind, run_id: u32_at(4), call_id: u32_at(8), len: u32_at(12) })
+    }
+}
+
+/// Builds one frame: the header is filled in by `finish` once the payload is known.
+pub struct FrameWriter {
+    buf: Vec<u8>,
+}
+
+impl FrameWriter {
+    pub fn new(kind: Kind, run_id: u32, call_id: u32, capacity: usize) -> Self {
+        let mut buf = Vec::with_capacity(HEADER_BYTES + capacity);
+        buf.extend_from_slice(&Header { kind, run_id, call_id, len: 0 }.encode());
+        FrameWriter { buf }
+    }
+
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.buf.push(v);
+        self
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn f64(&mut self, v: f64) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn bool(&mut self, v: bool) -> &mut Self {
+        self.u8(v as u8)
+    }
+    /// Length-prefixed bytes.
+    pub fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.u32(v.len() as u32);
+        self.buf.extend_from_slice(v);
+        self
+    }
+    pub fn str(&mut self, v: &str) -> &mut Self {
+        self.bytes(v.as_bytes())
+    }
+    pub fn opt_str(&mut self, v: Option<&str>) -> &mut Self {
+        match v {
+            Some(s) => self.u8(1).str(s),
+            None => self.u8(0),
+        }
+    }
+    pub fn opt_u32(&mut self, v: Option<u32>) -> &mut Self {
+        match v {
+            Some(n) => self.u8(1).u32(n),
+            None => self.u8(0),
+        }
+    }
+    /// Bytes that run to the end of the payload (no prefix): what a reader takes with
+    /// `rest`, so the big part of a frame can be sliced out of it without a copy.
+    pub fn tail(&mut self, v: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(v);
+        self
+    }
+
+    /// The finished frame. Payload length over u32 is not representable: callers keep
+    /// payloads under their (much smaller) message limits.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.finish_with_tail_len(0)
+    }
+
+    /// The finished frame's head, for a frame whose last `tail_len` bytes are written
+    /// separately (a large payload written from where it is, not copied in here).
+    pub fn finish_with_tail_len(&mut self, tail_len: usize) -> Vec<u8> {
+        let len = (self.buf.len() - HEADER_BYTES + tail_len) as u32;
+        self.buf[LENGTH_OFFSET..HEADER_BYTES].copy_from_slice(&len.to_le_bytes());
+        std::mem::take(&mut self.buf)
+    }
+}
+
+/// Reads a payload; every read is bounds-checked.
+pub struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(payload: &'a [u8]) -> Self {
+        Reader { b: payload, pos: 0 }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len()).ok_or(FrameError::Truncated)?;
+        let s = &self.b[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    pub fn u8(&mut self) -> Result<u8, FrameError> {
+        Ok(self.take(1)?[0])
+    }
+    pub fn u32(&mut self) -> Result<u32, FrameError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap_or([0; 4])))
+    }
+    pub fn u64(&mut self) -> Result<u64, FrameError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap_or([0; 8])))
+    }
+    pub fn f64(&mut self) -> Result<f64, FrameError> {
+        Ok(f64::from_le_bytes(self.take(8)?.try_into().unwrap_or([0; 8])))
+    }
+    pub fn bool(&mut self) -> Result<bool, FrameError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(FrameError::Invalid("bool")),
+        }
+    }
+    pub fn bytes(&mut self) -> Result<&'a [u8], FrameError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    pub fn str(&mut self) -> Result<&'a str, FrameError> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| FrameError::Invalid("utf-8"))
+    }
+    pub fn opt_str(&mut self) -> Result<Option<&'a str>, FrameError> {
+        Ok(if self.bool()? { Some(self.str()?) } else { None })
+    }
+    pub fn opt_u32(&mut self) -> Result<Option<u32>, FrameError> {
+        Ok(if self.bool()? { Some(self.u32()?) } else { None })
+    }
+    /// Where the reader is in the payload (the start of a `tail`).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+    /// The rest of the payload (a `tail`).
+    pub fn rest(&mut self) -> &'a [u8] {
+        let s = &self.b[self.pos..];
+        self.pos = self.b.len();
+        s
+    }
+    /// Fails if bytes are left over: a frame is exactly its fields.
+    pub fn end(&self) -> Result<(), FrameError> {
+        match self.b.len() - self.pos {
+            0 => Ok(()),
+            n => Err(FrameError::Trailing(n)),
+        }
+    }
+}
+
+/// A run as it travels to a sandbox host: a checked plan (`RunPlan`'s fields plus the
+/// up-front `data` values), already in the engine's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WirePlan {
+    pub code: String,
+    pub mode: ExecMode,
+    pub limits: IsolateLimits,
+    pub bridge: BridgeLimits,
+    pub tools: Vec<String>,
+    pub max_calls: Vec<Option<u32>>,
+    pub data_object: bool,
+    pub data_values: Vec<(String, Vec<u8>)>,
+    pub wasm: bool,
+    pub stream_console: bool,
+    pub started_event: bool,
+}
+
+impl WirePlan {
+    pub fn encode(&self, run_id: u32) -> Vec<u8> {
+        let data_bytes: usize = self.data_values.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+        let mut w = FrameWriter::new(Kind::Run, run_id, 0, self.code.len() + data_bytes + 128);
+        w.str(&self.code).u8(match self.mode {
+            ExecMode::Script => 0,
+            ExecMode::AsyncBody => 1,
+        });
+        let (l, b) = (&self.limits, &self.bridge);
+        w.u32(l.memory_mb).u64(l.wall_time_ms);
+        match l.cpu_time_ms {
+            Some(v) => w.u8(1).u64(v),
+            None => w.u8(0),
+        };
+        w.u64(b.max_message_bytes as u64).u32(b.max_messages).u64(b.max_output_bytes as u64);
+        w.u64(b.max_log_entries as u64).u64(b.max_log_bytes as u64);
+        w.u64(b.max_pending_host_call_bytes as u64).u32(b.max_pending_host_calls);
+        w.u32(self.tools.len() as u32);
+        for t in &self.tools {
+            w.str(t);
+        }
+        w.u32(self.max_calls.len() as u32);
+        for m in &self.max_calls {
+            w.opt_u32(*m);
+        }
+        w.bool(self.data_object).u32(self.data_values.len() as u32);
+        for (k, v) in &self.data_values {
+            w.str(k).bytes(v);
+        }
+        w.bool(self.wasm).bool(self.stream_console).bool(self.started_event);
+        w.finish()
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<WirePlan, FrameError> {
+        let mut r = Reader::new(payload);
+        let code = r.str()?.to_string();
+        let mode = match r.u8()? {
+            0 => ExecMode::Script,
+            1 => ExecMode::AsyncBody,
+            _ => return Err(FrameError::Invalid("mode")),
+        };
+        let memory_mb = r.u32()?;
+        let wall_time_ms = r.u64()?;
+        let cpu_time_ms = if r.bool()? { Some(r.u64()?) } else { None };
+        let bridge = BridgeLimits {
+            max_message_bytes: r.u64()? as usize,
+            max_messages: r.u32()?,
+            max_output_bytes: r.u64()? as usize,
+            max_log_entries: r.u64()? as usize,
+            max_log_bytes: r.u64()? as usize,
+            max_pending_host_call_bytes: r.u64()? as usize,
+            max_pending_host_calls: r.u32()?,
+        };
+        // Counts are bounded by the payload (each entry takes at least one byte), so a
+        // bad count cannot make us reserve much.
+        let n = r.u32()? as usize;
+        let mut tools = Vec::with_capacity(n.min(payload.len()));
+        for _ in 0..n {
+            tools.push(r.str()?.to_string());
+        }
+        let n = r.u32()? as usize;
+        let mut max_calls = Vec::with_capacity(n.min(payload.len()));
+        for _ in 0..n {
+            max_calls.push(r.opt_u32()?);
+        }
+        let data_object = r.bool()?;
+        let n = r.u32()? as usize;
+        let mut data_values = Vec::with_capacity(n.min(payload.len()));
+        for _ in 0..n {
+            let k = r.str()?.to_string();
+            data_values.push((k, r.bytes()?.to_vec()));
+        }
+        let (wasm, stream_console, started_event) = (r.bool()?, r.bool()?, r.bool()?);
+        r.end()?;
+        Ok(WirePlan {
+            code,
+            mode,
+            limits: IsolateLimits { memory_mb, wall_time_ms, cpu_time_ms },
+            bridge,
+            tools,
+            max_calls,
+            data_object,
+            data_values,
+            wasm,
+            stream_console,
+            started_event,
+        })
+    }
+}
+
+/// The sandbox host's counts that the supervisor keeps (stuck threads and its engine's
+/// pool), sent with every `done` and in `Health` frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WireHealth {
+    pub stuck: u32,
+    pub threads: u32,
+    pub warm: u32,
+    pub warming: u32,
+    pub engine_threads: u32,
+    pub quarantined: u32,
+    pub warm_starts: u64,
+    pub cold_starts: u64,
+}
+
+impl WireHealth {
+    fn write(&self, w: &mut FrameWriter) {
+        w.u32(self.stuck).u32(self.threads).u32(self.warm).u32(self.warming);
+        w.u32(self.engine_threads).u32(self.quarantined).u64(self.warm_starts).u64(self.cold_starts);
+    }
+    fn read(r: &mut Reader) -> Result<WireHealth, FrameError> {
+        Ok(WireHealth {
+            stuck: r.u32()?,
+            threads: r.u32()?,
+            warm: r.u32()?,
+            warming: r.u32()?,
+            engine_threads: r.u32()?,
+            quarantined: r.u32()?,
+            warm_starts: r.u64()?,
+            cold_starts: r.u64()?,
+        })
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = FrameWriter::new(Kind::Health, 0, 0, 40);
+        self.write(&mut w);
+        w.finish()
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<WireHealth, FrameError> {
+        let mut r = Reader::new(payload);
+        let h = WireHealth::read(&mut r)?;
+        r.end()?;
+        Ok(h)
+    }
+}
+
+/// A run's statistics as its `done` carries them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WireStats {
+    pub wall_time_ms: f64,
+    pub cpu_time_ms: f64,
+    pub heap_peak_bytes: f64,
+    pub heap_used_bytes: f64,
+    pub host_calls: u32,
+}
+
+/// The last event of a run. A successful result is the payload's tail, so the parent
+/// slices it out of the frame (`result_at`) instead of copying it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireDone {
+    pub stats: WireStats,
+    pub logs: Vec<LogEntry>,
+    pub health: WireHealth,
+    pub result: Result<(), Failure>,
+}
+
+fn level_of(b: u8) -> Result<LogLevel, FrameError> {
+    Ok(match b {
+        0 => LogLevel::Log,
+        1 => LogLevel::Info,
+        2 => LogLevel::Warn,
+        3 => LogLevel::Error,
+        4 => LogLevel::Debug,
+        _ => return Err(FrameError::Invalid("log level")),
+    })
+}
+
+pub fn level_byte(l: LogLevel) -> u8 {
+    match l {
+        LogLevel::Log => 0,
+        LogLevel::Info => 1,
+        LogLevel::Warn => 2,
+        LogLevel::Error => 3,
+        LogLevel::Debug => 4,
+    }
+}
+
+impl WireDone {
+    /// The frame's head (header and fields); `output` (a successful run's result) is
+    /// its tail, written after it. Returns the head whole if `output` is empty.
+    pub fn encode_head(&self, run_id: u32, output: &[u8]) -> Vec<u8> {
+        let log_bytes: usize = self.logs.iter().map(|l| l.message.len() + 5).sum();
+        let mut w = FrameWriter::new(Kind::Done, run_id, 0, log_bytes + 256);
+        let s = &self.stats;
+        w.f64(s.wall_time_ms).f64(s.cpu_time_ms).f64(s.heap_peak_bytes).f64(s.heap_used_bytes).u32(s.host_calls);
+        self.health.write(&mut w);
+        w.u32(self.logs.len() as u32);
+        for l in &self.logs {
+            w.u8(level_byte(l.level)).str(&l.message);
+        }
+        match &self.result {
+            Ok(()) => {
+                w.u8(1);
+            }
+            Err(f) => {
+                let kind = ErrorKind::ALL.iter().position(|k| *k == f.kind).unwrap_or(0) as u8;
+                w.u8(0).u8(kind).str(&f.message).opt_str(f.limit);
+                match &f.thrown {
+                    Some(t) => {
+                        w.u8(1).str(&t.name).str(&t.message).opt_str(t.stack.as_deref()).opt_u32(t.line).opt_u32(t.column);
+                    }
+                    None => {
+                        w.u8(0);
+                    }
+                }
+            }
+        }
+        w.finish_with_tail_len(output.len())
+    }
+
+    /// The event, and where in the payload a successful run's result starts (it runs to
+    /// the end).
+    pub fn decode(payload: &[u8]) -> Result<(WireDone, usize), FrameError> {
+        let mut r = Reader::new(payload);
+        let stats = WireStats {
+            wall_time_ms: r.f64()?,
+            cpu_time_ms: r.f64()?,
+            heap_peak_bytes: r.f64()?,
+            heap_used_bytes: r.f64()?,
+            host_calls: r.u32()?,
+        };
+        let health = WireHealth::read(&mut r)?;
+        let n = r.u32()? as usize;
+        let mut logs = Vec::with_capacity(n.min(payload.len() / 5));
+        for _ in 0..n {
+            let level = level_of(r.u8()?)?;
+            logs.push(LogEntry { level, message: r.str()?.to_string() });
+        }
+        let result = if r.bool()? {
+            Ok(())
+        } else {
+            let kind = *ErrorKind::ALL.get(r.u8()? as usize).ok_or(FrameError::Invalid("error kind"))?;
+            let message = r.str()?.to_string();
+            let limit = match r.opt_str()? {
+                None => None,
+                Some("wall") => Some("wall"),
+                Some("cpu") => Some("cpu"),
+                Some(_) => return Err(FrameError::Invalid("limit")),
+            };
+            let thrown = if r.bool()? {
+                Some(Box::new(Thrown {
+                    name: r.str()?.to_string(),
+                    message: r.str()?.to_string(),
+                    stack: r.opt_str()?.map(str::to_string),
+                    line: r.opt_u32()?,
+                    column: r.opt_u32()?,
+                }))
+            } else {
+                None
+            };
+            r.end()?;
+            Err(Failure { kind, message, thrown, limit })
+        };
+        let at = r.position();
+        Ok((WireDone { stats, logs, health, result }, at))
+    }
+}
+
+/// `HostCall`: the tool's name, then its serialized arguments as the tail.
+pub fn encode_host_call_head(run_id: u32, call_id: u32, name: &str, args_len: usize) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::HostCall, run_id, call_id, name.len() + 4);
+    w.str(name);
+    w.finish_with_tail_len(args_len)
+}
+
+/// The tool's name and where the arguments start.
+pub fn decode_host_call(payload: &[u8]) -> Result<(&str, usize), FrameError> {
+    let mut r = Reader::new(payload);
+    let name = r.str()?;
+    Ok((name, r.position()))
+}
+
+/// `Console`: level, then the message.
+pub fn encode_console(run_id: u32, level: LogLevel, message: &str) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::Console, run_id, 0, message.len() + 5);
+    w.u8(level_byte(level)).str(message);
+    w.finish()
+}
+
+pub fn decode_console(payload: &[u8]) -> Result<(LogLevel, &str), FrameError> {
+    let mut r = Reader::new(payload);
+    let level = level_of(r.u8()?)?;
+    let message = r.str()?;
+    r.end()?;
+    Ok((level, message))
+}
+
+/// `Reject`: the Error's name and message.
+pub fn encode_reject(run_id: u32, call_id: u32, name: &str, message: &str) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::Reject, run_id, call_id, name.len() + message.len() + 8);
+    w.str(name).str(message);
+    w.finish()
+}
+
+pub fn decode_reject(payload: &[u8]) -> Result<(&str, &str), FrameError> {
+    let mut r = Reader::new(payload);
+    let (name, message) = (r.str()?, r.str()?);
+    r.end()?;
+    Ok((name, message))
+}
+
+/// `Answer`: 1 and the value as the tail, or 0 and an error message.
+pub fn encode_answer_head(run_id: u32, answer_id: u32, value_len: Option<usize>, error: Option<&str>) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::Answer, run_id, answer_id, 16 + error.map_or(0, str::len));
+    match (value_len, error) {
+        (Some(n), None) => {
+            w.u8(1);
+            w.finish_with_tail_len(n)
+        }
+        (_, e) => {
+            w.u8(0).str(e.unwrap_or("data request answered without a value"));
+            w.finish_with_tail_len(0)
+        }
+    }
+}
+
+pub enum WireAnswer<'a> {
+    Value(&'a [u8]),
+    Error(&'a str),
+}
+
+pub fn decode_answer(payload: &[u8]) -> Result<WireAnswer<'_>, FrameError> {
+    let mut r = Reader::new(payload);
+    if r.bool()? {
+        Ok(WireAnswer::Value(r.rest()))
+    } else {
+        let e = r.str()?;
+        r.end()?;
+        Ok(WireAnswer::Error(e))
+    }
+}
+
+/// A frame with an empty payload (`Started`, `Abort`) or one that is all tail
+/// (`Fulfill`'s value, `DataRequest`'s key): the header alone.
+pub fn header_only(kind: Kind, run_id: u32, call_id: u32, tail_len: usize) -> [u8; HEADER_BYTES] {
+    Header { kind, run_id, call_id, len: tail_len as u32 }.encode()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(frame: &[u8]) -> (Header, &[u8]) {
+        let h = Header::decode(frame).unwrap();
+        assert_eq!(h.len as usize, frame.len() - HEADER_BYTES, "length field matches the payload");
+        (h, &frame[HEADER_BYTES..])
+    }
+
+    fn plan() -> WirePlan {
+        WirePlan {
+            code: "return 1 + ünïcode".into(),
+            mode: ExecMode::AsyncBody,
+            limits: IsolateLimits { memory_mb: 64, wall_time_ms: 5000, cpu_time_ms: Some(77) },
+            bridge: BridgeLimits {
+                max_message_bytes: 1 << 24,
+                max_messages: 1000,
+                max_output_bytes: 1 << 20,
+                max_log_entries: 10,
+                max_log_bytes: 4096,
+                max_pending_host_call_bytes: 1 << 26,
+                max_pending_host_calls: 128,
+            },
+            tools: vec!["a".into(), "b.c".into()],
+            max_calls: vec![Some(3), None],
+            data_object: true,
+            data_values: vec![("k".into(), vec![1, 2, 3]), ("__proto__".into(), vec![])],
+            wasm: false,
+            stream_console: true,
+            started_event: false,
+        }
+    }
+
+    #[test]
+    fn header_round_trips_and_rejects_bad_kinds_and_reserved_bytes() {
+        let h = Header { kind: Kind::HostCall, run_id: 0xdead_beef, call_id: 7, len: 99 };
+        assert_eq!(Header::decode(&h.encode()).unwrap(), h);
+        let mut bad = h.encode();
+        bad[0] = 99;
+        assert_eq!(Header::decode(&bad), Err(FrameError::UnknownKind(99)));
+        let mut bad = h.encode();
+        bad[2] = 1;
+        assert_eq!(Header::decode(&bad), Err(FrameError::Reserved));
+        assert_eq!(Header::decode(&[1, 0, 0]), Err(FrameError::ShortHeader));
+        assert!(Kind::Abort.from_parent() && !Kind::Done.from_parent());
+        for b in 0..=255u8 {
+            if let Some(k) = Kind::from_u8(b) {
+                assert_eq!(k as u8, b);
+            }
+        }
+    }
+
+    #[test]
+    fn plans_round_trip() {
+        let p = plan();
+        let frame = p.encode(42);
+        let (h, body) = payload(&frame);
+        assert_eq!((h.kind, h.run_id), (Kind::Run, 42));
+        assert_eq!(WirePlan::decode(body).unwrap(), p);
+        let mut no_cpu = plan();
+        no_cpu.limits.cpu_time_ms = None;
+        no_cpu.mode = ExecMode::Script;
+        assert_eq!(WirePlan::decode(payload(&no_cpu.encode(1)).1).unwrap(), no_cpu);
+    }
+
+    #[test]
+    fn every_truncation_of_a_plan_is_an_error_not_a_panic() {
+        let frame = plan().encode(1);
+        let body = &frame[HEADER_BYTES..];
+        for n in 0..body.len() {
+            assert!(WirePlan::decode(&body[..n]).is_err(), "prefix of {n} bytes");
+        }
+        let mut longer = body.to_vec();
+        longer.push(0);
+        assert_eq!(WirePlan::decode(&longer), Err(FrameError::Trailing(1)));
+    }
+
+    #[test]
+    fn a_huge_count_does_not_allocate_by_the_count() {
+        // tools count u32::MAX with nothing behind it: Truncated, after reserving at
+        // most the payload's length.
+        let mut w = FrameWriter::new(Kind::Run, 1, 0, 0);
+        w.str("").u8(0).u32(8).u64(1).u8(0);
+        w.u64(1).u32(1).u64(1).u64(1).u64(1).u64(1).u32(1).u32(u32::MAX);
+        let frame = w.finish();
+        assert_eq!(WirePlan::decode(&frame[HEADER_BYTES..]), Err(FrameError::Truncated));
+    }
+
+    fn done(result: Result<(), Failure>) -> WireDone {
+        WireDone {
+            stats: WireStats { wall_time_ms: 1.5, cpu_time_ms: 0.25, heap_peak_bytes: 1e6, heap_used_bytes: 5e5, host_calls: 3 },
+            logs: vec![LogEntry { level: LogLevel::Warn, message: "w".into() }, LogEntry { level: LogLevel::Debug, message: String::new() }],
+            health: WireHealth { stuck: 1, threads: 4, warm: 2, warming: 1, engine_threads: 3, quarantined: 1, warm_starts: 10, cold_starts: 2 },
+            result,
+        }
+    }
+
+    #[test]
+    fn done_round_trips_with_its_result_as_the_tail() {
+        let d = done(Ok(()));
+        let output = b"serialized result";
+        let mut frame = d.encode_head(9, output);
+        frame.extend_from_slice(output);
+        let (h, body) = payload(&frame);
+        assert_eq!((h.kind, h.run_id), (Kind::Done, 9));
+        let (back, at) = WireDone::decode(body).unwrap();
+        assert_eq!(back, d);
+        assert_eq!(&body[at..], output);
+    }
+
+    #[test]
+    fn failures_round_trip_with_every_detail() {
+        let thrown = Thrown { name: "TypeError".into(), message: "x".into(), stack: Some("at y".into()), line: Some(3), column: None };
+        for f in [
+            Failure::threw(thrown),
+            Failure::wall_timeout(5),
+            Failure::cpu_timeout(6),
+            Failure::new(ErrorKind::Crashed, "gone"),
+        ] {
+            let d = done(Err(f));
+            let frame = d.encode_head(2, &[]);
+            let (back, at) = WireDone::decode(payload(&frame).1).unwrap();
+            assert_eq!(back, d);
+            assert_eq!(at, frame.len() - HEADER_BYTES);
+        }
+        // A failed done has no tail.
+        let mut frame = done(Err(Failure::new(ErrorKind::Internal, "i"))).encode_head(2, &[]);
+        frame.push(0);
+        let len = (frame.len() - HEADER_BYTES) as u32;
+        frame[LENGTH_OFFSET..HEADER_BYTES].copy_from_slice(&len.to_le_bytes());
+        assert_eq!(WireDone::decode(payload(&frame).1).unwrap_err(), FrameError::Trailing(1));
+    }
+
+    #[test]
+    fn garbage_never_panics_a_decoder() {
+        // A small xorshift so the test is deterministic.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 64) as usize;
+            let bytes: Vec<u8> = (0..len).map(|i| (x >> (i % 8 * 8)) as u8 ^ i as u8).collect();
+            let _ = Header::decode(&bytes);
+            let _ = WirePlan::decode(&bytes);
+            let _ = WireDone::decode(&bytes);
+            let _ = WireHealth::decode(&bytes);
+            let _ = decode_host_call(&bytes);
+            let _ = decode_console(&bytes);
+            let _ = decode_reject(&bytes);
+            let _ = decode_answer(&bytes);
+        }
+    }
+
+    #[test]
+    fn small_frames_round_trip() {
+        let (h, body) = {
+            let f = encode_console(5, LogLevel::Error, "boom");
+            let h = Header::decode(&f).unwrap();
+            (h, f[HEADER_BYTES..].to_vec())
+        };
+        assert_eq!((h.kind, h.run_id), (Kind::Console, 5));
+        assert_eq!(decode_console(&body).unwrap(), (LogLevel::Error, "boom"));
+
+        let f = encode_reject(1, 2, "RangeError", "too big");
+        assert_eq!(decode_reject(payload(&f).1).unwrap(), ("RangeError", "too big"));
+
+        let mut f = encode_host_call_head(1, 8, "fetch", 3);
+        f.extend_from_slice(&[7, 8, 9]);
+        let (h, body) = payload(&f);
+        assert_eq!(h.call_id, 8);
+        let (name, at) = decode_host_call(body).unwrap();
+        assert_eq!((name, &body[at..]), ("fetch", &[7u8, 8, 9][..]));
+
+        let mut f = encode_answer_head(1, 4, Some(2), None);
+        f.extend_from_slice(&[5, 6]);
+        assert!(matches!(decode_answer(payload(&f).1).unwrap(), WireAnswer::Value(&[5, 6])));
+        let f = encode_answer_head(1, 4, None, Some("nope"));
+        assert!(matches!(decode_answer(payload(&f).1).unwrap(), WireAnswer::Error("nope")));
+
+        let h = WireHealth { stuck: 2, ..Default::default() };
+        assert_eq!(WireHealth::decode(payload(&h.encode()).1).unwrap(), h);
+        let only = header_only(Kind::Abort, 3, 0, 0);
+        assert_eq!(Header::decode(&only).unwrap(), Header { kind: Kind::Abort, run_id: 3, call_id: 0, len: 0 });
+    }
+}
