@@ -17,9 +17,19 @@
 const { fork } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const native = require('../native');
 const { SandboxValidationError, failureOf } = require('../errors');
 
 const HOST_SCRIPT = path.join(__dirname, 'sandbox-host.js');
+/** Test hook: another host script (a fake, compromised host in the protocol tests). */
+const testHooks = { hostScript: null };
+/** The fork's stdio index (and the child's fd) of the run channel. */
+const RUN_CHANNEL = 4;
+const { headerBytes: FRAME_HEADER, lengthOffset: FRAME_LENGTH_AT } = native.frameLayout();
+/** Largest frame a run's host may send beyond its limits' sum (error texts, headers). */
+const FRAME_HEADROOM_BYTES = 4 * 1024 * 1024;
+/** A frame of no run (`health`) is a few dozen bytes. */
+const MAX_HEALTH_FRAME_BYTES = 256;
 
 /** How long past its wall limit a run may go unanswered before its child is ended
  *  (the child's own watchdog answers 400 ms past the limit; this is the backstop, and
@@ -64,6 +74,125 @@ function hostEnv() {
   return env;
 }
 
+/** Largest frame the host of `request` may send for it: a host call's arguments or a
+ *  result, with the run's logs, plus headroom. Anything longer ends the host. */
+function frameLimitOf(request) {
+  const logs = request.maxLogBytes + 8 * request.maxLogEntries;
+  return Math.max(request.maxMessageBytes, request.maxOutputBytes) + logs + FRAME_HEADROOM_BYTES;
+}
+
+/** `health` of the IPC messages, from a frame's health fields. */
+function healthOf(h) {
+  return {
+    stuck: h.stuck,
+    threads: h.threads,
+    engine: { warm: h.warm, warming: h.warming, threads: h.engineThreads, quarantined: h.quarantined, warmStarts: h.warmStarts, coldStarts: h.coldStarts },
+  };
+}
+
+/**
+ * Cuts a host's run channel into frames: each frame's bytes are copied once, into a
+ * buffer of the length its header states (a frame inside one chunk is a view of it),
+ * and only after that length was checked against what the frame's run may send. The
+ * host is untrusted: `onBad` is called (once; nothing is read after it) for a frame
+ * too long, of no run in flight, or that does not decode.
+ */
+class FrameReader {
+  constructor(limitOf, onFrame, onBad) {
+    this.limitOf = limitOf;
+    this.onFrame = onFrame;
+    this.onBad = onBad;
+    this.bad = false;
+    /** A header split over chunks. */
+    this.head = Buffer.alloc(FRAME_HEADER);
+    this.headFill = 0;
+    /** The frame being filled, and how much of it is. */
+    this.frame = null;
+    this.fill = 0;
+  }
+
+  fail(why) {
+    if (this.bad) return;
+    this.bad = true;
+    this.frame = null;
+    this.onBad(why);
+  }
+
+  /** Checks a header; returns the frame's total length, or -1 (and fails). */
+  frameLength(head, at) {
+    const len = head.readUInt32LE(at + FRAME_LENGTH_AT);
+    const limit = this.limitOf(head.readUInt32LE(at + 4));
+    if (limit < 0) {
+      this.fail('a frame for no run in flight');
+      return -1;
+    }
+    if (len > limit) {
+      this.fail(`a frame of ${len} bytes (limit ${limit})`);
+      return -1;
+    }
+    return FRAME_HEADER + len;
+  }
+
+  push(chunk) {
+    let off = 0;
+    while (off < chunk.length && !this.bad) {
+      if (this.frame !== null) {
+        const n = Math.min(this.frame.length - this.fill, chunk.length - off);
+        chunk.copy(this.frame, this.fill, off, off + n);
+        this.fill += n;
+        off += n;
+        if (this.fill === this.frame.length) {
+          const frame = this.frame;
+          this.frame = null;
+          this.deliver(frame);
+        }
+        continue;
+      }
+      let total;
+      if (this.headFill === 0 && chunk.length - off >= FRAME_HEADER) {
+        total = this.frameLength(chunk, off);
+        if (total < 0) return;
+        if (chunk.length - off >= total) {
+          this.deliver(chunk.subarray(off, off + total));
+          off += total;
+          continue;
+        }
+        this.frame = Buffer.allocUnsafe(total);
+        this.fill = 0;
+        continue;
+      }
+      const n = Math.min(FRAME_HEADER - this.headFill, chunk.length - off);
+      chunk.copy(this.head, this.headFill, off, off + n);
+      this.headFill += n;
+      off += n;
+      if (this.headFill < FRAME_HEADER) return;
+      this.headFill = 0;
+      total = this.frameLength(this.head, 0);
+      if (total < 0) return;
+      this.frame = Buffer.allocUnsafe(total);
+      this.head.copy(this.frame, 0);
+      this.fill = FRAME_HEADER;
+      if (total === FRAME_HEADER) {
+        const frame = this.frame;
+        this.frame = null;
+        this.deliver(frame);
+      }
+    }
+  }
+
+  deliver(frame) {
+    let ev;
+    try {
+      ev = native.decodeHostFrame(frame);
+    } catch (err) {
+      this.fail(String(err && err.message));
+      return;
+    }
+    if (ev.payloadStart !== undefined && ev.payloadStart !== null) ev.payload = frame.subarray(ev.payloadStart);
+    this.onFrame(ev);
+  }
+}
+
 /** Whether a message from a host has the shape the protocol allows. A host runs
  *  untrusted code: a message that does not fit ends it. */
 function wellFormed(msg) {
@@ -76,8 +205,6 @@ function wellFormed(msg) {
     case 'ready':
     case 'health':
       return msg.health !== null && typeof msg.health === 'object';
-    case 'event':
-      return Number.isInteger(msg.id) && msg.ev !== null && typeof msg.ev === 'object' && typeof msg.ev.type === 'string';
     default:
       return false;
   }
@@ -116,10 +243,11 @@ class SandboxProcess {
 
     let child;
     try {
-      child = fork(HOST_SCRIPT, [], {
+      child = fork(testHooks.hostScript ?? HOST_SCRIPT, [], {
         execArgv: [],
         serialization: 'advanced',
-        stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+        // stdio[4]: the run channel (a socket pair), see FrameReader.
+        stdio: ['ignore', 'ignore', 'pipe', 'ipc', 'pipe'],
         env: hostEnv(),
       });
     } catch (err) {
@@ -139,9 +267,23 @@ class SandboxProcess {
     child.stderr.on('data', (chunk) => {
       this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_TAIL_BYTES);
     });
+    this.channel = child.stdio[RUN_CHANNEL];
+    this.frames = new FrameReader(
+      (runId) => (runId === 0 ? MAX_HEALTH_FRAME_BYTES : (this.runs.get(runId)?.frameLimit ?? -1)),
+      (ev) => this.onFrame(ev),
+      () => {
+        // Nothing more is read from a host that broke the protocol.
+        this.channel.destroy();
+        this.end('protocol');
+      },
+    );
+    this.channel.on('data', (chunk) => this.frames.push(chunk));
+    this.channel.on('error', () => {}); // 'close' follows
     child.on('message', (msg) => this.onMessage(msg));
-    child.on('error', () => {}); // 'exit' follows and does the work
-    child.on('exit', (code, signal) => this.onExit(code, signal));
+    child.on('error', () => {}); // 'close' follows and does the work
+    // 'close', not 'exit': once the run channel is read to its end, so every event the
+    // host wrote before it ended is delivered first.
+    child.on('close', (code, signal) => this.onExit(code, signal));
     this.startTimer = setTimeout(() => this.end('start-timeout'), START_TIMEOUT_MS);
     this.startTimer.unref();
     child.send({ type: 'start', parentPid: process.pid, options: engine.childOptions, wasmModules: engine.wasmModules });
@@ -183,23 +325,43 @@ class SandboxProcess {
       this.engine.onChildReady(this);
     } else if (msg.type === 'health') {
       this.health = msg.health;
-    } else if (msg.type === 'event') {
-      const run = this.runs.get(msg.id);
-      if (msg.health) this.health = msg.health;
-      if (run) {
-        if (msg.ev.type === 'started') run.startedAt = Date.now();
-        this.engine.deliver(run, msg.ev);
-      }
-      if (msg.health && msg.health.stuck > this.stuckAtReady && this.state === 'ready') {
-        // A thread in this child ignored termination: it can only be reclaimed by
-        // ending the process. Take no new work; end it once the others finish.
-        this.state = 'draining';
-        this.recycledFor = 'stuck';
-        this.engine.counters.recycled.stuck = (this.engine.counters.recycled.stuck ?? 0) + 1;
-        this.engine.onChildDraining(this);
-      }
-      if (this.state === 'draining' && this.runs.size === 0) this.end('drained');
     }
+  }
+
+  /** A decoded frame of the run channel (an event of a run in flight, or health). */
+  onFrame(ev) {
+    if (ev.type === 'health') {
+      this.noteHealth(healthOf(ev.health));
+      return;
+    }
+    const run = this.runs.get(ev.runId);
+    if (run === undefined) {
+      // Its `done` came already: a second one is no event of ours.
+      this.frames.fail('an event after its run ended');
+      return;
+    }
+    if (ev.type === 'started') run.startedAt = Date.now();
+    if (ev.type === 'done') {
+      const health = healthOf(ev.health);
+      delete ev.health;
+      this.engine.deliver(run, ev);
+      this.noteHealth(health);
+    } else {
+      this.engine.deliver(run, ev);
+    }
+  }
+
+  noteHealth(health) {
+    this.health = health;
+    if (health.stuck > this.stuckAtReady && this.state === 'ready') {
+      // A thread in this child ignored termination: it can only be reclaimed by
+      // ending the process. Take no new work; end it once the others finish.
+      this.state = 'draining';
+      this.recycledFor = 'stuck';
+      this.engine.counters.recycled.stuck = (this.engine.counters.recycled.stuck ?? 0) + 1;
+      this.engine.onChildDraining(this);
+    }
+    if (this.state === 'draining' && this.runs.size === 0) this.end('drained');
   }
 
   start(run) {
@@ -212,9 +374,18 @@ class SandboxProcess {
     const wallMs = run.wallMs;
     run.deadline = setTimeout(() => this.overdue(run), wallMs + DEADLINE_GRACE_MS);
     run.deadline.unref();
-    this.child.send({ type: 'run', id: run.id, request: run.request });
+    run.frameLimit = frameLimitOf(run.request);
+    this.write(run.frame);
+    run.frame = null;
     this.schedulePoll(true);
     this.updateRef();
+  }
+
+  /** Writes frames to the run channel (a frame's head, then its large tail, if any). */
+  write(head, tail) {
+    if (this.state === 'dead' || this.channel.destroyed) return;
+    this.channel.write(head);
+    if (tail !== undefined && head.length < FRAME_HEADER + tail.length) this.channel.write(tail);
   }
 
   send(msg) {
@@ -260,8 +431,9 @@ class SandboxProcess {
     const busy = this.runs.size > 0 || this.state === 'starting';
     if (busy === this.refd) return;
     this.refd = busy;
-    // The child, its IPC channel and its stderr pipe each hold the loop open.
-    for (const h of [this.child, this.child.channel, this.child.stderr]) {
+    // The child, its IPC channel, its stderr pipe and its run channel each hold the
+    // loop open.
+    for (const h of [this.child, this.child.channel, this.child.stderr, this.channel]) {
       if (h && typeof h.ref === 'function') busy ? h.ref() : h.unref();
     }
   }
@@ -398,8 +570,11 @@ class ProcessEngine {
   }
 
   submit(request, onEvent) {
+    const id = this.nextRunId;
+    // Run ids travel as u32; 0 is no run.
+    this.nextRunId = id >= 0xffffffff ? 1 : id + 1;
     const run = {
-      id: this.nextRunId++,
+      id,
       request,
       onEvent,
       state: 'queued',
@@ -411,11 +586,11 @@ class ProcessEngine {
     };
     const handle = {
       id: run.id,
-      fulfill: (callId, bytes) => run.child?.send({ type: 'fulfill', id: run.id, callId, bytes }),
-      reject: (callId, name, message) => run.child?.send({ type: 'reject', id: run.id, callId, name, message }),
+      fulfill: (callId, bytes) => run.child?.write(native.frameFulfill(run.id, callId, bytes), bytes),
+      reject: (callId, name, message) => run.child?.write(native.frameReject(run.id, callId, name, message)),
       answer: (answerId, bytes, error) => {
         if (run.state !== 'running' || !run.pendingData.delete(answerId)) return false;
-        run.child.send({ type: 'answer', id: run.id, answerId, bytes, error });
+        run.child.write(native.frameAnswer(run.id, answerId, bytes, error), error === undefined || error === null ? bytes : undefined);
         return true;
       },
       abort: () => this.abort(run),
@@ -431,6 +606,13 @@ class ProcessEngine {
       queueMicrotask(() => this.deliver(run, failureEvent('Overloaded', message)));
       return handle;
     }
+    try {
+      // Encoded now, so a plan the frame cannot carry fails here like in thread mode.
+      run.frame = native.frameRun(run.id, request);
+    } catch (err) {
+      queueMicrotask(() => this.deliver(run, failureEvent('Validation', String(err && err.message))));
+      return handle;
+    }
     this.active += 1;
     run.admitted = true;
     this.queue.push(run);
@@ -443,7 +625,7 @@ class ProcessEngine {
       this.queue.splice(this.queue.indexOf(run), 1);
       this.deliver(run, failureEvent('Aborted', 'Execution was aborted'));
     } else if (run.state === 'running') {
-      run.child.send({ type: 'abort', id: run.id });
+      run.child.write(native.frameAbort(run.id));
     }
   }
 
@@ -621,4 +803,4 @@ function liveSandboxProcesses() {
   return LIVE.size;
 }
 
-module.exports = { ProcessEngine, liveSandboxProcesses };
+module.exports = { ProcessEngine, liveSandboxProcesses, testHooks };

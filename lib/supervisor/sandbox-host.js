@@ -1,16 +1,19 @@
 'use strict';
 // Entry script of a sandbox host process (isolation: 'process'). The parent forks it
-// with `process.execPath`; it loads the same addon, runs isolates in thread mode and
-// relays every run event over the IPC channel. It serves no capability itself: host
-// calls, data requests and their answers all travel to the parent, which decides.
+// with `process.execPath`; it loads the same addon and runs isolates in thread mode.
+// Run traffic (runs, their events, replies, aborts) does not pass through this script:
+// it travels as frames over the extra pipe at RUN_CHANNEL_FD, read and written by the
+// addon's own threads (src/supervisor/channel.rs). This script only speaks the IPC
+// channel: start, ready, health, shutdown. It serves no capability itself: host calls,
+// data requests and their answers all travel to the parent, which decides.
 // Everything it will ever need is required here, before lock-down: afterwards it can
 // open no file (so no further `require`), start no process and open no socket.
 const native = require('../native');
-const { errorFromThrown } = require('../errors');
+
+/** The parent's extra pipe (`stdio[4]` of its fork). */
+const RUN_CHANNEL_FD = 4;
 
 let engine = null;
-/** Run id (the parent's) -> native RunHandle. */
-const runs = new Map();
 
 function send(message) {
   // The parent is gone (or the channel closed): nothing left to serve.
@@ -40,16 +43,6 @@ function reportHealthSoon() {
   }, HEALTH_DELAY_MS);
 }
 
-function onRunEvent(id, ev) {
-  if (ev.type === 'done') {
-    runs.delete(id);
-    send({ type: 'event', id, ev, health: health() });
-    reportHealthSoon();
-    return;
-  }
-  send({ type: 'event', id, ev });
-}
-
 async function start(msg) {
   engine = new native.NativeEngine(new native.EngineSettings(msg.options));
   try {
@@ -59,6 +52,9 @@ async function start(msg) {
     send({ type: 'invalid', message: String(err && err.message) });
     return;
   }
+  // The channel's threads start before lock-down; afterwards they only read and
+  // write the pipe they already hold.
+  native.startHostChannel(engine, RUN_CHANNEL_FD);
   // From here on this process can start no process, open no file or socket (Linux;
   // elsewhere the status says why not). See docs/process-isolation.md.
   const lockdown = native.lockDown(msg.parentPid);
@@ -69,31 +65,13 @@ async function start(msg) {
   setTimeout(reportHealthSoon, 250);
 }
 
-function submit(msg) {
-  const request = msg.request;
-  if (request.dataValues) {
-    // No prototype: a key named `__proto__` is stored like any other.
-    const values = Object.create(null);
-    for (const [k, v] of Object.entries(request.dataValues)) values[k] = asBuffer(v);
-    request.dataValues = values;
-  }
-  try {
-    const handle = engine.submit(request, (ev) => onRunEvent(msg.id, ev));
-    runs.set(msg.id, handle);
-  } catch (err) {
-    // The parent planned the run; a binding that throws keeps its kind.
-    const thrown = errorFromThrown(err);
-    const error = { className: thrown.name, code: thrown.code, message: thrown.message };
-    send({ type: 'event', id: msg.id, ev: { type: 'done', ok: false, error }, health: health() });
-  }
-}
-
 async function shutdown() {
   if (engine) {
     engine.shutdown();
     await engine.waitIdle(5000);
   }
-  // Exit once everything sent so far (the aborted runs' events) is written.
+  // The aborted runs' events are written (by their threads, before they ended); exit
+  // once the goodbye is.
   if (!process.connected) process.exit(0);
   process.send({ type: 'bye' }, () => process.exit(0));
 }
@@ -102,17 +80,6 @@ process.on('message', (msg) => {
   switch (msg.type) {
     case 'start':
       return start(msg);
-    case 'run':
-      return submit(msg);
-    case 'fulfill':
-      return runs.get(msg.id)?.fulfill(msg.callId, asBuffer(msg.bytes));
-    case 'reject':
-      return runs.get(msg.id)?.reject(msg.callId, msg.name, msg.message);
-    case 'answer':
-      // The parent checked the id; a run that ended meanwhile simply drops it.
-      return runs.get(msg.id)?.answer(msg.answerId, msg.bytes ? asBuffer(msg.bytes) : undefined, msg.error);
-    case 'abort':
-      return runs.get(msg.id)?.abort();
     case 'shutdown':
       return shutdown();
     default:

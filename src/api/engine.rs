@@ -314,6 +314,12 @@ impl NativeEngine {
 }
 
 impl NativeEngine {
+    /// The pool and compiled WebAssembly modules, for a sandbox host's run channel
+    /// (`host_channel.rs`), which submits runs without going through JS.
+    pub(super) fn channel_parts(&self) -> (Engine, Vec<(String, Arc<WasmModule>)>) {
+        (self.engine.clone(), self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner).clone())
+    }
+
     /// The plan was made by isolet-core; here it only changes representation.
     fn spec_of(&self, p: RunPlanJs) -> Result<RunSpec> {
         let mode = match p.mode.as_str() {

@@ -5,6 +5,7 @@
 mod diagnostics;
 mod engine;
 mod events;
+mod host_channel;
 mod lockdown;
 mod options;
 

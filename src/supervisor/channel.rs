@@ -1,0 +1,284 @@
+//! The run channel of a sandbox host process: frames (`isolet_core::frame`) over the
+//! socket the parent gave this child beside Node's IPC channel. The child's JS thread
+//! is off the hot path: isolate threads write their events here directly (one writer
+//! lock, a frame written whole), and a reader thread of ours takes the parent's frames
+//! (run, fulfill, reject, answer, abort) to the engine and the runs' inboxes.
+//!
+//! Started before lock-down: it creates its two threads and sets the descriptor to
+//! blocking then; afterwards it only reads and writes that descriptor.
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::{FromRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WirePlan, WireStats, HEADER_BYTES};
+use isolet_core::{ErrorKind, ExecMode, Failure, LogLevel, ToolCalls};
+
+use crate::engine::Engine;
+use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
+use crate::limits::lock;
+use crate::v8::{DataAnswer, Mode, WasmModule};
+
+/// A tail up to this size is copied behind its head, so the frame is one write.
+const COPY_TAIL_BYTES: usize = 64 * 1024;
+/// How long after a run ends the engine's counts are reported (warm isolates are
+/// replaced in the background), coalescing the runs that end meanwhile.
+const HEALTH_DELAY: Duration = Duration::from_millis(20);
+/// Exit status when the parent's frames make no sense (it is trusted: a bug).
+const EXIT_PROTOCOL: i32 = 70;
+
+struct Channel {
+    /// The socket; never closed by us (the process ends with it).
+    file: ManuallyDrop<File>,
+    writer: Mutex<()>,
+    /// Set once a write failed (the parent is gone): later events are dropped.
+    broken: AtomicBool,
+    engine: Engine,
+    wasm_modules: Vec<(String, Arc<WasmModule>)>,
+    /// Runs in flight, by the parent's run id.
+    runs: Mutex<HashMap<u32, Arc<RunShared>>>,
+    health_due: Mutex<bool>,
+    health_wake: Condvar,
+}
+
+/// Starts serving runs over `fd` for `engine`, whose WebAssembly modules (compiled by
+/// then) the runs may instantiate.
+pub(crate) fn start(fd: RawFd, engine: Engine, wasm_modules: Vec<(String, Arc<WasmModule>)>) -> std::io::Result<()> {
+    // The socket's descriptor may be non-blocking; our threads block on it instead.
+    // SAFETY: fcntl on a descriptor number has no memory effects; a bad one gives EBADF.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    let ch = Arc::new(Channel {
+        // SAFETY: the descriptor is the parent's socket, open for the life of the
+        // process and owned by nothing else here; ManuallyDrop never closes it.
+        file: ManuallyDrop::new(unsafe { File::from_raw_fd(fd) }),
+        writer: Mutex::new(()),
+        broken: AtomicBool::new(false),
+        engine,
+        wasm_modules,
+        runs: Mutex::new(HashMap::new()),
+        health_due: Mutex::new(false),
+        health_wake: Condvar::new(),
+    });
+    let reader = ch.clone();
+    std::thread::Builder::new().name("isolet-channel".into()).spawn(move || reader.read_loop())?;
+    let reporter = ch;
+    std::thread::Builder::new().name("isolet-health".into()).stack_size(256 * 1024).spawn(move || reporter.health_loop())?;
+    Ok(())
+}
+
+impl Channel {
+    /// Writes one frame: `head` (header and fields) and then `tail`, under the writer
+    /// lock so frames of different threads never interleave.
+    fn send(&self, mut head: Vec<u8>, tail: &[u8]) {
+        if self.broken.load(Ordering::Relaxed) {
+            return;
+        }
+        if !tail.is_empty() && tail.len() <= COPY_TAIL_BYTES {
+            head.extend_from_slice(tail);
+        }
+        let big_tail = tail.len() > COPY_TAIL_BYTES;
+        let _w = lock(&self.writer);
+        let mut out: &File = &self.file;
+        let ok = out.write_all(&head).is_ok() && (!big_tail || out.write_all(tail).is_ok());
+        if !ok {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn health(&self) -> WireHealth {
+        let s = self.engine.stats();
+        WireHealth {
+            stuck: crate::limits::quarantine::quarantined() as u32,
+            threads: crate::isolate::thread::live_threads() as u32,
+            warm: s.warm as u32,
+            warming: s.warming as u32,
+            engine_threads: s.threads as u32,
+            quarantined: s.quarantined as u32,
+            warm_starts: s.warm_starts,
+            cold_starts: s.cold_starts,
+        }
+    }
+
+    fn health_loop(self: Arc<Self>) {
+        loop {
+            {
+                let mut due = lock(&self.health_due);
+                while !*due {
+                    due = self.health_wake.wait(due).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            }
+            std::thread::sleep(HEALTH_DELAY);
+            *lock(&self.health_due) = false;
+            self.send(self.health().encode(), &[]);
+        }
+    }
+
+    fn run(&self, id: u32) -> Option<Arc<RunShared>> {
+        lock(&self.runs).get(&id).cloned()
+    }
+
+    fn read_loop(self: Arc<Self>) {
+        let mut input: &File = &self.file;
+        loop {
+            let mut head = [0u8; HEADER_BYTES];
+            // EOF or an error: the parent is gone; the IPC channel's disconnect ends us.
+            if input.read_exact(&mut head).is_err() {
+                return;
+            }
+            let header = match Header::decode(&head) {
+                Ok(h) if h.kind.from_parent() => h,
+                _ => protocol_broken(),
+            };
+            let mut payload = vec![0u8; header.len as usize];
+            if input.read_exact(&mut payload).is_err() {
+                return;
+            }
+            if self.dispatch(&header, payload).is_err() {
+                protocol_broken();
+            }
+        }
+    }
+
+    fn dispatch(self: &Arc<Self>, h: &Header, payload: Vec<u8>) -> Result<(), FrameError> {
+        match h.kind {
+            Kind::Run => self.submit(h.run_id, &payload),
+            Kind::Fulfill => {
+                if let Some(run) = self.run(h.run_id) {
+                    run.push_reply(HostReply::Fulfill { call_id: h.call_id, value: payload });
+                }
+            }
+            Kind::Reject => {
+                let (name, message) = frame::decode_reject(&payload)?;
+                if let Some(run) = self.run(h.run_id) {
+                    run.push_reply(HostReply::Reject { call_id: h.call_id, name: name.into(), message: message.into() });
+                }
+            }
+            Kind::Answer => {
+                let answer = match frame::decode_answer(&payload)? {
+                    WireAnswer::Value(v) => DataAnswer::Value(v.to_vec()),
+                    WireAnswer::Error(e) => DataAnswer::Error(e.into()),
+                };
+                if let Some(run) = self.run(h.run_id) {
+                    run.push_answer(h.call_id, answer);
+                }
+            }
+            Kind::Abort => {
+                if let Some(run) = self.run(h.run_id) {
+                    self.engine.abort(&run);
+                }
+            }
+            _ => return Err(FrameError::UnknownKind(h.kind as u8)),
+        }
+        Ok(())
+    }
+
+    fn submit(self: &Arc<Self>, run_id: u32, payload: &[u8]) {
+        let sink = |started_event| Arc::new(ChannelSink { ch: self.clone(), run_id, started_event });
+        let plan = match WirePlan::decode(payload) {
+            Ok(p) if p.max_calls.len() == p.tools.len() => p,
+            Ok(_) => return sink(false).refused("a run plan needs one maxCalls entry per tool"),
+            Err(e) => return sink(false).refused(&format!("a run frame is malformed: {e}")),
+        };
+        let started_event = plan.started_event;
+        let spec = self.spec_of(plan);
+        let run = RunShared::new(run_id as u64, spec, sink(started_event));
+        // In the map before the engine sees it: its first event may come at once.
+        lock(&self.runs).insert(run_id, run.clone());
+        self.engine.submit(run);
+    }
+
+    /// The plan was checked in the parent by isolet-core; here it only changes
+    /// representation.
+    fn spec_of(&self, p: WirePlan) -> RunSpec {
+        RunSpec {
+            code: p.code,
+            mode: match p.mode {
+                ExecMode::Script => Mode::Script,
+                ExecMode::AsyncBody => Mode::AsyncBody,
+            },
+            limits: p.limits,
+            bridge: p.bridge,
+            tool_calls: ToolCalls::new(p.max_calls),
+            capabilities: p.tools,
+            data_object: p.data_object,
+            data_values: p.data_values.into_iter().collect(),
+            wasm_modules: if p.wasm { self.wasm_modules.clone() } else { Vec::new() },
+            stream_console: p.stream_console,
+        }
+    }
+}
+
+/// The parent sent what it never sends: end this host (its runs fail `Crashed` there).
+fn protocol_broken() -> ! {
+    // SAFETY: `_exit` ends the process without running anything of ours or V8's.
+    unsafe { libc::_exit(EXIT_PROTOCOL) }
+}
+
+/// One run's events, as frames.
+struct ChannelSink {
+    ch: Arc<Channel>,
+    run_id: u32,
+    started_event: bool,
+}
+
+impl ChannelSink {
+    /// A run the host could not take: its one event.
+    fn refused(&self, message: &str) {
+        let failure = Failure::new(ErrorKind::Internal, message);
+        let done = WireDone { stats: WireStats::default(), logs: Vec::new(), health: self.ch.health(), result: Err(failure) };
+        self.ch.send(done.encode_head(self.run_id, &[]), &[]);
+    }
+}
+
+impl EventSink for ChannelSink {
+    fn started(&self) {
+        if self.started_event {
+            self.ch.send(frame::header_only(Kind::Started, self.run_id, 0, 0).to_vec(), &[]);
+        }
+    }
+
+    fn console(&self, level: LogLevel, message: &str) {
+        self.ch.send(frame::encode_console(self.run_id, level, message), &[]);
+    }
+
+    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
+        self.ch.send(frame::encode_host_call_head(self.run_id, call_id, name, args.len()), &args);
+    }
+
+    fn data_request(&self, id: u32, key: &str) {
+        self.ch.send(frame::header_only(Kind::DataRequest, self.run_id, id, key.len()).to_vec(), key.as_bytes());
+    }
+
+    fn done(&self, completion: Completion) {
+        lock(&self.ch.runs).remove(&self.run_id);
+        let s = completion.stats;
+        let (result, output) = match completion.result {
+            Ok(bytes) => (Ok(()), bytes),
+            Err(f) => (Err(f), Vec::new()),
+        };
+        let done = WireDone {
+            stats: WireStats {
+                wall_time_ms: s.wall_time_ms,
+                cpu_time_ms: s.cpu_time_ms,
+                heap_peak_bytes: s.heap_peak_bytes,
+                heap_used_bytes: s.heap_used_bytes,
+                host_calls: s.host_calls,
+            },
+            logs: completion.logs,
+            health: self.ch.health(),
+            result,
+        };
+        self.ch.send(done.encode_head(self.run_id, &output), &output);
+        *lock(&self.ch.health_due) = true;
+        self.ch.health_wake.notify_one();
+    }
+}
