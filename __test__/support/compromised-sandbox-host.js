@@ -1,0 +1,75 @@
+'use strict';
+// A compromised sandbox host, for process-channel.spec.ts: the supervisor is pointed at
+// this script instead of lib/supervisor/sandbox-host.js. The first host started for a
+// test (it claims `<ISOLET_TEST_EVIL_DIR>/claimed`) answers the IPC handshake like a real
+// host, then answers its first run with what `<dir>/mode` says; every later host is
+// the real one, so the supervisor's other hosts and the replacement serve as usual.
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+
+const dir = process.env.ISOLET_TEST_EVIL_DIR;
+let evil = false;
+try {
+  fs.mkdirSync(path.join(dir, 'claimed'));
+  evil = true;
+} catch {
+  // another host claimed it: be a real one
+}
+if (!evil) {
+  require(path.join(__dirname, '..', '..', 'lib', 'supervisor', 'sandbox-host.js'));
+} else {
+  const mode = fs.readFileSync(path.join(dir, 'mode'), 'utf8').trim();
+  const channel = new net.Socket({ fd: 4, readable: true, writable: true });
+  const KIND_DONE = 20;
+  const KIND_RUN = 1;
+  const header = (kind, runId, len) => {
+    const h = Buffer.alloc(16);
+    h[0] = kind;
+    h.writeUInt32LE(runId, 4);
+    h.writeUInt32LE(len >>> 0, 12);
+    return h;
+  };
+  let seen = Buffer.alloc(0);
+  let answered = false;
+  channel.on('data', (chunk) => {
+    if (answered) return;
+    seen = Buffer.concat([seen, chunk]);
+    if (seen.length < 16) return;
+    answered = true;
+    const runId = seen.readUInt32LE(4);
+    fs.writeFileSync(path.join(dir, 'answered'), String(process.pid));
+    if (mode === 'huge') {
+      // Claims a 4 GB frame, then streams garbage for as long as it lives.
+      channel.write(header(KIND_DONE, runId, 0xfffffff0));
+      const junk = Buffer.alloc(1 << 20, 0xab);
+      const pump = () => {
+        while (channel.write(junk));
+        channel.once('drain', pump);
+      };
+      pump();
+    } else if (mode === 'garbage') {
+      // A frame of the right length whose payload is no `done`.
+      channel.write(Buffer.concat([header(KIND_DONE, runId, 64), Buffer.alloc(64, 0xff)]));
+    } else if (mode === 'big-garbage') {
+      // Just under the run's frame limit, still no `done`: buffered once, then refused.
+      const len = 16 * 1024 * 1024;
+      channel.write(header(KIND_DONE, runId, len));
+      channel.write(Buffer.alloc(len, 0x5a));
+    } else if (mode === 'other-run') {
+      // A frame for a run this host was never given.
+      channel.write(header(KIND_DONE, runId + 1000, 0));
+    } else if (mode === 'parent-kind') {
+      // A kind only the parent sends.
+      channel.write(header(KIND_RUN, runId, 0));
+    } else if (mode === 'bad-kind') {
+      channel.write(header(200, runId, 0));
+    }
+  });
+  process.on('message', (msg) => {
+    if (msg.type === 'start') {
+      process.send({ type: 'ready', pid: process.pid, lockdown: null, health: { stuck: 0, threads: 0, engine: null } });
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+}
