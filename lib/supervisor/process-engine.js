@@ -229,6 +229,11 @@ class SandboxProcess {
     this.runs = new Map();
     this.baseMb = 0;
     this.health = null;
+    /** Warm isolates this child likely has now: its last report, less the runs sent
+     *  since (the dispatcher prefers a child that can start a run at once). */
+    this.warmLeft = 0;
+    /** When this child was last given a run (ties go to the one idle longest). */
+    this.lastStart = 0;
     this.lockdown = null;
     this.stuckAtReady = 0;
     /** Set once the supervisor decided to replace this child (counted once). */
@@ -319,12 +324,14 @@ class SandboxProcess {
       this.state = 'ready';
       this.lockdown = msg.lockdown;
       this.health = msg.health;
+      this.warmLeft = msg.health.engine?.warm ?? 0;
       this.stuckAtReady = msg.health.stuck;
       this.baseMb = (rssMb(this.pid) ?? 0) + BASE_SLACK_MB;
       this.resolveStarted();
       this.engine.onChildReady(this);
     } else if (msg.type === 'health') {
       this.health = msg.health;
+      this.warmLeft = msg.health.engine?.warm ?? 0;
     }
   }
 
@@ -353,6 +360,7 @@ class SandboxProcess {
 
   noteHealth(health) {
     this.health = health;
+    this.warmLeft = health.engine.warm;
     if (health.stuck > this.stuckAtReady && this.state === 'ready') {
       // A thread in this child ignored termination: it can only be reclaimed by
       // ending the process. Take no new work; end it once the others finish.
@@ -371,6 +379,8 @@ class SandboxProcess {
     // caller listens for it) refines it.
     run.startedAt = Date.now();
     this.runs.set(run.id, run);
+    this.warmLeft = Math.max(0, this.warmLeft - 1);
+    this.lastStart = ++this.engine.starts;
     const wallMs = run.wallMs;
     run.deadline = setTimeout(() => this.overdue(run), wallMs + DEADLINE_GRACE_MS);
     run.deadline.unref();
@@ -520,6 +530,8 @@ class ProcessEngine {
     this.active = 0;
     this.shut = false;
     this.nextRunId = 1;
+    /** Runs handed to children so far (orders `lastStart`). */
+    this.starts = 0;
     this.startFailures = 0;
     /** After repeated start failures, no new host is tried before this time. */
     this.spawnNotBefore = 0;
@@ -629,13 +641,21 @@ class ProcessEngine {
     }
   }
 
-  /** Hands queued runs to ready children with a free slot, least busy first. */
+  /** Hands queued runs to ready children with a free slot: one with a warm isolate
+   *  first (a run there starts at once; elsewhere it waits for an isolate to be made),
+   *  then the least busy, then the one given a run longest ago. */
   dispatch() {
     this.ensureChildren();
+    const better = (c, b) => {
+      const cw = c.warmLeft > 0, bw = b.warmLeft > 0;
+      if (cw !== bw) return cw;
+      if (c.busy !== b.busy) return c.busy < b.busy;
+      return c.lastStart < b.lastStart;
+    };
     while (this.queue.length > 0) {
       let best = null;
       for (const c of this.children) {
-        if (c.state === 'ready' && c.busy < this.perChild && (best === null || c.busy < best.busy)) best = c;
+        if (c.state === 'ready' && c.busy < this.perChild && (best === null || better(c, best))) best = c;
       }
       if (best === null) return;
       best.start(this.queue.shift());
