@@ -5,13 +5,13 @@
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 
-const [a, b, roundsArg] = process.argv.slice(2);
+const [a, b, roundsArg, which] = process.argv.slice(2);
 if (!a || !b) {
-  console.error('usage: node bench/probes/procpipe-ab.js <rootA> <rootB> [rounds]');
+  console.error('usage: node bench/probes/procpipe-ab.js <rootA> <rootB> [rounds] [trivial]');
   process.exit(2);
 }
 const rounds = Number(roundsArg || 5);
-const probe = path.join(__dirname, 'procpipe-hot.js');
+const probe = path.join(__dirname, which === 'trivial' ? 'procpipe-trivial.js' : 'procpipe-hot.js');
 const median = (xs) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const samples = { A: [], B: [] };
 for (let r = 0; r < rounds; r++) {
