@@ -1,6 +1,6 @@
 // Process isolation's hot paths for one checkout, next to thread mode in the same
 // process: `node bench/probes/procpipe-hot.js [root]` prints one JSON line of medians
-// (trivial run spaced 3 ms and back to back, host-call round trip in turn, and 32 MB
+// (trivial run spaced 3 ms and back to back, host-call round trip in turn and 100 at once, and 32 MB
 // Uint8Array / string copies each way, copy time = run with the copy minus the same run
 // without it). `procpipe-ab.js` alternates it between two checkouts.
 const path = require('node:path');
@@ -52,6 +52,15 @@ const BIG_LIMITS = { memoryLimitMb: 1024, maxOutputBytes: 64 << 20, maxMessageBy
       calls.push((nowUs() - t) / CALLS);
     }
     out[`${p}CallUs`] = median(calls);
+    // The same 1,000 calls, 100 in flight at once (Promise.all); µs per call.
+    const par = `let s = 0; for (let r = 0; r < 10; r++) { const v = await Promise.all(Array.from({ length: 100 }, (_, i) => f(r * 100 + i))); for (const x of v) s += x; } return s;`;
+    const batch = [];
+    for (let i = 0; i < 7; i++) {
+      const t = nowUs();
+      await ok(par, { isolation, capabilities: { f: (x) => x }, maxHostCalls: CALLS });
+      batch.push((nowUs() - t) / CALLS);
+    }
+    out[`${p}CallBatchUs`] = median(batch);
 
     const u8 = new Uint8Array(BIG).fill(7);
     const str = 'abcdefgh'.repeat(BIG / 8);

@@ -241,6 +241,8 @@ class SandboxProcess {
     /** Why the supervisor ended this child (null: it ended on its own). */
     this.endReason = null;
     this.stderrTail = '';
+    /** Whether the run channel is corked until the end of this tick (see `write`). */
+    this.corked = false;
     /** Settles when the child is ready or gone. */
     this.started = new Promise((resolve) => {
       this.resolveStarted = resolve;
@@ -391,9 +393,19 @@ class SandboxProcess {
     this.updateRef();
   }
 
-  /** Writes frames to the run channel (a frame's head, then its large tail, if any). */
+  /** Writes a frame to the run channel (its head, then its large tail, if any). The
+   *  frames of one tick go out together (one write, one wake-up of the host's reader):
+   *  the replies to calls a run made at once are answered in the same tick. */
   write(head, tail) {
     if (this.state === 'dead' || this.channel.destroyed) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.channel.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.channel.uncork();
+      });
+    }
     this.channel.write(head);
     if (tail !== undefined && head.length < FRAME_HEADER + tail.length) this.channel.write(tail);
   }

@@ -8,7 +8,7 @@
 //! blocking then; afterwards it only reads and writes that descriptor.
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::mem::ManuallyDrop;
 use std::os::fd::{FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +28,8 @@ const COPY_TAIL_BYTES: usize = 64 * 1024;
 /// How long after a run ends the engine's counts are reported (warm isolates are
 /// replaced in the background), coalescing the runs that end meanwhile.
 const HEALTH_DELAY: Duration = Duration::from_millis(20);
+/// Read buffer of the reader thread.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Exit status when the parent's frames make no sense (it is trusted: a bug).
 const EXIT_PROTOCOL: i32 = 70;
 
@@ -127,7 +129,9 @@ impl Channel {
     }
 
     fn read_loop(self: Arc<Self>) {
-        let mut input: &File = &self.file;
+        // Buffered: the parent writes the replies of one tick together, and one read
+        // takes them all (a payload larger than the buffer is read straight into place).
+        let mut input = BufReader::with_capacity(READ_BUFFER_BYTES, &*self.file);
         loop {
             let mut head = [0u8; HEADER_BYTES];
             // EOF or an error: the parent is gone; the IPC channel's disconnect ends us.
