@@ -66,6 +66,8 @@ describe('process isolation: a compromised host on the run channel', () => {
     ['other-run', 'sends a frame for a run it was never given'],
     ['parent-kind', 'sends a kind only the parent sends'],
     ['bad-kind', 'sends an unknown kind'],
+    ['console-flood', 'streams more console entries than the run keeps'],
+    ['call-flood', 'sends more host calls than the run may make'],
   ])('%s: a host that %s fails only its own run (ERR_ISOLET_CRASHED); the others serve', (mode) => {
     const out = attack(mode);
     const failed = out.first.filter((r: { code?: string }) => r.code !== undefined);

@@ -23,6 +23,9 @@ if (!evil) {
   const channel = new net.Socket({ fd: 4, readable: true, writable: true });
   const KIND_DONE = 20;
   const KIND_RUN = 1;
+  const KIND_CONSOLE = 17;
+  const KIND_HOST_CALL = 18;
+  const v8 = require('node:v8');
   const header = (kind, runId, len) => {
     const h = Buffer.alloc(16);
     h[0] = kind;
@@ -64,6 +67,26 @@ if (!evil) {
       channel.write(header(KIND_RUN, runId, 0));
     } else if (mode === 'bad-kind') {
       channel.write(header(200, runId, 0));
+    } else if (mode === 'console-flood') {
+      // More console entries than the run's maxLogEntries (1000 by default) keeps.
+      const text = Buffer.from('hello');
+      const body = Buffer.alloc(5);
+      body.writeUInt32LE(text.length, 1);
+      const one = Buffer.concat([header(KIND_CONSOLE, runId, 5 + text.length), body, text]);
+      channel.write(Buffer.concat(Array.from({ length: 1001 }, () => one)));
+    } else if (mode === 'call-flood') {
+      // More host calls than the run's maxMessages (1000 by default) allows.
+      const name = Buffer.from('nope');
+      const args = v8.serialize([]);
+      const len = Buffer.alloc(4);
+      len.writeUInt32LE(name.length);
+      const frames = [];
+      for (let i = 1; i <= 1001; i++) {
+        const h = header(KIND_HOST_CALL, runId, 4 + name.length + args.length);
+        h.writeUInt32LE(i, 8);
+        frames.push(h, len, name, args);
+      }
+      channel.write(Buffer.concat(frames));
     }
   });
   process.on('message', (msg) => {

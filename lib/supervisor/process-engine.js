@@ -81,6 +81,30 @@ function frameLimitOf(request) {
   return Math.max(request.maxMessageBytes, request.maxOutputBytes) + logs + FRAME_HEADROOM_BYTES;
 }
 
+/** Whether event `ev` (a frame of `frameBytes`) is one more than its run may send: a
+ *  `started` once, `console` entries only if asked for and within the log limits,
+ *  host calls and data requests within `maxMessages` (what the run's isolate enforces).
+ *  A compromised host could otherwise make this process buffer events without end. */
+function overBudget(run, ev, frameBytes) {
+  const r = run.request;
+  switch (ev.type) {
+    case 'started':
+      if (run.sawStarted) return true;
+      run.sawStarted = true;
+      return false;
+    case 'console':
+      run.consoles += 1;
+      run.consoleBytes += frameBytes;
+      return !r.streamConsole || run.consoles > r.maxLogEntries || run.consoleBytes > r.maxLogBytes + 64 * r.maxLogEntries;
+    case 'hostCall':
+    case 'dataRequest':
+      run.messages += 1;
+      return run.messages > r.maxMessages;
+    default:
+      return false;
+  }
+}
+
 /** `health` of the IPC messages, from a frame's health fields. */
 function healthOf(h) {
   return {
@@ -189,7 +213,7 @@ class FrameReader {
       return;
     }
     if (ev.payloadStart !== undefined && ev.payloadStart !== null) ev.payload = frame.subarray(ev.payloadStart);
-    this.onFrame(ev);
+    this.onFrame(ev, frame.length);
   }
 }
 
@@ -277,7 +301,7 @@ class SandboxProcess {
     this.channel = child.stdio[RUN_CHANNEL];
     this.frames = new FrameReader(
       (runId) => (runId === 0 ? MAX_HEALTH_FRAME_BYTES : (this.runs.get(runId)?.frameLimit ?? -1)),
-      (ev) => this.onFrame(ev),
+      (ev, bytes) => this.onFrame(ev, bytes),
       () => {
         // Nothing more is read from a host that broke the protocol.
         this.channel.destroy();
@@ -338,7 +362,7 @@ class SandboxProcess {
   }
 
   /** A decoded frame of the run channel (an event of a run in flight, or health). */
-  onFrame(ev) {
+  onFrame(ev, bytes) {
     if (ev.type === 'health') {
       this.noteHealth(healthOf(ev.health));
       return;
@@ -347,6 +371,10 @@ class SandboxProcess {
     if (run === undefined) {
       // Its `done` came already: a second one is no event of ours.
       this.frames.fail('an event after its run ended');
+      return;
+    }
+    if (overBudget(run, ev, bytes)) {
+      this.frames.fail(`more ${ev.type} events than the run may send`);
       return;
     }
     if (ev.type === 'started') run.startedAt = Date.now();
@@ -607,6 +635,11 @@ class ProcessEngine {
       wallMs: request.wallTimeMs,
       pendingData: new Set(),
       startedAt: 0,
+      // Events its host sent, against what the run may send (see overBudget).
+      sawStarted: false,
+      consoles: 0,
+      consoleBytes: 0,
+      messages: 0,
     };
     const handle = {
       id: run.id,
