@@ -14,6 +14,8 @@ const { types } = require('node:util');
 function serialize(value) {
   const fast = encodePrimitive(value);
   if (fast !== null) return fast;
+  const flat = encodeFlat(value);
+  if (flat !== null) return flat;
   const s = new v8.Serializer();
   s.writeHeader();
   s.writeValue(withoutHostStacks(value));
@@ -326,10 +328,207 @@ function decodeFast(input) {
   return cur.at === bytes.length ? out : NOT_FAST;
 }
 
-/** Reads a value the sandbox serialized: plain host data, never a sandbox reference. */
-function deserialize(bytes) {
+// Fast paths for one big flat value: a string, an ArrayBuffer or a typed array / DataView
+// over a whole fixed-length ArrayBuffer. Written in V8's format with the buffer sized once
+// (v8.Serializer grows its own by doubling); read in the exact shapes V8 writes, checked
+// like V8 checks them, anything else going to v8.Deserializer.
+const FLAT_MIN = 1024;
+const VIEW_TAG = 0x56; // 'V'
+const ARRAY_BUFFER_TAG = 0x42; // 'B'
+const TWO_BYTE_STRING_TAG = 0x63; // 'c', varint byte length, UTF-16LE code units
+const PADDING_TAG = 0x00;
+// V8's subtag and the constructor of each view kind (Float16Array where there is one).
+const VIEW_KINDS = [
+  [0x62, Int8Array], // 'b'
+  [0x42, Uint8Array], // 'B'
+  [0x43, Uint8ClampedArray], // 'C'
+  [0x77, Int16Array], // 'w'
+  [0x57, Uint16Array], // 'W'
+  [0x64, Int32Array], // 'd'
+  [0x44, Uint32Array], // 'D'
+  [0x66, Float32Array], // 'f'
+  [0x46, Float64Array], // 'F'
+  [0x71, BigInt64Array], // 'q'
+  [0x51, BigUint64Array], // 'Q'
+  [0x3f, DataView], // '?'
+];
+const KIND_CHECKS = [
+  [types.isInt8Array, 0x62],
+  [types.isUint8Array, 0x42],
+  [types.isUint8ClampedArray, 0x43],
+  [types.isInt16Array, 0x77],
+  [types.isUint16Array, 0x57],
+  [types.isInt32Array, 0x64],
+  [types.isUint32Array, 0x44],
+  [types.isFloat32Array, 0x66],
+  [types.isFloat64Array, 0x46],
+  [types.isBigInt64Array, 0x71],
+  [types.isBigUint64Array, 0x51],
+  [types.isDataView, 0x3f],
+];
+/** V8's subtag of a view, or undefined for another kind (e.g. Float16Array). */
+function subtagOf(view) {
+  for (const [is, tag] of KIND_CHECKS) if (is(view)) return tag;
+  return undefined;
+}
+const VIEW_OF = new Map(VIEW_KINDS.map(([tag, C]) => [tag, C]));
+// A view's trailing flags (length-tracking, backed by a resizable buffer) exist from
+// wire version 14; only 0 (neither) takes the fast paths.
+const VIEW_FLAGS = VERSION >= 14;
+const typedArrayProto = Object.getPrototypeOf(Int8Array.prototype);
+const typedArrayLength = Object.getOwnPropertyDescriptor(typedArrayProto, 'byteLength').get;
+const typedArrayOffset = Object.getOwnPropertyDescriptor(typedArrayProto, 'byteOffset').get;
+const typedArrayBuffer = Object.getOwnPropertyDescriptor(typedArrayProto, 'buffer').get;
+const dataViewLength = Object.getOwnPropertyDescriptor(DataView.prototype, 'byteLength').get;
+const dataViewOffset = Object.getOwnPropertyDescriptor(DataView.prototype, 'byteOffset').get;
+const dataViewBuffer = Object.getOwnPropertyDescriptor(DataView.prototype, 'buffer').get;
+const arrayBufferLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get;
+const arrayBufferResizable = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get;
+
+/** V8 wire bytes of a long string or a plain ArrayBuffer / view of one; else null. */
+function encodeFlat(value) {
+  if (VERSION < 0 || !LITTLE_ENDIAN) return null;
+  if (typeof value === 'string') return value.length >= FLAT_MIN ? encodeString(value) : null;
+  if (value === null || typeof value !== 'object') return null;
+  let buffer;
+  let view = null;
+  if (types.isArrayBuffer(value)) {
+    buffer = value;
+  } else if (types.isArrayBufferView(value)) {
+    // By the internal kind, as V8 writes it (a Node Buffer is a Uint8Array); never a
+    // property the value could override.
+    const subtag = subtagOf(value);
+    if (subtag === undefined) return null;
+    const isDataView = subtag === 0x3f;
+    buffer = isDataView ? dataViewBuffer.call(value) : typedArrayBuffer.call(value);
+    if (!types.isArrayBuffer(buffer)) return null; // a SharedArrayBuffer: V8's own error
+    view = {
+      subtag,
+      offset: isDataView ? dataViewOffset.call(value) : typedArrayOffset.call(value),
+      length: isDataView ? dataViewLength.call(value) : typedArrayLength.call(value),
+    };
+  } else {
+    return null;
+  }
+  // V8 writes an ArrayBuffer's and a view's contents only, never their properties.
+  if (arrayBufferResizable && arrayBufferResizable.call(buffer)) return null;
+  const n = arrayBufferLength.call(buffer);
+  if (n < FLAT_MIN) return null;
+  let size = 3 + varintLength(n) + n;
+  if (view) size += 2 + varintLength(view.offset) + varintLength(view.length) + (VIEW_FLAGS ? 1 : 0);
+  const out = Buffer.allocUnsafe(size);
+  out[0] = 0xff;
+  out[1] = VERSION;
+  out[2] = ARRAY_BUFFER_TAG;
+  let at = writeVarint(out, 3, n);
+  out.set(new Uint8Array(buffer, 0, n), at);
+  at += n;
+  if (view) {
+    out[at++] = VIEW_TAG;
+    out[at++] = view.subtag;
+    at = writeVarint(out, at, view.offset);
+    at = writeVarint(out, at, view.length);
+    if (VIEW_FLAGS) out[at++] = 0;
+  }
+  return at === size ? out : null;
+}
+
+// Irregexp answers this for a one-byte string without scanning it; a loop would take
+// ~2 ns per character.
+const NOT_LATIN1 = /[^\x00-\xff]/;
+
+function encodeString(str) {
+  const n = str.length;
+  if (!NOT_LATIN1.test(str)) {
+    const at = 3 + varintLength(n);
+    const out = Buffer.allocUnsafe(at + n);
+    out[0] = 0xff;
+    out[1] = VERSION;
+    out[2] = TAG.oneByteString;
+    writeVarint(out, 3, n);
+    out.latin1Write(str, at, n);
+    return out;
+  }
+  // V8 pads a two-byte string so its code units start at an even offset.
+  const bytes = 2 * n;
+  let at = 2 + 1 + varintLength(bytes);
+  const pad = at % 2;
+  at += pad;
+  const out = Buffer.allocUnsafe(at + bytes);
+  out[0] = 0xff;
+  out[1] = VERSION;
+  let p = 2;
+  if (pad) out[p++] = PADDING_TAG;
+  out[p++] = TWO_BYTE_STRING_TAG;
+  writeVarint(out, p, bytes);
+  out.ucs2Write(str, at, bytes);
+  return out;
+}
+
+/**
+ * The value of `bytes` if it is one string, ArrayBuffer or view of a whole one; else
+ * NOT_FAST. `owned`: the caller hands `bytes` over for good (nothing else holds or
+ * reuses its memory), so a large buffer's contents may be shared instead of copied.
+ */
+function decodeFlat(input, owned) {
+  if (!LITTLE_ENDIAN || !(input instanceof Uint8Array) || input.length < 3 || input[0] !== 0xff || input[1] !== VERSION) return NOT_FAST;
+  const bytes = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  const cur = { at: 2 };
+  // The sandbox pads before a large ArrayBuffer to align its contents (at most 15).
+  while (cur.at < bytes.length && cur.at < 18 && bytes[cur.at] === PADDING_TAG) cur.at++;
+  const tag = bytes[cur.at++];
+  if (tag === TAG.oneByteString || tag === TWO_BYTE_STRING_TAG) {
+    const n = readVarint(bytes, cur);
+    if (n < 0 || cur.at + n !== bytes.length || (tag === TWO_BYTE_STRING_TAG && n % 2 !== 0)) return NOT_FAST;
+    return tag === TAG.oneByteString ? bytes.latin1Slice(cur.at, cur.at + n) : bytes.ucs2Slice(cur.at, cur.at + n);
+  }
+  if (tag !== ARRAY_BUFFER_TAG) return NOT_FAST;
+  const n = readVarint(bytes, cur);
+  if (n < 0 || cur.at + n > bytes.length) return NOT_FAST;
+  const start = cur.at;
+  cur.at += n;
+  let View = null;
+  let offset = 0;
+  let length = 0;
+  if (cur.at !== bytes.length) {
+    if (bytes[cur.at++] !== VIEW_TAG) return NOT_FAST;
+    View = VIEW_OF.get(bytes[cur.at++]);
+    offset = readVarint(bytes, cur);
+    length = readVarint(bytes, cur);
+    const flags = VIEW_FLAGS ? readVarint(bytes, cur) : 0;
+    if (View === undefined || offset < 0 || length < 0 || flags !== 0 || cur.at !== bytes.length) return NOT_FAST;
+    const size = View.BYTES_PER_ELEMENT ?? 1;
+    if (offset > n || length > n - offset || offset % size !== 0 || length % size !== 0) return NOT_FAST;
+  }
+  let buffer = owned && n >= SHARE_MIN ? native().shareBytes(bytes, start, n) : null;
+  if (buffer === null) {
+    buffer = new ArrayBuffer(n);
+    new Uint8Array(buffer).set(bytes.subarray(start, start + n));
+  }
+  if (View === null) return buffer;
+  return View === DataView ? new DataView(buffer, offset, length) : new View(buffer, offset, length / View.BYTES_PER_ELEMENT);
+}
+
+// Below this, copying costs less than the external ArrayBuffer (a napi reference and a
+// finalizer); the sandbox aligns buffers from 64 KiB (kAlignedContentsMin in the seam).
+const SHARE_MIN = 64 * 1024;
+let binding = null;
+function native() {
+  if (binding === null) binding = require('./native');
+  return binding;
+}
+
+/**
+ * Reads a value the sandbox serialized: plain host data, never a sandbox reference.
+ * `owned`: `bytes` is handed over for good (a thread-mode result), see decodeFlat.
+ */
+function deserialize(bytes, owned = false) {
   const fast = decodeFast(bytes);
   if (fast !== NOT_FAST) return fast;
+  if (bytes.length >= FLAT_MIN) {
+    const flat = decodeFlat(bytes, owned === true);
+    if (flat !== NOT_FAST) return flat;
+  }
   const d = new v8.Deserializer(bytes);
   d.readHeader();
   return d.readValue();
@@ -351,4 +550,4 @@ function safeString(v) {
   }
 }
 
-module.exports = { serialize, deserialize, describeHostError, withoutHostStacks };
+module.exports = { serialize, deserialize, describeHostError, withoutHostStacks, decodeFlat, NOT_FAST };
