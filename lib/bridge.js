@@ -468,19 +468,24 @@ function encodeString(str) {
 /**
  * The value of `bytes` if it is one string, ArrayBuffer or view of a whole one; else
  * NOT_FAST. `owned`: the caller hands `bytes` over for good (nothing else holds or
- * reuses its memory), so a large buffer's contents may be shared instead of copied.
+ * reuses its memory), so a long string may be made over it instead of copied.
  */
 function decodeFlat(input, owned) {
   if (!LITTLE_ENDIAN || !(input instanceof Uint8Array) || input.length < 3 || input[0] !== 0xff || input[1] !== VERSION) return NOT_FAST;
   const bytes = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   const cur = { at: 2 };
-  // The sandbox pads before a large ArrayBuffer to align its contents (at most 15).
-  while (cur.at < bytes.length && cur.at < 18 && bytes[cur.at] === PADDING_TAG) cur.at++;
+  // V8 pads before a two-byte string to align its code units; its reader skips any
+  // number of padding tags, this one a few (more go to V8).
+  while (cur.at < 6 && bytes[cur.at] === PADDING_TAG) cur.at++;
   const tag = bytes[cur.at++];
   if (tag === TAG.oneByteString || tag === TWO_BYTE_STRING_TAG) {
     const n = readVarint(bytes, cur);
     if (n < 0 || cur.at + n !== bytes.length || (tag === TWO_BYTE_STRING_TAG && n % 2 !== 0)) return NOT_FAST;
-    return tag === TAG.oneByteString ? bytes.latin1Slice(cur.at, cur.at + n) : bytes.ucs2Slice(cur.at, cur.at + n);
+    const twoByte = tag === TWO_BYTE_STRING_TAG;
+    // An external string over the bytes themselves: no copy, and no big string in the heap.
+    const shared = owned && n >= SHARE_MIN ? shareNative('shareString')(bytes, cur.at, n, twoByte) : null;
+    if (shared !== null) return shared;
+    return twoByte ? bytes.ucs2Slice(cur.at, cur.at + n) : bytes.latin1Slice(cur.at, cur.at + n);
   }
   if (tag !== ARRAY_BUFFER_TAG) return NOT_FAST;
   const n = readVarint(bytes, cur);
@@ -500,22 +505,23 @@ function decodeFlat(input, owned) {
     const size = View.BYTES_PER_ELEMENT ?? 1;
     if (offset > n || length > n - offset || offset % size !== 0 || length % size !== 0) return NOT_FAST;
   }
-  let buffer = owned && n >= SHARE_MIN ? native().shareBytes(bytes, start, n) : null;
-  if (buffer === null) {
-    buffer = new ArrayBuffer(n);
-    new Uint8Array(buffer).set(bytes.subarray(start, start + n));
-  }
+  // Copied: an ArrayBuffer over the result's own memory (napi's external buffers) would
+  // save this copy, but Node marks those untransferable (postMessage would copy or throw).
+  const buffer = new ArrayBuffer(n);
+  new Uint8Array(buffer).set(bytes.subarray(start, start + n));
   if (View === null) return buffer;
   return View === DataView ? new DataView(buffer, offset, length) : new View(buffer, offset, length / View.BYTES_PER_ELEMENT);
 }
 
-// Below this, copying costs less than the external ArrayBuffer (a napi reference and a
-// finalizer); the sandbox aligns buffers from 64 KiB (kAlignedContentsMin in the seam).
+// Below this, copying a string costs less than an external one (a napi reference and a
+// finalizer).
 const SHARE_MIN = 64 * 1024;
 let binding = null;
-function native() {
+const NO_SHARE = () => null;
+/** The addon's `shareString` (loaded on first use), or a no-op that copies. */
+function shareNative(name) {
   if (binding === null) binding = require('./native');
-  return binding;
+  return typeof binding[name] === 'function' ? binding[name] : NO_SHARE;
 }
 
 /**

@@ -420,20 +420,6 @@ class Serializer final : public v8::ValueSerializer::Delegate {
   size_t cap_ = 0;
 };
 
-// Padding before a top-level ArrayBuffer (or a view's buffer) of at least this many bytes
-// puts its contents at a 16-byte aligned offset of the result, so the host can hand them
-// out as an ArrayBuffer over that memory instead of copying them (lib/bridge.js).
-constexpr size_t kAlignedContentsMin = 64 * 1024;
-
-size_t VarintLength(size_t n) {
-  size_t len = 1;
-  while (n >= 0x80) {
-    n >>= 7;
-    ++len;
-  }
-  return len;
-}
-
 // Serializes `value` with the structured-clone algorithm. Returns ISOLET_OK, ISOLET_THREW
 // (exception left in the caller's TryCatch) or ISOLET_TOO_LARGE.
 int32_t SerializeValue(Isolate* isolate, Local<Context> ctx, Local<Value> value, size_t cap,
@@ -441,22 +427,6 @@ int32_t SerializeValue(Isolate* isolate, Local<Context> ctx, Local<Value> value,
   Serializer delegate(isolate, cap);
   v8::ValueSerializer serializer(isolate, &delegate);
   serializer.WriteHeader();
-  // Header (2 bytes: tag, version 15), padding tags (0x00, which V8's reader skips), then
-  // the ArrayBuffer tag and its varint length: the contents follow at a multiple of 16.
-  Local<v8::ArrayBuffer> ab;
-  if (value->IsArrayBuffer()) {
-    ab = value.As<v8::ArrayBuffer>();
-  } else if (value->IsArrayBufferView() && value.As<v8::ArrayBufferView>()->ByteLength() >= kAlignedContentsMin) {
-    ab = value.As<v8::ArrayBufferView>()->Buffer();
-  }
-  // A resizable buffer is written with another tag and layout: no padding for it.
-  size_t contents = 0;
-  if (!ab.IsEmpty() && !ab->GetBackingStore()->IsResizableByUserJavaScript()) contents = ab->ByteLength();
-  if (contents >= kAlignedContentsMin) {
-    static const uint8_t kZeros[16] = {0};
-    size_t before = 2 + 1 + VarintLength(contents);
-    serializer.WriteRawBytes(kZeros, (16 - before % 16) % 16);
-  }
   if (serializer.WriteValue(ctx, value).IsNothing()) {
     return delegate.too_large ? ISOLET_TOO_LARGE : ISOLET_THREW;
   }
