@@ -217,17 +217,19 @@ describe('bridge codec for big flat values (strings, ArrayBuffers, typed arrays)
   });
 
   it('carries big flat values out of and into the sandbox, in thread and process isolation', async () => {
-    const u8 = new Uint8Array(3 << 20).map((_, i) => i & 0xff);
-    const str = 'héllo'.repeat(200000);
-    const wide = 'h中llo'.repeat(200000);
+    // Over the 64 KiB from which strings are shared rather than copied.
+    const u8 = new Uint8Array(256 << 10);
+    for (let i = 0; i < u8.length; i++) u8[i] = i & 0xff;
+    const str = 'héllo'.repeat(20000);
+    const wide = 'h中llo'.repeat(20000);
     for (const isolation of ['thread', 'process'] as const) {
       const out = ok(await runSandbox(
-        `const u = new Uint8Array(3 << 20).map((_, i) => i & 0xff);
+        `const u = new Uint8Array(256 << 10); for (let i = 0; i < u.length; i++) u[i] = i & 0xff;
          const f = new Float64Array(u.buffer, 8, 1000);
          const inU8 = await getU8(), inStr = await getStr(), inWide = await getWide();
-         let sum = 0; for (let i = 0; i < inU8.length; i += 4099) sum += inU8[i];
-         return { u, f, ab: u.buffer.slice(0, 100000), s: 'héllo'.repeat(200000), w: 'h中llo'.repeat(200000),
-           inKind: Object.prototype.toString.call(inU8), inLen: inU8.length, sum, inStr: inStr === 'héllo'.repeat(200000), inWide: inWide === 'h中llo'.repeat(200000) };`,
+         let sum = 0; for (let i = 0; i < inU8.length; i += 409) sum += inU8[i];
+         return { u, f, ab: u.buffer.slice(0, 100000), s: 'héllo'.repeat(20000), w: 'h中llo'.repeat(20000),
+           inKind: Object.prototype.toString.call(inU8), inLen: inU8.length, sum, inStr: inStr === 'héllo'.repeat(20000), inWide: inWide === 'h中llo'.repeat(20000) };`,
         { isolation, memoryLimitMb: 256, maxOutputBytes: 32 << 20, capabilities: { getU8: () => u8, getStr: () => str, getWide: () => wide } },
       )) as Record<string, any>;
       expect(out.u).toEqual(u8);
@@ -237,7 +239,7 @@ describe('bridge codec for big flat values (strings, ArrayBuffers, typed arrays)
       expect(out.s).toBe(str);
       expect(out.w).toBe(wide);
       let sum = 0;
-      for (let i = 0; i < u8.length; i += 4099) sum += u8[i];
+      for (let i = 0; i < u8.length; i += 409) sum += u8[i];
       expect([out.inKind, out.inLen, out.sum, out.inStr, out.inWide]).toEqual(['[object Uint8Array]', u8.length, sum, true, true]);
     }
   });
