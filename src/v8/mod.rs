@@ -356,7 +356,13 @@ fn take_value(v: &mut ffi::isolet_value) -> Vec<u8> {
     }
     // SAFETY: `ptr` is a block of `cap` bytes from Rust's global allocator with align 1
     // (isolet_value_realloc), of which the first `len <= cap` are initialized.
-    unsafe { Vec::from_raw_parts(ptr, len.min(cap), cap) }
+    let mut bytes = unsafe { Vec::from_raw_parts(ptr, len.min(cap), cap) };
+    // V8 grows its buffer by doubling: give back a large unused tail (the allocator
+    // shrinks in place, no copy), as the result may be held for a while.
+    if bytes.capacity() - bytes.len() > (bytes.len() / 8).max(4096) {
+        bytes.shrink_to_fit();
+    }
+    bytes
 }
 
 fn take_bytes(b: &mut ffi::isolet_bytes) -> Option<Vec<u8>> {
