@@ -120,7 +120,7 @@ describe('bridge codec', () => {
   });
 });
 
-// Long strings, ArrayBuffers and views of a whole one: the flat fast paths.
+// Long strings (the fast path out of the sandbox), ArrayBuffers and views (V8's paths).
 function flatValues(): unknown[] {
   const buffer = new ArrayBuffer(5000);
   new Uint8Array(buffer).forEach((_, i, a) => (a[i] = (i * 7) & 0xff));
@@ -136,15 +136,16 @@ function flatValues(): unknown[] {
 
 const kind = (v: unknown) => Object.prototype.toString.call(v);
 
-describe('bridge codec for big flat values (strings, ArrayBuffers, typed arrays)', () => {
-  it('writes exactly the bytes V8 writes, and reads V8\'s bytes back to the same value, fast', () => {
+describe('bridge codec for big flat values (long strings fast; ArrayBuffers and typed arrays through V8)', () => {
+  it('writes exactly the bytes V8 writes, and reads V8\'s bytes back to the same value (strings fast)', () => {
     for (const v of flatValues()) {
       const label = `${kind(v)} of ${(v as { length?: number; byteLength?: number }).length ?? (v as ArrayBuffer).byteLength}`;
       const expected = v8Bytes(v);
       expect(bridge.serialize(v).equals(expected), `bytes of ${label}`).toBe(true);
+      // Strings take the fast path; buffers and views go to V8's reader (see bridge.js).
+      expect(bridge.decodeFlat(Buffer.from(expected), true) !== bridge.NOT_FAST, `${label} decoded fast`).toBe(typeof v === 'string');
       for (const owned of [false, true]) {
-        const back = bridge.decodeFlat(Buffer.from(expected), owned);
-        expect(back, `${label} decoded fast`).not.toBe(bridge.NOT_FAST);
+        const back = bridge.deserialize(Buffer.from(expected), owned);
         const fromV8 = v8Value(expected);
         expect(kind(back), label).toBe(kind(fromV8));
         expect(Object.getPrototypeOf(back), label).toBe(Object.getPrototypeOf(fromV8));
@@ -153,11 +154,10 @@ describe('bridge codec for big flat values (strings, ArrayBuffers, typed arrays)
     }
   });
 
-  it('leaves to V8 what is not one of those shapes (resizable buffers, length-tracking views, small values, Float16Array)', () => {
+  it('leaves to V8 what is not a string (buffers, views, containers) and short strings', () => {
     const rab = new (ArrayBuffer as any)(4096, { maxByteLength: 8192 });
-    const F16 = (globalThis as any).Float16Array;
-    const others: unknown[] = [new Uint8Array(rab), rab, { a: new Uint8Array(4096) }, ['x'.repeat(2000)], ...(F16 ? [new F16(1024)] : [])];
-    for (const v of [...others, 'short', new Uint8Array(100)]) {
+    const others: unknown[] = [new Uint8Array(rab), rab, new Uint8Array(4096), { a: 'x'.repeat(2000) }, ['x'.repeat(2000)]];
+    for (const v of [...others, 'short']) {
       const bytes = v8Bytes(v);
       expect(bridge.serialize(v).equals(bytes), kind(v)).toBe(true);
       expect(v8Bytes(bridge.deserialize(bytes, true)).equals(v8Bytes(v8Value(bytes))), kind(v)).toBe(true);

@@ -14,8 +14,6 @@ const { types } = require('node:util');
 function serialize(value) {
   const fast = encodePrimitive(value);
   if (fast !== null) return fast;
-  const flat = encodeFlat(value);
-  if (flat !== null) return flat;
   const s = new v8.Serializer();
   s.writeHeader();
   s.writeValue(withoutHostStacks(value));
@@ -328,147 +326,21 @@ function decodeFast(input) {
   return cur.at === bytes.length ? out : NOT_FAST;
 }
 
-// Fast paths for one big flat value: a string, an ArrayBuffer or a typed array / DataView
-// over a whole fixed-length ArrayBuffer. Written in V8's format with the buffer sized once
-// (v8.Serializer grows its own by doubling); read in the exact shapes V8 writes, checked
-// like V8 checks them, anything else going to v8.Deserializer.
+// A fast path for one long string out of the sandbox (V8's format read in the exact shapes
+// V8 writes, anything else going to v8.Deserializer), so that a thread-mode result can
+// become an external string over the result's own bytes instead of a copy. Measured and
+// left out: the same for typed arrays / ArrayBuffers (an ArrayBuffer over napi's external
+// memory is untransferable on Node 26 and not detached by a transfer on 20, so they are
+// copied, which v8.Deserializer does as fast), and writing big values into the sandbox
+// without v8.Serializer (it sizes a big raw write in one step; no faster either way).
 const FLAT_MIN = 1024;
-const VIEW_TAG = 0x56; // 'V'
-const ARRAY_BUFFER_TAG = 0x42; // 'B'
 const TWO_BYTE_STRING_TAG = 0x63; // 'c', varint byte length, UTF-16LE code units
 const PADDING_TAG = 0x00;
-// V8's subtag and the constructor of each view kind (Float16Array where there is one).
-const VIEW_KINDS = [
-  [0x62, Int8Array], // 'b'
-  [0x42, Uint8Array], // 'B'
-  [0x43, Uint8ClampedArray], // 'C'
-  [0x77, Int16Array], // 'w'
-  [0x57, Uint16Array], // 'W'
-  [0x64, Int32Array], // 'd'
-  [0x44, Uint32Array], // 'D'
-  [0x66, Float32Array], // 'f'
-  [0x46, Float64Array], // 'F'
-  [0x71, BigInt64Array], // 'q'
-  [0x51, BigUint64Array], // 'Q'
-  [0x3f, DataView], // '?'
-];
-const KIND_CHECKS = [
-  [types.isInt8Array, 0x62],
-  [types.isUint8Array, 0x42],
-  [types.isUint8ClampedArray, 0x43],
-  [types.isInt16Array, 0x77],
-  [types.isUint16Array, 0x57],
-  [types.isInt32Array, 0x64],
-  [types.isUint32Array, 0x44],
-  [types.isFloat32Array, 0x66],
-  [types.isFloat64Array, 0x46],
-  [types.isBigInt64Array, 0x71],
-  [types.isBigUint64Array, 0x51],
-  [types.isDataView, 0x3f],
-];
-/** V8's subtag of a view, or undefined for another kind (e.g. Float16Array). */
-function subtagOf(view) {
-  for (const [is, tag] of KIND_CHECKS) if (is(view)) return tag;
-  return undefined;
-}
-const VIEW_OF = new Map(VIEW_KINDS.map(([tag, C]) => [tag, C]));
-// A view's trailing flags (length-tracking, backed by a resizable buffer) exist from
-// wire version 14; only 0 (neither) takes the fast paths.
-const VIEW_FLAGS = VERSION >= 14;
-const typedArrayProto = Object.getPrototypeOf(Int8Array.prototype);
-const typedArrayLength = Object.getOwnPropertyDescriptor(typedArrayProto, 'byteLength').get;
-const typedArrayOffset = Object.getOwnPropertyDescriptor(typedArrayProto, 'byteOffset').get;
-const typedArrayBuffer = Object.getOwnPropertyDescriptor(typedArrayProto, 'buffer').get;
-const dataViewLength = Object.getOwnPropertyDescriptor(DataView.prototype, 'byteLength').get;
-const dataViewOffset = Object.getOwnPropertyDescriptor(DataView.prototype, 'byteOffset').get;
-const dataViewBuffer = Object.getOwnPropertyDescriptor(DataView.prototype, 'buffer').get;
-const arrayBufferLength = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get;
-const arrayBufferResizable = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get;
-
-/** V8 wire bytes of a long string or a plain ArrayBuffer / view of one; else null. */
-function encodeFlat(value) {
-  if (VERSION < 0 || !LITTLE_ENDIAN) return null;
-  if (typeof value === 'string') return value.length >= FLAT_MIN ? encodeString(value) : null;
-  if (value === null || typeof value !== 'object') return null;
-  let buffer;
-  let view = null;
-  if (types.isArrayBuffer(value)) {
-    buffer = value;
-  } else if (types.isArrayBufferView(value)) {
-    // By the internal kind, as V8 writes it (a Node Buffer is a Uint8Array); never a
-    // property the value could override.
-    const subtag = subtagOf(value);
-    if (subtag === undefined) return null;
-    const isDataView = subtag === 0x3f;
-    buffer = isDataView ? dataViewBuffer.call(value) : typedArrayBuffer.call(value);
-    if (!types.isArrayBuffer(buffer)) return null; // a SharedArrayBuffer: V8's own error
-    view = {
-      subtag,
-      offset: isDataView ? dataViewOffset.call(value) : typedArrayOffset.call(value),
-      length: isDataView ? dataViewLength.call(value) : typedArrayLength.call(value),
-    };
-  } else {
-    return null;
-  }
-  // V8 writes an ArrayBuffer's and a view's contents only, never their properties.
-  if (arrayBufferResizable && arrayBufferResizable.call(buffer)) return null;
-  const n = arrayBufferLength.call(buffer);
-  if (n < FLAT_MIN) return null;
-  let size = 3 + varintLength(n) + n;
-  if (view) size += 2 + varintLength(view.offset) + varintLength(view.length) + (VIEW_FLAGS ? 1 : 0);
-  const out = Buffer.allocUnsafe(size);
-  out[0] = 0xff;
-  out[1] = VERSION;
-  out[2] = ARRAY_BUFFER_TAG;
-  let at = writeVarint(out, 3, n);
-  out.set(new Uint8Array(buffer, 0, n), at);
-  at += n;
-  if (view) {
-    out[at++] = VIEW_TAG;
-    out[at++] = view.subtag;
-    at = writeVarint(out, at, view.offset);
-    at = writeVarint(out, at, view.length);
-    if (VIEW_FLAGS) out[at++] = 0;
-  }
-  return at === size ? out : null;
-}
-
-// Irregexp answers this for a one-byte string without scanning it; a loop would take
-// ~2 ns per character.
-const NOT_LATIN1 = /[^\x00-\xff]/;
-
-function encodeString(str) {
-  const n = str.length;
-  if (!NOT_LATIN1.test(str)) {
-    const at = 3 + varintLength(n);
-    const out = Buffer.allocUnsafe(at + n);
-    out[0] = 0xff;
-    out[1] = VERSION;
-    out[2] = TAG.oneByteString;
-    writeVarint(out, 3, n);
-    out.latin1Write(str, at, n);
-    return out;
-  }
-  // V8 pads a two-byte string so its code units start at an even offset.
-  const bytes = 2 * n;
-  let at = 2 + 1 + varintLength(bytes);
-  const pad = at % 2;
-  at += pad;
-  const out = Buffer.allocUnsafe(at + bytes);
-  out[0] = 0xff;
-  out[1] = VERSION;
-  let p = 2;
-  if (pad) out[p++] = PADDING_TAG;
-  out[p++] = TWO_BYTE_STRING_TAG;
-  writeVarint(out, p, bytes);
-  out.ucs2Write(str, at, bytes);
-  return out;
-}
 
 /**
- * The value of `bytes` if it is one string, ArrayBuffer or view of a whole one; else
- * NOT_FAST. `owned`: the caller hands `bytes` over for good (nothing else holds or
- * reuses its memory), so a long string may be made over it instead of copied.
+ * The value of `bytes` if it is one string; else NOT_FAST. `owned`: the caller hands
+ * `bytes` over for good (nothing else holds or reuses its memory), so a long string may
+ * be made over it instead of copied.
  */
 function decodeFlat(input, owned) {
   if (!LITTLE_ENDIAN || !(input instanceof Uint8Array) || input.length < 3 || input[0] !== 0xff || input[1] !== VERSION) return NOT_FAST;
@@ -478,39 +350,14 @@ function decodeFlat(input, owned) {
   // number of padding tags, this one a few (more go to V8).
   while (cur.at < 6 && bytes[cur.at] === PADDING_TAG) cur.at++;
   const tag = bytes[cur.at++];
-  if (tag === TAG.oneByteString || tag === TWO_BYTE_STRING_TAG) {
-    const n = readVarint(bytes, cur);
-    if (n < 0 || cur.at + n !== bytes.length || (tag === TWO_BYTE_STRING_TAG && n % 2 !== 0)) return NOT_FAST;
-    const twoByte = tag === TWO_BYTE_STRING_TAG;
-    // An external string over the bytes themselves: no copy, and no big string in the heap.
-    const shared = owned && n >= SHARE_MIN ? shareNative('shareString')(bytes, cur.at, n, twoByte) : null;
-    if (shared !== null) return shared;
-    return twoByte ? bytes.ucs2Slice(cur.at, cur.at + n) : bytes.latin1Slice(cur.at, cur.at + n);
-  }
-  if (tag !== ARRAY_BUFFER_TAG) return NOT_FAST;
+  if (tag !== TAG.oneByteString && tag !== TWO_BYTE_STRING_TAG) return NOT_FAST;
   const n = readVarint(bytes, cur);
-  if (n < 0 || cur.at + n > bytes.length) return NOT_FAST;
-  const start = cur.at;
-  cur.at += n;
-  let View = null;
-  let offset = 0;
-  let length = 0;
-  if (cur.at !== bytes.length) {
-    if (bytes[cur.at++] !== VIEW_TAG) return NOT_FAST;
-    View = VIEW_OF.get(bytes[cur.at++]);
-    offset = readVarint(bytes, cur);
-    length = readVarint(bytes, cur);
-    const flags = VIEW_FLAGS ? readVarint(bytes, cur) : 0;
-    if (View === undefined || offset < 0 || length < 0 || flags !== 0 || cur.at !== bytes.length) return NOT_FAST;
-    const size = View.BYTES_PER_ELEMENT ?? 1;
-    if (offset > n || length > n - offset || offset % size !== 0 || length % size !== 0) return NOT_FAST;
-  }
-  // Copied: an ArrayBuffer over the result's own memory (napi's external buffers) would
-  // save this copy, but Node marks those untransferable (postMessage would copy or throw).
-  const buffer = new ArrayBuffer(n);
-  new Uint8Array(buffer).set(bytes.subarray(start, start + n));
-  if (View === null) return buffer;
-  return View === DataView ? new DataView(buffer, offset, length) : new View(buffer, offset, length / View.BYTES_PER_ELEMENT);
+  if (n < 0 || cur.at + n !== bytes.length || (tag === TWO_BYTE_STRING_TAG && n % 2 !== 0)) return NOT_FAST;
+  const twoByte = tag === TWO_BYTE_STRING_TAG;
+  // An external string over the bytes themselves: no copy, and no big string in the heap.
+  const shared = owned && n >= SHARE_MIN ? shareNative('shareString')(bytes, cur.at, n, twoByte) : null;
+  if (shared !== null) return shared;
+  return twoByte ? bytes.ucs2Slice(cur.at, cur.at + n) : bytes.latin1Slice(cur.at, cur.at + n);
 }
 
 // Below this, copying a string costs less than an external one (a napi reference and a
