@@ -280,6 +280,34 @@ describe('bridge codec for big flat values (long strings fast; ArrayBuffers and 
   });
 });
 
+describe('copy limits are exact for results and host-call arguments that grow V8\'s buffer', () => {
+  // V8 grows its buffer by doubling: a limit checked on the buffer's capacity refused
+  // results well under it (a 39 MB result under a 64 MB maxOutputBytes).
+  const BUILD = 'const a = []; for (let i = 0; i < 15000; i++) a.push("x".repeat(90) + i);';
+  const host: string[] = [];
+  for (let i = 0; i < 15000; i++) host.push('x'.repeat(90) + i);
+  const size = v8Bytes(host).length;
+  const argsSize = v8Bytes([host]).length;
+
+  for (const isolation of ['thread', 'process'] as const) {
+    it(`maxOutputBytes of exactly the result's ${size} bytes passes, one byte less refuses (${isolation})`, async () => {
+      const out = ok(await runSandbox(`${BUILD} a`, { isolation, maxOutputBytes: size })) as string[];
+      expect(out.length).toBe(15000);
+      const r = await runSandbox(`${BUILD} a`, { isolation, maxOutputBytes: size - 1 });
+      expect(r.success).toBe(false);
+      if (!r.success) expect(r.error.message).toMatch(new RegExp(`output limit of ${size - 1} bytes`));
+    });
+
+    it(`maxMessageBytes of exactly the arguments' ${argsSize} bytes passes, one byte less refuses (${isolation})`, async () => {
+      const code = `${BUILD} try { return await take(a); } catch (e) { return e.name + ': ' + e.message; }`;
+      const taken = ok(await runSandbox(code, { isolation, maxMessageBytes: argsSize, capabilities: { take: (a: string[]) => a.length } }));
+      expect(taken).toBe(15000);
+      const refused = ok(await runSandbox(code, { isolation, maxMessageBytes: argsSize - 1, capabilities: { take: (a: string[]) => a.length } }));
+      expect(refused).toMatch(/^RangeError: /);
+    });
+  }
+});
+
 describe('host Errors inside values given to the sandbox (the fast scan and its fallbacks)', () => {
   // Each shape hides a host Error where the set-less scan must find it or give up: it
   // must reach the sandbox as a copy whose stack names no host frame.

@@ -388,15 +388,21 @@ void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> except
 
 // The serializer's buffer comes from Rust's allocator (isolet_value_realloc), so the
 // result reaches Rust as a Vec without a copy; `cap_` tracks the block's size for it.
+//
+// V8 asks for max(needed, 2 * capacity) + 64 bytes each time it grows, so refusing any
+// request over the limit refused results well under it (a 39 MB one under 64 MB). A
+// result of at most `limit` bytes never needs more than 2 * limit + 64: that is allowed
+// (untouched pages of the block are never faulted in), and SerializeValue checks the
+// final size against the limit itself.
 class Serializer final : public v8::ValueSerializer::Delegate {
  public:
-  Serializer(Isolate* isolate, size_t cap) : isolate_(isolate), limit_(cap) {}
+  Serializer(Isolate* isolate, size_t limit) : isolate_(isolate), limit_(limit) {}
 
   void ThrowDataCloneError(Local<String> message) override {
     isolate_->ThrowException(v8::Exception::Error(message));
   }
   void* ReallocateBufferMemory(void* old_buffer, size_t size, size_t* actual_size) override {
-    if (size > limit_) {
+    if (size > limit_ && size - limit_ > limit_ + 64) {  // size > 2 * limit + 64, no overflow
       too_large = true;
       return nullptr;
     }
@@ -431,6 +437,10 @@ int32_t SerializeValue(Isolate* isolate, Local<Context> ctx, Local<Value> value,
     return delegate.too_large ? ISOLET_TOO_LARGE : ISOLET_THREW;
   }
   std::pair<uint8_t*, size_t> buffer = serializer.Release();
+  if (buffer.second > cap) {
+    isolet_value_free(buffer.first, delegate.capacity());
+    return ISOLET_TOO_LARGE;
+  }
   out->ptr = buffer.first;
   out->len = buffer.second;
   out->cap = buffer.first == nullptr ? 0 : delegate.capacity();
