@@ -326,10 +326,62 @@ function decodeFast(input) {
   return cur.at === bytes.length ? out : NOT_FAST;
 }
 
-/** Reads a value the sandbox serialized: plain host data, never a sandbox reference. */
-function deserialize(bytes) {
+// A fast path for one long string out of the sandbox (V8's format read in the exact shapes
+// V8 writes, anything else going to v8.Deserializer), so that a thread-mode result can
+// become an external string over the result's own bytes instead of a copy. Measured and
+// left out: the same for typed arrays / ArrayBuffers (an ArrayBuffer over napi's external
+// memory is untransferable on Node 26 and not detached by a transfer on 20, so they are
+// copied, which v8.Deserializer does as fast), and writing big values into the sandbox
+// without v8.Serializer (it sizes a big raw write in one step; no faster either way).
+const FLAT_MIN = 1024;
+const TWO_BYTE_STRING_TAG = 0x63; // 'c', varint byte length, UTF-16LE code units
+const PADDING_TAG = 0x00;
+
+/**
+ * The value of `bytes` if it is one string; else NOT_FAST. `owned`: the caller hands
+ * `bytes` over for good (nothing else holds or reuses its memory), so a long string may
+ * be made over it instead of copied.
+ */
+function decodeFlat(input, owned) {
+  if (!LITTLE_ENDIAN || !(input instanceof Uint8Array) || input.length < 3 || input[0] !== 0xff || input[1] !== VERSION) return NOT_FAST;
+  const bytes = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  const cur = { at: 2 };
+  // V8 pads before a two-byte string to align its code units; its reader skips any
+  // number of padding tags, this one a few (more go to V8).
+  while (cur.at < 6 && bytes[cur.at] === PADDING_TAG) cur.at++;
+  const tag = bytes[cur.at++];
+  if (tag !== TAG.oneByteString && tag !== TWO_BYTE_STRING_TAG) return NOT_FAST;
+  const n = readVarint(bytes, cur);
+  if (n < 0 || cur.at + n !== bytes.length || (tag === TWO_BYTE_STRING_TAG && n % 2 !== 0)) return NOT_FAST;
+  const twoByte = tag === TWO_BYTE_STRING_TAG;
+  // An external string over the bytes themselves: no copy, and no big string in the heap.
+  const shared = owned && n >= SHARE_MIN ? shareNative('shareString')(bytes, cur.at, n, twoByte) : null;
+  if (shared !== null) return shared;
+  return twoByte ? bytes.ucs2Slice(cur.at, cur.at + n) : bytes.latin1Slice(cur.at, cur.at + n);
+}
+
+// Below this, copying a string costs less than an external one (a napi reference and a
+// finalizer).
+const SHARE_MIN = 64 * 1024;
+let binding = null;
+const NO_SHARE = () => null;
+/** The addon's `shareString` (loaded on first use), or a no-op that copies. */
+function shareNative(name) {
+  if (binding === null) binding = require('./native');
+  return typeof binding[name] === 'function' ? binding[name] : NO_SHARE;
+}
+
+/**
+ * Reads a value the sandbox serialized: plain host data, never a sandbox reference.
+ * `owned`: `bytes` is handed over for good (a thread-mode result), see decodeFlat.
+ */
+function deserialize(bytes, owned = false) {
   const fast = decodeFast(bytes);
   if (fast !== NOT_FAST) return fast;
+  if (bytes.length >= FLAT_MIN) {
+    const flat = decodeFlat(bytes, owned === true);
+    if (flat !== NOT_FAST) return flat;
+  }
   const d = new v8.Deserializer(bytes);
   d.readHeader();
   return d.readValue();
@@ -351,4 +403,4 @@ function safeString(v) {
   }
 }
 
-module.exports = { serialize, deserialize, describeHostError, withoutHostStacks };
+module.exports = { serialize, deserialize, describeHostError, withoutHostStacks, decodeFlat, NOT_FAST };

@@ -55,7 +55,7 @@ function execute(engine, plan, hooks = {}) {
       case 'done':
         finished = true;
         ctx._end();
-        resolveDone(finish(ev));
+        resolveDone(finish(ev, engine instanceof require('./native').NativeEngine));
         break;
       default:
         if (hooks.onEvent) hooks.onEvent(ev);
@@ -127,12 +127,13 @@ function execute(engine, plan, hooks = {}) {
   return { done, handle };
 }
 
-function finish(ev) {
+/** `owned`: the payload is a Buffer the addon made for this event alone (thread mode). */
+function finish(ev, owned) {
   const stats = statsOf(ev.stats);
   const logs = (ev.logs || []).map((l) => ({ level: l.level, message: l.message }));
   if (!ev.ok) return { ok: false, error: errorFromFailure(ev.error), stats, logs };
   try {
-    return { ok: true, value: deserialize(ev.payload), stats, logs };
+    return { ok: true, value: deserialize(ev.payload, owned), stats, logs };
   } catch (err) {
     const error = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
     return { ok: false, error, stats, logs };

@@ -386,35 +386,50 @@ void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> except
   }
 }
 
+// The serializer's buffer comes from Rust's allocator (isolet_value_realloc), so the
+// result reaches Rust as a Vec without a copy; `cap_` tracks the block's size for it.
+//
+// V8 asks for max(needed, 2 * capacity) + 64 bytes each time it grows, so refusing any
+// request over the limit refused results well under it (a 39 MB one under 64 MB). A
+// result of at most `limit` bytes never needs more than 2 * limit + 64: that is allowed
+// (untouched pages of the block are never faulted in), and SerializeValue checks the
+// final size against the limit itself.
 class Serializer final : public v8::ValueSerializer::Delegate {
  public:
-  Serializer(Isolate* isolate, size_t cap) : isolate_(isolate), cap_(cap) {}
+  Serializer(Isolate* isolate, size_t limit) : isolate_(isolate), limit_(limit) {}
 
   void ThrowDataCloneError(Local<String> message) override {
     isolate_->ThrowException(v8::Exception::Error(message));
   }
   void* ReallocateBufferMemory(void* old_buffer, size_t size, size_t* actual_size) override {
-    if (size > cap_) {
+    if (size > limit_ && size - limit_ > limit_ + 64) {  // size > 2 * limit + 64, no overflow
       too_large = true;
       return nullptr;
     }
-    void* p = std::realloc(old_buffer, size);
-    *actual_size = p == nullptr ? 0 : size;
+    uint8_t* p = isolet_value_realloc(static_cast<uint8_t*>(old_buffer), cap_, size);
+    if (p == nullptr) {
+      *actual_size = 0;
+      return nullptr;
+    }
+    cap_ = size;
+    *actual_size = size;
     return p;
   }
-  void FreeBufferMemory(void* buffer) override { std::free(buffer); }
+  void FreeBufferMemory(void* buffer) override { isolet_value_free(static_cast<uint8_t*>(buffer), cap_); }
 
+  size_t capacity() const { return cap_; }
   bool too_large = false;
 
  private:
   Isolate* isolate_;
-  size_t cap_;
+  size_t limit_;
+  size_t cap_ = 0;
 };
 
 // Serializes `value` with the structured-clone algorithm. Returns ISOLET_OK, ISOLET_THREW
 // (exception left in the caller's TryCatch) or ISOLET_TOO_LARGE.
 int32_t SerializeValue(Isolate* isolate, Local<Context> ctx, Local<Value> value, size_t cap,
-                       isolet_bytes* out) {
+                       isolet_value* out) {
   Serializer delegate(isolate, cap);
   v8::ValueSerializer serializer(isolate, &delegate);
   serializer.WriteHeader();
@@ -422,9 +437,13 @@ int32_t SerializeValue(Isolate* isolate, Local<Context> ctx, Local<Value> value,
     return delegate.too_large ? ISOLET_TOO_LARGE : ISOLET_THREW;
   }
   std::pair<uint8_t*, size_t> buffer = serializer.Release();
+  if (buffer.second > cap) {
+    isolet_value_free(buffer.first, delegate.capacity());
+    return ISOLET_TOO_LARGE;
+  }
   out->ptr = buffer.first;
   out->len = buffer.second;
-  if (out->ptr == nullptr) *out = CopyBytes("", 0);
+  out->cap = buffer.first == nullptr ? 0 : delegate.capacity();
   return ISOLET_OK;
 }
 
@@ -513,7 +532,7 @@ void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
   values.reserve(info.Length());
   for (int i = 0; i < info.Length(); ++i) values.push_back(info[i]);
   Local<v8::Array> args = v8::Array::New(isolate, values.data(), values.size());
-  isolet_bytes bytes{nullptr, 0};
+  isolet_value bytes{nullptr, 0, 0};
   int32_t rc;
   {
     TryCatch try_catch(isolate);
@@ -537,7 +556,7 @@ void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
   uint32_t call_id = sb->next_call_id++;
   sb->calls.emplace(call_id, v8::Global<v8::Promise::Resolver>(isolate, resolver));
   sb->config.on_host_call(sb->config.ctx, fn_index, call_id, bytes.ptr, bytes.len);
-  isolet_bytes_free(&bytes);
+  isolet_value_free(bytes.ptr, bytes.cap);
 }
 
 // data[key]: answered from the per-run cache, or by a (blocking) request to the host.
@@ -1156,7 +1175,7 @@ int32_t isolet_sandbox_poll(isolet_sandbox* sb) {
   return ISOLET_OK;
 }
 
-int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_bytes* value, isolet_error* err) {
+int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_value* value, isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
   Local<Value> result =
@@ -1175,7 +1194,8 @@ int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_bytes* value, isol
   }
   int32_t rc = SerializeValue(isolate, ctx, result, sb->max_output_bytes, value);
   if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) {
-    isolet_bytes_free(value);
+    isolet_value_free(value->ptr, value->cap);
+    *value = isolet_value{nullptr, 0, 0};
     return ISOLET_TERMINATED;
   }
   if (rc == ISOLET_THREW) {

@@ -22,6 +22,18 @@ typedef struct {
   size_t len;
 } isolet_bytes;
 
+// A serialized value (the run's result) in memory from Rust's allocator, so Rust adopts
+// it as a Vec without a copy: `cap` is the size of the allocation, `len` the bytes used.
+// The two functions are defined on the Rust side (src/v8/mod.rs); realloc(NULL, 0, n)
+// allocates, and a NULL return (out of memory) leaves the old block in place.
+typedef struct {
+  uint8_t* ptr;
+  size_t len;
+  size_t cap;
+} isolet_value;
+uint8_t* isolet_value_realloc(uint8_t* ptr, size_t old_cap, size_t new_cap);
+void isolet_value_free(uint8_t* ptr, size_t cap);
+
 // What kind of value was thrown (Rust picks the reported name from it).
 enum {
   ISOLET_VALUE_NATIVE_ERROR = 0,  // an Error object made by V8 or an Error subclass
@@ -186,7 +198,7 @@ int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
 int32_t isolet_sandbox_poll(isolet_sandbox* sb);
 // Copies the settled result out: ISOLET_OK (*value set), ISOLET_THREW (*err set),
 // ISOLET_TOO_LARGE or ISOLET_TERMINATED.
-int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_bytes* value, isolet_error* err);
+int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_value* value, isolet_error* err);
 // Runs due platform tasks; returns milliseconds until the next delayed task, or -1.
 int64_t isolet_sandbox_run_tasks(isolet_sandbox* sb);
 

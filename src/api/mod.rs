@@ -2,6 +2,7 @@
 //! checked Rust types, hands runs to the engine, and turns run events into JS calls.
 //! The public API (`runSandbox`, `SandboxEngine`, error classes) is finished in
 //! `lib/*.js` on top of these bindings.
+mod copies;
 mod diagnostics;
 mod engine;
 mod events;

@@ -19,6 +19,13 @@ pub struct isolet_bytes {
 }
 
 #[repr(C)]
+pub struct isolet_value {
+    pub ptr: *mut u8,
+    pub len: usize,
+    pub cap: usize,
+}
+
+#[repr(C)]
 pub struct isolet_error {
     pub name: isolet_bytes,
     pub constructor: isolet_bytes,
@@ -128,7 +135,7 @@ extern "C" {
     pub fn isolet_sandbox_poll(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_sandbox_take_result(
         sb: *mut isolet_sandbox,
-        value: *mut isolet_bytes,
+        value: *mut isolet_value,
         err: *mut isolet_error,
     ) -> i32;
     pub fn isolet_sandbox_run_tasks(sb: *mut isolet_sandbox) -> i64;

@@ -320,6 +320,51 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
     }
 }
 
+/// The seam's allocator for serialized values (`isolet_value` in `native/isolet_v8.h`):
+/// blocks of `u8` from Rust's global allocator, so `take_value` adopts one as a `Vec`.
+#[no_mangle]
+pub extern "C" fn isolet_value_realloc(ptr: *mut u8, old_cap: usize, new_cap: usize) -> *mut u8 {
+    if new_cap == 0 || new_cap > isize::MAX as usize {
+        return std::ptr::null_mut();
+    }
+    let new_layout = std::alloc::Layout::array::<u8>(new_cap).expect("checked above");
+    if ptr.is_null() || old_cap == 0 {
+        // SAFETY: non-zero size.
+        return unsafe { std::alloc::alloc(new_layout) };
+    }
+    let old_layout = std::alloc::Layout::array::<u8>(old_cap).expect("a size this allocator gave");
+    // SAFETY: the seam passes back a block this function returned, with its size.
+    unsafe { std::alloc::realloc(ptr, old_layout, new_cap) }
+}
+
+/// Frees a block from `isolet_value_realloc` (null or size 0: nothing).
+#[no_mangle]
+pub extern "C" fn isolet_value_free(ptr: *mut u8, cap: usize) {
+    if ptr.is_null() || cap == 0 {
+        return;
+    }
+    // SAFETY: a block from isolet_value_realloc of size `cap`.
+    unsafe { std::alloc::dealloc(ptr, std::alloc::Layout::array::<u8>(cap).expect("a size this allocator gave")) };
+}
+
+/// The serialized value as a `Vec` over the seam's block itself (no copy); `v` is left empty.
+fn take_value(v: &mut ffi::isolet_value) -> Vec<u8> {
+    let (ptr, len, cap) = (v.ptr, v.len, v.cap);
+    *v = ffi::isolet_value { ptr: std::ptr::null_mut(), len: 0, cap: 0 };
+    if ptr.is_null() || cap == 0 {
+        return Vec::new();
+    }
+    // SAFETY: `ptr` is a block of `cap` bytes from Rust's global allocator with align 1
+    // (isolet_value_realloc), of which the first `len <= cap` are initialized.
+    let mut bytes = unsafe { Vec::from_raw_parts(ptr, len.min(cap), cap) };
+    // V8 grows its buffer by doubling: give back a large unused tail (the allocator
+    // shrinks in place, no copy), as the result may be held for a while.
+    if bytes.capacity() - bytes.len() > (bytes.len() / 8).max(4096) {
+        bytes.shrink_to_fit();
+    }
+    bytes
+}
+
 fn take_bytes(b: &mut ffi::isolet_bytes) -> Option<Vec<u8>> {
     if b.ptr.is_null() {
         return None;
@@ -528,22 +573,20 @@ impl Sandbox {
     }
 
     pub(crate) fn take_result(&mut self) -> Output {
-        let mut value = ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
+        let mut value = ffi::isolet_value { ptr: std::ptr::null_mut(), len: 0, cap: 0 };
         let mut err = empty_error();
         // SAFETY: live sandbox, valid out-pointers.
         let rc = unsafe { ffi::isolet_sandbox_take_result(self.raw, &mut value, &mut err) };
         let out = match rc {
             _ if self.panicked() => Output::Terminated,
-            ffi::ISOLET_OK => Output::Value(take_bytes(&mut value).unwrap_or_default()),
+            ffi::ISOLET_OK => Output::Value(take_value(&mut value)),
             ffi::ISOLET_THREW => Output::Threw(take_error(&mut err)),
             ffi::ISOLET_TOO_LARGE => Output::TooLarge,
             _ => Output::Terminated,
         };
+        drop(take_value(&mut value));
         // SAFETY: frees leftovers, null-safe.
-        unsafe {
-            ffi::isolet_bytes_free(&mut value);
-            ffi::isolet_error_free(&mut err);
-        }
+        unsafe { ffi::isolet_error_free(&mut err) };
         out
     }
 
