@@ -62,7 +62,7 @@ describe('one event channel per engine (thread mode)', () => {
         expect(events.filter((e) => e.type === 'result' || e.type === 'error')).toHaveLength(1);
         expect((last as { data: unknown }).data).toBe((N * (N - 1)) / 2);
         // Console lines streamed in the order the run wrote them.
-        const lines = events.filter((e) => e.type === 'status' && e.status === 'console').map((e) => e.message);
+        const lines = events.filter((e) => e.type === 'status' && e.status === 'console').map((e) => (e as { message: string }).message);
         expect(lines).toEqual(Array.from({ length: N }, (_, i) => `run ${r} line ${i}`));
         // Host calls reached this run's own handler, in order.
         expect(seen[r]).toEqual(Array.from({ length: N }, (_, i) => r * 1000 + i));
