@@ -244,18 +244,6 @@ pub(crate) mod value {
         Ok(v)
     }
 
-    pub(crate) fn null(env: sys::napi_env) -> Result<sys::napi_value> {
-        let mut v = ptr::null_mut();
-        check(unsafe { sys::napi_get_null(env, &mut v) })?;
-        Ok(v)
-    }
-
-    pub(crate) fn object(env: sys::napi_env) -> Result<sys::napi_value> {
-        let mut v = ptr::null_mut();
-        check(unsafe { sys::napi_create_object(env, &mut v) })?;
-        Ok(v)
-    }
-
     pub(crate) fn array(env: sys::napi_env, len: usize) -> Result<sys::napi_value> {
         let mut v = ptr::null_mut();
         check(unsafe { sys::napi_create_array_with_length(env, len, &mut v) })?;
