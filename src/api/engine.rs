@@ -9,7 +9,8 @@ use napi_derive::napi;
 
 use isolet_core::{check_global_name, BridgeLimits, EngineConfig, ExecMode, IsolateLimits, RunPlan, ToolCalls};
 
-use super::events::{EventFn, JsSink, RunEventJs};
+use super::events::Dispatcher;
+use super::keys::{Key, Keys};
 use super::options::raw_of;
 use super::{options_error, validation_error};
 use crate::engine::{Engine, EngineConfig as PoolConfig};
@@ -65,7 +66,7 @@ impl EngineSettings {
     /// Checks `engine.submit(request)` (with `tools` as the request's own tool names and
     /// `data` values serialized) and returns the run's plan.
     #[napi]
-    pub fn plan(&self, request: Unknown) -> Result<RunPlanJs, String> {
+    pub fn plan(&self, request: Unknown) -> Result<RunPlanOut, String> {
         let raw = raw_of(&request, 0).map_err(super::internal_error)?;
         Ok(self.config.plan(&raw).map_err(options_error)?.into())
     }
@@ -74,7 +75,7 @@ impl EngineSettings {
 /// Checks `runSandbox(code, options)` (with `capabilities` as the capability names) and
 /// returns the run's plan.
 #[napi]
-pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
+pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanOut, String> {
     let code = raw_of(&code, 0).map_err(super::internal_error)?;
     let options = raw_of(&options, 0).map_err(super::internal_error)?;
     Ok(isolet_core::options::run_sandbox(&code, &options).map_err(options_error)?.into())
@@ -83,7 +84,7 @@ pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
 /// A checked run, as produced by `planRun` or `EngineSettings.plan`: what `submit` takes
 /// (and what travels to a sandbox host process). Every value is filled in; JS reads the
 /// limits it needs (time, memory, message size) from here, never from defaults of its own.
-#[napi(object)]
+/// A plain JS object, read by `submit` with cached property names (see `keys`) on every run.
 pub struct RunPlanJs {
     pub code: String,
     /// `script` (completion value) or `asyncBody` (only `return` gives output).
@@ -109,7 +110,7 @@ pub struct RunPlanJs {
     pub data_object: bool,
     /// `data` values given up front (serialized); reading them needs no round trip.
     /// Checked by the plan but not copied into it: JS sets the same buffers here.
-    pub data_values: Option<std::collections::HashMap<String, Buffer>>,
+    pub data_values: Option<Vec<(String, Vec<u8>)>>,
     /// Instantiate the engine's WebAssembly modules (see `setWasmModules`).
     pub wasm: bool,
     /// Also send each console entry as a `console` event.
@@ -119,10 +120,181 @@ pub struct RunPlanJs {
     pub started_event: Option<bool>,
 }
 
-impl From<RunPlan> for RunPlanJs {
+impl TypeName for RunPlanJs {
+    fn type_name() -> &'static str {
+        "RunPlanJs"
+    }
+
+    fn value_type() -> napi::ValueType {
+        napi::ValueType::Object
+    }
+}
+
+impl ValidateNapiValue for RunPlanJs {}
+
+/// A run plan field of the wrong type (a plan not made by `planRun`/`EngineSettings.plan`).
+fn plan_field_error(key: Key, expected: &str) -> Error {
+    validation_error(format!("run plan: `{}` must be {expected}", key.name()))
+}
+
+impl FromNapiValue for RunPlanJs {
+    unsafe fn from_napi_value(env: napi::sys::napi_env, o: napi::sys::napi_value) -> Result<Self> {
+        use super::keys::value as v;
+        if v::type_of(env, o)? != napi::sys::ValueType::napi_object {
+            return Err(validation_error("a run plan must be an object"));
+        }
+        // SAFETY: napi calls this on the env's thread inside the binding's handle scope.
+        let keys = unsafe { Keys::of(env) }?;
+        let string = |key: Key| -> Result<String> { v::to_string(env, keys.get(o, key)?)?.ok_or_else(|| plan_field_error(key, "a string")) };
+        let opt_string = |key: Key| -> Result<Option<String>> {
+            let value = keys.get(o, key)?;
+            if v::is_nullish(env, value)? {
+                return Ok(None);
+            }
+            v::to_string(env, value)?.map(Some).ok_or_else(|| plan_field_error(key, "a string"))
+        };
+        let number = |key: Key| -> Result<f64> { v::to_f64(env, keys.get(o, key)?)?.ok_or_else(|| plan_field_error(key, "a number")) };
+        let opt_number = |key: Key| -> Result<Option<f64>> {
+            let value = keys.get(o, key)?;
+            if v::is_nullish(env, value)? {
+                return Ok(None);
+            }
+            v::to_f64(env, value)?.map(Some).ok_or_else(|| plan_field_error(key, "a number"))
+        };
+        let count = |key: Key| -> Result<u32> {
+            let n = number(key)?;
+            if n.is_finite() && n >= 0.0 && n <= u32::MAX as f64 {
+                Ok(n as u32)
+            } else {
+                Err(plan_field_error(key, "a count"))
+            }
+        };
+        let flag = |key: Key| -> Result<bool> { v::to_bool(env, keys.get(o, key)?)?.ok_or_else(|| plan_field_error(key, "a boolean")) };
+        let opt_flag = |key: Key| -> Result<Option<bool>> {
+            let value = keys.get(o, key)?;
+            if v::is_nullish(env, value)? {
+                return Ok(None);
+            }
+            v::to_bool(env, value)?.map(Some).ok_or_else(|| plan_field_error(key, "a boolean"))
+        };
+
+        let tools_value = keys.get(o, Key::Tools)?;
+        let tools_len = v::array_len(env, tools_value)?.ok_or_else(|| plan_field_error(Key::Tools, "an array"))?;
+        let mut tools = Vec::with_capacity(tools_len as usize);
+        for i in 0..tools_len {
+            let item = v::element(env, tools_value, i)?;
+            tools.push(v::to_string(env, item)?.ok_or_else(|| plan_field_error(Key::Tools, "an array of strings"))?);
+        }
+        let max_value = keys.get(o, Key::MaxCalls)?;
+        let max_len = v::array_len(env, max_value)?.ok_or_else(|| plan_field_error(Key::MaxCalls, "an array"))?;
+        let mut max_calls = Vec::with_capacity(max_len as usize);
+        for i in 0..max_len {
+            let item = v::element(env, max_value, i)?;
+            if v::is_nullish(env, item)? {
+                max_calls.push(None);
+                continue;
+            }
+            let n = v::to_f64(env, item)?.ok_or_else(|| plan_field_error(Key::MaxCalls, "an array of counts or nulls"))?;
+            if !(n.is_finite() && n >= 0.0 && n <= u32::MAX as f64) {
+                return Err(plan_field_error(Key::MaxCalls, "an array of counts or nulls"));
+            }
+            max_calls.push(Some(n as u32));
+        }
+        let data_value = keys.get(o, Key::DataValues)?;
+        let data_values = if v::is_nullish(env, data_value)? {
+            None
+        } else {
+            Some(data_values_of(env, data_value)?)
+        };
+        Ok(RunPlanJs {
+            code: string(Key::Code)?,
+            mode: string(Key::Mode)?,
+            language: string(Key::Language)?,
+            isolation: opt_string(Key::Isolation)?,
+            memory_mb: count(Key::MemoryMb)?,
+            wall_time_ms: number(Key::WallTimeMs)?,
+            cpu_time_ms: opt_number(Key::CpuTimeMs)?,
+            max_message_bytes: number(Key::MaxMessageBytes)?,
+            max_messages: count(Key::MaxMessages)?,
+            max_output_bytes: number(Key::MaxOutputBytes)?,
+            max_log_entries: count(Key::MaxLogEntries)?,
+            max_log_bytes: number(Key::MaxLogBytes)?,
+            max_pending_host_call_bytes: number(Key::MaxPendingHostCallBytes)?,
+            max_pending_host_calls: count(Key::MaxPendingHostCalls)?,
+            tools,
+            max_calls,
+            data_object: flag(Key::DataObject)?,
+            data_values,
+            wasm: flag(Key::Wasm)?,
+            stream_console: flag(Key::StreamConsole)?,
+            started_event: opt_flag(Key::StartedEvent)?,
+        })
+    }
+}
+
+/// A plan's `dataValues`: own string keys to Buffers, copied.
+fn data_values_of(env: napi::sys::napi_env, object: napi::sys::napi_value) -> Result<Vec<(String, Vec<u8>)>> {
+    use super::keys::value as v;
+    if v::type_of(env, object)? != napi::sys::ValueType::napi_object {
+        return Err(plan_field_error(Key::DataValues, "an object"));
+    }
+    let mut names = std::ptr::null_mut();
+    // SAFETY: on the env's thread; `object` is a live object of this scope.
+    super::keys::check_status(unsafe {
+        napi::sys::napi_get_all_property_names(
+            env,
+            object,
+            napi::sys::KeyCollectionMode::own_only,
+            napi::sys::KeyFilter::enumerable | napi::sys::KeyFilter::skip_symbols,
+            napi::sys::KeyConversion::numbers_to_strings,
+            &mut names,
+        )
+    })?;
+    let len = v::array_len(env, names)?.unwrap_or(0);
+    let mut out = Vec::with_capacity(len as usize);
+    for i in 0..len {
+        let name = v::element(env, names, i)?;
+        let mut value = std::ptr::null_mut();
+        // SAFETY: as above; `name` is one of the object's own keys.
+        super::keys::check_status(unsafe { napi::sys::napi_get_property(env, object, name, &mut value) })?;
+        let key = v::to_string(env, name)?.ok_or_else(|| plan_field_error(Key::DataValues, "an object of Buffers"))?;
+        let bytes = v::to_bytes(env, value)?.ok_or_else(|| plan_field_error(Key::DataValues, "an object of Buffers"))?;
+        out.push((key, bytes));
+    }
+    Ok(out)
+}
+
+/// A run plan as `planRun` and `EngineSettings.plan` return it: the fields of `RunPlanJs`
+/// (without `dataValues` and `startedEvent`, which JS adds). Made by napi-rs's own
+/// conversion, one `napi_define_properties` call, which measured a little faster than
+/// the cached names `submit` reads `RunPlanJs` with.
+#[napi(object, object_from_js = false, js_name = "RunPlan")]
+pub struct RunPlanOut {
+    pub code: String,
+    pub mode: String,
+    pub language: String,
+    pub isolation: Option<String>,
+    pub memory_mb: u32,
+    pub wall_time_ms: f64,
+    pub cpu_time_ms: Option<f64>,
+    pub max_message_bytes: f64,
+    pub max_messages: u32,
+    pub max_output_bytes: f64,
+    pub max_log_entries: u32,
+    pub max_log_bytes: f64,
+    pub max_pending_host_call_bytes: f64,
+    pub max_pending_host_calls: u32,
+    pub tools: Vec<String>,
+    pub max_calls: Vec<Option<u32>>,
+    pub data_object: bool,
+    pub wasm: bool,
+    pub stream_console: bool,
+}
+
+impl From<RunPlan> for RunPlanOut {
     fn from(p: RunPlan) -> Self {
         let (l, b) = (p.limits, p.bridge);
-        RunPlanJs {
+        RunPlanOut {
             code: p.code,
             mode: match p.mode {
                 ExecMode::Script => "script".into(),
@@ -143,10 +315,8 @@ impl From<RunPlan> for RunPlanJs {
             tools: p.tools,
             max_calls: p.max_calls,
             data_object: p.data_object,
-            data_values: None,
             wasm: p.wasm,
             stream_console: p.stream_console,
-            started_event: None,
         }
     }
 }
@@ -224,13 +394,22 @@ pub struct NativeEngine {
     memory_mb: u32,
     /// Compiled by `set_wasm_modules`; read by every run that asks for them.
     wasm_modules: Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>,
+    /// Delivers the events of every run of this engine on Node's thread.
+    dispatcher: std::rc::Rc<Dispatcher>,
+}
+
+impl Drop for NativeEngine {
+    fn drop(&mut self) {
+        // Runs still in flight keep their callbacks; the channel closes after the last.
+        self.dispatcher.orphan();
+    }
 }
 
 #[napi]
 impl NativeEngine {
     /// An engine of isolate threads in this process, sized by checked settings.
     #[napi(constructor)]
-    pub fn new(env: Env, settings: &EngineSettings) -> Self {
+    pub fn new(env: Env, settings: &EngineSettings) -> Result<Self> {
         let c = &settings.config;
         let config = PoolConfig {
             memory_mb: c.memory_mb,
@@ -238,7 +417,13 @@ impl NativeEngine {
             warm_pool_size: c.warm_pool_size as usize,
             max_queue: c.max_queue_size as usize,
         };
-        NativeEngine { engine: Engine::new(config, env.raw() as usize), memory_mb: c.memory_mb, wasm_modules: Arc::default() }
+        let dispatcher = Dispatcher::new(&env)?;
+        Ok(NativeEngine {
+            engine: Engine::new(config, env.raw() as usize),
+            memory_mb: c.memory_mb,
+            wasm_modules: Arc::default(),
+            dispatcher,
+        })
     }
 
     /// Registers the WebAssembly modules every run may instantiate: checks them, then
@@ -263,17 +448,14 @@ impl NativeEngine {
     }
 
     /// Queues a planned run (see `planRun`, `EngineSettings.plan`); its events go to
-    /// `on_event`.
+    /// `on_event`, always later than this call returns (never from inside it).
     #[napi]
-    pub fn submit(&self, plan: RunPlanJs, on_event: Function<RunEventJs, ()>) -> Result<RunHandle> {
+    pub fn submit(&self, plan: RunPlanJs, on_event: Function) -> Result<RunHandle> {
         let started_event = plan.started_event.unwrap_or(true);
         let spec = self.spec_of(plan)?;
-        let callback: EventFn = on_event
-            .build_threadsafe_function::<RunEventJs>()
-            .callee_handled::<false>()
-            .build()?;
-        let id = NEXT_RUN_ID.fetch_add(1, Ordering::SeqCst);
-        let run = RunShared::new(id, spec, Arc::new(JsSink::new(callback, started_event)));
+        let id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
+        let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
+        let run = RunShared::new(id, spec, sink);
         self.engine.submit(run.clone());
         Ok(RunHandle { run, engine: self.engine.clone() })
     }
@@ -349,7 +531,7 @@ impl NativeEngine {
             tool_calls: ToolCalls::new(p.max_calls),
             capabilities: p.tools,
             data_object: p.data_object,
-            data_values: p.data_values.unwrap_or_default().into_iter().map(|(k, v)| (k, v.to_vec())).collect(),
+            data_values: p.data_values.unwrap_or_default().into_iter().collect(),
             wasm_modules,
             stream_console: p.stream_console,
         })
@@ -383,9 +565,10 @@ pub struct RunHandle {
 
 #[napi]
 impl RunHandle {
-    /// Fulfils host call `call_id` with a serialized value.
+    /// Fulfils host call `call_id` with a serialized value (copied: the isolate thread
+    /// reads it later, and holding the JS Buffer until then would cost a reference).
     #[napi]
-    pub fn fulfill(&self, call_id: u32, value: Buffer) {
+    pub fn fulfill(&self, call_id: u32, value: BufferSlice) {
         self.run.push_reply(HostReply::Fulfill { call_id, value: value.to_vec() });
     }
 
@@ -398,7 +581,7 @@ impl RunHandle {
     /// Answers data request `id` with a serialized value, or with an error message.
     /// Returns false if no such request is waiting.
     #[napi]
-    pub fn answer(&self, id: u32, value: Option<Buffer>, error: Option<String>) -> bool {
+    pub fn answer(&self, id: u32, value: Option<BufferSlice>, error: Option<String>) -> bool {
         let answer = match (value, error) {
             (_, Some(message)) => DataAnswer::Error(message),
             (Some(v), None) => DataAnswer::Value(v.to_vec()),

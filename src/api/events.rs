@@ -1,29 +1,28 @@
-//! Run events as JS objects, delivered through a thread-safe function.
-use std::sync::Arc;
+//! Run events, delivered to JS through one channel per engine.
+//!
+//! Isolate threads (and the watchdog, pool threads, Node's own thread when a run is
+//! refused) push events on the engine's queue; the first event into an empty queue wakes
+//! Node's thread with a `uv_async_t` of ours, after the queue's lock is released. Node's
+//! thread then delivers every queued event (of every run of the engine) in one callback,
+//! each to its run's JS callback. This replaces one `napi_threadsafe_function` per run:
+//! making one cost `submit` a uv handle per run, and Node's `napi_call_threadsafe_function`
+//! wakes the loop while holding the function's mutex, so on busy cores Node's thread woke
+//! only to sleep again on that mutex (128 of 134 contended waits of Node's thread).
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::ptr;
+use std::rc::{Rc, Weak};
+use std::sync::{Arc, Mutex, RwLock};
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::sys;
 use napi_derive::napi;
 
 use isolet_core::{Failure, LogLevel};
 
+use super::keys::{value as v, Key, Keys};
 use crate::isolate::{Completion, EventSink};
-
-#[napi(object)]
-pub struct LogEntryJs {
-    pub level: String,
-    pub message: String,
-}
-
-#[napi(object)]
-pub struct StatsJs {
-    pub wall_time_ms: f64,
-    pub cpu_time_ms: f64,
-    /// Peak V8 heap use during the run.
-    pub heap_used_bytes: f64,
-    pub heap_at_end_bytes: f64,
-    pub host_calls: u32,
-}
 
 #[napi(object)]
 pub struct FailureJs {
@@ -56,125 +55,526 @@ impl From<Failure> for FailureJs {
     }
 }
 
-/// One event of a run. `type` is `started`, `console`, `hostCall`, `dataRequest` or `done`.
-#[napi(object)]
-pub struct RunEventJs {
-    #[napi(js_name = "type")]
-    pub kind: String,
-    pub call_id: Option<u32>,
-    pub name: Option<String>,
-    pub payload: Option<Buffer>,
-    pub id: Option<u32>,
-    pub key: Option<String>,
-    pub level: Option<String>,
-    pub message: Option<String>,
-    pub ok: Option<bool>,
-    pub error: Option<FailureJs>,
-    pub stats: Option<StatsJs>,
-    pub logs: Option<Vec<LogEntryJs>>,
-}
-
-impl RunEventJs {
-    fn of(kind: &str) -> Self {
-        RunEventJs {
-            kind: kind.to_string(),
-            call_id: None,
-            name: None,
-            payload: None,
-            id: None,
-            key: None,
-            level: None,
-            message: None,
-            ok: None,
-            error: None,
-            stats: None,
-            logs: None,
+/// `event` as the JS object a run's callback receives, built with cached property names:
+/// `{ type: 'started' }`, `{ type: 'console', level, message }`,
+/// `{ type: 'hostCall', callId, name, payload }`, `{ type: 'dataRequest', id, key }`, or
+/// `{ type: 'done', ok, payload | error, stats: { wallTimeMs, cpuTimeMs, heapUsedBytes,
+/// heapAtEndBytes, hostCalls }, logs: [{ level, message }] }`; `payload` is a Buffer.
+fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
+    let env = keys.env();
+    match event {
+        Event::Started => keys.object(&[(Key::Type, keys.string(Key::Started)?)]),
+        Event::Console { level, message } => keys.object(&[
+            (Key::Type, keys.string(Key::Console)?),
+            (Key::Level, v::string(env, level.as_str())?),
+            (Key::Message, v::string(env, &message)?),
+        ]),
+        Event::HostCall { call_id, name, args } => keys.object(&[
+            (Key::Type, keys.string(Key::HostCall)?),
+            (Key::CallId, v::u32(env, call_id)?),
+            (Key::Name, v::string(env, &name)?),
+            (Key::Payload, v::buffer(env, args)?),
+        ]),
+        Event::DataRequest { id, key } => keys.object(&[
+            (Key::Type, keys.string(Key::DataRequest)?),
+            (Key::Id, v::u32(env, id)?),
+            (Key::Key, v::string(env, &key)?),
+        ]),
+        Event::Done(completion) => {
+            let s = completion.stats;
+            let stats = keys.object(&[
+                (Key::WallTimeMs, v::f64(env, s.wall_time_ms)?),
+                (Key::CpuTimeMs, v::f64(env, s.cpu_time_ms)?),
+                // Peak V8 heap use during the run.
+                (Key::HeapUsedBytes, v::f64(env, s.heap_peak_bytes)?),
+                (Key::HeapAtEndBytes, v::f64(env, s.heap_used_bytes)?),
+                (Key::HostCalls, v::u32(env, s.host_calls)?),
+            ])?;
+            let logs = v::array(env, completion.logs.len())?;
+            for (i, entry) in completion.logs.into_iter().enumerate() {
+                let e = keys.object(&[
+                    (Key::Level, v::string(env, entry.level.as_str())?),
+                    (Key::Message, v::string(env, &entry.message)?),
+                ])?;
+                v::set_element(env, logs, i as u32, e)?;
+            }
+            let (ok, outcome) = match completion.result {
+                Ok(bytes) => (true, (Key::Payload, v::buffer(env, bytes)?)),
+                // SAFETY: on the env's thread inside the caller's handle scope.
+                Err(failure) => (false, (Key::Error, unsafe { FailureJs::to_napi_value(env, failure.into()) }?)),
+            };
+            keys.object(&[
+                (Key::Type, keys.string(Key::Done)?),
+                (Key::Ok, v::bool(env, ok)?),
+                outcome,
+                (Key::Stats, stats),
+                (Key::Logs, logs),
+            ])
         }
     }
 }
 
-pub(crate) type EventFn = ThreadsafeFunction<RunEventJs, (), RunEventJs, Status, false>;
+/// An event of one run, as queued by the thread that produced it.
+pub(crate) enum Event {
+    Started,
+    Console { level: LogLevel, message: String },
+    HostCall { call_id: u32, name: String, args: Vec<u8> },
+    DataRequest { id: u32, key: String },
+    /// The last event of a run.
+    Done(Completion),
+}
 
-/// Sends run events to a JS callback. The callback keeps Node's event loop alive
-/// until the run is done, then is released.
+// ---- libuv (exported by every Node binary; the addon resolves them at load) ---------
+
+#[allow(non_camel_case_types)]
+type uv_async_t = c_void;
+const UV_ASYNC: c_int = 1;
+
+extern "C" {
+    fn uv_handle_size(kind: c_int) -> usize;
+    fn uv_async_init(event_loop: *mut sys::uv_loop_s, handle: *mut uv_async_t, cb: unsafe extern "C" fn(*mut uv_async_t)) -> c_int;
+    fn uv_async_send(handle: *mut uv_async_t) -> c_int;
+    fn uv_close(handle: *mut uv_async_t, cb: Option<unsafe extern "C" fn(*mut uv_async_t)>);
+    fn uv_ref(handle: *mut uv_async_t);
+    fn uv_unref(handle: *mut uv_async_t);
+    fn uv_handle_set_data(handle: *mut uv_async_t, data: *mut c_void);
+    fn uv_handle_get_data(handle: *const uv_async_t) -> *mut c_void;
+}
+
+fn uv_async_layout() -> std::alloc::Layout {
+    // SAFETY: uv_handle_size has no preconditions.
+    let size = unsafe { uv_handle_size(UV_ASYNC) };
+    std::alloc::Layout::from_size_align(size, 16).expect("uv_async_t layout")
+}
+
+/// The `uv_async_t` that wakes Node's thread. Only `uv_async_send` is called on it off
+/// Node's thread, which libuv allows from any thread.
+struct Bell(*mut uv_async_t);
+
+// SAFETY: the pointer is only used for `uv_async_send` (thread-safe in libuv) by other
+// threads, and only while `EventChannel::bell`'s read lock is held; Node's thread takes
+// the write lock before it closes and frees the handle.
+unsafe impl Send for Bell {}
+unsafe impl Sync for Bell {}
+
+struct Queue {
+    events: Vec<(u64, Event)>,
+    /// Node's thread is delivering events and will look at the queue again before it
+    /// stops: a push needs no wake-up.
+    draining: bool,
+    /// The engine's channel is closed (its Node environment is going away): drop events.
+    closed: bool,
+}
+
+/// Where the threads of one engine queue events for Node's thread.
+pub(crate) struct EventChannel {
+    queue: Mutex<Queue>,
+    /// None once the channel is closed. Held for reading only around `uv_async_send`, so
+    /// the handle cannot be freed under a sender; never taken by Node's thread to drain.
+    bell: RwLock<Option<Bell>>,
+}
+
+impl EventChannel {
+    fn push(&self, run: u64, event: Event) {
+        let ring = {
+            let mut q = crate::limits::lock(&self.queue);
+            if q.closed {
+                return;
+            }
+            let ring = q.events.is_empty() && !q.draining;
+            q.events.push((run, event));
+            ring
+        };
+        // After the queue's lock is released: the woken thread never blocks on it.
+        if ring {
+            self.ring();
+        }
+    }
+
+    fn ring(&self) {
+        let bell = self.bell.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(bell) = bell.as_ref() {
+            // SAFETY: the handle is open while it is in `bell` (see `Bell`).
+            unsafe { uv_async_send(bell.0) };
+        }
+    }
+
+    /// Swaps the queued events into `into` (empty); marks the queue as being drained, or
+    /// not any more when nothing was queued.
+    fn take(&self, into: &mut Vec<(u64, Event)>) {
+        let mut q = crate::limits::lock(&self.queue);
+        std::mem::swap(&mut q.events, into);
+        q.draining = !into.is_empty();
+    }
+
+    /// Node's thread stops draining with events still queued: wake it again later.
+    fn yield_drain(&self) {
+        let pending = {
+            let mut q = crate::limits::lock(&self.queue);
+            q.draining = false;
+            !q.events.is_empty()
+        };
+        if pending {
+            self.ring();
+        }
+    }
+
+    /// Refuses further events and gives up the handle; returns it (once).
+    fn close(&self) -> Option<Bell> {
+        let bell = self.bell.write().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let dropped = {
+            let mut q = crate::limits::lock(&self.queue);
+            q.closed = true;
+            std::mem::take(&mut q.events)
+        };
+        drop(dropped); // outside the lock: completions may own large buffers
+        bell
+    }
+}
+
+/// A run's sink: queues its events on its engine's channel.
 pub(crate) struct JsSink {
-    callback: std::sync::Mutex<Option<Arc<EventFn>>>,
+    channel: Arc<EventChannel>,
+    run: u64,
     /// Whether the JS side wants `started`; runSandbox does not, and skipping it saves
     /// one wake-up of Node's thread (and one JS call) per run.
     started_event: bool,
 }
 
-impl JsSink {
-    pub(crate) fn new(callback: EventFn, started_event: bool) -> Self {
-        JsSink { callback: std::sync::Mutex::new(Some(Arc::new(callback))), started_event }
-    }
-
-    fn send(&self, event: RunEventJs) {
-        let callback = self.callback.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        if let Some(cb) = callback {
-            cb.call(event, ThreadsafeFunctionCallMode::NonBlocking);
-        }
-    }
-}
-
 impl EventSink for JsSink {
     fn started(&self) {
         if self.started_event {
-            self.send(RunEventJs::of("started"));
+            self.channel.push(self.run, Event::Started);
         }
     }
 
     fn console(&self, level: LogLevel, message: &str) {
-        let mut e = RunEventJs::of("console");
-        e.level = Some(level.as_str().to_string());
-        e.message = Some(message.to_string());
-        self.send(e);
+        self.channel.push(self.run, Event::Console { level, message: message.to_string() });
     }
 
     fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
-        let mut e = RunEventJs::of("hostCall");
-        e.call_id = Some(call_id);
-        e.name = Some(name.to_string());
-        e.payload = Some(args.into());
-        self.send(e);
+        self.channel.push(self.run, Event::HostCall { call_id, name: name.to_string(), args });
     }
 
     fn data_request(&self, id: u32, key: &str) {
-        let mut e = RunEventJs::of("dataRequest");
-        e.id = Some(id);
-        e.key = Some(key.to_string());
-        self.send(e);
+        self.channel.push(self.run, Event::DataRequest { id, key: key.to_string() });
     }
 
     fn done(&self, completion: Completion) {
-        let mut e = RunEventJs::of("done");
-        let s = completion.stats;
-        e.stats = Some(StatsJs {
-            wall_time_ms: s.wall_time_ms,
-            cpu_time_ms: s.cpu_time_ms,
-            heap_used_bytes: s.heap_peak_bytes,
-            heap_at_end_bytes: s.heap_used_bytes,
-            host_calls: s.host_calls,
-        });
-        e.logs = Some(
-            completion
-                .logs
-                .into_iter()
-                .map(|l| LogEntryJs { level: l.level.as_str().to_string(), message: l.message })
-                .collect(),
-        );
-        match completion.result {
-            Ok(bytes) => {
-                e.ok = Some(true);
-                e.payload = Some(bytes.into());
+        self.channel.push(self.run, Event::Done(completion));
+    }
+}
+
+// ---- Node's side ---------------------------------------------------------------------
+
+/// Batches delivered per wake-up before Node's thread lets the rest of its loop run.
+const MAX_BATCHES_PER_WAKE: usize = 16;
+
+thread_local! {
+    /// The dispatchers of this thread's Node environment (one environment per thread).
+    static DISPATCHERS: RefCell<Vec<Weak<Dispatcher>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The Node-thread half of an engine's channel: the JS callback of every run in flight,
+/// the uv handle (referenced, keeping Node's loop alive, only while runs are in flight)
+/// and the async context events are delivered in. Lives on Node's thread only.
+pub(crate) struct Dispatcher {
+    env: sys::napi_env,
+    channel: Arc<EventChannel>,
+    /// Null once closed.
+    handle: Cell<*mut uv_async_t>,
+    callbacks: RefCell<HashMap<u64, sys::napi_ref>>,
+    /// Reused between wake-ups so a steady stream allocates nothing.
+    batch: RefCell<Vec<(u64, Event)>>,
+    resource: sys::napi_ref,
+    context: sys::napi_async_context,
+    in_flight: Cell<usize>,
+    /// The `NativeEngine` is gone: close once the last run in flight is delivered.
+    orphaned: Cell<bool>,
+    /// Closed, or closing once the delivery in progress returns.
+    closing: Cell<bool>,
+    delivering: Cell<bool>,
+}
+
+fn check(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Error::new(Status::from(status), format!("isolet: {what} failed")))
+    }
+}
+
+impl Dispatcher {
+    /// Makes the channel of one engine on Node's thread of `env`.
+    pub(crate) fn new(env: &Env) -> Result<Rc<Dispatcher>> {
+        let raw = env.raw();
+        let mut event_loop = ptr::null_mut();
+        // SAFETY: called on the env's thread with a live env; out-pointers are valid.
+        unsafe {
+            check(sys::napi_get_uv_event_loop(raw, &mut event_loop), "napi_get_uv_event_loop")?;
+            let mut object = ptr::null_mut();
+            check(sys::napi_create_object(raw, &mut object), "napi_create_object")?;
+            let mut name = ptr::null_mut();
+            let label = "isolet:events";
+            check(sys::napi_create_string_utf8(raw, label.as_ptr().cast(), label.len() as isize, &mut name), "napi_create_string_utf8")?;
+            let mut context = ptr::null_mut();
+            check(sys::napi_async_init(raw, object, name, &mut context), "napi_async_init")?;
+            let mut resource = ptr::null_mut();
+            check(sys::napi_create_reference(raw, object, 1, &mut resource), "napi_create_reference")?;
+            let handle = std::alloc::alloc_zeroed(uv_async_layout()).cast::<uv_async_t>();
+            if handle.is_null() || uv_async_init(event_loop, handle, on_wake) != 0 {
+                if !handle.is_null() {
+                    std::alloc::dealloc(handle.cast(), uv_async_layout());
+                }
+                sys::napi_async_destroy(raw, context);
+                sys::napi_delete_reference(raw, resource);
+                return Err(Error::from_reason("isolet: could not create the engine's event channel"));
             }
-            Err(failure) => {
-                e.ok = Some(false);
-                e.error = Some(failure.into());
+            // Idle until a run is in flight.
+            uv_unref(handle);
+            let channel = Arc::new(EventChannel {
+                queue: Mutex::new(Queue { events: Vec::new(), draining: false, closed: false }),
+                bell: RwLock::new(Some(Bell(handle))),
+            });
+            let dispatcher = Rc::new(Dispatcher {
+                env: raw,
+                channel,
+                handle: Cell::new(handle),
+                callbacks: RefCell::new(HashMap::new()),
+                batch: RefCell::new(Vec::new()),
+                resource,
+                context,
+                in_flight: Cell::new(0),
+                orphaned: Cell::new(false),
+                closing: Cell::new(false),
+                delivering: Cell::new(false),
+            });
+            // The handle owns one count, given back when libuv has closed it.
+            uv_handle_set_data(handle, Rc::into_raw(dispatcher.clone()) as *mut c_void);
+            DISPATCHERS.with(|all| {
+                let mut all = all.borrow_mut();
+                all.retain(|d| d.strong_count() > 0);
+                all.push(Rc::downgrade(&dispatcher));
+            });
+            Ok(dispatcher)
+        }
+    }
+
+    /// Registers run `run`'s JS callback and returns the run's sink. Node's loop stays
+    /// alive until the run's `done` is delivered.
+    pub(crate) fn register(&self, run: u64, callback: sys::napi_value, started_event: bool) -> Result<Arc<JsSink>> {
+        if self.closing.get() {
+            return Err(Error::from_reason("isolet: the engine's event channel is closed"));
+        }
+        let mut reference = ptr::null_mut();
+        // SAFETY: on the env's thread; `callback` is a value of the current call.
+        check(unsafe { sys::napi_create_reference(self.env, callback, 1, &mut reference) }, "napi_create_reference")?;
+        self.callbacks.borrow_mut().insert(run, reference);
+        let n = self.in_flight.get() + 1;
+        self.in_flight.set(n);
+        if n == 1 {
+            // SAFETY: the handle is open (checked above), on its loop's thread.
+            unsafe { uv_ref(self.handle.get()) };
+        }
+        Ok(Arc::new(JsSink { channel: self.channel.clone(), run, started_event }))
+    }
+
+    /// The `NativeEngine` was collected: close now, or after the last run in flight.
+    pub(crate) fn orphan(&self) {
+        self.orphaned.set(true);
+        if self.in_flight.get() == 0 {
+            self.request_close();
+        }
+    }
+
+    /// Stops the channel at once (no thread signals the handle after this returns) and
+    /// releases the rest now, or after the delivery in progress.
+    fn request_close(&self) {
+        if self.closing.replace(true) {
+            return;
+        }
+        drop(self.channel.close());
+        if !self.delivering.get() {
+            self.finish_close();
+        }
+    }
+
+    /// Releases every callback and the async context, and closes the handle.
+    fn finish_close(&self) {
+        let handle = self.handle.replace(ptr::null_mut());
+        if handle.is_null() {
+            return;
+        }
+        let env = self.env;
+        for (_, reference) in self.callbacks.borrow_mut().drain() {
+            // SAFETY: on the env's thread; each reference was made by `register`.
+            unsafe { sys::napi_delete_reference(env, reference) };
+        }
+        self.in_flight.set(0);
+        // SAFETY: on the env's thread; made in `new`, released once (the handle was set).
+        unsafe {
+            sys::napi_async_destroy(env, self.context);
+            sys::napi_delete_reference(env, self.resource);
+            uv_close(handle, Some(on_closed));
+        }
+    }
+
+    /// Delivers everything queued, in batches; each batch runs in one callback scope, so
+    /// promise jobs and `process.nextTick` callbacks run after it, as after any callback.
+    fn drain(&self) {
+        self.delivering.set(true);
+        let mut batch = std::mem::take(&mut *self.batch.borrow_mut());
+        let mut batches = 0;
+        loop {
+            if self.closing.get() {
+                break;
+            }
+            self.channel.take(&mut batch);
+            if batch.is_empty() {
+                break;
+            }
+            self.deliver_batch(&mut batch);
+            batch.clear();
+            batches += 1;
+            if batches == MAX_BATCHES_PER_WAKE {
+                self.channel.yield_drain();
+                break;
             }
         }
-        self.send(e);
-        // Last event: let go of the callback so Node may exit.
-        self.callback.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        batch.clear();
+        *self.batch.borrow_mut() = batch;
+        self.delivering.set(false);
+        if self.closing.get() {
+            self.finish_close();
+        }
+    }
+
+    fn deliver_batch(&self, batch: &mut Vec<(u64, Event)>) {
+        let env = self.env;
+        // SAFETY: on the env's thread, inside a libuv callback (no JS on the stack); every
+        // scope opened here is closed in reverse order before returning.
+        unsafe {
+            let mut handles = ptr::null_mut();
+            if sys::napi_open_handle_scope(env, &mut handles) != sys::Status::napi_ok {
+                return;
+            }
+            let mut resource = ptr::null_mut();
+            sys::napi_get_reference_value(env, self.resource, &mut resource);
+            let mut scope = ptr::null_mut();
+            let scoped = !resource.is_null()
+                && sys::napi_open_callback_scope(env, resource, self.context, &mut scope) == sys::Status::napi_ok;
+            let keys = Keys::of(env);
+            for (run, event) in batch.drain(..) {
+                if self.closing.get() {
+                    break; // closed by a callback (process.exit(), a Worker ending)
+                }
+                match &keys {
+                    Ok(keys) => self.deliver(keys, run, event),
+                    Err(_) => break,
+                }
+            }
+            if scoped {
+                sys::napi_close_callback_scope(env, scope);
+            }
+            sys::napi_close_handle_scope(env, handles);
+        }
+    }
+
+    /// Calls run `run`'s callback with `event`; its `done` releases the callback.
+    fn deliver(&self, keys: &Keys, run: u64, event: Event) {
+        let env = self.env;
+        let done = matches!(event, Event::Done(_));
+        let reference = if done { self.callbacks.borrow_mut().remove(&run) } else { self.callbacks.borrow().get(&run).copied() };
+        // A run's events after its `done` (or of a run never registered) have no one to go to.
+        let Some(reference) = reference else { return };
+        // SAFETY: on the env's thread inside `deliver_batch`'s scopes; `reference` is live
+        // (made by `register`, deleted only here or when closing); the handle scope opened
+        // here is closed before returning.
+        unsafe {
+            let mut handles = ptr::null_mut();
+            sys::napi_open_handle_scope(env, &mut handles);
+            let mut callback = ptr::null_mut();
+            sys::napi_get_reference_value(env, reference, &mut callback);
+            if done {
+                sys::napi_delete_reference(env, reference);
+            }
+            if !callback.is_null() {
+                match event_value(keys, event) {
+                    Ok(value) => {
+                        let mut global = ptr::null_mut();
+                        sys::napi_get_global(env, &mut global);
+                        let mut result = ptr::null_mut();
+                        let status = sys::napi_call_function(env, global, callback, 1, &value, &mut result);
+                        if status == sys::Status::napi_pending_exception {
+                            report_exception(env);
+                        }
+                    }
+                    Err(_) => report_exception(env),
+                }
+            }
+            sys::napi_close_handle_scope(env, handles);
+        }
+        if done {
+            let n = self.in_flight.get().saturating_sub(1);
+            self.in_flight.set(n);
+            if n == 0 && !self.closing.get() {
+                // SAFETY: the handle is open (not closing), on its loop's thread.
+                unsafe { uv_unref(self.handle.get()) };
+                if self.orphaned.get() {
+                    self.request_close();
+                }
+            }
+        }
+    }
+}
+
+/// A callback threw: it is an uncaught exception of the process, as after any callback.
+///
+/// # Safety
+/// On the env's thread, with a napi call of `env` just failed.
+unsafe fn report_exception(env: sys::napi_env) {
+    let mut error = ptr::null_mut();
+    // SAFETY: as the caller promises.
+    unsafe {
+        if sys::napi_get_and_clear_last_exception(env, &mut error) == sys::Status::napi_ok && !error.is_null() {
+            // During teardown this may fail or be ignored; there is nothing more to do then.
+            sys::napi_fatal_exception(env, error);
+        }
+    }
+}
+
+/// libuv calls this on Node's thread after one or more `uv_async_send`s.
+unsafe extern "C" fn on_wake(handle: *mut uv_async_t) {
+    // SAFETY: the handle's data is the count `Dispatcher::new` gave it, released only in
+    // `on_closed`, which libuv calls after this can no longer be called.
+    unsafe {
+        let data = uv_handle_get_data(handle) as *const Dispatcher;
+        if data.is_null() {
+            return;
+        }
+        Rc::increment_strong_count(data);
+        let dispatcher = Rc::from_raw(data);
+        dispatcher.drain();
+    }
+}
+
+unsafe extern "C" fn on_closed(handle: *mut uv_async_t) {
+    // SAFETY: libuv is done with the handle; it was allocated with this layout, and its
+    // data is the count `Dispatcher::new` gave it.
+    unsafe {
+        let data = uv_handle_get_data(handle) as *const Dispatcher;
+        std::alloc::dealloc(handle.cast(), uv_async_layout());
+        if !data.is_null() {
+            drop(Rc::from_raw(data));
+        }
+    }
+}
+/// Closes every engine channel of this thread's environment: at its teardown (cleanup
+/// hook) and on `process.exit()` (after the engines' threads were stopped), so no thread
+/// ever signals a handle of a loop that is going away.
+pub(crate) fn close_all_on_this_thread() {
+    let all = DISPATCHERS.try_with(|all| std::mem::take(&mut *all.borrow_mut())).unwrap_or_default();
+    for dispatcher in all.iter().filter_map(Weak::upgrade) {
+        dispatcher.request_close();
     }
 }

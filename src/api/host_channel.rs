@@ -10,7 +10,7 @@ use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WirePlan, HEA
 use isolet_core::{BridgeLimits, ExecMode, IsolateLimits};
 
 use super::engine::{NativeEngine, RunPlanJs};
-use super::events::{FailureJs, LogEntryJs, StatsJs};
+use super::events::FailureJs;
 use super::validation_error;
 
 /// Tails up to this size are copied into the frame (one write); larger ones are
@@ -137,6 +137,25 @@ impl From<WireHealth> for HostHealthJs {
             cold_starts: h.cold_starts as f64,
         }
     }
+}
+
+/// A console line of a finished run, as a sandbox host's `done` frame carries it.
+#[napi(object)]
+pub struct LogEntryJs {
+    pub level: String,
+    pub message: String,
+}
+
+/// The stats of a finished run, as a sandbox host's `done` frame carries them (the same
+/// fields thread mode's `done` event has).
+#[napi(object)]
+pub struct StatsJs {
+    pub wall_time_ms: f64,
+    pub cpu_time_ms: f64,
+    /// Peak V8 heap use during the run.
+    pub heap_used_bytes: f64,
+    pub heap_at_end_bytes: f64,
+    pub host_calls: u32,
 }
 
 /// One frame from a sandbox host, decoded: a run event in the shape thread mode's

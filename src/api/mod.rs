@@ -7,6 +7,7 @@ mod diagnostics;
 mod engine;
 mod events;
 mod host_channel;
+mod keys;
 mod lockdown;
 mod options;
 
@@ -75,7 +76,11 @@ pub fn init(env: Env) -> Result<NativeInfo> {
     crate::limits::apply_v8_flags();
     // Before Node disposes V8 at exit, stop every isolate thread.
     let owner = env.raw() as usize;
-    env.add_env_cleanup_hook((), move |_| crate::engine::shutdown_all(owner, std::time::Duration::from_secs(2)))?;
+    env.add_env_cleanup_hook((), move |_| {
+        crate::engine::shutdown_all(owner, std::time::Duration::from_secs(2));
+        events::close_all_on_this_thread();
+        keys::forget(owner as napi::sys::napi_env);
+    })?;
     Ok(NativeInfo {
         v8_version: crate::v8::version(),
         node_abi: env!("ISOLET_NODE_ABI").to_string(),
@@ -107,6 +112,7 @@ pub fn process_stats() -> ProcessStats {
 pub fn note_exit(env: Env, code: i32) {
     crate::limits::quarantine::set_exit_code(code);
     crate::engine::stop_all(env.raw() as usize, std::time::Duration::from_secs(2));
+    events::close_all_on_this_thread();
 }
 
 
