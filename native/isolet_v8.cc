@@ -264,6 +264,10 @@ struct isolet_sandbox {
   v8::Global<Context> context;
   v8::Global<Value> completion;
   v8::Global<Object> data_cache;
+  // The context's own WebAssembly.Instance, taken before `WebAssembly` is removed from
+  // the global (when the sandbox is prepared), so the run's modules can still be
+  // instantiated after the namespace is gone.
+  v8::Global<v8::Function> wasm_instance;
   std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> calls;
   std::unordered_set<BufferCharge*> buffer_charges;
   uint32_t next_call_id = 1;
@@ -889,6 +893,12 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
     Local<Context> ctx = Context::New(isolate);
     Context::Scope context_scope(ctx);
     guarded = GuardResizableBuffers(isolate, ctx);
+    Local<Value> wasm_ns, instance;
+    if (ctx->Global()->Get(ctx, Utf8(isolate, "WebAssembly")).ToLocal(&wasm_ns) && wasm_ns->IsObject() &&
+        wasm_ns.As<Object>()->Get(ctx, Utf8(isolate, "Instance")).ToLocal(&instance) &&
+        instance->IsFunction()) {
+      sb->wasm_instance.Reset(isolate, instance.As<v8::Function>());
+    }
     sb->context.Reset(isolate, ctx);
     sb->data_cache.Reset(isolate, Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0));
   }
@@ -911,6 +921,7 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     sb->buffer_charges.clear();
     sb->completion.Reset();
     sb->data_cache.Reset();
+    sb->wasm_instance.Reset();
     sb->context.Reset();
   }
   Isolate* isolate = sb->isolate;
@@ -1102,16 +1113,13 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
   Local<v8::WasmModuleObject> module;
   if (!v8::WasmModuleObject::FromCompiledModule(isolate, compiled->compiled).ToLocal(&module))
     return ISOLET_FAILED;
-  // new WebAssembly.Instance(module): V8 has no public C++ call for instantiation.
-  Local<Value> wasm_ns, ctor;
+  // new WebAssembly.Instance(module): V8 has no public C++ call for instantiation. The
+  // constructor was kept when the context was made (the global namespace is gone by now).
+  if (sb->wasm_instance.IsEmpty()) return ISOLET_FAILED;
+  Local<v8::Function> ctor = sb->wasm_instance.Get(isolate);
   Local<Object> instance;
-  if (!global->Get(ctx, Utf8(isolate, "WebAssembly")).ToLocal(&wasm_ns) || !wasm_ns->IsObject() ||
-      !wasm_ns.As<Object>()->Get(ctx, Utf8(isolate, "Instance")).ToLocal(&ctor) ||
-      !ctor->IsFunction()) {
-    return ISOLET_FAILED;
-  }
   Local<Value> argv[] = {module};
-  if (!ctor.As<v8::Function>()->NewInstance(ctx, 1, argv).ToLocal(&instance)) {
+  if (!ctor->NewInstance(ctx, 1, argv).ToLocal(&instance)) {
     DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
     return ISOLET_THREW;
   }

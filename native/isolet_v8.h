@@ -182,7 +182,9 @@ typedef struct isolet_wasm_module isolet_wasm_module;
 int32_t isolet_wasm_compile(isolet_sandbox* sb, const uint8_t* wasm, size_t wasm_len,
                             isolet_wasm_module** out, isolet_error* err);
 // Instantiates a compiled module (no imports) at globalThis[ns][name] (`ns` is created
-// as a plain object if absent). ISOLET_OK, ISOLET_THREW (*err) or ISOLET_FAILED.
+// as a plain object if absent), with the context's original WebAssembly.Instance (kept
+// when the sandbox was created), so it works after isolet_sandbox_remove_namespace took
+// `WebAssembly` away. ISOLET_OK, ISOLET_THREW (*err) or ISOLET_FAILED.
 int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len,
                                          const uint8_t* name, size_t name_len,
                                          const isolet_wasm_module* module, isolet_error* err);

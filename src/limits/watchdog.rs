@@ -7,6 +7,7 @@
 //! see `quarantine`). The watchdog decides when; the run decides what that means, and
 //! is the only one that answers. It holds runs weakly: a run that has ended and been
 //! dropped is simply forgotten.
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -15,6 +16,12 @@ use isolet_core::run_state::StopReason;
 use super::lock;
 
 const TICK: Duration = Duration::from_millis(5);
+/// Idle ticks (no run watched) before the watchdog sleeps for long. While it ticks, a new
+/// run is seen at the next tick without a wake-up, so a steady stream of short runs costs
+/// no `FUTEX_WAKE` (and no context switch of the watchdog) per run.
+const IDLE_TICKS: u32 = 20;
+/// The long sleep of an idle watchdog (a backstop: a new run wakes it).
+const IDLE_SLEEP: Duration = Duration::from_millis(100);
 /// How long a stopped run may take to unwind before its thread is given up on.
 pub(crate) const GRACE: Duration = Duration::from_millis(400);
 
@@ -47,6 +54,9 @@ struct Watchdog {
     /// Runs to terminate on the next wake-up (memory limit reached).
     terminate: Mutex<Vec<Weak<dyn Watched>>>,
     cv: Condvar,
+    /// The watchdog is in its long sleep: a new run must wake it. Written and read under
+    /// `runs`' lock, so a run added just before it falls asleep keeps it ticking instead.
+    dozing: AtomicBool,
 }
 
 fn watchdog() -> &'static Watchdog {
@@ -59,15 +69,25 @@ fn watchdog() -> &'static Watchdog {
             // first run loudly (napi turns the panic into a JS exception) beats running
             // every later one unbounded.
             .expect("isolet: cannot start the watchdog thread");
-        Watchdog { runs: Mutex::new(Vec::new()), terminate: Mutex::new(Vec::new()), cv: Condvar::new() }
+        Watchdog {
+            runs: Mutex::new(Vec::new()),
+            terminate: Mutex::new(Vec::new()),
+            cv: Condvar::new(),
+            dozing: AtomicBool::new(false),
+        }
     })
 }
 
 /// Starts enforcing `run`'s time limits; call when it starts executing.
 pub(crate) fn watch(run: Weak<dyn Watched>) {
     let dog = watchdog();
-    lock(&dog.runs).push(run);
-    dog.cv.notify_one();
+    let mut runs = lock(&dog.runs);
+    runs.push(run);
+    let dozing = dog.dozing.load(Ordering::Relaxed);
+    drop(runs);
+    if dozing {
+        dog.cv.notify_one();
+    }
 }
 
 /// Terminates `run`'s isolate from the watchdog thread, as soon as possible. For calls
@@ -81,14 +101,18 @@ pub(crate) fn terminate_soon(run: Weak<dyn Watched>) {
 
 fn watch_loop(dog: &'static Watchdog) {
     let mut runs = lock(&dog.runs);
+    let mut idle_ticks = IDLE_TICKS;
     loop {
         let pending: Vec<_> = lock(&dog.terminate).drain(..).collect();
         for run in pending.iter().filter_map(Weak::upgrade) {
             run.terminate_isolate();
         }
-        let wait = if runs.is_empty() { Duration::from_millis(100) } else { TICK };
-        runs = dog.cv.wait_timeout(runs, wait).unwrap_or_else(|e| e.into_inner()).0;
+        let dozing = runs.is_empty() && idle_ticks >= IDLE_TICKS;
+        dog.dozing.store(dozing, Ordering::Relaxed);
+        runs = dog.cv.wait_timeout(runs, if dozing { IDLE_SLEEP } else { TICK }).unwrap_or_else(|e| e.into_inner()).0;
+        dog.dozing.store(false, Ordering::Relaxed);
         runs.retain(|run| run.upgrade().is_some_and(|run| check(&*run)));
+        idle_ticks = if runs.is_empty() { idle_ticks.saturating_add(1) } else { 0 };
     }
 }
 

@@ -28,7 +28,9 @@ pub const CONSOLE_METHODS: &[&str] = &["log", "info", "warn", "error", "debug"];
 /// beyond ECMAScript and Node removes from its contexts too (node::InitializeContextRuntime).
 pub const REMOVED_PROPERTIES: &[(&str, &str)] = &[("Intl", "v8BreakIterator")];
 
-/// Namespaces removed once the run's WebAssembly instances are installed. `WebAssembly`
+/// Namespaces removed from every fresh context, when the sandbox is prepared (before its
+/// run's WebAssembly instances are installed: the seam keeps the constructor it needs for
+/// them). `WebAssembly`
 /// is not ECMAScript, and its `Memory` constructor would allocate outside the heap
 /// budget; the `constructor` links of its members' prototypes are cut first, so exported
 /// memories or tables cannot lead back to it.
