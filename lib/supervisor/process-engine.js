@@ -21,6 +21,8 @@ const native = require('../native');
 const { SandboxValidationError, failureOf } = require('../errors');
 
 const HOST_SCRIPT = path.join(__dirname, 'sandbox-host.js');
+// Node options of a sandbox host (none on most lines; see sandbox_host_node_options in Rust).
+const HOST_NODE_OPTIONS = native.sandboxHostNodeOptions();
 /** Test hook: another host script (a fake, compromised host in the protocol tests). */
 const testHooks = { hostScript: null };
 /** The fork's stdio index (and the child's fd) of the run channel. */
@@ -275,7 +277,7 @@ class SandboxProcess {
     let child;
     try {
       child = fork(testHooks.hostScript ?? HOST_SCRIPT, [], {
-        execArgv: [],
+        execArgv: HOST_NODE_OPTIONS,
         serialization: 'advanced',
         // stdio[4]: the run channel (a socket pair), see FrameReader.
         stdio: ['ignore', 'ignore', 'pipe', 'ipc', 'pipe'],

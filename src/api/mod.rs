@@ -63,6 +63,12 @@ pub struct NativeInfo {
     pub node_version: String,
 }
 
+/// Node options a sandbox host process starts with (`isolet_core::limits::sandbox_host_node_options`).
+#[napi]
+pub fn sandbox_host_node_options() -> Vec<String> {
+    isolet_core::limits::sandbox_host_node_options(&crate::v8::version()).iter().map(|s| s.to_string()).collect()
+}
+
 /// Captures Node's V8 platform; must be called once, on the main thread, at load.
 #[napi]
 pub fn init(env: Env) -> Result<NativeInfo> {
