@@ -224,14 +224,26 @@ async function attempt(mode: 'lockDown' | 'control', servers: Servers) {
       report = JSON.parse(line);
       // Judge every thread of the live child from outside.
       const taskDir = `/proc/${c.pid}/task`;
-      threads = fs.readdirSync(taskDir).map((tid) => {
-        const status = fs.readFileSync(`${taskDir}/${tid}/status`, 'utf8');
-        return {
-          seccomp: /^Seccomp:\s*(\d+)/m.exec(status)?.[1] ?? '?',
-          noNewPrivs: /^NoNewPrivs:\s*(\d+)/m.exec(status)?.[1] ?? '?',
-        };
-      });
-      c.stdin!.end();
+      try {
+        threads = fs.readdirSync(taskDir).flatMap((tid) => {
+          let status: string;
+          try {
+            status = fs.readFileSync(`${taskDir}/${tid}/status`, 'utf8');
+          } catch (err) {
+            // A thread that ended between the listing and the read (an isolate
+            // finishing) has nothing left to judge.
+            if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ESRCH') return [];
+            throw err;
+          }
+          return [{
+            seccomp: /^Seccomp:\s*(\d+)/m.exec(status)?.[1] ?? '?',
+            noNewPrivs: /^NoNewPrivs:\s*(\d+)/m.exec(status)?.[1] ?? '?',
+          }];
+        });
+      } finally {
+        // Always let the child finish, so a failure here fails the test instead of hanging it.
+        c.stdin!.end();
+      }
     },
   );
   const result = await done;
