@@ -20,6 +20,57 @@ function serialize(value) {
   return s.releaseBuffer();
 }
 
+// A big Uint8Array reply is written by the addon itself (`RunHandle.fulfillUint8Array`)
+// in V8's format straight into memory Rust owns: one copy of its bytes instead of
+// v8.Serializer's and then the addon's. Only for a Uint8Array over the whole of a plain
+// ArrayBuffer (what the addon writes), and only if this Node's serializer writes such an
+// array exactly as the addon does (checked once here; otherwise everything serializes).
+const DIRECT_BYTES_MIN = 64 * 1024;
+const typedArrayBuffer = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), 'buffer').get;
+const arrayBufferResizable = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable')?.get;
+
+/** The serializer's version byte if it writes a whole Uint8Array as the addon does, else 0. */
+function directBytesVersion() {
+  const s = new v8.Serializer();
+  s.writeHeader();
+  s.writeValue(new Uint8Array([0xab, 0xcd, 0xef]));
+  const b = s.releaseBuffer();
+  const expected = [0xff, b[1], 0x42, 3, 0xab, 0xcd, 0xef, 0x56, 0x42, 0, 3, 0];
+  return b.length === expected.length && expected.every((x, i) => b[i] === x) ? b[1] : 0;
+}
+const DIRECT_BYTES_VERSION = directBytesVersion();
+
+// The same for a big ASCII-only string (Latin-1 bytes are exactly its characters; V8 would
+// write it as a one-byte string, or as two-byte when that is its representation, which the
+// sandbox cannot tell apart). Checked once: V8 writes a one-byte string as '"', length, bytes.
+function directStringVersion() {
+  const b = v8.serialize('abc'); // the header is the base serializer's
+  const expected = [0xff, b[1], 0x22, 3, 0x61, 0x62, 0x63];
+  return b.length === expected.length && expected.every((x, i) => b[i] === x) ? b[1] : 0;
+}
+const DIRECT_STRING_VERSION = directStringVersion();
+
+/**
+ * The serializer version to write string `value` with directly (ASCII only, long), or 0.
+ * `Buffer.byteLength` in UTF-8 equals the length exactly when every character is ASCII.
+ */
+function directStringVersionFor(value) {
+  if (DIRECT_STRING_VERSION === 0 || typeof value !== 'string' || value.length < DIRECT_BYTES_MIN) return 0;
+  return Buffer.byteLength(value, 'utf8') === value.length ? DIRECT_STRING_VERSION : 0;
+}
+
+/**
+ * The serializer version to write `value` with directly, or 0 when it must go through
+ * `serialize`: a big Uint8Array whose buffer is a plain (not shared, not resizable)
+ * ArrayBuffer. The addon checks the rest (offset 0, the whole buffer) itself.
+ */
+function directBytesVersionFor(value) {
+  if (DIRECT_BYTES_VERSION === 0 || !types.isUint8Array(value)) return 0;
+  const buffer = typedArrayBuffer.call(value);
+  if (!types.isArrayBuffer(buffer) || (arrayBufferResizable !== undefined && arrayBufferResizable.call(buffer))) return 0;
+  return buffer.byteLength >= DIRECT_BYTES_MIN ? DIRECT_BYTES_VERSION : 0;
+}
+
 const ERROR_CLASSES = new Map(
   [EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError].map((C) => [C.name, C]),
 );
@@ -403,4 +454,4 @@ function safeString(v) {
   }
 }
 
-module.exports = { serialize, deserialize, describeHostError, withoutHostStacks, decodeFlat, NOT_FAST };
+module.exports = { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError, withoutHostStacks, decodeFlat, NOT_FAST };

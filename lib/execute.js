@@ -2,7 +2,7 @@
 // The one execution path: submit a request to a native engine, serve its host calls
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
-const { serialize, deserialize, describeHostError } = require('./bridge');
+const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError } = require('./bridge');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
 
@@ -95,6 +95,21 @@ function execute(engine, plan, hooks = {}) {
   const reply = (ev, value) => {
     if (finished) return; // the run ended; drop the late reply
     const callId = ev.callId;
+    // Big Uint8Arrays and ASCII strings are written by the addon in the serializer's format
+    // (see bridge.js); -1: not what it writes after all, serialized as any value.
+    let n = -1;
+    if (typeof handle.fulfillUint8Array === 'function') {
+      const bytesVersion = directBytesVersionFor(value);
+      const stringVersion = bytesVersion === 0 ? directStringVersionFor(value) : 0;
+      if (bytesVersion !== 0) n = handle.fulfillUint8Array(callId, value, bytesVersion, maxReply);
+      else if (stringVersion !== 0) n = handle.fulfillAsciiString(callId, value, value.length, stringVersion, maxReply);
+    }
+    if (n >= 0) {
+      if (n > maxReply) {
+        handle.reject(callId, 'RangeError', `${ev.name} returned ${n} bytes, over the bridge limit of ${maxReply} bytes`);
+      }
+      return;
+    }
     let bytes;
     try {
       bytes = serialize(value);
