@@ -127,6 +127,10 @@ describe.each(ISOLATIONS)('string replies into the sandbox (%s)', (isolation) =>
     ['Latin-1', latin1],
     ['two-byte', twoByte],
     ['ASCII sliced out of a two-byte string', asciiTwoByteBacked],
+    // Non-ASCII characters where bridge.js's sample does not look: the addon finds them.
+    ['ASCII but for one Latin-1 character', `${ascii.slice(0, 1001)}\u00ff${ascii.slice(1002)}`],
+    ['ASCII but for one two-byte character', `${ascii.slice(0, 1001)}\u4e2d${ascii.slice(1002)}`],
+    ['ASCII but for a lone surrogate at the end', `${ascii.slice(1)}\ud800`],
   ])('a big %s string arrives equal', async (_name, value) => {
     const out = ok(await runSandbox('const s = await get(); return [s.length, s]', { ...limits, capabilities: { get: () => value } }));
     expect(out[0]).toBe(value.length);

@@ -40,9 +40,10 @@ function directBytesVersion() {
 }
 const DIRECT_BYTES_VERSION = directBytesVersion();
 
-// The same for a big ASCII-only string (Latin-1 bytes are exactly its characters; V8 would
-// write it as a one-byte string, or as two-byte when that is its representation, which the
-// sandbox cannot tell apart). Checked once: V8 writes a one-byte string as '"', length, bytes.
+// The same for a big ASCII-only string (its UTF-8 bytes are exactly its characters; V8
+// would write it as a one-byte string, or as two-byte when that is its representation,
+// which the sandbox cannot tell apart). The addon checks that every character is ASCII as
+// it copies; checked once here: V8 writes a one-byte string as '"', length, bytes.
 function directStringVersion() {
   const b = v8.serialize('abc'); // the header is the base serializer's
   const expected = [0xff, b[1], 0x22, 3, 0x61, 0x62, 0x63];
@@ -51,13 +52,17 @@ function directStringVersion() {
 const DIRECT_STRING_VERSION = directStringVersion();
 
 /**
- * The serializer version to write string `value` with directly (ASCII only, long), or 0.
- * `Buffer.byteLength` in UTF-8 equals the length exactly when every character is ASCII.
+ * The serializer version to offer string `value` to the addon with (long, and ASCII as
+ * far as a few characters show), or 0. Most non-ASCII text shows in the sample, which
+ * spares it a copy by the addon that would only lead back to the serializer.
  */
 function directStringVersionFor(value) {
   if (DIRECT_STRING_VERSION === 0 || typeof value !== 'string' || value.length < DIRECT_BYTES_MIN) return 0;
-  return Buffer.byteLength(value, 'utf8') === value.length ? DIRECT_STRING_VERSION : 0;
+  const step = Math.floor(value.length / ASCII_SAMPLES);
+  for (let i = 0; i < value.length; i += step) if (value.charCodeAt(i) > 0x7f) return 0;
+  return DIRECT_STRING_VERSION;
 }
+const ASCII_SAMPLES = 64;
 
 /**
  * The serializer version to write `value` with directly, or 0 when it must go through

@@ -604,40 +604,45 @@ impl RunHandle {
         Ok(total as f64)
     }
 
-    /// Fulfils host call `call_id` with `value`, a string the caller found to be ASCII only,
-    /// written as V8's serializer writes a one-byte string (`version` as above) straight into
-    /// memory Rust owns. Returns the encoded length, or -1 when `value` is not a string of
-    /// `chars` characters (the caller serializes it); nothing is sent past `max_bytes`.
+    /// Fulfils host call `call_id` with `value`, a string of `chars` UTF-16 code units, if it
+    /// is ASCII only: written as V8's serializer writes a one-byte string (`version` as above)
+    /// straight into memory Rust owns. Returns the encoded length, or -1 when `value` is not
+    /// such a string (the caller serializes it); nothing is sent past `max_bytes`.
     #[napi]
     pub fn fulfill_ascii_string(&self, env: &Env, call_id: u32, value: Unknown<'_>, chars: f64, version: u32, max_bytes: f64) -> Result<f64> {
         let raw_env = env.raw();
+        let Ok(version) = u8::try_from(version) else { return Ok(-1.0) };
         let mut n = 0usize;
         // SAFETY: a null buffer asks for the length only; a non-string fails with a status.
         let status = unsafe { sys::napi_get_value_string_latin1(raw_env, value.raw(), std::ptr::null_mut(), 0, &mut n) };
-        let Ok(version) = u8::try_from(version) else { return Ok(-1.0) };
         if status != sys::Status::napi_ok || n == 0 || n as f64 != chars {
             return Ok(-1.0);
         }
         let head = 2 + 1 + varint_len(n as u64);
         let total = head + n;
-        if total as f64 > max_bytes {
-            return Ok(total as f64);
-        }
         // One more byte for the NUL that Node-API writes after the characters.
         let mut out = with_huge_capacity(total + 1);
         out.extend_from_slice(&[0xff, version, b'"']);
         push_varint(&mut out, n as u64);
         let mut written = 0usize;
+        // UTF-8 into exactly n bytes: they are all ASCII only if the first characters that
+        // filled them were n ASCII characters, i.e. the whole string (checked below).
         // SAFETY: `out` has room for n + 1 bytes past `head`; Node-API writes at most
-        // bufsize - 1 = n characters (one byte each: ASCII) and a NUL.
+        // bufsize - 1 = n bytes and a NUL.
         let status = unsafe {
-            sys::napi_get_value_string_latin1(raw_env, value.raw(), out.as_mut_ptr().add(head).cast(), n + 1, &mut written)
+            sys::napi_get_value_string_utf8(raw_env, value.raw(), out.as_mut_ptr().add(head).cast(), n + 1, &mut written)
         };
         if status != sys::Status::napi_ok || written != n {
             return Ok(-1.0);
         }
         // SAFETY: the n bytes after `head` were just written.
         unsafe { out.set_len(total) };
+        if !out[head..].is_ascii() {
+            return Ok(-1.0);
+        }
+        if total as f64 > max_bytes {
+            return Ok(total as f64);
+        }
         self.run.push_reply(HostReply::Fulfill { call_id, value: out });
         Ok(total as f64)
     }
