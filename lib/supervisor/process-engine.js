@@ -681,7 +681,10 @@ class ProcessEngine {
    *  hosts alive never exceed `processes + maxConcurrentIsolates`. */
   ensureChildren() {
     if (this.shut || this.invalidConfig !== null || Date.now() < this.spawnNotBefore) return;
-    const missing = this.processes - this.liveChildren().length;
+    // Counted in place, not through liveChildren(): this runs at every submit and settle.
+    let live = 0;
+    for (const c of this.children) if (c.state === 'starting' || c.state === 'ready') live += 1;
+    const missing = this.processes - live;
     for (let i = 0; i < missing; i++) {
       const child = new SandboxProcess(this);
       this.children.add(child);
