@@ -1,7 +1,7 @@
 // Process isolation's per-run cost in the parent, for one checkout:
 // `node bench/probes/procjs-trivial.js [root]` prints one JSON line: p50 of 400 runSandbox('1+1')
 // 3 ms apart and 400 back to back (default isolation, i.e. process), the parent's CPU per
-// spaced run (whole process and its main thread alone, from /proc/self/task), the host-call
+// spaced run (whole process and its main thread alone, from /proc/self/task/<pid>/schedstat), the host-call
 // round trip (1,000 awaited in turn, median of 5), and thread mode's spaced p50 for reference.
 // `procjs-ab.js <A> <B> [rounds]` alternates it between checkouts.
 const fs = require('node:fs');
@@ -12,11 +12,9 @@ const { runSandbox } = require(path.join(root, 'index.js'));
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const nowUs = () => Number(process.hrtime.bigint()) / 1e3;
-/** CPU µs of this process's main thread (utime + stime; clock ticks of 10 ms). */
+/** CPU µs of this process's main thread (schedstat: nanoseconds on a CPU). */
 function mainThreadUs() {
-  const st = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10000;
+  return Number(fs.readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e3;
 }
 async function ok(code, options) {
   const r = await runSandbox(code, options);
