@@ -3,7 +3,7 @@
 // 3 ms apart and 400 back to back (default isolation, i.e. process), the parent's CPU per
 // spaced run (whole process and its main thread alone, from /proc/self/task/<pid>/schedstat), the host-call
 // round trip (1,000 awaited in turn, median of 5), and thread mode's spaced p50 for reference.
-// `procjs-ab.js <A> <B> [rounds]` alternates it between checkouts.
+// `ab.js <A> <B> [rounds] --probe=procjs-trivial.js` alternates it between checkouts.
 const fs = require('node:fs');
 const path = require('node:path');
 const root = path.resolve(process.argv[2] || path.join(__dirname, '..', '..'));
