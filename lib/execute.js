@@ -3,6 +3,7 @@
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
 const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError } = require('./bridge');
+const { NativeEngine } = require('./native');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
 
@@ -55,7 +56,7 @@ function execute(engine, plan, hooks = {}) {
       case 'done':
         finished = true;
         ctx._end();
-        resolveDone(finish(ev, engine instanceof require('./native').NativeEngine));
+        resolveDone(finish(ev, engine instanceof NativeEngine));
         break;
       default:
         if (hooks.onEvent) hooks.onEvent(ev);

@@ -2,7 +2,7 @@
 // process: `node bench/probes/procpipe-hot.js [root]` prints one JSON line of medians
 // (trivial run spaced 3 ms and back to back, host-call round trip in turn and 100 at once, and 32 MB
 // Uint8Array / string copies each way, copy time = run with the copy minus the same run
-// without it). `procpipe-ab.js` alternates it between two checkouts.
+// without it). `ab.js <A> <B> [rounds] --probe=procpipe-hot.js` alternates it between two checkouts.
 const path = require('node:path');
 const root = path.resolve(process.argv[2] || path.join(__dirname, '..', '..'));
 const { runSandbox } = require(path.join(root, 'index.js'));

@@ -1,6 +1,6 @@
 // Process isolation's trivial run only, for one checkout: `node bench/probes/procpipe-trivial.js [root]`
 // prints one JSON line: p50 of 300 runSandbox('1+1') runs 3 ms apart and 300 back to back,
-// in thread and process mode. `procpipe-ab.js <A> <B> [rounds] trivial` alternates it.
+// in thread and process mode. `ab.js <A> <B> [rounds] --probe=procpipe-trivial.js` alternates it.
 const path = require('node:path');
 const root = path.resolve(process.argv[2] || path.join(__dirname, '..', '..'));
 const { runSandbox } = require(path.join(root, 'index.js'));

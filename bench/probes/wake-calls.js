@@ -2,7 +2,7 @@
 // thread): `node bench/probes/wake-calls.js [root]` prints one JSON line of medians over
 // 15 runs each (after 5 of each to warm up): 1,000 awaited calls to a synchronous handler (wall and process CPU per
 // call), the same 100 in flight at once, and 20 runs of 8 concurrent runs making 100
-// calls each (events of many runs per wake-up). `wake-ab.js` alternates it between checkouts.
+// calls each (events of many runs per wake-up). `ab.js <A> <B> [rounds] --probe=wake-calls.js` alternates it between checkouts.
 const path = require('node:path');
 const root = path.resolve(process.argv[2] || path.join(__dirname, '..', '..'));
 const { runSandbox } = require(path.join(root, 'index.js'));

@@ -37,9 +37,13 @@ const MAX_HEALTH_FRAME_BYTES = 256;
  *  (the child's own watchdog answers 400 ms past the limit; this is the backstop, and
  *  keeps every run settled within limit + 1 s). */
 const DEADLINE_GRACE_MS = 750;
-/** RSS polling period while a child has runs in flight, and while it is idle. */
+/** RSS polling period while a child has runs in flight, and while it is idle. The busy
+ *  poll also ends a child with a run past its deadline. */
 const RSS_POLL_BUSY_MS = 10;
 const RSS_POLL_IDLE_MS = 500;
+/** Busy polls finding no run before polling slows to idle (runs a few ms apart keep the
+ *  busy period, instead of setting a new interval for each). */
+const IDLE_POLLS_BEFORE_SLOWING = 10;
 /** Resident memory a run may add to its child: its heap limit twice (V8's near-limit
  *  headroom and code/array-buffer memory) plus a fixed slack. */
 const runAllowanceMb = (memoryMb) => 2 * memoryMb + 32;
@@ -236,14 +240,67 @@ function wellFormed(msg) {
   }
 }
 
-/** VmRSS of `pid` in MB, or null once the process is gone. */
-function rssMb(pid) {
-  try {
-    const status = fs.readFileSync(`/proc/${pid}/status`, 'latin1');
-    const m = /VmRSS:\s+(\d+) kB/.exec(status);
-    return m ? Number(m[1]) / 1024 : null;
-  } catch {
-    return null;
+/** Bytes per page of /proc/<pid>/statm (the page size): this process's resident pages
+ *  there against its resident bytes (a power of two; 4096 when it cannot be told). */
+let statmPageBytes = 0;
+function pageBytes() {
+  if (statmPageBytes === 0) {
+    statmPageBytes = 4096;
+    try {
+      const pages = Number(fs.readFileSync('/proc/self/statm', 'latin1').split(' ')[1]);
+      const ratio = process.memoryUsage.rss() / pages;
+      if (pages > 0 && ratio >= 1024) statmPageBytes = 2 ** Math.round(Math.log2(ratio));
+    } catch {
+      // not Linux: no RSS budget to read either
+    }
+  }
+  return statmPageBytes;
+}
+
+/**
+ * Resident memory of one child, read from /proc/<pid>/statm through a descriptor opened
+ * once at its start: each poll is one pread and a few bytes parsed (reading
+ * /proc/<pid>/status by name took an open, a stat, a read of 1.5 kB and a close). The
+ * descriptor is of that process, not of its pid: once the process is reaped it reads
+ * nothing, never another process that got the pid.
+ */
+class RssReader {
+  constructor(pid) {
+    this.fd = -1;
+    this.buf = Buffer.alloc(128);
+    try {
+      this.fd = fs.openSync(`/proc/${pid}/statm`, 'r');
+    } catch {
+      // no procfs: mb() is null, as for a process gone
+    }
+  }
+
+  /** Resident MB, or null once the process is gone. */
+  mb() {
+    if (this.fd < 0) return null;
+    let n;
+    try {
+      n = fs.readSync(this.fd, this.buf, 0, this.buf.length, 0);
+    } catch {
+      return null;
+    }
+    // "size resident shared ...": the second field, in pages.
+    let i = 0;
+    while (i < n && this.buf[i] !== 0x20) i++;
+    let pages = 0;
+    let digits = 0;
+    for (i += 1; i < n && this.buf[i] >= 0x30 && this.buf[i] <= 0x39; i++, digits++) pages = pages * 10 + (this.buf[i] - 0x30);
+    return digits === 0 ? null : (pages * pageBytes()) / (1024 * 1024);
+  }
+
+  close() {
+    if (this.fd < 0) return;
+    try {
+      fs.closeSync(this.fd);
+    } catch {
+      // already closed
+    }
+    this.fd = -1;
   }
 }
 
@@ -296,6 +353,7 @@ class SandboxProcess {
     }
     this.child = child;
     this.pid = child.pid;
+    this.rss = new RssReader(child.pid);
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk) => {
       this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_TAIL_BYTES);
@@ -321,6 +379,7 @@ class SandboxProcess {
     this.startTimer.unref();
     child.send({ type: 'start', parentPid: process.pid, options: engine.childOptions, wasmModules: engine.wasmModules });
     this.pollTimer = null;
+    this.idlePolls = 0;
     this.schedulePoll();
     this.updateRef();
   }
@@ -354,7 +413,7 @@ class SandboxProcess {
       this.health = msg.health;
       this.warmLeft = msg.health.engine?.warm ?? 0;
       this.stuckAtReady = msg.health.stuck;
-      this.baseMb = (rssMb(this.pid) ?? 0) + BASE_SLACK_MB;
+      this.baseMb = (this.rss.mb() ?? 0) + BASE_SLACK_MB;
       this.resolveStarted();
       this.engine.onChildReady(this);
     } else if (msg.type === 'health') {
@@ -413,9 +472,9 @@ class SandboxProcess {
     this.runs.set(run.id, run);
     this.warmLeft = Math.max(0, this.warmLeft - 1);
     this.lastStart = ++this.engine.starts;
-    const wallMs = run.wallMs;
-    run.deadline = setTimeout(() => this.overdue(run), wallMs + DEADLINE_GRACE_MS);
-    run.deadline.unref();
+    // Checked by the busy poll (every RSS_POLL_BUSY_MS), not by a timer of its own: a
+    // timer set and cleared per run cost more than the run's other bookkeeping.
+    run.deadlineAt = run.startedAt + run.wallMs + DEADLINE_GRACE_MS;
     run.frameLimit = frameLimitOf(run.request);
     this.write(run.frame);
     run.frame = null;
@@ -459,6 +518,7 @@ class SandboxProcess {
   schedulePoll(busyNow = false) {
     if (this.state === 'dead') return;
     const period = busyNow || this.runs.size > 0 ? RSS_POLL_BUSY_MS : RSS_POLL_IDLE_MS;
+    if (period === RSS_POLL_BUSY_MS) this.idlePolls = 0;
     if (this.pollTimer && this.pollPeriod === period) return;
     clearInterval(this.pollTimer);
     this.pollPeriod = period;
@@ -467,15 +527,23 @@ class SandboxProcess {
   }
 
   poll() {
-    const rss = rssMb(this.pid);
-    if (rss === null) return;
-    if (this.state !== 'starting' && rss > this.budgetMb()) {
+    if (this.runs.size > 0) {
+      const now = Date.now();
+      for (const run of this.runs.values()) {
+        if (now >= run.deadlineAt) {
+          this.overdue(run);
+          return;
+        }
+      }
+    }
+    const rss = this.rss.mb();
+    if (rss !== null && this.state !== 'starting' && rss > this.budgetMb()) {
       this.rssAtEnd = rss;
       this.budgetAtEnd = this.budgetMb();
       this.end('memory');
       return;
     }
-    if (this.runs.size === 0) this.schedulePoll();
+    if (this.runs.size === 0 && this.pollPeriod === RSS_POLL_BUSY_MS && ++this.idlePolls >= IDLE_POLLS_BEFORE_SLOWING) this.schedulePoll();
   }
 
   /** Keeps the host's event loop alive only while this child has work. */
@@ -504,6 +572,7 @@ class SandboxProcess {
   onExit(code, signal) {
     clearTimeout(this.startTimer);
     clearInterval(this.pollTimer);
+    this.rss?.close();
     const wasStarting = this.state === 'starting';
     this.state = 'dead';
     this.resolveStarted();
@@ -512,7 +581,6 @@ class SandboxProcess {
     const runs = [...this.runs.values()];
     this.runs.clear();
     for (const run of runs) {
-      clearTimeout(run.deadline);
       const wall = run.startedAt ? Date.now() - run.startedAt : 0;
       let ev;
       if (this.endReason === 'memory') {
@@ -613,7 +681,10 @@ class ProcessEngine {
    *  hosts alive never exceed `processes + maxConcurrentIsolates`. */
   ensureChildren() {
     if (this.shut || this.invalidConfig !== null || Date.now() < this.spawnNotBefore) return;
-    const missing = this.processes - this.liveChildren().length;
+    // Counted in place, not through liveChildren(): this runs at every submit and settle.
+    let live = 0;
+    for (const c of this.children) if (c.state === 'starting' || c.state === 'ready') live += 1;
+    const missing = this.processes - live;
     for (let i = 0; i < missing; i++) {
       const child = new SandboxProcess(this);
       this.children.add(child);
@@ -715,7 +786,6 @@ class ProcessEngine {
     if (ev.type === 'dataRequest') run.pendingData.add(ev.id);
     if (ev.type === 'done') {
       run.state = 'done';
-      clearTimeout(run.deadline);
       const child = run.child;
       if (child) {
         child.runs.delete(run.id);
