@@ -2,7 +2,7 @@
 // (root: a checkout with a built addon, default this one; mode: thread (default) or process;
 // only: comma-separated figure prefixes, e.g. `u8,str`). Prints one JSON line of medians:
 // for each value, the copy run's ms minus the same run without the move (as bench/run.js
-// does) and the resulting MB/s. `copies-ab.js` alternates it between two checkouts.
+// does) and the resulting MB/s. `ab.js <A> <B> [rounds] --probe=copies-paths.js [mode] [only]` alternates it between two checkouts.
 const path = require('node:path');
 const v8 = require('node:v8');
 
