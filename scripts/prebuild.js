@@ -151,11 +151,12 @@ void isolet_throw_bad_array_new_length(void) { abort(); }
 function symbolBaseline(file) {
   const dump = run('objdump', ['-T', file]);
   if (dump.status !== 0) fail(`objdump -T ${file} failed (install binutils): ${dump.stderr}`);
-  // An unversioned strong import that Node does not provide (N-API, V8, node::) would come
-  // from a newer glibc or libstdc++ than the versions say: refuse it.
+  // An unversioned strong import that Node does not provide (N-API, V8, node::, and libuv,
+  // which Node exports for addons: the event channel's uv_async_t) would come from a newer
+  // glibc or libstdc++ than the versions say: refuse it.
   for (const line of dump.stdout.split('\n')) {
     const m = /^[0-9a-f]+ (.{7}) \*UND\*\s+[0-9a-f]+\s+(\S+)$/.exec(line);
-    if (m && !m[1].includes('w') && !/^(napi_|node_api_|_ZN2v8|_ZNK2v8|_ZN4node|_ZNK4node)/.test(m[2])) {
+    if (m && !m[1].includes('w') && !/^(napi_|node_api_|uv_|_ZN2v8|_ZNK2v8|_ZN4node|_ZNK4node)/.test(m[2])) {
       fail(`${file} imports ${m[2]} without a symbol version`);
     }
   }
