@@ -68,6 +68,8 @@ describe('process isolation: a compromised host on the run channel', () => {
     ['bad-kind', 'sends an unknown kind'],
     ['console-flood', 'streams more console entries than the run keeps'],
     ['call-flood', 'sends more host calls than the run may make'],
+    ['log-flood', "sends a done whose log list claims 3 million entries (the run keeps 1000)"],
+    ['health-flood', 'floods health frames'],
   ])('%s: a host that %s fails only its own run (ERR_ISOLET_CRASHED); the others serve', (mode) => {
     const out = attack(mode);
     const failed = out.first.filter((r: { code?: string }) => r.code !== undefined);

@@ -4,6 +4,7 @@
 // runSandbox and SandboxEngine sessions are both built on `execute`.
 const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError } = require('./bridge');
 const { NativeEngine } = require('./native');
+const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
 
@@ -134,7 +135,10 @@ function execute(engine, plan, hooks = {}) {
   // `started` costs a wake-up of this thread mid-run; ask for it only if someone listens.
   if (plan.startedEvent === undefined) plan.startedEvent = hooks.onEvent !== undefined;
   try {
-    handle = engine.submit(plan, onNativeEvent);
+    // Host calls, data requests and the result run in the caller's async context (its
+    // AsyncLocalStorage stores), not in that of whoever made the engine: events of all
+    // runs arrive through one channel per engine.
+    handle = engine.submit(plan, AsyncResource.bind(onNativeEvent));
   } catch (err) {
     ctx._end();
     resolveDone({ ok: false, error: errorFromThrown(err), stats: statsOf(), logs: [] });

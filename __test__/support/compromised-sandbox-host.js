@@ -25,6 +25,7 @@ if (!evil) {
   const KIND_RUN = 1;
   const KIND_CONSOLE = 17;
   const KIND_HOST_CALL = 18;
+  const KIND_HEALTH = 21;
   const v8 = require('node:v8');
   const header = (kind, runId, len) => {
     const h = Buffer.alloc(16);
@@ -74,6 +75,21 @@ if (!evil) {
       body.writeUInt32LE(text.length, 1);
       const one = Buffer.concat([header(KIND_CONSOLE, runId, 5 + text.length), body, text]);
       channel.write(Buffer.concat(Array.from({ length: 1001 }, () => one)));
+    } else if (mode === 'log-flood') {
+      // A well-formed `done` whose log list claims 3 million empty entries (5 bytes each,
+      // 15 MB: under the frame limit), far over the run's maxLogEntries (1000).
+      const n = 3000000;
+      const result = v8.serialize(42);
+      const fixed = Buffer.alloc(36 + 40 + 4);
+      fixed.writeUInt32LE(n, 76);
+      const entries = Buffer.alloc(5 * n); // level 0, empty message
+      const tail = Buffer.concat([Buffer.from([1]), result]);
+      const len = fixed.length + entries.length + tail.length;
+      channel.write(Buffer.concat([header(KIND_DONE, runId, len), fixed, entries, tail]));
+    } else if (mode === 'health-flood') {
+      // Health frames (40 bytes, run id 0) at pipe speed: more than a host ever reports.
+      const one = Buffer.concat([header(KIND_HEALTH, 0, 40), Buffer.alloc(40)]);
+      channel.write(Buffer.concat(Array.from({ length: 20000 }, () => one)));
     } else if (mode === 'call-flood') {
       // More host calls than the run's maxMessages (1000 by default) allows.
       const name = Buffer.from('nope');

@@ -32,6 +32,10 @@ const { headerBytes: FRAME_HEADER, lengthOffset: FRAME_LENGTH_AT } = native.fram
 const FRAME_HEADROOM_BYTES = 4 * 1024 * 1024;
 /** A frame of no run (`health`) is a few dozen bytes. */
 const MAX_HEALTH_FRAME_BYTES = 256;
+/** Health frames a host may send beyond one per `done`: a few at once, then one per period
+ *  (it reports 20 ms after runs end, coalesced; see src/supervisor/channel.rs). */
+const HEALTH_BURST = 16;
+const HEALTH_PERIOD_MS = 10;
 
 /** How long past its wall limit a run may go unanswered before its child is ended
  *  (the child's own watchdog answers 400 ms past the limit; this is the backstop, and
@@ -102,10 +106,20 @@ function overBudget(run, ev, frameBytes) {
       run.consoles += 1;
       run.consoleBytes += frameBytes;
       return !r.streamConsole || run.consoles > r.maxLogEntries || run.consoleBytes > r.maxLogBytes + 64 * r.maxLogEntries;
-    case 'hostCall':
+    case 'hostCall': {
+      // In flight from here until its reply is written (see the run's handle): a host
+      // that kept more calls, or more argument bytes, open than its isolate allows
+      // (`maxPendingHostCalls`, `maxPendingHostCallBytes`) is not the host we started.
+      run.messages += 1;
+      const bytes = ev.payload ? ev.payload.length : 0;
+      if (run.messages > r.maxMessages || bytes > r.maxMessageBytes || run.callBytes.has(ev.callId)) return true;
+      run.callBytes.set(ev.callId, bytes);
+      run.pendingCallBytes += bytes;
+      return run.callBytes.size > r.maxPendingHostCalls || run.pendingCallBytes > r.maxPendingHostCallBytes;
+    }
     case 'dataRequest':
       run.messages += 1;
-      return run.messages > r.maxMessages;
+      return run.messages > r.maxMessages || frameBytes > r.maxMessageBytes + FRAME_HEADROOM_BYTES;
     default:
       return false;
   }
@@ -128,8 +142,9 @@ function healthOf(h) {
  * too long, of no run in flight, or that does not decode.
  */
 class FrameReader {
-  constructor(limitOf, onFrame, onBad) {
+  constructor(limitOf, logLimitsOf, onFrame, onBad) {
     this.limitOf = limitOf;
+    this.logLimitsOf = logLimitsOf;
     this.onFrame = onFrame;
     this.onBad = onBad;
     this.bad = false;
@@ -213,13 +228,24 @@ class FrameReader {
   deliver(frame) {
     let ev;
     try {
-      ev = native.decodeHostFrame(frame);
+      // The log list of a `done` is checked against its run's limits while decoding,
+      // before a single entry is made (a 5-byte entry would otherwise cost a JS object).
+      const [maxLogEntries, maxLogBytes] = this.logLimitsOf(frame.readUInt32LE(4));
+      ev = native.decodeHostFrame(frame, maxLogEntries, maxLogBytes);
     } catch (err) {
       this.fail(String(err && err.message));
       return;
     }
     if (ev.payloadStart !== undefined && ev.payloadStart !== null) ev.payload = frame.subarray(ev.payloadStart);
-    this.onFrame(ev, frame.length);
+    try {
+      this.onFrame(ev, frame.length);
+    } catch (err) {
+      // A throwing listener (an onEvent hook of the caller's) must not cut the stream
+      // mid-chunk: report it as thread mode does, and keep reading frames whole.
+      process.nextTick(() => {
+        throw err;
+      });
+    }
   }
 }
 
@@ -315,6 +341,11 @@ class SandboxProcess {
     /** Warm isolates this child likely has now: its last report, less the runs sent
      *  since (the dispatcher prefers a child that can start a run at once). */
     this.warmLeft = 0;
+    /** Health frames and `done`s received: a host may send one health frame per `done`
+     *  and one per HEALTH_PERIOD_MS of its life (plus a few), no more (see onFrame). */
+    this.healthFrames = 0;
+    this.doneFrames = 0;
+    this.bornAt = Date.now();
     /** When this child was last given a run (ties go to the one idle longest). */
     this.lastStart = 0;
     this.lockdown = null;
@@ -361,6 +392,10 @@ class SandboxProcess {
     this.channel = child.stdio[RUN_CHANNEL];
     this.frames = new FrameReader(
       (runId) => (runId === 0 ? MAX_HEALTH_FRAME_BYTES : (this.runs.get(runId)?.frameLimit ?? -1)),
+      (runId) => {
+        const r = this.runs.get(runId)?.request;
+        return r ? [r.maxLogEntries, r.maxLogBytes] : [0, 0];
+      },
       (ev, bytes) => this.onFrame(ev, bytes),
       () => {
         // Nothing more is read from a host that broke the protocol.
@@ -425,6 +460,12 @@ class SandboxProcess {
   /** A decoded frame of the run channel (an event of a run in flight, or health). */
   onFrame(ev, bytes) {
     if (ev.type === 'health') {
+      // A compromised host could flood health frames to take this thread's time.
+      this.healthFrames += 1;
+      if (this.healthFrames > HEALTH_BURST + this.doneFrames + (Date.now() - this.bornAt) / HEALTH_PERIOD_MS) {
+        this.frames.fail('more health frames than a host sends');
+        return;
+      }
       this.noteHealth(healthOf(ev.health));
       return;
     }
@@ -440,6 +481,7 @@ class SandboxProcess {
     }
     if (ev.type === 'started') run.startedAt = Date.now();
     if (ev.type === 'done') {
+      this.doneFrames += 1;
       const health = healthOf(ev.health);
       delete ev.health;
       this.engine.deliver(run, ev);
@@ -451,7 +493,9 @@ class SandboxProcess {
 
   noteHealth(health) {
     this.health = health;
-    this.warmLeft = health.engine.warm;
+    // As reported by the host (untrusted), but never more than it was configured with:
+    // a host claiming warm isolates would otherwise win every dispatch.
+    this.warmLeft = Math.min(health.engine.warm, this.engine.childOptions.warmPoolSize);
     if (health.stuck > this.stuckAtReady && this.state === 'ready') {
       // A thread in this child ignored termination: it can only be reclaimed by
       // ending the process. Take no new work; end it once the others finish.
@@ -713,11 +757,26 @@ class ProcessEngine {
       consoles: 0,
       consoleBytes: 0,
       messages: 0,
+      /** Host calls in flight: call id -> argument bytes (see overBudget). */
+      callBytes: new Map(),
+      pendingCallBytes: 0,
+    };
+    const answered = (callId) => {
+      const bytes = run.callBytes.get(callId);
+      if (bytes === undefined) return;
+      run.callBytes.delete(callId);
+      run.pendingCallBytes -= bytes;
     };
     const handle = {
       id: run.id,
-      fulfill: (callId, bytes) => run.child?.write(native.frameFulfill(run.id, callId, bytes), bytes),
-      reject: (callId, name, message) => run.child?.write(native.frameReject(run.id, callId, name, message)),
+      fulfill: (callId, bytes) => {
+        answered(callId);
+        run.child?.write(native.frameFulfill(run.id, callId, bytes), bytes);
+      },
+      reject: (callId, name, message) => {
+        answered(callId);
+        run.child?.write(native.frameReject(run.id, callId, name, message));
+      },
       answer: (answerId, bytes, error) => {
         if (run.state !== 'running' || !run.pendingData.delete(answerId)) return false;
         run.child.write(native.frameAnswer(run.id, answerId, bytes, error), error === undefined || error === null ? bytes : undefined);

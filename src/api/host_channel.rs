@@ -203,9 +203,10 @@ impl HostFrameJs {
 }
 
 /// Decodes one whole frame (header and payload) from a sandbox host. Throws on
-/// anything malformed: the host is untrusted, and the caller ends it.
+/// anything malformed or over its run's log limits (`maxLogEntries`, `maxLogBytes`; 0
+/// for a health frame): the host is untrusted, and the caller ends it.
 #[napi]
-pub fn decode_host_frame(frame: Buffer) -> Result<HostFrameJs> {
+pub fn decode_host_frame(frame: Buffer, max_log_entries: u32, max_log_bytes: f64) -> Result<HostFrameJs> {
     let bad = |e: &dyn std::fmt::Display| validation_error(format!("malformed frame from a sandbox host: {e}"));
     let h = Header::decode(&frame).map_err(|e| bad(&e))?;
     if h.len as usize != frame.len() - HEADER_BYTES {
@@ -245,7 +246,7 @@ pub fn decode_host_frame(frame: Buffer) -> Result<HostFrameJs> {
             ev.health = Some(WireHealth::decode(p).map_err(|e| bad(&e))?.into());
         }
         Kind::Done => {
-            let (done, result_at) = WireDone::decode(p).map_err(|e| bad(&e))?;
+            let (done, result_at) = WireDone::decode(p, max_log_entries as usize, max_log_bytes as usize).map_err(|e| bad(&e))?;
             ev = HostFrameJs::of("done", h.run_id);
             let s = done.stats;
             ev.stats = Some(StatsJs {

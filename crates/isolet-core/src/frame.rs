@@ -407,6 +407,10 @@ pub struct WireStats {
     pub host_calls: u32,
 }
 
+/// Bytes a log entry may carry beyond `maxLogBytes` (its "… [truncated]" suffix, the
+/// dropped-entries marker).
+const LOG_SLACK_PER_ENTRY: usize = 64;
+
 /// The last event of a run. A successful result is the payload's tail, so the parent
 /// slices it out of the frame (`result_at`) instead of copying it.
 #[derive(Debug, Clone, PartialEq)]
@@ -472,8 +476,10 @@ impl WireDone {
     }
 
     /// The event, and where in the payload a successful run's result starts (it runs to
-    /// the end).
-    pub fn decode(payload: &[u8]) -> Result<(WireDone, usize), FrameError> {
+    /// the end). `max_logs` / `max_log_bytes` are the run's `maxLogEntries` /
+    /// `maxLogBytes`: a host (untrusted) claiming more is refused before anything is
+    /// made of them (one marker entry and each entry's "… [truncated]" are allowed for).
+    pub fn decode(payload: &[u8], max_logs: usize, max_log_bytes: usize) -> Result<(WireDone, usize), FrameError> {
         let mut r = Reader::new(payload);
         let stats = WireStats {
             wall_time_ms: r.f64()?,
@@ -484,10 +490,20 @@ impl WireDone {
         };
         let health = WireHealth::read(&mut r)?;
         let n = r.u32()? as usize;
+        if n > max_logs.saturating_add(1) {
+            return Err(FrameError::Invalid("more log entries than the run allows"));
+        }
+        let byte_budget = max_log_bytes.saturating_add(LOG_SLACK_PER_ENTRY.saturating_mul(n));
+        let mut log_bytes = 0usize;
         let mut logs = Vec::with_capacity(n.min(payload.len() / 5));
         for _ in 0..n {
             let level = level_of(r.u8()?)?;
-            logs.push(LogEntry { level, message: r.str()?.to_string() });
+            let message = r.str()?;
+            log_bytes = log_bytes.saturating_add(message.len());
+            if log_bytes > byte_budget {
+                return Err(FrameError::Invalid("more log bytes than the run allows"));
+            }
+            logs.push(LogEntry { level, message: message.to_string() });
         }
         let result = if r.bool()? {
             Ok(())
@@ -705,9 +721,24 @@ mod tests {
         frame.extend_from_slice(output);
         let (h, body) = payload(&frame);
         assert_eq!((h.kind, h.run_id), (Kind::Done, 9));
-        let (back, at) = WireDone::decode(body).unwrap();
+        let (back, at) = WireDone::decode(body, 100, 1 << 20).unwrap();
         assert_eq!(back, d);
         assert_eq!(&body[at..], output);
+    }
+
+    #[test]
+    fn a_done_over_its_runs_log_limits_is_refused() {
+        let mut d = done(Ok(()));
+        d.logs = (0..5).map(|_| LogEntry { level: LogLevel::Log, message: "x".repeat(100) }).collect();
+        let mut frame = d.encode_head(9, b"r");
+        frame.extend_from_slice(b"r");
+        let body = payload(&frame).1;
+        // Entries: up to maxLogEntries and the one marker entry.
+        assert!(WireDone::decode(body, 4, 1 << 20).is_ok());
+        assert_eq!(WireDone::decode(body, 3, 1 << 20).unwrap_err(), FrameError::Invalid("more log entries than the run allows"));
+        // Bytes: up to maxLogBytes and 64 per entry.
+        assert!(WireDone::decode(body, 10, 500 - 5 * 64).is_ok());
+        assert_eq!(WireDone::decode(body, 10, 499 - 5 * 64).unwrap_err(), FrameError::Invalid("more log bytes than the run allows"));
     }
 
     #[test]
@@ -721,7 +752,7 @@ mod tests {
         ] {
             let d = done(Err(f));
             let frame = d.encode_head(2, &[]);
-            let (back, at) = WireDone::decode(payload(&frame).1).unwrap();
+            let (back, at) = WireDone::decode(payload(&frame).1, 100, 1 << 20).unwrap();
             assert_eq!(back, d);
             assert_eq!(at, frame.len() - HEADER_BYTES);
         }
@@ -730,7 +761,7 @@ mod tests {
         frame.push(0);
         let len = (frame.len() - HEADER_BYTES) as u32;
         frame[LENGTH_OFFSET..HEADER_BYTES].copy_from_slice(&len.to_le_bytes());
-        assert_eq!(WireDone::decode(payload(&frame).1).unwrap_err(), FrameError::Trailing(1));
+        assert_eq!(WireDone::decode(payload(&frame).1, 100, 1 << 20).unwrap_err(), FrameError::Trailing(1));
     }
 
     #[test]
@@ -745,7 +776,7 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|i| (x >> (i % 8 * 8)) as u8 ^ i as u8).collect();
             let _ = Header::decode(&bytes);
             let _ = WirePlan::decode(&bytes);
-            let _ = WireDone::decode(&bytes);
+            let _ = WireDone::decode(&bytes, 100, 1 << 20);
             let _ = WireHealth::decode(&bytes);
             let _ = decode_host_call(&bytes);
             let _ = decode_console(&bytes);
