@@ -32,6 +32,8 @@ const { headerBytes: FRAME_HEADER, lengthOffset: FRAME_LENGTH_AT } = native.fram
 const FRAME_HEADROOM_BYTES = 4 * 1024 * 1024;
 /** A frame of no run (`health`) is a few dozen bytes. */
 const MAX_HEALTH_FRAME_BYTES = 256;
+/** After a host exits, how long its streams may stay open before they are closed here. */
+const EXIT_CLOSE_GRACE_MS = 500;
 /** Health frames a host may send beyond one per `done`: a few at once, then one per period
  *  (it reports 20 ms after runs end, coalesced; see src/supervisor/channel.rs). */
 const HEALTH_BURST = 16;
@@ -410,6 +412,16 @@ class SandboxProcess {
     // 'close', not 'exit': once the run channel is read to its end, so every event the
     // host wrote before it ended is delivered first.
     child.on('close', (code, signal) => this.onExit(code, signal));
+    // 'close' waits for every stream to close: a host that left a process of its own
+    // holding one (possible only where lock-down is unavailable) would keep its runs
+    // unsettled. Shortly after the host itself exits, close them from this side.
+    child.on('exit', () => {
+      const t = setTimeout(() => {
+        for (const s of [child.stdio[RUN_CHANNEL], child.stderr]) s?.destroy();
+        if (child.connected) child.disconnect();
+      }, EXIT_CLOSE_GRACE_MS);
+      t.unref();
+    });
     this.startTimer = setTimeout(() => this.end('start-timeout'), START_TIMEOUT_MS);
     this.startTimer.unref();
     child.send({ type: 'start', parentPid: process.pid, options: engine.childOptions, wasmModules: engine.wasmModules });
