@@ -236,6 +236,9 @@ impl EventChannel {
 pub(crate) struct JsSink {
     channel: Arc<EventChannel>,
     run: u64,
+    /// Whether `done` was sent. A sink dropped without it (a bug elsewhere) still ends
+    /// its run on the JS side, so the loop reference taken for it is given back.
+    done_sent: std::sync::atomic::AtomicBool,
     /// Whether the JS side wants `started`; runSandbox does not, and skipping it saves
     /// one wake-up of Node's thread (and one JS call) per run.
     started_event: bool,
@@ -261,7 +264,17 @@ impl EventSink for JsSink {
     }
 
     fn done(&self, completion: Completion) {
+        self.done_sent.store(true, std::sync::atomic::Ordering::Release);
         self.channel.push(self.run, Event::Done(completion));
+    }
+}
+
+impl Drop for JsSink {
+    fn drop(&mut self) {
+        if !self.done_sent.load(std::sync::atomic::Ordering::Acquire) {
+            let failure = isolet_core::Failure::new(isolet_core::ErrorKind::Internal, "The run ended without a result");
+            self.channel.push(self.run, Event::Done(Completion { result: Err(failure), stats: Default::default(), logs: Vec::new() }));
+        }
     }
 }
 
@@ -376,7 +389,7 @@ impl Dispatcher {
             // SAFETY: the handle is open (checked above), on its loop's thread.
             unsafe { uv_ref(self.handle.get()) };
         }
-        Ok(Arc::new(JsSink { channel: self.channel.clone(), run, started_event }))
+        Ok(Arc::new(JsSink { channel: self.channel.clone(), run, done_sent: std::sync::atomic::AtomicBool::new(false), started_event }))
     }
 
     /// The `NativeEngine` was collected: close now, or after the last run in flight.
