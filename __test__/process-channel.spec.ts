@@ -27,7 +27,9 @@ testHooks.hostScript = ${JSON.stringify(FAKE_HOST)};
   let peakRss = rssBefore;
   const sampler = setInterval(() => { peakRss = Math.max(peakRss, process.memoryUsage().rss); }, 5);
   const code = 'return 6 * 7';
-  const first = await Promise.all([0, 1].map((i) => engine.submit({ requestId: 'a' + i, code }).done));
+  // A tool that never answers: a host's calls to it stay in flight (see pending-flood).
+  const tools = { hang: () => new Promise(() => {}) };
+  const first = await Promise.all([0, 1].map((i) => engine.submit({ requestId: 'a' + i, code, tools }).done));
   // After the compromised host ends, the pool serves on.
   const later = [];
   for (let i = 0; i < 3; i++) later.push(await engine.submit({ requestId: 'b' + i, code: 'return 1 + ' + i }).done);
@@ -68,6 +70,7 @@ describe('process isolation: a compromised host on the run channel', () => {
     ['bad-kind', 'sends an unknown kind'],
     ['console-flood', 'streams more console entries than the run keeps'],
     ['call-flood', 'sends more host calls than the run may make'],
+    ['pending-flood', 'keeps more host calls in flight than the run allows (maxPendingHostCalls)'],
     ['log-flood', "sends a done whose log list claims 3 million entries (the run keeps 1000)"],
     ['health-flood', 'floods health frames'],
   ])('%s: a host that %s fails only its own run (ERR_ISOLET_CRASHED); the others serve', (mode) => {

@@ -90,6 +90,20 @@ if (!evil) {
       // Health frames (40 bytes, run id 0) at pipe speed: more than a host ever reports.
       const one = Buffer.concat([header(KIND_HEALTH, 0, 40), Buffer.alloc(40)]);
       channel.write(Buffer.concat(Array.from({ length: 20000 }, () => one)));
+    } else if (mode === 'pending-flood') {
+      // 129 calls of a tool whose handler never answers: within maxMessages (1000), over
+      // maxPendingHostCalls (128), which the real host's isolate would have refused.
+      const name = Buffer.from('hang');
+      const args = v8.serialize([]);
+      const len = Buffer.alloc(4);
+      len.writeUInt32LE(name.length);
+      const frames = [];
+      for (let i = 1; i <= 129; i++) {
+        const h = header(KIND_HOST_CALL, runId, 4 + name.length + args.length);
+        h.writeUInt32LE(i, 8);
+        frames.push(h, len, name, args);
+      }
+      channel.write(Buffer.concat(frames));
     } else if (mode === 'call-flood') {
       // More host calls than the run's maxMessages (1000 by default) allows.
       const name = Buffer.from('nope');
