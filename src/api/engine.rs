@@ -121,6 +121,32 @@ pub struct RunPlanJs {
     pub started_event: Option<bool>,
 }
 
+impl RunPlanJs {
+    /// The plan's mode and limits, as the run (thread mode) and the `Run` frame (process
+    /// mode) both take them; a plan that no checked plan could be is refused.
+    pub(crate) fn checked_parts(&self) -> Result<(ExecMode, IsolateLimits, BridgeLimits)> {
+        let mode = match self.mode.as_str() {
+            "script" => ExecMode::Script,
+            "asyncBody" => ExecMode::AsyncBody,
+            other => return Err(validation_error(format!("unknown mode `{other}`"))),
+        };
+        if self.max_calls.len() != self.tools.len() {
+            return Err(validation_error("a run plan needs one maxCalls entry per tool"));
+        }
+        let limits = IsolateLimits { memory_mb: self.memory_mb, wall_time_ms: self.wall_time_ms as u64, cpu_time_ms: self.cpu_time_ms.map(|v| v as u64) };
+        let bridge = BridgeLimits {
+            max_message_bytes: self.max_message_bytes as usize,
+            max_messages: self.max_messages,
+            max_output_bytes: self.max_output_bytes as usize,
+            max_log_entries: self.max_log_entries as usize,
+            max_log_bytes: self.max_log_bytes as usize,
+            max_pending_host_call_bytes: self.max_pending_host_call_bytes as usize,
+            max_pending_host_calls: self.max_pending_host_calls,
+        };
+        Ok((mode, limits, bridge))
+    }
+}
+
 impl TypeName for RunPlanJs {
     fn type_name() -> &'static str {
         "RunPlanJs"
@@ -505,23 +531,10 @@ impl NativeEngine {
 
     /// The plan was made by isolet-core; here it only changes representation.
     fn spec_of(&self, p: RunPlanJs) -> Result<RunSpec> {
-        let mode = match p.mode.as_str() {
-            "script" => Mode::Script,
-            "asyncBody" => Mode::AsyncBody,
-            other => return Err(validation_error(format!("unknown mode `{other}`"))),
-        };
-        if p.max_calls.len() != p.tools.len() {
-            return Err(validation_error("a run plan needs one maxCalls entry per tool"));
-        }
-        let limits = IsolateLimits { memory_mb: p.memory_mb, wall_time_ms: p.wall_time_ms as u64, cpu_time_ms: p.cpu_time_ms.map(|v| v as u64) };
-        let bridge = BridgeLimits {
-            max_message_bytes: p.max_message_bytes as usize,
-            max_messages: p.max_messages,
-            max_output_bytes: p.max_output_bytes as usize,
-            max_log_entries: p.max_log_entries as usize,
-            max_log_bytes: p.max_log_bytes as usize,
-            max_pending_host_call_bytes: p.max_pending_host_call_bytes as usize,
-            max_pending_host_calls: p.max_pending_host_calls,
+        let (mode, limits, bridge) = p.checked_parts()?;
+        let mode = match mode {
+            ExecMode::Script => Mode::Script,
+            ExecMode::AsyncBody => Mode::AsyncBody,
         };
         let wasm_modules = if p.wasm { self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner).clone() } else { Vec::new() };
         Ok(RunSpec {

@@ -7,7 +7,6 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WirePlan, HEADER_BYTES, LENGTH_OFFSET};
-use isolet_core::{BridgeLimits, ExecMode, IsolateLimits};
 
 use super::engine::{NativeEngine, RunPlanJs};
 use super::events::FailureJs;
@@ -41,31 +40,12 @@ pub fn start_host_channel(engine: &NativeEngine, fd: i32) -> Result<()> {
 /// The `Run` frame of a checked plan (what `engine.submit` takes in thread mode).
 #[napi]
 pub fn frame_run(run_id: u32, plan: RunPlanJs) -> Result<Buffer> {
-    let mode = match plan.mode.as_str() {
-        "script" => ExecMode::Script,
-        "asyncBody" => ExecMode::AsyncBody,
-        other => return Err(validation_error(format!("unknown mode `{other}`"))),
-    };
-    if plan.max_calls.len() != plan.tools.len() {
-        return Err(validation_error("a run plan needs one maxCalls entry per tool"));
-    }
+    let (mode, limits, bridge) = plan.checked_parts()?;
     let wire = WirePlan {
         code: plan.code,
         mode,
-        limits: IsolateLimits {
-            memory_mb: plan.memory_mb,
-            wall_time_ms: plan.wall_time_ms as u64,
-            cpu_time_ms: plan.cpu_time_ms.map(|v| v as u64),
-        },
-        bridge: BridgeLimits {
-            max_message_bytes: plan.max_message_bytes as usize,
-            max_messages: plan.max_messages,
-            max_output_bytes: plan.max_output_bytes as usize,
-            max_log_entries: plan.max_log_entries as usize,
-            max_log_bytes: plan.max_log_bytes as usize,
-            max_pending_host_call_bytes: plan.max_pending_host_call_bytes as usize,
-            max_pending_host_calls: plan.max_pending_host_calls,
-        },
+        limits,
+        bridge,
         tools: plan.tools,
         max_calls: plan.max_calls,
         data_object: plan.data_object,
