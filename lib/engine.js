@@ -4,7 +4,6 @@
 const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
-const { createBackend } = require('./backend');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
@@ -176,7 +175,7 @@ class SandboxEngine {
         throw new SandboxValidationError(err.message);
       }
     }
-    this._native = createBackend(this._settings);
+    this._native = new native.NativeEngine(this._settings);
     try {
       await this._native.setWasmModules(this._wasmConfig);
     } catch (err) {
@@ -184,7 +183,11 @@ class SandboxEngine {
     }
     this._native.warmUp();
     // Process isolation: ready means the sandbox host processes are up.
-    if (typeof this._native.ready === 'function') await this._native.ready();
+    try {
+      await this._native.ready();
+    } catch (err) {
+      throw new SandboxValidationError(err.message);
+    }
     this._state = 'ready';
     this._log('info', `isolet engine ready (${this._isolation} isolation): ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
   }

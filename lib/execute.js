@@ -3,7 +3,6 @@
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
 const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError } = require('./bridge');
-const { NativeEngine } = require('./native');
 const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
@@ -26,7 +25,7 @@ function statsOf(s) {
  * Starts a run. Returns `{ done, handle }` where `done` resolves to
  * `{ ok: true, value, stats, logs } | { ok: false, error, stats, logs }` and never rejects.
  *
- * @param {object} engine a NativeEngine or ProcessEngine
+ * @param {object} engine a NativeEngine (either isolation mode)
  * @param {object} plan a checked run plan (native `planRun` / `EngineSettings.plan`):
  *   every limit is filled in. Its tool policy is enforced natively: only allowed tools
  *   exist in the sandbox, and calls over `maxCallsPerTool` never reach this thread.
@@ -57,7 +56,7 @@ function execute(engine, plan, hooks = {}) {
       case 'done':
         finished = true;
         ctx._end();
-        resolveDone(finish(ev, engine instanceof NativeEngine));
+        resolveDone(finish(ev));
         break;
       default:
         if (hooks.onEvent) hooks.onEvent(ev);
@@ -100,12 +99,10 @@ function execute(engine, plan, hooks = {}) {
     // Big Uint8Arrays and ASCII strings are written by the addon in the serializer's format
     // (see bridge.js); -1: not what it writes after all, serialized as any value.
     let n = -1;
-    if (typeof handle.fulfillUint8Array === 'function') {
-      const bytesVersion = directBytesVersionFor(value);
-      const stringVersion = bytesVersion === 0 ? directStringVersionFor(value) : 0;
-      if (bytesVersion !== 0) n = handle.fulfillUint8Array(callId, value, bytesVersion, maxReply);
-      else if (stringVersion !== 0) n = handle.fulfillAsciiString(callId, value, value.length, stringVersion, maxReply);
-    }
+    const bytesVersion = directBytesVersionFor(value);
+    const stringVersion = bytesVersion === 0 ? directStringVersionFor(value) : 0;
+    if (bytesVersion !== 0) n = handle.fulfillUint8Array(callId, value, bytesVersion, maxReply);
+    else if (stringVersion !== 0) n = handle.fulfillAsciiString(callId, value, value.length, stringVersion, maxReply);
     if (n >= 0) {
       if (n > maxReply) {
         handle.reject(callId, 'RangeError', `${ev.name} returned ${n} bytes, over the bridge limit of ${maxReply} bytes`);
@@ -147,13 +144,13 @@ function execute(engine, plan, hooks = {}) {
   return { done, handle };
 }
 
-/** `owned`: the payload is a Buffer the addon made for this event alone (thread mode). */
-function finish(ev, owned) {
+/** The payload is a Buffer the addon made for this event alone. */
+function finish(ev) {
   const stats = statsOf(ev.stats);
   const logs = (ev.logs || []).map((l) => ({ level: l.level, message: l.message }));
   if (!ev.ok) return { ok: false, error: errorFromFailure(ev.error), stats, logs };
   try {
-    return { ok: true, value: deserialize(ev.payload, owned), stats, logs };
+    return { ok: true, value: deserialize(ev.payload, true), stats, logs };
   } catch (err) {
     const error = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
     return { ok: false, error, stats, logs };

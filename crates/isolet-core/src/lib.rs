@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod error;
 pub mod frame;
+pub mod host_policy;
 pub mod limits;
 pub mod logs;
 pub mod names;
