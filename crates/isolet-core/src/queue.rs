@@ -728,4 +728,313 @@ mod tests {
         let mut q: AdmissionQueue<u8> = AdmissionQueue::new(0);
         assert_eq!(q.push(1, Tenant::SHARED, 9), Err(QueueFull(9)));
     }
+
+    // --- Fairness across tenants ---
+
+    /// Runs that carry their own id and label, so a started run says what it is.
+    type Run = (u64, &'static str);
+
+    fn t(name: &str) -> Tenant {
+        Tenant::named(name)
+    }
+
+    fn counts_of<T: Clone, W>(p: &Pool<T, W>, tenant: &Tenant) -> Option<TenantCounts> {
+        p.tenants().into_iter().find(|c| &c.tenant == tenant)
+    }
+
+    /// With one slot held by run `running`: finishes it and starts the next, until the
+    /// queue is empty; the labels in start order.
+    fn serve_one_at_a_time(p: &mut Pool<Run, u32>, mut running: u64) -> Vec<&'static str> {
+        let mut order = Vec::new();
+        loop {
+            p.finished(running, None, false);
+            let Some((id, label)) = p.next_to_start() else { return order };
+            order.push(label);
+            running = id;
+        }
+    }
+
+    #[test]
+    fn tenants_are_served_in_turn_each_in_its_own_order() {
+        let mut p: Pool<Run, u32> = Pool::new(config(1, 10, 0));
+        assert_eq!(p.admit(1, t("a"), (1, "a0"), 0, 32), Admission::Start((1, "a0")));
+        for (id, tenant, label) in [(2, "a", "a1"), (3, "a", "a2"), (4, "a", "a3"), (5, "b", "b1"), (6, "b", "b2"), (7, "c", "c1")] {
+            assert_eq!(p.admit(id, t(tenant), (id, label), 0, 32), Admission::Queued);
+        }
+        assert_eq!(serve_one_at_a_time(&mut p, 1), ["a1", "b1", "c1", "a2", "b2", "a3"]);
+    }
+
+    #[test]
+    fn a_light_tenant_waits_for_at_most_one_start_of_a_heavy_one() {
+        for slots in [1, 2, 4] {
+            let mut p: Pool<Run, u32> = Pool::new(config(slots, 1000, 0));
+            let mut running: VecDeque<u64> = VecDeque::new();
+            for id in 0..(slots as u64 + 200) {
+                match p.admit(id, t("heavy"), (id, "heavy"), 0, 32) {
+                    Admission::Start(_) => running.push_back(id),
+                    other => assert_eq!(other, Admission::Queued),
+                }
+            }
+            for round in 0..3u64 {
+                let light = 10_000 + round;
+                assert_eq!(p.admit(light, t("light"), (light, "light"), 0, 32), Admission::Queued);
+                let mut heavy_starts_first = 0;
+                loop {
+                    p.finished(running.pop_front().unwrap(), None, false);
+                    let (id, label) = p.next_to_start().expect("heavy still has runs queued");
+                    running.push_back(id);
+                    if label == "light" {
+                        break;
+                    }
+                    heavy_starts_first += 1;
+                }
+                // Plain FIFO would make it wait for all 200 heavy runs queued before it.
+                assert_eq!(heavy_starts_first, 1, "{slots} slots, round {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_queue_makes_room_from_the_tenant_holding_the_most() {
+        let mut p: Pool<Run, u32> = Pool::new(config(1, 5, 0));
+        p.admit(1, t("heavy"), (1, "h1"), 0, 32);
+        for (id, label) in [(2, "h2"), (3, "h3"), (4, "h4"), (5, "h5"), (6, "h6")] {
+            assert_eq!(p.admit(id, t("heavy"), (id, label), 0, 32), Admission::Queued, "one tenant may fill the queue");
+        }
+        let Admission::Refused(_, f) = p.admit(7, t("heavy"), (7, "h7"), 0, 32) else { panic!("a full queue refuses its holder") };
+        assert_eq!(f.message, "The engine's queue is full (5 waiting); try again later");
+        // Another tenant takes the place of heavy's newest queued run...
+        let Admission::QueuedInPlaceOf(out, f) = p.admit(8, t("light"), (8, "l8"), 0, 32) else { panic!("light is locked out") };
+        assert_eq!((out, f.kind), ((6, "h6"), ErrorKind::Overloaded));
+        assert!(f.message.starts_with("The engine's queue is full (5 waiting) and this run's tenant held the most"), "{}", f.message);
+        assert!(matches!(p.admit(9, t("light"), (9, "l9"), 0, 32), Admission::QueuedInPlaceOf((5, "h5"), _)));
+        // ...until one more would give it more than heavy (3 against 2): tenants one apart
+        // do not push each other out.
+        assert_eq!(kind(&p.admit(10, t("light"), (10, "l10"), 0, 32)), Some(ErrorKind::Overloaded));
+        assert_eq!(kind(&p.admit(11, t("heavy"), (11, "h11"), 0, 32)), Some(ErrorKind::Overloaded));
+        assert_eq!((counts_of(&p, &t("heavy")).unwrap().queued, counts_of(&p, &t("light")).unwrap().queued), (3, 2));
+        assert!(matches!(p.admit(12, t("x"), (12, "x12"), 0, 32), Admission::QueuedInPlaceOf((4, "h4"), _)));
+        // On a tie (2 and 2), the tenant served last (light joined the rotation after
+        // heavy) gives way.
+        assert!(matches!(p.admit(13, t("y"), (13, "y13"), 0, 32), Admission::QueuedInPlaceOf((9, "l9"), _)));
+        assert_eq!(p.queued(), 5);
+        // Pushed-out runs never held a slot: not counted as failed, anywhere.
+        assert!(p.counters().failed.is_empty());
+        assert!(p.tenants().iter().all(|c| c.failed.is_empty()));
+        assert_eq!(serve_one_at_a_time(&mut p, 1), ["h2", "l8", "x12", "y13", "h3"]);
+    }
+
+    #[test]
+    fn a_queue_of_one_never_pushes_out() {
+        let mut p: Pool<Run, u32> = Pool::new(config(1, 1, 0));
+        p.admit(1, t("a"), (1, "a"), 0, 32);
+        assert_eq!(p.admit(2, t("a"), (2, "a"), 0, 32), Admission::Queued);
+        assert_eq!(kind(&p.admit(3, t("b"), (3, "b"), 0, 32)), Some(ErrorKind::Overloaded));
+    }
+
+    #[test]
+    fn an_aborted_queued_run_leaves_its_tenants_line_and_turn() {
+        let mut p: Pool<Run, u32> = Pool::new(config(1, 10, 0));
+        p.admit(1, t("a"), (1, "a0"), 0, 32);
+        for (id, tenant, label) in [(2, "a", "a1"), (3, "b", "b1"), (4, "c", "c1"), (5, "b", "b2")] {
+            p.admit(id, t(tenant), (id, label), 0, 32);
+        }
+        assert_eq!(p.remove_queued(3), Some((3, "b1")));
+        assert_eq!(counts_of(&p, &t("b")).unwrap().queued, 1);
+        assert_eq!(p.remove_queued(5), Some((5, "b2")));
+        assert_eq!(p.remove_queued(5), None);
+        assert_eq!(p.remove_queued(1), None, "a running run is not in the queue");
+        assert_eq!(p.queued(), 2);
+        let b = counts_of(&p, &t("b")).unwrap();
+        assert_eq!((b.queued, b.running, b.completed), (0, 0, 0), "an aborted queued run is not counted");
+        // b left the rotation: its next run joins behind c instead of taking its old turn.
+        p.admit(6, t("b"), (6, "b3"), 0, 32);
+        assert_eq!(serve_one_at_a_time(&mut p, 1), ["a1", "c1", "b3"]);
+    }
+
+    #[test]
+    fn shutdown_drains_every_tenant_in_serving_order() {
+        let mut p: Pool<Run, u32> = Pool::new(config(1, 10, 0));
+        p.admit(1, t("a"), (1, "a0"), 0, 32);
+        for (id, tenant, label) in [(2, "a", "a1"), (3, "a", "a2"), (4, "b", "b1"), (5, "", "s1")] {
+            let tenant = if tenant.is_empty() { Tenant::SHARED } else { t(tenant) };
+            p.admit(id, tenant, (id, label), 0, 32);
+        }
+        let (queued, running) = p.shutdown();
+        assert_eq!(queued.iter().map(|r| r.1).collect::<Vec<_>>(), ["a1", "b1", "s1", "a2"]);
+        assert_eq!(running, [(1, "a0")]);
+        assert_eq!(p.queued(), 0);
+        assert!(p.tenants().iter().all(|c| c.queued == 0));
+        assert_eq!(counts_of(&p, &t("a")).unwrap().running, 1);
+        p.finished(1, Some(ErrorKind::Aborted), false);
+        assert_eq!(p.next_to_start(), None);
+        assert_eq!(counts_of(&p, &t("a")).unwrap().failed.get(&ErrorKind::Aborted), Some(&1));
+    }
+
+    #[test]
+    fn counts_are_kept_per_tenant_and_runs_without_one_share_one() {
+        let mut p: Pool<Run, u32> = Pool::new(config(2, 10, 0));
+        p.admit(1, Tenant::SHARED, (1, "s"), 0, 32);
+        p.admit(2, Tenant::from(None), (2, "s"), 0, 32);
+        p.admit(3, Tenant::from(Some("b")), (3, "b"), 0, 32);
+        p.admit(4, t("a"), (4, "a"), 0, 32);
+        p.admit(5, t("a"), (5, "a"), 0, 32);
+        fn row(c: &TenantCounts) -> (Option<&str>, usize, usize, u64) {
+            (c.tenant.name(), c.queued, c.running, c.completed)
+        }
+        assert_eq!(p.tenants().iter().map(row).collect::<Vec<_>>(), [(None, 0, 2, 0), (Some("a"), 2, 0, 0), (Some("b"), 1, 0, 0)]);
+        p.finished(1, None, false);
+        assert_eq!(p.next_to_start(), Some((3, "b")), "b queued before a");
+        p.finished(2, Some(ErrorKind::Timeout), false);
+        assert_eq!(p.next_to_start(), Some((4, "a")));
+        p.finished(3, Some(ErrorKind::MemoryLimit), false);
+        assert_eq!(p.next_to_start(), Some((5, "a")));
+        p.forget(4); // took a slot, never ran: not counted
+        p.finished(5, None, false);
+        let shared = counts_of(&p, &Tenant::SHARED).unwrap();
+        assert_eq!((shared.queued, shared.running, shared.completed), (0, 0, 1));
+        assert_eq!(shared.failed, HashMap::from([(ErrorKind::Timeout, 1)]));
+        assert_eq!(counts_of(&p, &t("b")).unwrap().failed, HashMap::from([(ErrorKind::MemoryLimit, 1)]));
+        let a = counts_of(&p, &t("a")).unwrap();
+        assert_eq!((a.queued, a.running, a.completed, a.failed.len()), (0, 0, 1, 0));
+        assert_eq!((p.counters().completed, p.counters().failed.values().sum::<u64>()), (2, 2));
+    }
+
+    #[test]
+    fn tenant_counts_stay_bounded_when_every_run_names_a_new_tenant() {
+        let (slots, queue) = (2, 8);
+        let bound = IDLE_TENANTS_KEPT + slots + queue;
+        let mut p: Pool<u64, u32> = Pool::new(config(slots, queue, 0));
+        assert_eq!(p.admit(0, t("slow"), 0, 0, 32), Admission::Start(0));
+        // Runs that start and end, each under a new name.
+        for id in 1..5_000u64 {
+            assert_eq!(p.admit(id, t(&format!("t{id}")), id, 0, 32), Admission::Start(id));
+            p.finished(id, None, false);
+            assert!(p.tenants.records.len() <= bound);
+        }
+        let kept = p.tenants();
+        assert_eq!(kept.len(), IDLE_TENANTS_KEPT + 1);
+        let named = |n: &str| kept.iter().find(|c| c.tenant.name() == Some(n)).cloned();
+        assert_eq!(named("slow").map(|c| c.running), Some(1), "a tenant with a run running is never forgotten");
+        assert_eq!(named("t4999").map(|c| c.completed), Some(1), "the latest idle tenants keep their counts");
+        assert!(named(&format!("t{}", 5_000 - IDLE_TENANTS_KEPT)).is_some());
+        assert!(named(&format!("t{}", 4_999 - IDLE_TENANTS_KEPT)).is_none(), "the longest idle is forgotten");
+        // Runs that wait and are aborted, each under a new name, next to tenants waiting.
+        assert_eq!(p.admit(5_000, t("slot"), 5_000, 0, 32), Admission::Start(5_000));
+        for id in 5_001..5_008u64 {
+            assert_eq!(p.admit(id, t(&format!("w{id}")), id, 0, 32), Admission::Queued);
+        }
+        for id in 6_000..11_000u64 {
+            assert_eq!(p.admit(id, t(&format!("q{id}")), id, 0, 32), Admission::Queued);
+            assert_eq!(p.remove_queued(id), Some(id));
+            assert!(p.tenants.records.len() <= bound);
+            assert!(p.queue.waiting.len() <= queue);
+        }
+        let kept = p.tenants();
+        assert_eq!(kept.len(), IDLE_TENANTS_KEPT + 2 + 7);
+        assert!(kept.iter().filter(|c| c.tenant.name().is_some_and(|n| n.starts_with('w'))).all(|c| c.queued == 1));
+        // Once a forgotten tenant comes back, it starts from zero.
+        p.finished(5_000, None, false);
+        assert_eq!(p.next_to_start(), Some(5_001));
+        p.finished(5_001, None, false);
+        p.next_to_start();
+        assert_eq!(p.admit(11_000, t("t1"), 11_000, 0, 32), Admission::Queued);
+        assert_eq!(counts_of(&p, &t("t1")).map(|c| (c.queued, c.completed)), Some((1, 0)));
+    }
+
+    /// A small deterministic generator, so the interleaving test needs no crate.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    #[test]
+    fn no_tenant_starts_twice_while_another_waits_for_its_turn() {
+        let names = [None, Some("heavy"), Some("b"), Some("c"), Some("d")];
+        let mut p: Pool<(u64, Tenant), u32> = Pool::new(config(2, 12, 0));
+        let mut rng = Lcg(17);
+        let mut running: Vec<(u64, Tenant)> = Vec::new();
+        let mut queued: HashMap<Tenant, Vec<u64>> = HashMap::new();
+        // Per waiting tenant: who started since it joined the rotation or last started.
+        let mut started_since: HashMap<Tenant, Vec<Tenant>> = HashMap::new();
+        let (mut pushed_out, mut refused, mut starts) = (0, 0, 0);
+        fn on_start(who: &Tenant, started_since: &mut HashMap<Tenant, Vec<Tenant>>, still_waiting: bool) {
+            for (waiting, seen) in started_since.iter_mut().filter(|(w, _)| *w != who) {
+                assert!(!seen.contains(who), "{who:?} started twice while {waiting:?} waited");
+                seen.push(who.clone());
+            }
+            started_since.remove(who);
+            if still_waiting {
+                started_since.insert(who.clone(), Vec::new());
+            }
+        }
+        for id in 0..20_000u64 {
+            match rng.below(10) {
+                // Arrivals, half of them the heavy tenant's.
+                0..=4 => {
+                    let tenant = Tenant::from(if rng.below(2) == 0 { Some("heavy") } else { names[rng.below(5) as usize] });
+                    let joins = queued.get(&tenant).is_none_or(Vec::is_empty);
+                    match p.admit(id, tenant.clone(), (id, tenant.clone()), 0, 32) {
+                        Admission::Start(run) => {
+                            on_start(&tenant, &mut started_since, false);
+                            running.push(run);
+                        }
+                        Admission::Refused(..) => refused += 1,
+                        admission => {
+                            if let Admission::QueuedInPlaceOf((out, owner), _) = admission {
+                                pushed_out += 1;
+                                let line = queued.get_mut(&owner).unwrap();
+                                assert_eq!(line.pop(), Some(out), "the newest run of its tenant");
+                            }
+                            queued.entry(tenant.clone()).or_default().push(id);
+                            if joins {
+                                started_since.insert(tenant, Vec::new());
+                            }
+                        }
+                    }
+                }
+                // An abort of a queued run.
+                5 => {
+                    let waiting: Vec<&Tenant> = queued.iter().filter(|(_, l)| !l.is_empty()).map(|(t, _)| t).collect();
+                    if let Some(tenant) = waiting.get(rng.below(waiting.len().max(1) as u64) as usize).map(|t| (*t).clone()) {
+                        let line = queued.get_mut(&tenant).unwrap();
+                        let victim = line.remove(rng.below(line.len() as u64) as usize);
+                        assert_eq!(p.remove_queued(victim), Some((victim, tenant.clone())));
+                        if line.is_empty() {
+                            started_since.remove(&tenant);
+                        }
+                    }
+                }
+                // A run ends; freed slots go to queued runs.
+                _ => {
+                    if running.is_empty() {
+                        continue;
+                    }
+                    let (done, _) = running.swap_remove(rng.below(running.len() as u64) as usize);
+                    p.finished(done, None, false);
+                    while let Some((next, tenant)) = p.next_to_start() {
+                        let line = queued.get_mut(&tenant).unwrap();
+                        assert_eq!(line.first(), Some(&next), "each tenant's runs start oldest first");
+                        line.remove(0);
+                        starts += 1;
+                        on_start(&tenant, &mut started_since, !line.is_empty());
+                        running.push((next, tenant));
+                    }
+                }
+            }
+            // The counts agree with what the test saw.
+            for c in p.tenants() {
+                assert_eq!(c.queued, queued.get(&c.tenant).map_or(0, Vec::len), "{:?}", c.tenant);
+                assert_eq!(c.running, running.iter().filter(|(_, t)| *t == c.tenant).count(), "{:?}", c.tenant);
+            }
+            assert_eq!(p.queued(), queued.values().map(Vec::len).sum::<usize>());
+            assert!(p.queued() <= 12);
+        }
+        // The interleaving took every path.
+        assert!(pushed_out > 50 && refused > 50 && starts > 1000, "{pushed_out} {refused} {starts}");
+    }
 }
