@@ -131,7 +131,7 @@ impl<T> AdmissionQueue<T> {
     /// Takes a waiting item out of line (it was aborted before it started).
     pub fn remove(&mut self, id: u64) -> Option<Queued<T>> {
         let (tenant, pos) =
-            self.waiting.iter().find_map(|(t, runs)| Some((t.clone(), runs.iter().position(|(i, _)| *i == id)?)))?;
+            self.waiting.iter().find_map(|(t, runs)| runs.iter().position(|(i, _)| *i == id).map(|pos| (t.clone(), pos)))?;
         let runs = self.waiting.get_mut(&tenant)?;
         let (_, item) = runs.remove(pos)?;
         if runs.is_empty() {
