@@ -64,13 +64,13 @@ pub struct Queued<T> {
 /// (which is why this is plain and not deficit round-robin).
 ///
 /// **Bound.** When the queue is full, a new run takes the place of the newest queued run
-/// of the tenant holding the most (the one of them served last, on a tie), as `fq_codel`
-/// drops from its fattest flow, if its own tenant, counting the new run, then holds no
-/// more than that tenant; otherwise it is refused. So one tenant may fill an otherwise
-/// empty queue, yet cannot lock others out: a tenant holding `k` queued runs can always
-/// queue one more while another holds `k + 2` or more, and a full queue tends to equal
-/// shares. Tenants one apart do not push each other's runs out in turn. A capacity of 1
-/// never pushes out (the bound `k + 2` is never met).
+/// of the tenant holding the most (on a tie, the one of them served last), as `fq_codel`
+/// drops from its fattest flow; but only if its own tenant, counting the new run, then
+/// holds no more than that tenant, else it is refused. So one tenant may fill an
+/// otherwise empty queue, yet cannot lock others out: a tenant holding `k` queued runs
+/// can always queue one more while another holds `k + 2` or more, and a full queue tends
+/// to equal shares. Tenants one apart do not push each other's runs out by turns. A
+/// capacity of 1 never pushes out (no tenant can hold `k + 2`).
 #[derive(Debug)]
 pub struct AdmissionQueue<T> {
     /// Per tenant with runs waiting, its runs oldest first (never an empty list).
