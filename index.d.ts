@@ -231,6 +231,8 @@ export interface SandboxOptions {
   cpuTimeMs?: number;
   /** Aborts the run with SandboxAbortedError. */
   signal?: AbortSignal;
+  /** Whose run this is: queued runs are served in turn across tenants; runs without one share one. 1 to 256 bytes. */
+  tenant?: string;
   /** Cap on the serialized output, in bytes. Default 16 MiB; 1 to 1 GiB. */
   maxOutputBytes?: number;
   /** Cap on one host-call argument list or reply, in bytes. Default 16 MiB; 1 to 1 GiB. */
@@ -563,6 +565,8 @@ export interface ExecuteMessage {
    * They need no `toolPolicy` entry; `maxCallsPerTool` still applies.
    */
   tools?: Capabilities;
+  /** Whose request this is; see SandboxOptions.tenant. */
+  tenant?: string;
 }
 
 /** Inbound: data supplied for a data request (see `SandboxSession.respond`). */

@@ -23,5 +23,5 @@ pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits};
 pub use options::{EngineConfig, ExecMode, Isolation, OptionsError, Raw, RunPlan, ToolCalls};
 pub use names::{check_capability_name, check_capability_names, check_global_name, CapabilityName, NameError};
-pub use queue::{AdmissionQueue, QueueFull};
+pub use queue::{AdmissionQueue, QueueFull, Tenant};
 pub use logs::{LogBuffer, LogEntry, LogLevel};
