@@ -9,6 +9,7 @@ use napi::{sys, JsValue};
 use napi_derive::napi;
 
 use isolet_core::frame::WirePlan;
+use isolet_core::queue::{Tenant, TenantCounts};
 use isolet_core::{check_global_name, BridgeLimits, EngineConfig, ExecMode, IsolateLimits, Isolation, RunPlan, ToolCalls};
 
 use super::events::Dispatcher;
@@ -120,6 +121,8 @@ pub struct RunPlanJs {
     /// Send the `started` event (default true). Callers that ignore it turn it off:
     /// it costs a wake-up of Node's thread in the middle of every run.
     pub started_event: Option<bool>,
+    /// Whose run it is: queued runs are served in turn across tenants.
+    pub tenant: Option<String>,
 }
 
 impl RunPlanJs {
@@ -256,6 +259,7 @@ impl FromNapiValue for RunPlanJs {
             wasm: flag(Key::Wasm)?,
             stream_console: flag(Key::StreamConsole)?,
             started_event: opt_flag(Key::StartedEvent)?,
+            tenant: opt_string(Key::Tenant)?,
         })
     }
 }
@@ -317,6 +321,7 @@ pub struct RunPlanOut {
     pub data_object: bool,
     pub wasm: bool,
     pub stream_console: bool,
+    pub tenant: Option<String>,
 }
 
 impl From<RunPlan> for RunPlanOut {
@@ -345,6 +350,7 @@ impl From<RunPlan> for RunPlanOut {
             data_object: p.data_object,
             wasm: p.wasm,
             stream_console: p.stream_console,
+            tenant: p.tenant,
         }
     }
 }
@@ -367,8 +373,37 @@ pub struct EngineStatsJs {
     pub cold_starts: f64,
     pub threads: u32,
     pub quarantined: u32,
+    /// Per tenant (the runs naming none under `null`): queued, running, completed, failed.
+    pub tenants: Vec<TenantStatsJs>,
     /// Process isolation only.
     pub processes: Option<SandboxProcessStatsJs>,
+}
+
+#[napi(object)]
+pub struct TenantStatsJs {
+    pub tenant: Option<String>,
+    pub queued: u32,
+    pub running: u32,
+    pub completed: f64,
+    pub failed: std::collections::HashMap<String, f64>,
+}
+
+/// Failure counts by class, as the seed counts them: the kinds that share `SandboxError` add up.
+fn by_class(failed: std::collections::HashMap<isolet_core::ErrorKind, u64>) -> std::collections::HashMap<String, f64> {
+    failed.into_iter().fold(std::collections::HashMap::new(), |mut by_class, (k, v)| {
+        *by_class.entry(k.class_name().to_string()).or_insert(0.0) += v as f64;
+        by_class
+    })
+}
+
+fn tenant_stats(t: TenantCounts) -> TenantStatsJs {
+    TenantStatsJs {
+        tenant: t.tenant.name().map(str::to_string),
+        queued: t.queued as u32,
+        running: t.running as u32,
+        completed: t.completed as f64,
+        failed: by_class(t.failed),
+    }
 }
 
 /// `stats().processes`: the sandbox host processes of an engine and their supervision.
@@ -552,16 +587,18 @@ impl NativeEngine {
         let id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
         let control: Arc<dyn RunControl> = match &self.backend {
             Backend::Threads(engine) => {
+                let tenant = Tenant::from(plan.tenant.as_deref());
                 let spec = self.spec_of(plan)?;
                 let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
                 let run = RunShared::new(id, spec, sink);
-                engine.submit(run.clone());
+                engine.submit(run.clone(), tenant);
                 Arc::new(ThreadRun { run, engine: engine.clone() })
             }
             Backend::Processes(engine) => {
+                let tenant = Tenant::from(plan.tenant.as_deref());
                 let wire = wire_plan_of(plan)?;
                 let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
-                engine.submit(id, wire, sink)
+                engine.submit(id, tenant, wire, sink)
             }
         };
         Ok(RunHandle { run: control })
@@ -600,15 +637,12 @@ impl NativeEngine {
             busy: s.busy as u32,
             queued: s.queued as u32,
             completed: s.completed as f64,
-            // By class, as the seed counts them: the kinds that share `SandboxError` add up.
-            failed: s.failed.into_iter().fold(std::collections::HashMap::new(), |mut by_class, (k, v)| {
-                *by_class.entry(k.class_name().to_string()).or_insert(0.0) += v as f64;
-                by_class
-            }),
+            failed: by_class(s.failed),
             warm_starts: s.warm_starts as f64,
             cold_starts: s.cold_starts as f64,
             threads: s.threads as u32,
             quarantined: s.quarantined as u32,
+            tenants: s.tenants.into_iter().map(tenant_stats).collect(),
             processes,
         }
     }

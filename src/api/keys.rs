@@ -64,6 +64,7 @@ keys! {
     Wasm = "wasm",
     StreamConsole = "streamConsole",
     StartedEvent = "startedEvent",
+    Tenant = "tenant",
 }
 
 impl Key {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WireLockdown, WirePlan, WireReady, WireStart};
 use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict};
-use isolet_core::queue::{Admission, Pool, PoolConfig};
+use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant};
 use isolet_core::run_state::{Ending, RunState, StopReason};
 use isolet_core::{ErrorKind, Failure};
 
@@ -72,7 +72,6 @@ struct Inner {
     state: Mutex<State>,
     /// Hosts became ready or ended (for `ready` and `wait_idle`).
     changed: Condvar,
-    me: Weak<Inner>,
 }
 
 impl Inner {
@@ -261,7 +260,6 @@ impl ProcessEngine {
                 me: me.clone(),
             }),
             changed: Condvar::new(),
-            me: me.clone(),
         });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
@@ -300,7 +298,7 @@ impl ProcessEngine {
     }
 
     /// Admits a run; its events go to `sink`. `plan.started_event` is the caller's.
-    pub(crate) fn submit(&self, id: u64, plan: WirePlan, sink: Arc<dyn EventSink>) -> Arc<ProcessRun> {
+    pub(crate) fn submit(&self, id: u64, tenant: Tenant, plan: WirePlan, sink: Arc<dyn EventSink>) -> Arc<ProcessRun> {
         let handle = Arc::new(ProcessRun { id, inner: Arc::downgrade(&self.inner) });
         let mut s = self.inner.state();
         let run = Run {
@@ -321,11 +319,16 @@ impl ProcessEngine {
             started_sent: false,
             overdue: false,
         };
-        match s.pool.admit(id, id, 0, usize::MAX) {
+        match s.pool.admit(id, tenant, id, 0, usize::MAX) {
             Admission::Refused(_, failure) => {
                 drop(s);
                 sink.done(failure_completion(failure, 0.0));
                 return handle;
+            }
+            Admission::QueuedInPlaceOf(out, failure) => {
+                // Another tenant's newest queued run gave its place up (the queue is full).
+                s.runs.insert(id, run);
+                s.fail(out, failure);
             }
             Admission::Start(_) => {
                 s.runs.insert(id, run);
@@ -967,6 +970,7 @@ impl State {
             queued: self.pool.queued() + self.unplaced.len(),
             completed: c.completed,
             failed: c.failed.clone(),
+            tenants: self.pool.tenants(),
             warm_starts: self.counters.retired_warm_starts,
             cold_starts: self.counters.retired_cold_starts,
             ..Default::default()
@@ -1174,7 +1178,7 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
         let mut eof = false;
         if ready[0] {
             match frames.read_from(chan_fd) {
-                Ok(Read1::Data) | Ok(Read1::Empty) => {}
+                Ok(Read1::Data) => {}
                 Ok(Read1::Eof) => eof = true,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => eof = true,

@@ -288,7 +288,8 @@ impl Channel {
         let run = RunShared::new(run_id as u64, spec, sink(started_event));
         // In the map before the engine sees it: its first event may come at once.
         lock(&self.runs).insert(run_id, run.clone());
-        self.engine.submit(run);
+        // The parent served tenants in turn already.
+        self.engine.submit(run, isolet_core::queue::Tenant::SHARED);
     }
 
     /// The plan was checked in the parent by isolet-core; here it only changes

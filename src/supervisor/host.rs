@@ -319,8 +319,6 @@ pub(crate) enum Read1 {
     Data,
     /// The host closed its end.
     Eof,
-    /// Nothing to read now.
-    Empty,
 }
 
 impl FrameStream {
