@@ -657,8 +657,20 @@ export interface IsolateStats {
   quarantined: number;
   /** The engine's isolation mode. */
   isolation: Isolation;
+  /** Per tenant (`tenant: null`: the runs that name none): queued runs are served in turn across tenants. Idle tenants are kept for the 256 most recent. */
+  tenants: TenantStats[];
   /** Process isolation only: the sandbox host processes and their supervision. */
   processes?: SandboxProcessStats;
+}
+
+/** One tenant's runs in an engine. */
+export interface TenantStats {
+  tenant: string | null;
+  queued: number;
+  running: number;
+  completed: number;
+  /** Failed runs by error class name. */
+  failed: Partial<Record<SandboxErrorName, number>>;
 }
 
 /** Supervision counts of an engine's sandbox host processes. */
@@ -675,7 +687,7 @@ export interface SandboxProcessStats {
   crashed: number;
   /** Hosts the supervisor replaced, by reason: `stuck` (a run ignored termination),
    *  `memory` (resident memory over budget), `overdue` (a run unanswered past its
-   *  limit + 750 ms), `start-timeout`, `protocol` (a message that breaks the protocol). */
+   *  limit + 750 ms), `start-timeout`, `protocol` (a frame that breaks the protocol). */
   recycled: Partial<Record<'stuck' | 'memory' | 'overdue' | 'start-timeout' | 'protocol', number>>;
   /** Crashes by cause (`signal SIGSEGV`, `exit code 134`, ...). */
   crashReasons: Record<string, number>;

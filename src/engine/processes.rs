@@ -179,6 +179,9 @@ struct State {
     starts_given: u64,
     starts: Starts,
     spawn_not_before: Option<Instant>,
+    /// Set while no host can be started (after repeated failures): runs that no serving
+    /// host can take get this failure at once instead of waiting out the backoff.
+    cannot_start: Option<Failure>,
     timer_pending: bool,
     shut: bool,
     invalid_config: Option<String>,
@@ -251,6 +254,7 @@ impl ProcessEngine {
                 starts_given: 0,
                 starts: Starts::default(),
                 spawn_not_before: None,
+                cannot_start: None,
                 timer_pending: false,
                 shut: false,
                 invalid_config: None,
@@ -519,8 +523,12 @@ impl State {
         if self.shut || self.invalid_config.is_some() {
             return;
         }
-        if self.spawn_not_before.is_some_and(|t| Instant::now() < t) {
-            return;
+        if let Some(t) = self.spawn_not_before {
+            let now = Instant::now();
+            if now < t {
+                self.call_later(t - now);
+                return;
+            }
         }
         let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining).count();
         for _ in live..self.config.processes {
@@ -612,6 +620,19 @@ impl State {
                 }
                 None => break,
             }
+        }
+        self.fail_if_no_host_can_start();
+    }
+
+    /// While no host can be started and none serves, runs waiting for one fail now.
+    fn fail_if_no_host_can_start(&mut self) {
+        let Some(failure) = self.cannot_start.clone() else { return };
+        if self.hosts.iter().any(|h| h.end.is_none() && h.phase == HostPhase::Serving) {
+            return;
+        }
+        let (queued, _) = self.pool_drain_queued();
+        for id in queued.into_iter().chain(std::mem::take(&mut self.unplaced)) {
+            self.fail(id, failure.clone());
         }
     }
 
@@ -715,6 +736,7 @@ impl State {
                 host.warm_left = ready.health.warm;
                 self.lockdown.get_or_insert(ready.lockdown);
                 self.starts.ready();
+                self.cannot_start = None;
                 self.dispatch();
                 return Ok(());
             }
@@ -938,13 +960,8 @@ impl State {
         }
         if host.phase == HostPhase::Starting && !self.shut && self.invalid_config.is_none() {
             if let StartVerdict::GiveUp { after_ms } = self.starts.failed() {
-                let failure = policy::start_failure(&reason, stderr_tail);
-                let (queued, _) = self.pool_drain_queued();
-                for id in queued.into_iter().chain(std::mem::take(&mut self.unplaced)) {
-                    self.fail(id, failure.clone());
-                }
+                self.cannot_start = Some(policy::start_failure(&reason, stderr_tail));
                 self.spawn_not_before = Some(Instant::now() + Duration::from_millis(after_ms));
-                self.call_later(Duration::from_millis(after_ms));
             }
         }
         self.dispatch();
