@@ -1074,7 +1074,9 @@ pub const FETCH_CAPABILITY: &[Opt] = &[
     Opt { name: "allowedMethods", kind: Kind::Names, default: None, aliases: &["methods"] },
 ];
 
-/// `createFileReadCapability(dir, options)`.
+/// `createFileReadCapability(dir, options)`. A file over 256 MiB could not become one JS
+/// string (base64 grows it by a third); `maxReadsInFlight` bounds one run's reads at once,
+/// so that a readFile storm cannot queue unbounded work and buffers on the host.
 pub const FILE_READ_CAPABILITY: &[Opt] = &[
     whole("maxBytes", 0, 256 << 20, Some(10 << 20), &[]),
     whole("maxReadsInFlight", 1, 1024, Some(8), &[]),
@@ -1320,7 +1322,7 @@ pub fn autofix_options(options: &Raw) -> Result<AutoFixSettings, OptionsError> {
     if !matches!(options, Raw::Object(_)) {
         return Err(err("options", format!("options must be an object, got {}", options.describe())));
     }
-    let f = fields("options", "autoFix(options)", options, AUTOFIX_OPTIONS)?;
+    let f = fields("options", "autoFix", options, AUTOFIX_OPTIONS)?;
     let file_path = f.required_text("filePath")?;
     f.required_text("root")?;
     let instruction = f.get("instruction").unwrap_or(&Raw::Undefined);
@@ -1382,7 +1384,7 @@ pub fn fetch_capability(options: &Raw) -> Result<FetchSettings, OptionsError> {
     if !matches!(options, Raw::Object(_)) {
         return Err(err("options", format!("options must be an object with allowedOrigins, got {}", options.describe())));
     }
-    let f = fields("", "createFetchCapability options", options, FETCH_CAPABILITY)?;
+    let f = fields("", "createFetchCapability", options, FETCH_CAPABILITY)?;
     let allowed_origins = f.strings("allowedOrigins", "origin strings")?;
     let Some(allowed_origins) = allowed_origins else {
         return Err(f.wrong("allowedOrigins", "a non-empty array of origin strings", &Raw::Undefined));
@@ -1398,7 +1400,10 @@ pub fn fetch_capability(options: &Raw) -> Result<FetchSettings, OptionsError> {
 
 /// `createFileReadCapability`'s checked limits: `(maxBytes, maxReadsInFlight)`.
 pub fn file_read_capability(options: &Raw) -> Result<(u64, u64), OptionsError> {
-    let f = fields("", "createFileReadCapability options", options, FILE_READ_CAPABILITY)?;
+    if !matches!(options, Raw::Object(_) | Raw::Undefined) {
+        return Err(err("options", format!("options must be an object, got {}", options.describe())));
+    }
+    let f = fields("", "createFileReadCapability", options, FILE_READ_CAPABILITY)?;
     Ok((f.whole_or_default("maxBytes")?, f.whole_or_default("maxReadsInFlight")?))
 }
 
@@ -1498,8 +1503,8 @@ mod entry_tests {
         assert_eq!((a.language, a.memory_limit_mb, a.timeout_ms, a.provider_timeout_ms), ("typescript", 64, 5000, 60_000));
         assert_eq!((a.max_suggestion_bytes, a.max_file_bytes, a.custom_provider), (1 << 20, 1 << 20, None));
         let e = |extra: &[(&str, Raw)]| autofix_options(&with(extra)).unwrap_err().message;
-        assert_eq!(e(&[("autoApproved", Raw::Bool(true))]), "options.autoApproved is not a known option of autoFix(options); did you mean options.autoApprove?");
-        assert_eq!(e(&[("tset", s("throw 1"))]), "options.tset is not a known option of autoFix(options); did you mean options.test?");
+        assert_eq!(e(&[("autoApproved", Raw::Bool(true))]), "options.autoApproved is not a known option of autoFix; did you mean options.autoApprove?");
+        assert_eq!(e(&[("tset", s("throw 1"))]), "options.tset is not a known option of autoFix; did you mean options.test?");
         assert_eq!(e(&[("timeoutMs", num(-1.0))]), "options.timeoutMs must be a whole number from 1 to 2147483647, got -1");
         assert_eq!(e(&[("autoApprove", s("yes"))]), "options.autoApprove must be a boolean, got 'yes'");
         assert_eq!(e(&[("instruction", s("  "))]), "options.instruction must be a string that describes what is wrong, got '  '");
@@ -1518,9 +1523,10 @@ mod entry_tests {
         let f = fetch_capability(&obj(&[("allowedOrigins", Raw::Array(vec![s("http://a")]))])).unwrap();
         assert_eq!((f.timeout_ms, f.max_response_bytes, f.max_request_bytes), (10_000, 5 << 20, 1 << 20));
         let e = fetch_capability(&obj(&[("allowedOrigin", Raw::Array(vec![s("http://a")]))])).unwrap_err();
-        assert_eq!(e.message, "allowedOrigin is not a known option of createFetchCapability options; did you mean allowedOrigins?");
+        assert_eq!(e.message, "allowedOrigin is not a known option of createFetchCapability; did you mean allowedOrigins?");
         assert_eq!(fetch_capability(&obj(&[])).unwrap_err().message, "allowedOrigins must be a non-empty array of origin strings, got undefined");
         assert_eq!(file_read_capability(&Raw::Undefined).unwrap(), (10 << 20, 8));
         assert!(file_read_capability(&obj(&[("maxbytes", num(1.0))])).unwrap_err().message.ends_with("did you mean maxBytes?"));
+        assert_eq!(file_read_capability(&Raw::Null).unwrap_err().message, "options must be an object, got null");
     }
 }
