@@ -9,7 +9,17 @@ import * as http from 'node:http';
 import { spawn } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { RUN_SANDBOX_DEFAULTS } from '..';
-import { settingsFrom } from '../lib/cli/options';
+import { createRequire } from 'node:module';
+
+interface CliSettings {
+  limits: { memoryMb: number; wallTimeMs: number; cpuTimeMs: number };
+  engineConfig: { maxConcurrentIsolates: number; warmPoolSize: number };
+  language?: string;
+}
+// The CLI's own module (no public types): the settings it hands to the engine.
+const { settingsFrom } = createRequire(__filename)('../lib/cli/options') as {
+  settingsFrom(values: Record<string, unknown>, sourceFile?: string): CliSettings;
+};
 
 const BIN = path.resolve(__dirname, '..', 'bin', 'isolet.js');
 
