@@ -1129,14 +1129,14 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// A non-empty array of strings (`what` names an entry in the message).
-    fn strings(&self, name: &str, what: &str) -> Result<Option<Vec<String>>, OptionsError> {
+    /// An array of strings, non-empty unless `may_be_empty` (`what` names an entry in the message).
+    fn strings(&self, name: &str, what: &str, may_be_empty: bool) -> Result<Option<Vec<String>>, OptionsError> {
         let Some(v) = self.get(name) else { return Ok(None) };
         match v {
-            Raw::Array(items) if !items.is_empty() && items.iter().all(|i| matches!(i, Raw::String(_))) => {
+            Raw::Array(items) if (may_be_empty || !items.is_empty()) && items.iter().all(|i| matches!(i, Raw::String(_))) => {
                 Ok(Some(items.iter().filter_map(|i| if let Raw::String(s) = i { Some(s.clone()) } else { None }).collect()))
             }
-            _ => Err(self.wrong(name, &format!("a non-empty array of {what}"), v)),
+            _ => Err(self.wrong(name, &format!("{} of {what}", if may_be_empty { "an array" } else { "a non-empty array" }), v)),
         }
     }
 
@@ -1219,7 +1219,7 @@ fn cli_values(f: &Fields) -> Result<CliValues, OptionsError> {
         language: f.one_of("language")?,
         isolation: f.one_of("isolation")?,
         read_dir: f.text("readDir")?.map(str::to_string),
-        allow_origins: f.strings("allowOrigins", "origin strings")?,
+        allow_origins: f.strings("allowOrigins", "origin strings", true)?,
     })
 }
 
@@ -1385,13 +1385,13 @@ pub fn fetch_capability(options: &Raw) -> Result<FetchSettings, OptionsError> {
         return Err(err("options", format!("options must be an object with allowedOrigins, got {}", options.describe())));
     }
     let f = fields("", "createFetchCapability", options, FETCH_CAPABILITY)?;
-    let allowed_origins = f.strings("allowedOrigins", "origin strings")?;
+    let allowed_origins = f.strings("allowedOrigins", "origin strings", false)?;
     let Some(allowed_origins) = allowed_origins else {
         return Err(f.wrong("allowedOrigins", "a non-empty array of origin strings", &Raw::Undefined));
     };
     Ok(FetchSettings {
         allowed_origins,
-        allowed_methods: f.strings("allowedMethods", "method names")?,
+        allowed_methods: f.strings("allowedMethods", "method names", false)?,
         timeout_ms: f.whole_or_default("timeoutMs")?,
         max_response_bytes: f.whole_or_default("maxResponseBytes")?,
         max_request_bytes: f.whole_or_default("maxRequestBytes")?,
@@ -1441,6 +1441,7 @@ mod entry_tests {
         let c = cli(obj(&[("timeout-ms", s("3000"))]), file.clone()).unwrap();
         assert_eq!((c.limits.wall_time_ms, c.language), (3000, Some("typescript")));
         assert_eq!(c.allow_origins, ["http://a"]);
+        assert!(cli(obj(&[]), obj(&[("allowOrigins", Raw::Array(vec![]))])).unwrap().allow_origins.is_empty());
         let c = cli(obj(&[("isolation", s("thread"))]), obj(&[("engine", obj(&[("warmPoolSize", num(0.0))]))])).unwrap();
         assert_eq!((c.isolation, c.warm_pool_size, c.max_concurrent_isolates), (Some(Isolation::Thread), 0, 2));
     }
@@ -1464,7 +1465,7 @@ mod entry_tests {
         let e = cli(obj(&[]), Raw::Array(vec![])).unwrap_err();
         assert_eq!(e.message, "--config isolet.json: must hold a JSON object, got an array");
         let e = cli(obj(&[]), obj(&[("allowOrigins", s("http://a"))])).unwrap_err();
-        assert_eq!(e.message, "--config isolet.json: allowOrigins must be a non-empty array of origin strings, got 'http://a'");
+        assert_eq!(e.message, "--config isolet.json: allowOrigins must be an array of origin strings, got 'http://a'");
     }
 
     #[test]
