@@ -1,8 +1,8 @@
 'use strict';
 // Flags shared by `isolet run` and `isolet mcp`: limits, language, capabilities and a JSON
-// config file. Flags win over the file. Everything ends up as one SandboxEngine config
-// plus per-run request defaults, so an engine option (in the file's `engine` object)
-// reaches the engine unchanged.
+// config file. Flags win over the file. isolet-core checks both (CLI_SETTINGS) and fills in
+// the defaults; here they become one SandboxEngine config plus per-run request defaults, so
+// an engine option (in the file's `engine` object) reaches the engine unchanged.
 const fs = require('node:fs');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
@@ -11,7 +11,6 @@ const native = require('../native');
 /** Thrown for bad flags or config: the CLI prints it with the usage and exits 2. */
 class UsageError extends Error {}
 
-// Every flag and config key is checked, and defaulted, by isolet-core (CLI_SETTINGS).
 const DEFAULTS = native.entryDefaults().cli;
 
 const LIMIT_FLAGS = {
