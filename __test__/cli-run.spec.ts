@@ -179,6 +179,8 @@ describe('isolet run', () => {
       [['run', '-', '--config', write('array-config.json', '[]')], /array-config\.json: must hold a JSON object, got an array/],
       [['run', '-', '--config', write('engine-config.json', '{"engine": {"processes": 0}}')], /engine-config\.json: engine\.processes must be a whole number from 1 to 64, got 0/],
       [['run', '-', '--allow-origin', 'ftp://x'], /--allow-origin: .*http: or https:/],
+      [['run', '-', '--config', write('ftp-config.json', '{"allowOrigins": ["ftp://x"]}')], /ftp-config\.json: allowOrigins: .*http: or https:/],
+      [['run', '-', '--config', write('dir-config.json', `{"readDir": ${JSON.stringify(path.join(dir, 'no-such-dir'))}}`)], /dir-config\.json: readDir .*no-such-dir: /],
       [['frobnicate'], /unknown command "frobnicate"/],
     ];
     for (const [args, message] of cases) {

@@ -80,6 +80,8 @@ function settingsFrom(values, sourceFile) {
   } catch (err) {
     throw new UsageError(err.message);
   }
+  // A capability's own refusal names the flag, or the config key, that gave its value.
+  const givenAs = (flag, key) => (values[flag] !== undefined ? `--${flag}` : `--config ${values.config}: ${key}`);
   const capabilities = {};
   const readDir = s.readDir;
   if (readDir !== undefined) {
@@ -91,7 +93,7 @@ function settingsFrom(values, sourceFile) {
         execute: createFileReadCapability(path.resolve(readDir)),
       };
     } catch (err) {
-      throw new UsageError(`--read-dir ${readDir}: ${err.message}`);
+      throw new UsageError(`${givenAs('read-dir', 'readDir')} ${readDir}: ${err.message}`);
     }
   }
   const origins = s.allowOrigins;
@@ -114,7 +116,7 @@ function settingsFrom(values, sourceFile) {
         execute: createFetchCapability({ allowedOrigins: origins }),
       };
     } catch (err) {
-      throw new UsageError(`--allow-origin: ${err.message}`);
+      throw new UsageError(`${givenAs('allow-origin', 'allowOrigins')}: ${err.message}`);
     }
   }
   const limits = { memoryMb: s.memoryMb, wallTimeMs: s.timeoutMs, cpuTimeMs: s.cpuTimeMs };
