@@ -66,7 +66,9 @@ class IsoletExecutor {
     const { timeout, language, ...engineConfig } = options;
     this.timeout = settings.timeout;
     this.language = settings.language;
-    const limits = { ...engineConfig.defaultIsolateLimits, wallTimeMs: settings.timeout, cpuTimeMs: settings.cpuTimeMs };
+    // Own properties only, as isolet-core read them: a `defaultIsolateLimits` on Object.prototype is none.
+    const given = Object.hasOwn(engineConfig, 'defaultIsolateLimits') ? engineConfig.defaultIsolateLimits : undefined;
+    const limits = { ...given, wallTimeMs: settings.timeout, cpuTimeMs: settings.cpuTimeMs };
     // Builds the engine now, so a bad value fails at construction, not at the first run.
     this._engine = new SandboxEngine({ ...engineConfig, defaultIsolateLimits: limits });
     this._ready = null;
