@@ -460,12 +460,12 @@ async function memory() {
   for (const [name, s] of per) record(M_RSS_ISO, name, median(s), 'MB', 'lower');
 
   // Process mode: an idle host with no warm isolates, and the same with 8 warm.
-  const { ProcessEngine } = require('../lib/supervisor/process-engine');
+  const native = require('../lib/native');
   const idle = [];
   const warm8 = [];
   for (let i = 0; i < (QUICK ? 2 : 5); i++) {
     for (const [warm, into] of [[0, idle], [8, warm8]]) {
-      const engine = new ProcessEngine({ memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize: warm, maxQueueSize: 10, processes: 1, defaultWallTimeMs: 5000 });
+      const engine = new native.NativeEngine(new native.EngineSettings({ isolation: 'process', memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize: warm, maxQueueSize: 10, processes: 1 }));
       engine.warmUp();
       await engine.ready();
       const t = now();
@@ -487,12 +487,12 @@ const M_JIT = 'host-side JIT: loop kernel in the host, isolet loaded (child node
 
 /** Process supervision, the heap bomb and the host-side cost of isolet's V8 flags. */
 async function extras() {
-  const { ProcessEngine } = require('../lib/supervisor/process-engine');
+  const native = require('../lib/native');
   const { SandboxEngine } = require('..');
   const starts = [];
   for (let i = 0; i < (QUICK ? 3 : 7); i++) {
     const t = now();
-    const engine = new ProcessEngine({ memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize: 0, maxQueueSize: 10, processes: 1, defaultWallTimeMs: 5000 });
+    const engine = new native.NativeEngine(new native.EngineSettings({ isolation: 'process', memoryMb: 64, maxConcurrentIsolates: 8, warmPoolSize: 0, maxQueueSize: 10, processes: 1 }));
     engine.warmUp();
     await engine.ready();
     starts.push(msSince(t));
