@@ -34,13 +34,13 @@ pub fn lock_down(parent_pid: f64) -> Result<LockDownStatusJs> {
             i32::MAX
         )));
     }
-    let status = crate::supervisor::lock_down(parent_pid as u32);
+    let s = isolet_core::frame::WireLockdown::from(crate::supervisor::lock_down(parent_pid as u32));
     Ok(LockDownStatusJs {
-        seccomp: status.seccomp,
-        no_new_privs: status.no_new_privs,
-        parent_death_signal: status.parent_death_signal,
-        reason: status.reason,
-        refused: status.refused.into_iter().map(String::from).collect(),
-        io_uring_rings: status.io_uring_rings,
+        seccomp: s.seccomp,
+        no_new_privs: s.no_new_privs,
+        parent_death_signal: s.parent_death_signal,
+        reason: s.reason,
+        refused: s.refused,
+        io_uring_rings: s.io_uring_rings,
     })
 }

@@ -101,8 +101,8 @@ struct Host {
     health: WireHealth,
     warm_left: u32,
     stuck_at_ready: u32,
+    /// Health and lower frames received (see `policy::health_allowed`).
     health_frames: u64,
-    lower_frames: u64,
     done_frames: u64,
     last_start: u64,
     solo: bool,
@@ -581,7 +581,6 @@ impl State {
             warm_left: 0,
             stuck_at_ready: 0,
             health_frames: 0,
-            lower_frames: 0,
             done_frames: 0,
             last_start: 0,
             solo: false,
@@ -755,30 +754,25 @@ impl State {
                 return Ok(());
             }
             Kind::Bye => return Ok(()),
-            Kind::Lower => {
-                // Its own threads only (checked against its task list): lowering them harms
-                // no one but the host. Each is a thread stuck at full priority otherwise.
-                let tids = frame::decode_lower(&payload).map_err(bad)?;
-                let Some(host) = self.host_mut(key) else { return Ok(()) };
-                host.lower_frames += 1;
-                if !policy::health_allowed(host.lower_frames, host.done_frames, host.born.elapsed().as_millis() as u64) {
-                    return Err("more lower frames than a host sends".into());
-                }
-                if let Some(pid) = host.pid {
-                    for tid in tids {
-                        crate::limits::quarantine::lower_thread_of(pid, tid);
-                    }
-                }
-                return Ok(());
-            }
-            Kind::Health => {
-                let health = WireHealth::decode(&payload).map_err(bad)?;
+            Kind::Lower | Kind::Health => {
+                // A compromised host could flood these to take this thread's time.
                 let Some(host) = self.host_mut(key) else { return Ok(()) };
                 host.health_frames += 1;
                 if !policy::health_allowed(host.health_frames, host.done_frames, host.born.elapsed().as_millis() as u64) {
                     return Err("more health frames than a host sends".into());
                 }
-                self.note_health(key, health);
+                let pid = host.pid;
+                if h.kind == Kind::Health {
+                    self.note_health(key, WireHealth::decode(&payload).map_err(bad)?);
+                    return Ok(());
+                }
+                // Its own threads only (checked against its task list): lowering them harms
+                // no one but the host. Each is a thread stuck at full priority otherwise.
+                for tid in frame::decode_lower(&payload).map_err(bad)? {
+                    if let Some(pid) = pid {
+                        crate::limits::quarantine::lower_thread_of(pid, tid);
+                    }
+                }
                 return Ok(());
             }
             _ => {}

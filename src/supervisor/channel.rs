@@ -108,16 +108,8 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     }
     // From here on this process can start no process, open no file or socket (Linux;
     // elsewhere the status says why not). See docs/process-isolation.md.
-    let status = crate::supervisor::lock_down(start.parent_pid);
+    let lockdown = WireLockdown::from(crate::supervisor::lock_down(start.parent_pid));
     ch.engine.warm_up();
-    let lockdown = WireLockdown {
-        seccomp: status.seccomp,
-        no_new_privs: status.no_new_privs,
-        parent_death_signal: status.parent_death_signal,
-        reason: status.reason,
-        refused: status.refused.into_iter().map(String::from).collect(),
-        io_uring_rings: status.io_uring_rings,
-    };
     ch.send(WireReady { pid: std::process::id(), lockdown, health: ch.health() }.encode(), &[]);
     for delay in HEALTH_AFTER_READY {
         std::thread::sleep(delay);

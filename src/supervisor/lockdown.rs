@@ -28,6 +28,19 @@ pub(crate) struct LockDownStatus {
     pub io_uring_rings: u32,
 }
 
+impl From<LockDownStatus> for isolet_core::frame::WireLockdown {
+    fn from(s: LockDownStatus) -> Self {
+        isolet_core::frame::WireLockdown {
+            seccomp: s.seccomp,
+            no_new_privs: s.no_new_privs,
+            parent_death_signal: s.parent_death_signal,
+            reason: s.reason,
+            refused: s.refused.into_iter().map(String::from).collect(),
+            io_uring_rings: s.io_uring_rings,
+        }
+    }
+}
+
 /// Exit status of a child whose parent died before it could lock down.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) const ORPHANED_EXIT_CODE: i32 = 71;
