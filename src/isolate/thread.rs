@@ -11,7 +11,7 @@ use super::run::{Completion, ExecStats, HostReply, RunShared};
 use crate::limits::cpu::ThreadClock;
 use crate::limits::watchdog;
 use crate::limits::{lock, quarantine};
-use crate::v8::{DataAnswer, Output, Sandbox, SandboxConfig, SandboxHost, Step};
+use crate::v8::{DataAnswer, Output, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
 
 /// V8 sizes its stack limit from the thread it starts on; give it room for deep JS
 /// recursion to end in a RangeError, never a native stack overflow.
@@ -52,27 +52,26 @@ impl SandboxHost for ThreadHost {
         run.log_room()
     }
 
-    fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) {
-        let Some(run) = self.current() else { return };
+    fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) -> Result<(), Refusal> {
+        // A refusal goes back to the seam, which rejects the call's promise at once: a
+        // sandbox looping on refused calls costs the host nothing per call.
+        let refuse = |name: &'static str, message: String| Err(Refusal { name, message });
+        let Some(run) = self.current() else { return refuse("Error", "the execution has ended".into()) };
         if !run.count_message() {
-            let message = format!("Bridge message limit of {} per execution exceeded", run.spec.bridge.max_messages);
-            run.reject_unsent(call_id, "RangeError", message);
-            return;
+            return refuse("RangeError", format!("Bridge message limit of {} per execution exceeded", run.spec.bridge.max_messages));
         }
         let Some(name) = run.spec.capabilities.get(fn_index as usize) else {
-            run.reject_unsent(call_id, "Error", "unknown host function".into());
-            return;
+            return refuse("Error", "unknown host function".into());
         };
         if let Err(message) = run.spec.tool_calls.admit(fn_index as usize, name) {
-            run.reject_unsent(call_id, isolet_core::options::TOOL_REFUSAL_NAME, message);
-            return;
+            return refuse(isolet_core::options::TOOL_REFUSAL_NAME, message);
         }
         // Checked before the arguments are copied for the host.
         if let Err(message) = run.begin_host_call(call_id, args.len()) {
-            run.reject_unsent(call_id, "RangeError", message);
-            return;
+            return refuse("RangeError", message);
         }
         run.sink().host_call(call_id, name, args.to_vec());
+        Ok(())
     }
 
     fn data_request(&self, key: &str) -> DataAnswer {
@@ -267,8 +266,12 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
         Step::Syntax(thrown) => Some(Err(Failure::syntax(thrown))),
         Step::Terminated | Step::Pending => None,
     };
-    // Limits win over whatever the script saw while being stopped.
-    if sandbox.hit_memory_limit() {
+    // Limits win over whatever the script saw while being stopped. A run that holds more
+    // than the ceiling when it settles (one allocation V8 let past the limit, with no GC
+    // since) fails like one stopped at the limit.
+    let (_, peak) = sandbox.heap();
+    let ceiling = isolet_core::seam_policy::heap_ceiling_bytes(run.spec.limits.memory_mb as usize * 1024 * 1024);
+    if sandbox.hit_memory_limit() || peak > ceiling {
         return Err(Failure::out_of_memory(run.spec.limits.memory_mb));
     }
     match (outcome, run.stop_reason()) {

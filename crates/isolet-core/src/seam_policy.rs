@@ -8,6 +8,20 @@ pub const HEAP_HEADROOM_BYTES: usize = 32 * 1024 * 1024;
 /// How often the headroom is granted. A script that keeps allocating past it reaches a
 /// fatal OOM, which the isolate thread turns into a parked thread: memory stays bounded.
 pub const MAX_HEAP_LIMIT_RAISES: u32 = 2;
+/// Slack of the heap ceiling over a run's memory limit, as a fraction (1/N) of the limit:
+/// V8 lets its young generation and an allocation in progress pass the old-generation
+/// limit by a little before it collects, and a run within its limit must still pass.
+pub const HEAP_CEILING_SLACK_DIVISOR: usize = 8;
+
+/// The most heap (V8's used heap size) a run with a heap limit of `limit_bytes` may be
+/// seen holding: `limit + limit / 8`. V8 grants one object in its young large-object
+/// space whatever its size (a flattened string, a grown array's backing store), so a
+/// single allocation can pass the limit without reaching the near-heap-limit callback;
+/// a run seen above the ceiling (at a GC or when it settles) ends as out of memory.
+pub fn heap_ceiling_bytes(limit_bytes: usize) -> usize {
+    limit_bytes.saturating_add(limit_bytes / HEAP_CEILING_SLACK_DIVISOR)
+}
+
 /// Longest text copied out of a thrown value, for each of name, message and stack.
 pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 /// Longest text one console argument is formatted into (the run's log room may be less:
@@ -186,6 +200,17 @@ pub fn thrown_name(kind: ThrownKind, name: Option<&str>, constructor: Option<&st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heap_ceiling_is_the_limit_plus_an_eighth() {
+        let mb = 1024 * 1024;
+        assert_eq!(heap_ceiling_bytes(64 * mb), 72 * mb);
+        assert_eq!(heap_ceiling_bytes(8 * mb), 9 * mb);
+        // A 256 MB string under a 64 MB limit is over it; 64 MB of live data is not.
+        assert!(256 * mb > heap_ceiling_bytes(64 * mb));
+        assert!(64 * mb <= heap_ceiling_bytes(64 * mb));
+        assert_eq!(heap_ceiling_bytes(usize::MAX), usize::MAX);
+    }
 
     #[test]
     fn a_string_name_wins_even_if_inherited_or_odd() {
