@@ -8,6 +8,7 @@
 const { SandboxEngine } = require('./engine');
 const { checkLanguage, stripTypes } = require('./typescript');
 const { SandboxValidationError, SandboxTimeoutError, SandboxRuntimeError } = require('./errors');
+const { own, ownCopy } = require('./own');
 
 /** The default time limit of a run, as in DynamicWorkerExecutor. */
 const DEFAULT_CODEMODE_TIMEOUT_MS = 60000;
@@ -58,13 +59,15 @@ class IsoletExecutor {
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
       throw new SandboxValidationError('IsoletExecutor options must be an object');
     }
-    const { timeout, language, ...engineConfig } = options;
+    // Own properties only (lib/own.js): a `timeout` or `defaultIsolateLimits` on
+    // Object.prototype is no option.
+    const { timeout, language, ...engineConfig } = ownCopy(options);
     if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0)) {
       throw new SandboxValidationError(`timeout must be a positive whole number of milliseconds, got ${String(timeout)}`);
     }
     this.timeout = timeout ?? DEFAULT_CODEMODE_TIMEOUT_MS;
     this.language = checkLanguage(language);
-    const limits = { ...(engineConfig.defaultIsolateLimits || {}) };
+    const limits = ownCopy(own(engineConfig, 'defaultIsolateLimits'));
     limits.wallTimeMs = this.timeout;
     if (limits.cpuTimeMs === undefined) limits.cpuTimeMs = this.timeout;
     // Validates the config now, so a bad option fails at construction, not at the first run.
@@ -87,15 +90,17 @@ class IsoletExecutor {
   async _execute(code, providersOrFns, options) {
     if (typeof code !== 'string') return { result: undefined, error: 'code must be a string' };
     const providers = Array.isArray(providersOrFns) ? providersOrFns : [{ name: 'codemode', fns: providersOrFns || {} }];
-    if (options && Array.isArray(options.connectors) && options.connectors.length > 0) {
+    const connectors = own(options, 'connectors');
+    if (Array.isArray(connectors) && connectors.length > 0) {
       return { result: undefined, error: 'connectors (Workers RPC bindings) are not supported by the isolet executor' };
     }
     const tools = {};
     const header = [];
     const preludes = [];
     const seen = new Set();
-    for (const provider of providers) {
-      const name = provider && provider.name;
+    for (let i = 0; i < providers.length; i++) {
+      const provider = own(providers, i);
+      const name = own(provider, 'name');
       if (typeof name !== 'string' || !IDENT.test(name)) {
         return { result: undefined, error: `Provider name "${String(name)}" is not a valid JavaScript identifier` };
       }
@@ -104,7 +109,7 @@ class IsoletExecutor {
       seen.add(name);
       const fns = {};
       const bySanitized = new Map();
-      for (const [toolName, fn] of Object.entries(provider.fns || {})) {
+      for (const [toolName, fn] of Object.entries(own(provider, 'fns') || {})) {
         if (typeof fn !== 'function') return { result: undefined, error: `Tool "${toolName}" of provider "${name}" is not a function` };
         const safe = sanitizeToolName(toolName);
         const other = bySanitized.get(safe);
@@ -112,14 +117,15 @@ class IsoletExecutor {
           return { result: undefined, error: `Tool names "${other}" and "${toolName}" both sanitize to "${safe}" in provider "${name}"` };
         }
         bySanitized.set(safe, toolName);
-        fns[safe] = provider.positionalArgs === false ? (...args) => fn(args[0]) : (...args) => fn(...args);
+        fns[safe] = own(provider, 'positionalArgs') === false ? (...args) => fn(args[0]) : (...args) => fn(...args);
       }
       // A provider with no functions still gets its (empty) namespace.
       if (Object.keys(fns).length > 0) tools[name] = fns;
       // The native namespace is frozen; the code sees a mutable copy so a prelude can add
       // its own members (which then take precedence, as in codemode).
       header.push(`const ${name} = Object.assign(Object.create(null), globalThis.${name});`);
-      if (typeof provider.prelude === 'string' && provider.prelude !== '') preludes.push(provider.prelude);
+      const prelude = own(provider, 'prelude');
+      if (typeof prelude === 'string' && prelude !== '') preludes.push(prelude);
     }
     let fnSource;
     try {

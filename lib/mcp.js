@@ -9,6 +9,7 @@ const { describeTools } = require('./tools');
 const { toJson } = require('./cli/json');
 const { SandboxValidationError } = require('./errors');
 const { requirePeer } = require('./peer');
+const { own } = require('./own');
 
 const TOOL_NAME = 'run_code';
 
@@ -59,7 +60,9 @@ function createMcpServer(settings) {
     const { name, arguments: args } = request.params;
     if (name !== TOOL_NAME) return errorResult(new SandboxValidationError(`unknown tool "${name}" (this server has ${TOOL_NAME})`), []);
     const input = args || {};
-    if (typeof input.code !== 'string') return errorResult(new SandboxValidationError('code must be a string'), []);
+    // The client's arguments, own properties only: a `code` on Object.prototype is no code.
+    const code = own(input, 'code');
+    if (typeof code !== 'string') return errorResult(new SandboxValidationError('code must be a string'), []);
     for (const key of Object.keys(input)) {
       if (key !== 'code' && key !== 'language') return errorResult(new SandboxValidationError(`unknown argument "${key}" (known: code, language)`), []);
     }
@@ -67,8 +70,8 @@ function createMcpServer(settings) {
     await ready;
     const session = engine.submit({
       requestId: `mcp_${++runs}`,
-      code: input.code,
-      language: input.language ?? settings.language,
+      code,
+      language: own(input, 'language') ?? settings.language,
       toolPolicy: { allowedTools: settings.toolNames },
     });
     const end = await session.done;

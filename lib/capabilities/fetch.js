@@ -17,6 +17,7 @@
 
 const { SandboxValidationError } = require('../errors');
 const { ByteBudget, currentRun } = require('../run-context');
+const { ownCopy } = require('../own');
 
 const MAX_REDIRECTS = 5;
 const DEFAULTS = Object.freeze({
@@ -127,6 +128,8 @@ function validateOptions(options) {
   for (const key of Object.keys(options)) {
     if (!OPTION_KEYS.has(key)) throw invalidOption(`unknown option "${key}"`);
   }
+  // Own properties only: an `allowedMethods` on Object.prototype is no option.
+  options = ownCopy(options);
   const { allowedOrigins } = options;
   if (!Array.isArray(allowedOrigins) || allowedOrigins.length === 0) {
     throw invalidOption('allowedOrigins must be a non-empty array of origin strings');
@@ -399,6 +402,8 @@ function createFetchCapability(options) {
         );
       }
     }
+    // What the sandbox sent, own properties only: nothing comes from Object.prototype.
+    request = ownCopy(request);
     if (typeof request.url !== 'string') {
       throw requestError(`url must be a string, got ${describe(request.url)}`);
     }

@@ -12,6 +12,7 @@ const fs = require('node:fs');
 const nodePath = require('node:path');
 const { SandboxValidationError } = require('../errors');
 const { currentRun } = require('../run-context');
+const { own, ownCopy } = require('../own');
 
 const DEFAULT_MAX_BYTES = 10 * 1024 * 1024;
 // Reads one run may have in flight at once; more fail at once (a readFile storm must
@@ -61,7 +62,8 @@ function refusal(code, message) {
 
 /** `options[key]` checked as a whole number in [min, max], or `def` when absent. */
 function integerOption(options, key, def, min, max) {
-  const v = options[key];
+  // Own properties only: a `maxBytes` on Object.prototype is no option.
+  const v = own(options, key);
   if (v === undefined) return def;
   if (!Number.isSafeInteger(v) || v < min || v > max) {
     throw new SandboxValidationError(`createFileReadCapability: ${key} must be an integer from ${min} to ${max}`);
@@ -146,7 +148,8 @@ function createFileReadCapability(dir, options) {
         throw requestError(`unknown property "${key.slice(0, 64)}" (allowed: path, encoding)`);
       }
     }
-    const { path, encoding = 'utf8' } = request;
+    // What the sandbox sent, own properties only: nothing comes from Object.prototype.
+    const { path, encoding = 'utf8' } = ownCopy(request);
     if (typeof path !== 'string') {
       throw requestError(`path must be a string, got ${describe(path)}`);
     }

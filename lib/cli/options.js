@@ -6,6 +6,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
+const { own, ownCopy } = require('../own');
 
 /** Thrown for bad flags or config: the CLI prints it with the usage and exits 2. */
 class UsageError extends Error {}
@@ -50,8 +51,9 @@ function wholeNumber(name, value) {
   return n;
 }
 
+/** The config file's settings, own properties only (no prototype: an absent key is absent). */
 function readConfig(file) {
-  if (file === undefined) return {};
+  if (file === undefined) return Object.create(null);
   let text;
   try {
     text = fs.readFileSync(path.resolve(file), 'utf8');
@@ -65,6 +67,7 @@ function readConfig(file) {
     throw new UsageError(`--config ${file} is not valid JSON: ${err.message}`);
   }
   if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new UsageError(`--config ${file} must hold a JSON object`);
+  config = ownCopy(config);
   for (const key of Object.keys(config)) {
     if (!CONFIG_KEYS.includes(key)) throw new UsageError(`--config ${file}: unknown setting "${key}" (known: ${CONFIG_KEYS.join(', ')})`);
   }
@@ -138,7 +141,7 @@ function settingsFrom(values) {
     ...(file.engine || {}),
     memoryMb,
     ...(isolation !== undefined ? { isolation } : {}),
-    defaultIsolateLimits: { ...((file.engine && file.engine.defaultIsolateLimits) || {}), ...limits },
+    defaultIsolateLimits: { ...(own(file.engine, 'defaultIsolateLimits') || {}), ...limits },
     tools: capabilities,
   };
   return { engineConfig, limits, language, capabilities, toolNames: Object.keys(capabilities) };
