@@ -301,6 +301,10 @@ struct isolet_sandbox {
   // Where Rust writes the name and message of a refused host call (see on_host_call).
   std::vector<uint8_t> refusal_text;
   size_t peak_heap = 0;
+  // Index of V8's young large-object space ("new_large_object_space"), or -1, and the
+  // most it was seen holding.
+  int young_large_space = -1;
+  size_t peak_young_large = 0;
   uint32_t heap_limit_raises = 0;
   // Set from the run's BridgeLimits (isolet_sandbox_set_copy_limits) before any code runs.
   size_t max_message_bytes = 0;
@@ -508,16 +512,39 @@ void OnFatalOOM(const char* location, const v8::OOMDetails& details) {
   sb->config.on_fatal_oom(sb->config.ctx);
 }
 
+// Bytes in the young large-object space: where V8 puts a large object it grants whatever
+// its size when the space is empty (see heap_ceiling_bytes in isolet-core).
+size_t YoungLargeBytes(isolet_sandbox* sb) {
+  if (sb->young_large_space < 0) return 0;
+  v8::HeapSpaceStatistics space;
+  if (!sb->isolate->GetHeapSpaceStatistics(&space, static_cast<size_t>(sb->young_large_space))) return 0;
+  return space.space_used_size();
+}
+
+// Ends the run as out of memory, as the heap limit does (from another thread too: V8 13
+// ignores TerminateExecution issued inside a GC callback).
+void OverCeiling(isolet_sandbox* sb) {
+  if (sb->hit_memory_limit.exchange(true)) return;
+  sb->isolate->TerminateExecution();
+  sb->config.on_heap_limit(sb->config.ctx);
+}
+
 void TrackPeakHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
   v8::HeapStatistics stats;
   isolate->GetHeapStatistics(&stats);
   isolet_sandbox* sb = SandboxOf(isolate);
   if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
-  if (stats.used_heap_size() > sb->config.heap_ceiling_bytes && !sb->hit_memory_limit.exchange(true)) {
-    // As at the heap limit: stop the run (from another thread too, for V8 13).
-    isolate->TerminateExecution();
-    sb->config.on_heap_limit(sb->config.ctx);
-  }
+  size_t young_large = YoungLargeBytes(sb);
+  if (young_large > sb->peak_young_large) sb->peak_young_large = young_large;
+  if (young_large > sb->config.heap_ceiling_bytes) OverCeiling(sb);
+}
+
+// After a full GC the used heap is what is live: over the ceiling, the run is over it.
+void CheckLiveHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
+  v8::HeapStatistics stats;
+  isolate->GetHeapStatistics(&stats);
+  isolet_sandbox* sb = SandboxOf(isolate);
+  if (stats.used_heap_size() > sb->config.heap_ceiling_bytes) OverCeiling(sb);
 }
 
 // console[method](...args) for the level in the function's data.
@@ -948,6 +975,13 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   isolate->SetOOMErrorHandler(OnFatalOOM);
   t_sandbox = sb;
   isolate->AddGCPrologueCallback(TrackPeakHeap);
+  isolate->AddGCEpilogueCallback(CheckLiveHeap, v8::kGCTypeMarkSweepCompact);
+  for (size_t i = 0; i < isolate->NumberOfHeapSpaces(); ++i) {
+    v8::HeapSpaceStatistics space;
+    if (isolate->GetHeapSpaceStatistics(&space, i) && std::strcmp(space.space_name(), "new_large_object_space") == 0) {
+      sb->young_large_space = static_cast<int>(i);
+    }
+  }
 
   bool guarded;
   {
@@ -1315,12 +1349,15 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_
   return ISOLET_OK;
 }
 
-void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak) {
+void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak, size_t* peak_young_large) {
   v8::HeapStatistics stats;
   sb->isolate->GetHeapStatistics(&stats);
   if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
+  size_t young_large = YoungLargeBytes(sb);
+  if (young_large > sb->peak_young_large) sb->peak_young_large = young_large;
   *used = stats.used_heap_size();
   *peak = sb->peak_heap;
+  *peak_young_large = sb->peak_young_large;
 }
 
 int32_t isolet_sandbox_hit_memory_limit(isolet_sandbox* sb) {

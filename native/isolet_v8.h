@@ -128,8 +128,9 @@ typedef struct {
   // terminated script instead of aborting, and how many times it is granted.
   size_t heap_headroom_bytes;
   uint32_t max_heap_limit_raises;
-  // Used heap seen at a GC above this ends the run as out of memory (as the heap limit
-  // does): it catches single large allocations that V8 grants past the limit.
+  // The run ends as out of memory (as at the heap limit) when its young large-object space
+  // (where V8 grants one object of any size) is seen above this at a GC, or its used heap
+  // after a full GC (what is live) is.
   size_t heap_ceiling_bytes;
   // Longest text copied out of a thrown value (each of name, message, stack), and of
   // one console argument.
@@ -233,8 +234,9 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_
                                    const uint8_t* name, size_t name_len, const uint8_t* message,
                                    size_t message_len);
 
-// Heap statistics in bytes: current used heap and the highest value seen.
-void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak);
+// Heap statistics in bytes: current used heap, the highest value seen, and the most the
+// young large-object space was seen holding (sampled at each GC and by this call).
+void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak, size_t* peak_young_large);
 // 1 if the run hit its memory limit (heap or ArrayBuffers).
 int32_t isolet_sandbox_hit_memory_limit(isolet_sandbox* sb);
 

@@ -181,12 +181,12 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
     let step = install_and_run(sandbox, run);
     let result = finish(sandbox, run, step);
 
-    let (used, peak) = sandbox.heap();
+    let heap = sandbox.heap();
     let stats = ExecStats {
         wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
         cpu_time_ms: clock.used().as_secs_f64() * 1000.0,
-        heap_used_bytes: used as f64,
-        heap_peak_bytes: peak as f64,
+        heap_used_bytes: heap.used as f64,
+        heap_peak_bytes: heap.peak as f64,
         host_calls: run.messages(),
     };
     *lock(&host.run) = None;
@@ -266,12 +266,14 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
         Step::Syntax(thrown) => Some(Err(Failure::syntax(thrown))),
         Step::Terminated | Step::Pending => None,
     };
-    // Limits win over whatever the script saw while being stopped. A run that holds more
-    // than the ceiling when it settles (one allocation V8 let past the limit, with no GC
-    // since) fails like one stopped at the limit.
-    let (_, peak) = sandbox.heap();
-    let ceiling = isolet_core::seam_policy::heap_ceiling_bytes(run.spec.limits.memory_mb as usize * 1024 * 1024);
-    if sandbox.hit_memory_limit() || peak > ceiling {
+    // Limits win over whatever the script saw while being stopped. A run whose one large
+    // allocation passed the ceiling with no GC since (V8 grants it past the limit) fails
+    // like one stopped at the limit.
+    let over_ceiling = isolet_core::seam_policy::over_heap_ceiling(
+        run.spec.limits.memory_mb as usize * 1024 * 1024,
+        sandbox.heap().peak_young_large,
+    );
+    if sandbox.hit_memory_limit() || over_ceiling {
         return Err(Failure::out_of_memory(run.spec.limits.memory_mb));
     }
     match (outcome, run.stop_reason()) {

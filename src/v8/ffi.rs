@@ -172,7 +172,7 @@ extern "C" {
         message: *const u8,
         message_len: usize,
     ) -> i32;
-    pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize);
+    pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize, peak_young_large: *mut usize);
     pub fn isolet_sandbox_hit_memory_limit(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_bytes_free(bytes: *mut isolet_bytes);
     pub fn isolet_error_free(err: *mut isolet_error);

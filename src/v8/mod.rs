@@ -202,6 +202,15 @@ impl SandboxHost for CompileHost {
     }
 }
 
+/// A sandbox's heap, in bytes: used now, the most seen, and the most its young
+/// large-object space was seen holding (one object V8 grants past the heap limit).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeapSample {
+    pub used: usize,
+    pub peak: usize,
+    pub peak_young_large: usize,
+}
+
 /// Memory and copy limits fixed when the isolate is created.
 pub(crate) struct SandboxConfig {
     pub heap_limit_bytes: usize,
@@ -666,11 +675,11 @@ impl Sandbox {
     }
 
     /// (used, peak) heap bytes.
-    pub(crate) fn heap(&mut self) -> (usize, usize) {
-        let (mut used, mut peak) = (0, 0);
+    pub(crate) fn heap(&mut self) -> HeapSample {
+        let (mut used, mut peak, mut peak_young_large) = (0, 0, 0);
         // SAFETY: live sandbox, valid out-pointers.
-        unsafe { ffi::isolet_sandbox_heap(self.raw, &mut used, &mut peak) };
-        (used, peak)
+        unsafe { ffi::isolet_sandbox_heap(self.raw, &mut used, &mut peak, &mut peak_young_large) };
+        HeapSample { used, peak, peak_young_large }
     }
 
     pub(crate) fn hit_memory_limit(&self) -> bool {

@@ -13,13 +13,22 @@ pub const MAX_HEAP_LIMIT_RAISES: u32 = 2;
 /// limit by a little before it collects, and a run within its limit must still pass.
 pub const HEAP_CEILING_SLACK_DIVISOR: usize = 8;
 
-/// The most heap (V8's used heap size) a run with a heap limit of `limit_bytes` may be
-/// seen holding: `limit + limit / 8`. V8 grants one object in its young large-object
-/// space whatever its size (a flattened string, a grown array's backing store), so a
-/// single allocation can pass the limit without reaching the near-heap-limit callback;
-/// a run seen above the ceiling (at a GC or when it settles) ends as out of memory.
+/// The ceiling of a run with a heap limit of `limit_bytes`: `limit + limit / 8`.
+///
+/// V8 grants the first object of its young large-object space whatever its size (a
+/// flattened string, a grown array's backing store), without reaching the near-heap-limit
+/// callback, so one allocation could pass the limit and the run succeed holding it. A run
+/// ends as out of memory when that space is seen above the ceiling (at any GC, and when
+/// the run settles), or its used heap after a full GC (what is live) is. The used heap
+/// before a GC is not judged: it counts garbage, which a run within its limit may hold.
 pub fn heap_ceiling_bytes(limit_bytes: usize) -> usize {
     limit_bytes.saturating_add(limit_bytes / HEAP_CEILING_SLACK_DIVISOR)
+}
+
+/// Whether a run with heap limit `limit_bytes`, whose young large-object space was seen
+/// holding at most `peak_young_large_bytes`, passed its ceiling.
+pub fn over_heap_ceiling(limit_bytes: usize, peak_young_large_bytes: usize) -> bool {
+    peak_young_large_bytes > heap_ceiling_bytes(limit_bytes)
 }
 
 /// Longest text copied out of a thrown value, for each of name, message and stack.
@@ -210,6 +219,10 @@ mod tests {
         assert!(256 * mb > heap_ceiling_bytes(64 * mb));
         assert!(64 * mb <= heap_ceiling_bytes(64 * mb));
         assert_eq!(heap_ceiling_bytes(usize::MAX), usize::MAX);
+        assert!(over_heap_ceiling(64 * mb, 256 * mb));
+        assert!(over_heap_ceiling(64 * mb, 72 * mb + 1));
+        assert!(!over_heap_ceiling(64 * mb, 72 * mb));
+        assert!(!over_heap_ceiling(256 * mb, 128 * mb));
     }
 
     #[test]
