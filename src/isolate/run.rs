@@ -495,8 +495,13 @@ impl RunShared {
 
     /// Counts one message against `max_messages`; false when over.
     pub(crate) fn count_message(&self) -> bool {
-        let n = self.messages.fetch_add(1, Ordering::SeqCst) + 1;
-        n <= self.spec.bridge.max_messages
+        // Past the limit the count stops growing: a run refused in a loop for hours never
+        // wraps it back under. Only the isolate thread counts, so load-then-add is exact.
+        if self.messages.load(Ordering::SeqCst) >= self.spec.bridge.max_messages {
+            return false;
+        }
+        self.messages.fetch_add(1, Ordering::SeqCst);
+        true
     }
 
     pub(crate) fn messages(&self) -> u32 {
