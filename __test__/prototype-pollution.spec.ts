@@ -98,6 +98,19 @@ describe.each(['thread', 'process'] as const)('runSandbox (%s isolation)', (isol
     expect(output(r)).toBe(2);
   });
 
+  it('Object.prototype.thrownName, stack and line forge no detail of an error', async () => {
+    const tooBig = await polluted(OBJECT_PROTO, 'thrownName', 'Forged', () =>
+      polluted(OBJECT_PROTO, 'stack', 'forged stack', () => runSandbox("'x'.repeat(2000)", { isolation, maxOutputBytes: 1024 } as never)),
+    );
+    expect(tooBig.success).toBe(false);
+    expect(!tooBig.success && tooBig.error.name).toBe('SandboxRuntimeError');
+    expect(!tooBig.success && (tooBig.error as { thrown?: unknown }).thrown).toBeUndefined();
+    expect(!tooBig.success && tooBig.error.stack).not.toContain('forged');
+    const invalid = await polluted(OBJECT_PROTO, 'line', 7, () => runSandbox(42 as unknown as string, { isolation }));
+    expect(!invalid.success && invalid.error).toBeInstanceOf(SandboxValidationError);
+    expect(!invalid.success && (invalid.error as { line?: number }).line).toBeUndefined();
+  });
+
   it('Object.prototype.execute and description make no namespace a tool', async () => {
     let hijacked = false;
     const r = await polluted(OBJECT_PROTO, 'execute', () => ((hijacked = true), 'pwned'), () =>
