@@ -20,6 +20,7 @@ import {
   createFetchCapability,
   createFileReadCapability,
   autoFix,
+  DEFAULT_BRIDGE_LIMITS,
   type SandboxResult,
 } from '..';
 import { IsoletExecutor } from '../lib/codemode';
@@ -215,6 +216,17 @@ describe.each(['thread', 'process'] as const)('SandboxEngine (%s isolation)', (i
     const memory = await polluted(OBJECT_PROTO, 'memoryMb', 1024, () => run({ code: ALLOC_96MB_BODY, isolateLimits: {} }));
     expect(memory.ok).toBe(false);
     expect(!memory.ok && memory.error).toBeInstanceOf(SandboxOOMError);
+  });
+
+  it('Object.prototype.bridgeLimits and maxMessages widen no bridge limit', async () => {
+    const { maxMessages } = DEFAULT_BRIDGE_LIMITS;
+    const code = `for (let i = 0; i < ${maxMessages}; i++) await secret();
+      try { await secret(); return 'one call too many went through'; } catch (e) { return e.message; }`;
+    const toolPolicy = { allowedTools: ['secret'] };
+    const bridge = await polluted(OBJECT_PROTO, 'bridgeLimits', { maxMessages: 10 * maxMessages }, () => run({ code, toolPolicy }));
+    expect(bridge).toMatchObject({ ok: true, data: `Bridge message limit of ${maxMessages} per execution exceeded` });
+    const messages = await polluted(OBJECT_PROTO, 'maxMessages', 10 * maxMessages, () => run({ code, toolPolicy, bridgeLimits: {} }));
+    expect(messages).toMatchObject({ ok: true, data: `Bridge message limit of ${maxMessages} per execution exceeded` });
   });
 
   it('Object.prototype.requestId names no session', async () => {
