@@ -9,6 +9,7 @@ const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { stripTypes } = require('./typescript');
 const { SandboxTimeoutError, SandboxRuntimeError, errorFromThrown } = require('./errors');
+const { own, ownCopy } = require('./own');
 
 /** The default time limit of a run, as in DynamicWorkerExecutor (isolet-core's CODEMODE_EXECUTOR). */
 const DEFAULT_CODEMODE_TIMEOUT_MS = native.entryDefaults().codemode.timeout;
@@ -59,7 +60,7 @@ class IsoletExecutor {
     let settings;
     try {
       // Its own options and the engine's names, checked natively; the engine checks its values.
-      settings = native.codemodeSettings(options);
+      settings = ownCopy(native.codemodeSettings(options));
     } catch (err) {
       throw errorFromThrown(err);
     }
@@ -89,15 +90,17 @@ class IsoletExecutor {
   async _execute(code, providersOrFns, options) {
     if (typeof code !== 'string') return { result: undefined, error: 'code must be a string' };
     const providers = Array.isArray(providersOrFns) ? providersOrFns : [{ name: 'codemode', fns: providersOrFns || {} }];
-    if (options && Array.isArray(options.connectors) && options.connectors.length > 0) {
+    const connectors = own(options, 'connectors');
+    if (Array.isArray(connectors) && connectors.length > 0) {
       return { result: undefined, error: 'connectors (Workers RPC bindings) are not supported by the isolet executor' };
     }
     const tools = {};
     const header = [];
     const preludes = [];
     const seen = new Set();
-    for (const provider of providers) {
-      const name = provider && provider.name;
+    for (let i = 0; i < providers.length; i++) {
+      const provider = own(providers, i);
+      const name = own(provider, 'name');
       if (typeof name !== 'string' || !IDENT.test(name)) {
         return { result: undefined, error: `Provider name "${String(name)}" is not a valid JavaScript identifier` };
       }
@@ -106,7 +109,7 @@ class IsoletExecutor {
       seen.add(name);
       const fns = {};
       const bySanitized = new Map();
-      for (const [toolName, fn] of Object.entries(provider.fns || {})) {
+      for (const [toolName, fn] of Object.entries(own(provider, 'fns') || {})) {
         if (typeof fn !== 'function') return { result: undefined, error: `Tool "${toolName}" of provider "${name}" is not a function` };
         const safe = sanitizeToolName(toolName);
         const other = bySanitized.get(safe);
@@ -114,14 +117,15 @@ class IsoletExecutor {
           return { result: undefined, error: `Tool names "${other}" and "${toolName}" both sanitize to "${safe}" in provider "${name}"` };
         }
         bySanitized.set(safe, toolName);
-        fns[safe] = provider.positionalArgs === false ? (...args) => fn(args[0]) : (...args) => fn(...args);
+        fns[safe] = own(provider, 'positionalArgs') === false ? (...args) => fn(args[0]) : (...args) => fn(...args);
       }
       // A provider with no functions still gets its (empty) namespace.
       if (Object.keys(fns).length > 0) tools[name] = fns;
       // The native namespace is frozen; the code sees a mutable copy so a prelude can add
       // its own members (which then take precedence, as in codemode).
       header.push(`const ${name} = Object.assign(Object.create(null), globalThis.${name});`);
-      if (typeof provider.prelude === 'string' && provider.prelude !== '') preludes.push(provider.prelude);
+      const prelude = own(provider, 'prelude');
+      if (typeof prelude === 'string' && prelude !== '') preludes.push(prelude);
     }
     let fnSource;
     try {

@@ -7,6 +7,7 @@ const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
+const { own } = require('./own');
 
 // Every default below is isolet-core's (its option tables), read once at load.
 const DEFAULTS = native.optionDefaults();
@@ -38,9 +39,9 @@ function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-/** `obj` with `key` replaced by `value`, when `obj` is an object that has `key`. */
+/** `obj` with `key` replaced by `value`, when `obj` is an object that has `key` (own). */
 function withShaped(obj, key, value) {
-  return isPlainObject(obj) && obj[key] !== undefined ? { ...obj, [key]: value } : obj;
+  return isPlainObject(obj) && own(obj, key) !== undefined ? { ...obj, [key]: value } : obj;
 }
 
 function toBytes(source) {
@@ -143,8 +144,9 @@ class SandboxEngine {
    */
   constructor(config, deps = {}) {
     if (!isPlainObject(deps)) throw new SandboxValidationError('SandboxEngine deps must be an object');
-    // Functions, described tools and namespaces, by the name the sandbox calls.
-    this._tools = normalizeTools(isPlainObject(config) ? config.tools : undefined, 'tools');
+    // Functions, described tools and namespaces, by the name the sandbox calls. Every
+    // option is an own property: a key on Object.prototype is never one (lib/own.js).
+    this._tools = normalizeTools(own(config, 'tools'), 'tools');
     try {
       // Every option is checked natively, under its own name, once.
       this._settings = new native.EngineSettings(withShaped(config, 'tools', this._tools.names));
@@ -153,11 +155,17 @@ class SandboxEngine {
     }
     this._config = this._settings.config;
     this._isolation = this._config.isolation;
-    this._wasmConfig = (config.wasmModules ?? []).map((m) => ({ name: m.name, bytes: toBytes(m.source) }));
-    this._clock = deps.clock ?? Date.now;
+    // Checked natively above: an own array of own { name, source } entries.
+    const wasmModules = own(config, 'wasmModules') ?? [];
+    this._wasmConfig = [];
+    for (let i = 0; i < wasmModules.length; i++) {
+      const m = own(wasmModules, i);
+      this._wasmConfig.push({ name: own(m, 'name'), bytes: toBytes(own(m, 'source')) });
+    }
+    this._clock = own(deps, 'clock') ?? Date.now;
     let n = 0;
-    this._nextId = deps.idGenerator ?? (() => `session_${++n}`);
-    this._logger = deps.logger ?? null;
+    this._nextId = own(deps, 'idGenerator') ?? (() => `session_${++n}`);
+    this._logger = own(deps, 'logger') ?? null;
     this._native = null;
     this._state = 'created';
   }
@@ -194,7 +202,8 @@ class SandboxEngine {
 
   /** Starts an execution; returns its session at once (never throws). */
   submit(request) {
-    const requestId = isPlainObject(request) && typeof request.requestId === 'string' ? request.requestId : this._nextId();
+    const givenId = isPlainObject(request) ? own(request, 'requestId') : undefined;
+    const requestId = typeof givenId === 'string' ? givenId : this._nextId();
     const session = new SandboxSession(requestId, this._clock);
     const fail = (error) => {
       session._emit({ type: 'error', error, message: error.message, stats: { wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 } });
@@ -277,13 +286,14 @@ class SandboxEngine {
    * TypeScript is stripped.
    */
   _plan(request) {
-    const own = normalizeTools(isPlainObject(request) ? request.tools : undefined, 'request.tools');
-    let shaped = withShaped(request, 'tools', own.names);
+    const requestTools = normalizeTools(isPlainObject(request) ? own(request, 'tools') : undefined, 'request.tools');
+    let shaped = withShaped(request, 'tools', requestTools.names);
     let dataValues;
-    if (isPlainObject(request) && isPlainObject(request.data)) {
+    const data = isPlainObject(request) ? own(request, 'data') : undefined;
+    if (isPlainObject(data)) {
       // No prototype: a key named `__proto__` is stored like any other.
       dataValues = Object.create(null);
-      for (const [key, value] of Object.entries(request.data)) {
+      for (const [key, value] of Object.entries(data)) {
         try {
           dataValues[key] = serialize(value);
         } catch (err) {
@@ -295,7 +305,8 @@ class SandboxEngine {
     const plan = this._settings.plan(shaped);
     // Checked natively with the rest; handed over as they are, not copied again.
     if (dataValues !== undefined) plan.dataValues = dataValues;
-    const handlers = own.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, own.handlers);
+    const handlers =
+      requestTools.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, requestTools.handlers);
     return { plan, handlers };
   }
 

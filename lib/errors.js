@@ -1,7 +1,10 @@
 'use strict';
 // The six error classes of the @coda/sandbox seed. Every failure of a run is one of
 // these, with a stable `code`. Their `stack` never contains host frames: for a runtime
-// error it is the sandbox's own stack, otherwise just "Name: message".
+// error it is the sandbox's own stack, otherwise just "Name: message". Options and
+// failure records are read by their own properties (lib/own.js): a `stack` or `line` on
+// Object.prototype makes no error say what did not happen.
+const { own } = require('./own');
 
 class SandboxError extends Error {
   /**
@@ -9,9 +12,10 @@ class SandboxError extends Error {
    * @param {{ code?: string, cause?: unknown }} [options]
    */
   constructor(message, options = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    const cause = own(options, 'cause');
+    super(message, cause === undefined ? undefined : { cause });
     Object.defineProperty(this, 'name', { value: new.target.name, enumerable: false, configurable: true, writable: true });
-    this.code = options.code || 'ERR_ISOLET_INTERNAL';
+    this.code = own(options, 'code') || 'ERR_ISOLET_INTERNAL';
     this.stack = `${this.name}: ${message}`;
   }
 }
@@ -21,7 +25,7 @@ class SandboxTimeoutError extends SandboxError {
   constructor(message, options = {}) {
     super(message, { code: 'ERR_ISOLET_TIMEOUT' });
     /** Which limit was hit: `wall` (wall-clock) or `cpu`. */
-    this.limit = options.limit || 'wall';
+    this.limit = own(options, 'limit') || 'wall';
   }
 }
 
@@ -39,8 +43,10 @@ class SandboxRuntimeError extends SandboxError {
   constructor(message, options = {}) {
     super(message, { code: 'ERR_ISOLET_RUNTIME' });
     /** What the sandboxed code threw: its name, message and (sandbox) stack. */
-    this.thrown = options.thrown;
-    if (options.thrown && options.thrown.stack) this.stack = `${this.name}: ${options.thrown.stack}`;
+    const thrown = own(options, 'thrown');
+    this.thrown = thrown;
+    const stack = own(thrown, 'stack');
+    if (stack) this.stack = `${this.name}: ${stack}`;
   }
 }
 
@@ -48,8 +54,10 @@ class SandboxValidationError extends SandboxError {
   /** @param {string} message @param {{ line?: number, column?: number }} [options] */
   constructor(message, options = {}) {
     super(message, { code: 'ERR_ISOLET_VALIDATION' });
-    if (options.line !== undefined) this.line = options.line;
-    if (options.column !== undefined) this.column = options.column;
+    const line = own(options, 'line');
+    const column = own(options, 'column');
+    if (line !== undefined) this.line = line;
+    if (column !== undefined) this.column = column;
   }
 }
 
@@ -74,23 +82,26 @@ const BY_CODE = new Map(Object.values(KINDS).map((k) => [k.code, k]));
 
 /** Builds the error of a native failure record `{ code, message, limit?, thrown*, line?, column? }`. */
 function errorFromFailure(f) {
-  const kind = BY_CODE.get(f.code) ?? KINDS.Internal;
+  // A native record omits the fields it has no value for: read its own ones only.
+  const field = (key) => own(f, key) ?? undefined;
+  const kind = BY_CODE.get(field('code')) ?? KINDS.Internal;
+  const message = field('message');
   switch (kind.className) {
     case 'SandboxTimeoutError':
-      return new SandboxTimeoutError(f.message, { limit: f.limit });
+      return new SandboxTimeoutError(message, { limit: field('limit') });
     case 'SandboxRuntimeError':
-      return new SandboxRuntimeError(f.message, {
+      return new SandboxRuntimeError(message, {
         thrown:
-          f.thrownName == null
+          field('thrownName') === undefined
             ? undefined
-            : { name: f.thrownName, message: f.thrownMessage ?? '', stack: f.stack ?? undefined },
+            : { name: field('thrownName'), message: field('thrownMessage') ?? '', stack: field('stack') },
       });
     case 'SandboxValidationError':
-      return new SandboxValidationError(f.message, { line: f.line ?? undefined, column: f.column ?? undefined });
+      return new SandboxValidationError(message, { line: field('line'), column: field('column') });
     case 'SandboxError':
-      return new SandboxError(f.message, { code: kind.code });
+      return new SandboxError(message, { code: kind.code });
     default:
-      return new CLASSES[kind.className](f.message);
+      return new CLASSES[kind.className](message);
   }
 }
 

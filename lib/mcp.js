@@ -10,6 +10,7 @@ const { describeTools } = require('./tools');
 const { toJson } = require('./cli/json');
 const { SandboxValidationError, errorFromThrown } = require('./errors');
 const { requirePeer } = require('./peer');
+const { ownCopy } = require('./own');
 
 const TOOL_NAME = 'run_code';
 
@@ -61,7 +62,7 @@ function createMcpServer(settings) {
     if (name !== TOOL_NAME) return errorResult(new SandboxValidationError(`unknown tool "${name}" (this server has ${TOOL_NAME})`), []);
     let input;
     try {
-      input = native.runCodeArguments(args ?? {});
+      input = ownCopy(native.runCodeArguments(args ?? {}));
     } catch (err) {
       return errorResult(errorFromThrown(err), []);
     }

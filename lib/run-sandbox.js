@@ -6,6 +6,7 @@ const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
+const { own } = require('./own');
 
 const DEFAULTS = native.optionDefaults();
 
@@ -50,12 +51,14 @@ async function planOf(code, options) {
   let tools = { names: [], handlers: Object.create(null) };
   let shaped = options;
   if (isPlainObject(options)) {
-    const signal = options.signal;
+    // Own properties only: a `capabilities` or `signal` on Object.prototype is no option.
+    const signal = own(options, 'signal');
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new SandboxValidationError(`signal must be an AbortSignal, got ${signal === null ? 'null' : typeof signal}`);
     }
-    if (options.capabilities !== undefined) tools = normalizeTools(options.capabilities);
-    shaped = { ...options, signal: undefined, capabilities: options.capabilities === undefined ? undefined : tools.names };
+    const capabilities = own(options, 'capabilities');
+    if (capabilities !== undefined) tools = normalizeTools(capabilities);
+    shaped = { ...options, signal: undefined, capabilities: capabilities === undefined ? undefined : tools.names };
   }
   const plan = native.planRun(code, shaped);
   if (plan.language === 'typescript') {
@@ -77,7 +80,7 @@ async function runSandbox(code, options = undefined) {
     return failure(errorFromThrown(err));
   }
   const { plan, handlers } = planned;
-  const signal = options && options.signal;
+  const signal = isPlainObject(options) ? own(options, 'signal') : undefined;
   if (signal && signal.aborted) return failure(new SandboxAbortedError('Execution was aborted before it started'));
   const { done, handle } = execute(getDefaultEngine(plan.isolation), plan, { handlers });
   const onAbort = () => handle && handle.abort();

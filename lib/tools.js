@@ -8,9 +8,11 @@
 //   - or (top level only) a namespace: an object of functions and described tools.
 // An object counts as a described tool when `execute` is a function and it has a
 // `description` or an `inputSchema` (or the older `parameters`); any other object is a
-// namespace.
+// namespace. Every field is read as an own property (lib/own.js): an `execute` or a
+// `description` on Object.prototype makes no object a tool.
 const { SandboxValidationError } = require('./errors');
 const { checkInput, schemaToTypeScript } = require('./json-schema');
+const { own } = require('./own');
 
 function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -24,8 +26,8 @@ function isSchemaLike(v) {
 function isDescribedTool(v) {
   return (
     isPlainObject(v) &&
-    typeof v.execute === 'function' &&
-    (typeof v.description === 'string' || isSchemaLike(v.inputSchema) || isSchemaLike(v.parameters))
+    typeof own(v, 'execute') === 'function' &&
+    (typeof own(v, 'description') === 'string' || isSchemaLike(own(v, 'inputSchema')) || isSchemaLike(own(v, 'parameters')))
   );
 }
 
@@ -57,7 +59,11 @@ function normalizeTools(capabilities, where = 'capabilities') {
   for (const [key, value] of Object.entries(capabilities)) {
     if (typeof value === 'function' || isDescribedTool(value)) {
       entries.push(entry(undefined, key, value, `${where}.${key}`));
-    } else if (isPlainObject(value) && typeof value.execute !== 'function' && (typeof value.description === 'string' || isSchemaLike(value.inputSchema))) {
+    } else if (
+      isPlainObject(value) &&
+      typeof own(value, 'execute') !== 'function' &&
+      (typeof own(value, 'description') === 'string' || isSchemaLike(own(value, 'inputSchema')))
+    ) {
       throw new SandboxValidationError(`${where}.${key} looks like a described tool but has no execute function`);
     } else if (isPlainObject(value)) {
       const members = Object.entries(value);
@@ -85,15 +91,16 @@ function entry(namespace, member, value, path) {
   if (typeof value === 'function') {
     return { name, namespace, member, description: undefined, inputSchema: undefined, outputSchema: undefined, handler: value };
   }
-  if (value.description !== undefined && typeof value.description !== 'string') {
+  const description = own(value, 'description');
+  if (description !== undefined && typeof description !== 'string') {
     throw new SandboxValidationError(`${path}.description must be a string`);
   }
-  let inputSchema = value.inputSchema ?? value.parameters;
+  let inputSchema = own(value, 'inputSchema') ?? own(value, 'parameters');
   if (typeof inputSchema === 'function') inputSchema = inputSchema();
   if (inputSchema !== undefined && !isPlainObject(inputSchema) && typeof inputSchema !== 'boolean') {
     throw new SandboxValidationError(`${path}.inputSchema must be a JSON Schema object or a zod schema`);
   }
-  const execute = value.execute;
+  const execute = own(value, 'execute');
   const tool = value;
   let calls = 0;
   const handler = async (...args) => {
@@ -102,7 +109,7 @@ function entry(namespace, member, value, path) {
     // The AI SDK passes an options object as the second argument; give tools one too.
     return execute.call(tool, input, { toolCallId: `isolet-${name}-${calls}`, messages: [] });
   };
-  return { name, namespace, member, description: value.description, inputSchema, outputSchema: value.outputSchema, handler };
+  return { name, namespace, member, description, inputSchema, outputSchema: own(value, 'outputSchema'), handler };
 }
 
 function finish(entries) {

@@ -5,6 +5,7 @@
 // reports (syntax errors, stack frames) is therefore a position in the user's TypeScript.
 const path = require('node:path');
 const { SandboxValidationError, SandboxTimeoutError } = require('./errors');
+const { own } = require('./own');
 
 // Async-body code may `return` and `await` at top level, which a parser rejects outside a
 // function; it is parsed inside this one-line wrapper, which is cut off again afterwards.
@@ -42,8 +43,8 @@ function discardAmaro() {
  * @param {{ language?: 'javascript' | 'typescript', asyncBody?: boolean }} [options]
  */
 function toJavaScript(code, options = {}) {
-  if (options.language !== 'typescript') return code;
-  const wrap = options.asyncBody === true;
+  if (own(options, 'language') !== 'typescript') return code;
+  const wrap = own(options, 'asyncBody') === true;
   let out;
   try {
     out = loadAmaro().transformSync(wrap ? BODY_PREFIX + code + BODY_SUFFIX : code, { mode: 'strip-only' }).code;
@@ -135,14 +136,14 @@ function abandon(job, error) {
  * @returns {Promise<string>}
  */
 function stripTypes(code, options = {}) {
-  if (options.language !== 'typescript' || code.length <= INLINE_STRIP_MAX) {
+  if (own(options, 'language') !== 'typescript' || code.length <= INLINE_STRIP_MAX) {
     try {
       return Promise.resolve(toJavaScript(code, options));
     } catch (err) {
       return Promise.reject(err);
     }
   }
-  const wrap = options.asyncBody === true;
+  const wrap = own(options, 'asyncBody') === true;
   return new Promise((resolve, reject) => {
     let timer = null;
     const job = {
@@ -156,11 +157,12 @@ function stripTypes(code, options = {}) {
         else resolve(unwrap(out, wrap));
       },
     };
-    if (options.timeoutMs !== undefined) {
+    const timeoutMs = own(options, 'timeoutMs');
+    if (timeoutMs !== undefined) {
       timer = setTimeout(() => {
         timer = null;
-        abandon(job, new SandboxTimeoutError(`Erasing TypeScript types exceeded the wall-clock limit of ${options.timeoutMs} ms`));
-      }, options.timeoutMs);
+        abandon(job, new SandboxTimeoutError(`Erasing TypeScript types exceeded the wall-clock limit of ${timeoutMs} ms`));
+      }, timeoutMs);
     }
     post(job);
   });

@@ -298,7 +298,13 @@ struct isolet_sandbox {
   std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> calls;
   std::unordered_set<BufferCharge*> buffer_charges;
   uint32_t next_call_id = 1;
+  // Where Rust writes the name and message of a refused host call (see on_host_call).
+  std::vector<uint8_t> refusal_text;
   size_t peak_heap = 0;
+  // Index of V8's young large-object space ("new_large_object_space"), or -1, and the
+  // most it was seen holding.
+  int young_large_space = -1;
+  size_t peak_young_large = 0;
   uint32_t heap_limit_raises = 0;
   // Set from the run's BridgeLimits (isolet_sandbox_set_copy_limits) before any code runs.
   size_t max_message_bytes = 0;
@@ -506,11 +512,39 @@ void OnFatalOOM(const char* location, const v8::OOMDetails& details) {
   sb->config.on_fatal_oom(sb->config.ctx);
 }
 
+// Bytes in the young large-object space: where V8 puts a large object it grants whatever
+// its size when the space is empty (see heap_ceiling_bytes in isolet-core).
+size_t YoungLargeBytes(isolet_sandbox* sb) {
+  if (sb->young_large_space < 0) return 0;
+  v8::HeapSpaceStatistics space;
+  if (!sb->isolate->GetHeapSpaceStatistics(&space, static_cast<size_t>(sb->young_large_space))) return 0;
+  return space.space_used_size();
+}
+
+// Ends the run as out of memory, as the heap limit does (from another thread too: V8 13
+// ignores TerminateExecution issued inside a GC callback).
+void OverCeiling(isolet_sandbox* sb) {
+  if (sb->hit_memory_limit.exchange(true)) return;
+  sb->isolate->TerminateExecution();
+  sb->config.on_heap_limit(sb->config.ctx);
+}
+
 void TrackPeakHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
   v8::HeapStatistics stats;
   isolate->GetHeapStatistics(&stats);
   isolet_sandbox* sb = SandboxOf(isolate);
   if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
+  size_t young_large = YoungLargeBytes(sb);
+  if (young_large > sb->peak_young_large) sb->peak_young_large = young_large;
+  if (young_large > sb->config.heap_ceiling_bytes) OverCeiling(sb);
+}
+
+// After a full GC the used heap is what is live: over the ceiling, the run is over it.
+void CheckLiveHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
+  v8::HeapStatistics stats;
+  isolate->GetHeapStatistics(&stats);
+  isolet_sandbox* sb = SandboxOf(isolate);
+  if (stats.used_heap_size() > sb->config.heap_ceiling_bytes) OverCeiling(sb);
 }
 
 // console[method](...args) for the level in the function's data.
@@ -545,6 +579,21 @@ void ConsoleMethod(const v8::FunctionCallbackInfo<Value>& info) {
   }
   sb->log_room = sb->config.on_console(sb->config.ctx, level,
                                        reinterpret_cast<const uint8_t*>(line.data()), line.size());
+}
+
+// The error a rejected host call's promise carries: class ISOLET_ERROR_CLASS_*, then
+// `name` (when given) as an own property.
+Local<Value> HostError(Isolate* isolate, Local<Context> ctx, uint32_t error_class, const uint8_t* name,
+                       size_t name_len, const uint8_t* message, size_t message_len) {
+  Local<String> text = Utf8(isolate, message, message_len);
+  Local<Value> error = error_class == ISOLET_ERROR_CLASS_TYPE        ? v8::Exception::TypeError(text)
+                       : error_class == ISOLET_ERROR_CLASS_RANGE     ? v8::Exception::RangeError(text)
+                       : error_class == ISOLET_ERROR_CLASS_REFERENCE ? v8::Exception::ReferenceError(text)
+                                                                     : v8::Exception::Error(text);
+  if (name_len > 0) {
+    (void)error.As<Object>()->CreateDataProperty(ctx, Utf8(isolate, "name"), Utf8(isolate, name, name_len));
+  }
+  return error;
 }
 
 void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
@@ -585,9 +634,22 @@ void HostFunction(const v8::FunctionCallbackInfo<Value>& info) {
     return;
   }
   uint32_t call_id = sb->next_call_id++;
-  sb->calls.emplace(call_id, v8::Global<v8::Promise::Resolver>(isolate, resolver));
-  sb->config.on_host_call(sb->config.ctx, fn_index, call_id, bytes.ptr, bytes.len);
+  isolet_refusal refusal{0, 0, 0};
+  uint8_t* buf = sb->refusal_text.data();
+  int32_t sent = sb->config.on_host_call(sb->config.ctx, fn_index, call_id, bytes.ptr, bytes.len,
+                                         &refusal, buf, sb->refusal_text.size());
   isolet_value_free(bytes.ptr, bytes.cap);
+  if (sent == ISOLET_OK) {
+    // Replies are handed in on this thread only, so none can arrive before this.
+    sb->calls.emplace(call_id, v8::Global<v8::Promise::Resolver>(isolate, resolver));
+    return;
+  }
+  // Refused: rejected now, so a refusal costs only heap (the promise and its error),
+  // never an entry queued outside it, however many calls the sandbox makes.
+  size_t name_len = std::min(refusal.name_len, sb->refusal_text.size());
+  size_t message_len = std::min(refusal.message_len, sb->refusal_text.size() - name_len);
+  (void)resolver->Reject(ctx, HostError(isolate, ctx, refusal.error_class, buf, name_len,
+                                        buf + name_len, message_len));
 }
 
 // data[key]: answered from the per-run cache, or by a (blocking) request to the host.
@@ -887,6 +949,7 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   if (g_platform == nullptr) return nullptr;
   auto* sb = new isolet_sandbox();
   sb->config = *config;
+  sb->refusal_text.resize(config->max_error_text_bytes);
   sb->allocator = std::make_unique<CountingAllocator>(config->array_buffer_limit_bytes,
                                                       &sb->hit_memory_limit);
   sb->tasks = std::make_shared<TaskQueue>(config->wake, config->ctx);
@@ -912,6 +975,13 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   isolate->SetOOMErrorHandler(OnFatalOOM);
   t_sandbox = sb;
   isolate->AddGCPrologueCallback(TrackPeakHeap);
+  isolate->AddGCEpilogueCallback(CheckLiveHeap, v8::kGCTypeMarkSweepCompact);
+  for (size_t i = 0; i < isolate->NumberOfHeapSpaces(); ++i) {
+    v8::HeapSpaceStatistics space;
+    if (isolate->GetHeapSpaceStatistics(&space, i) && std::strcmp(space.space_name(), "new_large_object_space") == 0) {
+      sb->young_large_space = static_cast<int>(i);
+    }
+  }
 
   bool guarded;
   {
@@ -1275,24 +1345,19 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_
   if (it == sb->calls.end()) return ISOLET_FAILED;
   Local<v8::Promise::Resolver> resolver = it->second.Get(isolate);
   sb->calls.erase(it);
-  Local<String> text = Utf8(isolate, message, message_len);
-  Local<Value> error = error_class == ISOLET_ERROR_CLASS_TYPE        ? v8::Exception::TypeError(text)
-                       : error_class == ISOLET_ERROR_CLASS_RANGE     ? v8::Exception::RangeError(text)
-                       : error_class == ISOLET_ERROR_CLASS_REFERENCE ? v8::Exception::ReferenceError(text)
-                                                                     : v8::Exception::Error(text);
-  if (name_len > 0) {
-    (void)error.As<Object>()->CreateDataProperty(ctx, Utf8(isolate, "name"), Utf8(isolate, name, name_len));
-  }
-  (void)resolver->Reject(ctx, error);
+  (void)resolver->Reject(ctx, HostError(isolate, ctx, error_class, name, name_len, message, message_len));
   return ISOLET_OK;
 }
 
-void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak) {
+void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak, size_t* peak_young_large) {
   v8::HeapStatistics stats;
   sb->isolate->GetHeapStatistics(&stats);
   if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
+  size_t young_large = YoungLargeBytes(sb);
+  if (young_large > sb->peak_young_large) sb->peak_young_large = young_large;
   *used = stats.used_heap_size();
   *peak = sb->peak_heap;
+  *peak_young_large = sb->peak_young_large;
 }
 
 int32_t isolet_sandbox_hit_memory_limit(isolet_sandbox* sb) {

@@ -80,6 +80,13 @@ enum {
   ISOLET_TEXT_HOST_REPLY_UNREADABLE = 3,
 };
 
+// A host call refused before it reached the host (see on_host_call).
+typedef struct {
+  uint32_t error_class;  // ISOLET_ERROR_CLASS_*
+  size_t name_len;
+  size_t message_len;
+} isolet_refusal;
+
 typedef struct {
   // Callbacks into Rust; all receive `ctx`. All run on the isolate thread except `wake`.
   void* ctx;
@@ -90,9 +97,13 @@ typedef struct {
   // run's log still keeps (0 when full: later entries are not formatted at all).
   size_t (*on_console)(void* ctx, uint32_t level, const uint8_t* msg, size_t len);
   // The sandbox called host function `fn_index`; `args` holds the serialized argument
-  // array. The reply comes later through isolet_sandbox_fulfill_call / _reject_call.
-  void (*on_host_call)(void* ctx, uint32_t fn_index, uint32_t call_id, const uint8_t* args,
-                       size_t len);
+  // array. Returns ISOLET_OK when the call went to the host (the reply comes later through
+  // isolet_sandbox_fulfill_call / _reject_call), or ISOLET_THREW when it was refused at
+  // once: *refusal holds the error's class and the lengths of its name and message, written
+  // one after the other into buf (at most cap bytes), and the call's promise is rejected
+  // now, keeping nothing for it outside the heap.
+  int32_t (*on_host_call)(void* ctx, uint32_t fn_index, uint32_t call_id, const uint8_t* args,
+                          size_t len, isolet_refusal* refusal, uint8_t* buf, size_t cap);
   // The sandbox read `data[key]` for a key not cached yet. Blocks until the host answers.
   // Returns ISOLET_OK with *out set to serialized bytes (malloc'd, owned by the caller),
   // ISOLET_THREW with *out holding a UTF-8 message to throw, ISOLET_ABSENT (the key is
@@ -117,6 +128,10 @@ typedef struct {
   // terminated script instead of aborting, and how many times it is granted.
   size_t heap_headroom_bytes;
   uint32_t max_heap_limit_raises;
+  // The run ends as out of memory (as at the heap limit) when its young large-object space
+  // (where V8 grants one object of any size) is seen above this at a GC, or its used heap
+  // after a full GC (what is live) is.
+  size_t heap_ceiling_bytes;
   // Longest text copied out of a thrown value (each of name, message, stack), and of
   // one console argument.
   size_t max_error_text_bytes;
@@ -219,8 +234,9 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_
                                    const uint8_t* name, size_t name_len, const uint8_t* message,
                                    size_t message_len);
 
-// Heap statistics in bytes: current used heap and the highest value seen.
-void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak);
+// Heap statistics in bytes: current used heap, the highest value seen, and the most the
+// young large-object space was seen holding (sampled at each GC and by this call).
+void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak, size_t* peak_young_large);
 // 1 if the run hit its memory limit (heap or ArrayBuffers).
 int32_t isolet_sandbox_hit_memory_limit(isolet_sandbox* sb);
 

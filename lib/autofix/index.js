@@ -32,8 +32,12 @@ const { decideApproval } = require('./approval');
 const { applyAtomically } = require('./apply');
 const { DEFAULT_AUDIT_LOG_NAME, auditPathFor, openAuditLog, auditEntry, appendAudit } = require('./audit');
 const { withLock } = require('./lock');
+const { ownCopy } = require('../own');
 
-async function autoFix(options) {
+async function autoFix(input) {
+  // Own properties only, read once: an `autoApprove`, `test` or `auditLog` on
+  // Object.prototype is no option (lib/own.js).
+  const options = input !== null && typeof input === 'object' ? ownCopy(input) : input;
   const settings = resolveSettings(options);
   const t0 = performance.now();
 

@@ -5,6 +5,7 @@
 // rejects before anything is read, sent or written; then resolved against the environment.
 
 const native = require('../native');
+const { ownCopy } = require('../own');
 const { AutoFixOptionsError } = require('./errors');
 
 const DEFAULT_MODEL = 'gpt-4o-mini';
@@ -13,7 +14,8 @@ const DEFAULT_MODEL = 'gpt-4o-mini';
 function resolveSettings(options) {
   let checked;
   try {
-    checked = native.autofixSettings(shapeProvider(options));
+    // A null-prototype copy: an absent field is absent, whatever Object.prototype holds.
+    checked = ownCopy(native.autofixSettings(shapeProvider(options)));
   } catch (err) {
     if (err.code !== 'ERR_ISOLET_VALIDATION') throw err;
     throw new AutoFixOptionsError(`autoFix(options): ${err.message}`);

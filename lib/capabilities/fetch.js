@@ -18,6 +18,7 @@
 const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { ByteBudget, currentRun } = require('../run-context');
+const { ownCopy } = require('../own');
 
 const MAX_REDIRECTS = 5;
 // The options' names, ranges and number defaults are isolet-core's (FETCH_CAPABILITY).
@@ -103,7 +104,7 @@ function normaliseOrigin(entry, index) {
 function validateOptions(options) {
   let checked;
   try {
-    checked = native.fetchCapabilitySettings(options);
+    checked = ownCopy(native.fetchCapabilitySettings(options));
   } catch (err) {
     throw invalidOption(err.message);
   }
@@ -352,6 +353,8 @@ function createFetchCapability(options) {
         );
       }
     }
+    // What the sandbox sent, own properties only: nothing comes from Object.prototype.
+    request = ownCopy(request);
     if (typeof request.url !== 'string') {
       throw requestError(`url must be a string, got ${describe(request.url)}`);
     }

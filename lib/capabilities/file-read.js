@@ -13,6 +13,7 @@ const nodePath = require('node:path');
 const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { currentRun } = require('../run-context');
+const { own, ownCopy } = require('../own');
 
 // The options' names, ranges and defaults are isolet-core's (FILE_READ_CAPABILITY).
 const { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT } = native.entryDefaults().fileRead;
@@ -49,7 +50,7 @@ function refusal(code, message) {
 
 function validateOptions(options) {
   try {
-    return native.fileReadCapabilitySettings(options);
+    return ownCopy(native.fileReadCapabilitySettings(options));
   } catch (err) {
     throw new SandboxValidationError(`createFileReadCapability: ${err.message}`);
   }
@@ -115,7 +116,8 @@ function createFileReadCapability(dir, options) {
         throw requestError(`unknown property "${key.slice(0, 64)}" (allowed: path, encoding)`);
       }
     }
-    const { path, encoding = 'utf8' } = request;
+    // What the sandbox sent, own properties only: nothing comes from Object.prototype.
+    const { path, encoding = 'utf8' } = ownCopy(request);
     if (typeof path !== 'string') {
       throw requestError(`path must be a string, got ${describe(path)}`);
     }

@@ -7,6 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 const native = require('../native');
+const { ownCopy } = require('../own');
 
 /** Thrown for bad flags or config: the CLI prints it with the usage and exits 2. */
 class UsageError extends Error {}
@@ -76,7 +77,8 @@ function settingsFrom(values, sourceFile) {
   const file = readConfig(values.config);
   let s;
   try {
-    s = native.cliSettings(values, file, values.config, sourceFile);
+    // A null-prototype copy: an absent field is absent, whatever Object.prototype holds.
+    s = ownCopy(native.cliSettings(values, file, values.config, sourceFile));
   } catch (err) {
     throw new UsageError(err.message);
   }

@@ -184,11 +184,22 @@ impl Keys {
         Ok(object)
     }
 
+    /// `object[key]` when it is an own property, else undefined: a key someone put on
+    /// Object.prototype is not a field (a plan omits its empty optional fields, such as
+    /// `dataValues`, and an inherited one would be read as the run's).
     pub(crate) fn get(&self, object: sys::napi_value, key: Key) -> Result<sys::napi_value> {
         let name = self.key(key)?;
         let mut value = ptr::null_mut();
+        let mut is_own = false;
         // SAFETY: `object` is a live value of this env's current scope.
-        check(unsafe { sys::napi_get_property(self.env, object, name, &mut value) })?;
+        unsafe {
+            check(sys::napi_has_own_property(self.env, object, name, &mut is_own))?;
+            if is_own {
+                check(sys::napi_get_property(self.env, object, name, &mut value))?;
+            } else {
+                check(sys::napi_get_undefined(self.env, &mut value))?;
+            }
+        }
         Ok(value)
     }
 }

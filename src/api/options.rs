@@ -47,6 +47,11 @@ fn object_of(value: &Unknown, depth: u32) -> Result<Raw> {
         let array = unsafe { value.cast::<Array>() }?;
         let mut items = Vec::with_capacity(array.len() as usize);
         for i in 0..array.len() {
+            // A hole is undefined, not whatever Array.prototype holds at that index.
+            if !array.has_own_property(&i.to_string())? {
+                items.push(Raw::Undefined);
+                continue;
+            }
             let item: Unknown = array.get_element(i)?;
             items.push(raw_of(&item, depth + 1)?);
         }

@@ -449,20 +449,6 @@ impl RunShared {
         }
     }
 
-    /// Rejects a call that was refused before it reached the host (not in flight).
-    pub(crate) fn reject_unsent(&self, call_id: u32, name: &str, message: String) {
-        let mut inbox = lock(&self.inbox);
-        if inbox.closed {
-            return;
-        }
-        // Called on the isolate thread itself, which is not sleeping: no wake-up is sent.
-        let wake = Self::queue_reply(&mut inbox, HostReply::Reject { call_id, name: name.into(), message });
-        drop(inbox);
-        if wake {
-            self.cv.notify_all();
-        }
-    }
-
     /// Answers data request `id`; false when no such request is waiting. An answer
     /// larger than `maxMessageBytes` is replaced by an error the sandbox sees.
     pub(crate) fn push_answer(&self, id: u32, answer: DataAnswer) -> bool {
@@ -509,8 +495,13 @@ impl RunShared {
 
     /// Counts one message against `max_messages`; false when over.
     pub(crate) fn count_message(&self) -> bool {
-        let n = self.messages.fetch_add(1, Ordering::SeqCst) + 1;
-        n <= self.spec.bridge.max_messages
+        // Past the limit the count stops growing: a run refused in a loop for hours never
+        // wraps it back under. Only the isolate thread counts, so load-then-add is exact.
+        if self.messages.load(Ordering::SeqCst) >= self.spec.bridge.max_messages {
+            return false;
+        }
+        self.messages.fetch_add(1, Ordering::SeqCst);
+        true
     }
 
     pub(crate) fn messages(&self) -> u32 {

@@ -11,7 +11,7 @@ use super::run::{Completion, ExecStats, HostReply, RunShared};
 use crate::limits::cpu::ThreadClock;
 use crate::limits::watchdog;
 use crate::limits::{lock, quarantine};
-use crate::v8::{DataAnswer, Output, Sandbox, SandboxConfig, SandboxHost, Step};
+use crate::v8::{DataAnswer, Output, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
 
 /// V8 sizes its stack limit from the thread it starts on; give it room for deep JS
 /// recursion to end in a RangeError, never a native stack overflow.
@@ -52,27 +52,26 @@ impl SandboxHost for ThreadHost {
         run.log_room()
     }
 
-    fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) {
-        let Some(run) = self.current() else { return };
+    fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) -> Result<(), Refusal> {
+        // A refusal goes back to the seam, which rejects the call's promise at once: a
+        // sandbox looping on refused calls costs the host nothing per call.
+        let refuse = |name: &'static str, message: String| Err(Refusal { name, message });
+        let Some(run) = self.current() else { return refuse("Error", "the execution has ended".into()) };
         if !run.count_message() {
-            let message = format!("Bridge message limit of {} per execution exceeded", run.spec.bridge.max_messages);
-            run.reject_unsent(call_id, "RangeError", message);
-            return;
+            return refuse("RangeError", format!("Bridge message limit of {} per execution exceeded", run.spec.bridge.max_messages));
         }
         let Some(name) = run.spec.capabilities.get(fn_index as usize) else {
-            run.reject_unsent(call_id, "Error", "unknown host function".into());
-            return;
+            return refuse("Error", "unknown host function".into());
         };
         if let Err(message) = run.spec.tool_calls.admit(fn_index as usize, name) {
-            run.reject_unsent(call_id, isolet_core::options::TOOL_REFUSAL_NAME, message);
-            return;
+            return refuse(isolet_core::options::TOOL_REFUSAL_NAME, message);
         }
         // Checked before the arguments are copied for the host.
         if let Err(message) = run.begin_host_call(call_id, args.len()) {
-            run.reject_unsent(call_id, "RangeError", message);
-            return;
+            return refuse("RangeError", message);
         }
         run.sink().host_call(call_id, name, args.to_vec());
+        Ok(())
     }
 
     fn data_request(&self, key: &str) -> DataAnswer {
@@ -182,12 +181,12 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
     let step = install_and_run(sandbox, run);
     let result = finish(sandbox, run, step);
 
-    let (used, peak) = sandbox.heap();
+    let heap = sandbox.heap();
     let stats = ExecStats {
         wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
         cpu_time_ms: clock.used().as_secs_f64() * 1000.0,
-        heap_used_bytes: used as f64,
-        heap_peak_bytes: peak as f64,
+        heap_used_bytes: heap.used as f64,
+        heap_peak_bytes: heap.peak as f64,
         host_calls: run.messages(),
     };
     *lock(&host.run) = None;
@@ -267,8 +266,14 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
         Step::Syntax(thrown) => Some(Err(Failure::syntax(thrown))),
         Step::Terminated | Step::Pending => None,
     };
-    // Limits win over whatever the script saw while being stopped.
-    if sandbox.hit_memory_limit() {
+    // Limits win over whatever the script saw while being stopped. A run whose one large
+    // allocation passed the ceiling with no GC since (V8 grants it past the limit) fails
+    // like one stopped at the limit.
+    let over_ceiling = isolet_core::seam_policy::over_heap_ceiling(
+        run.spec.limits.memory_mb as usize * 1024 * 1024,
+        sandbox.heap().peak_young_large,
+    );
+    if sandbox.hit_memory_limit() || over_ceiling {
         return Err(Failure::out_of_memory(run.spec.limits.memory_mb));
     }
     match (outcome, run.stop_reason()) {

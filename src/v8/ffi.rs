@@ -46,13 +46,30 @@ pub const ISOLET_FAILED: i32 = 6;
 pub const ISOLET_ABSENT: i32 = 7;
 
 
+/// A host call refused at once: its error's class and the lengths of the name and
+/// message written one after the other into the seam's buffer.
+#[repr(C)]
+pub struct isolet_refusal {
+    pub error_class: u32,
+    pub name_len: usize,
+    pub message_len: usize,
+}
+
 #[repr(C)]
 pub struct isolet_sandbox_config {
     pub ctx: *mut c_void,
     pub wake: extern "C" fn(ctx: *mut c_void),
     pub on_console: extern "C" fn(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) -> usize,
-    pub on_host_call:
-        extern "C" fn(ctx: *mut c_void, fn_index: u32, call_id: u32, args: *const u8, len: usize),
+    pub on_host_call: extern "C" fn(
+        ctx: *mut c_void,
+        fn_index: u32,
+        call_id: u32,
+        args: *const u8,
+        len: usize,
+        refusal: *mut isolet_refusal,
+        buf: *mut u8,
+        cap: usize,
+    ) -> i32,
     pub on_data_request: extern "C" fn(
         ctx: *mut c_void,
         key: *const u8,
@@ -66,6 +83,7 @@ pub struct isolet_sandbox_config {
     pub array_buffer_limit_bytes: usize,
     pub heap_headroom_bytes: usize,
     pub max_heap_limit_raises: u32,
+    pub heap_ceiling_bytes: usize,
     pub max_error_text_bytes: usize,
     pub max_console_value_bytes: usize,
     pub max_data_key_bytes: usize,
@@ -154,7 +172,7 @@ extern "C" {
         message: *const u8,
         message_len: usize,
     ) -> i32;
-    pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize);
+    pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize, peak_young_large: *mut usize);
     pub fn isolet_sandbox_hit_memory_limit(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_bytes_free(bytes: *mut isolet_bytes);
     pub fn isolet_error_free(err: *mut isolet_error);

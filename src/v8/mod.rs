@@ -18,14 +18,24 @@ pub(crate) trait SandboxHost: Send + Sync {
     fn wake(&self);
     /// A console entry; returns the bytes the run's log still keeps.
     fn console(&self, level: u32, message: &[u8]) -> usize;
-    /// The sandbox called host function `fn_index`; answer later with `fulfill_call`.
-    fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]);
+    /// The sandbox called host function `fn_index`: `Ok` when it went to the host (answer
+    /// later with `fulfill_call`), `Err` when it is refused at once (the seam rejects the
+    /// call's promise with it and keeps nothing for the call).
+    fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) -> Result<(), Refusal>;
     /// Blocking read of `data[key]`.
     fn data_request(&self, key: &str) -> DataAnswer;
     /// The heap reached its limit (inside a GC): terminate the run from another thread.
     fn heap_limit(&self);
     /// V8 hit a fatal OOM on this isolate's thread. Must never return.
     fn fatal_oom(&self) -> !;
+}
+
+/// Why a host call was refused before it reached the host: the name and message of the
+/// error the sandbox's promise rejects with.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub name: &'static str,
+    pub message: String,
 }
 
 pub(crate) enum DataAnswer {
@@ -177,7 +187,9 @@ impl SandboxHost for CompileHost {
     fn console(&self, _: u32, _: &[u8]) -> usize {
         0
     }
-    fn host_call(&self, _: u32, _: u32, _: &[u8]) {}
+    fn host_call(&self, _: u32, _: u32, _: &[u8]) -> Result<(), Refusal> {
+        Err(Refusal { name: "Error", message: "unknown host function".into() })
+    }
     fn data_request(&self, _: &str) -> DataAnswer {
         DataAnswer::Terminated
     }
@@ -188,6 +200,15 @@ impl SandboxHost for CompileHost {
             std::thread::park();
         }
     }
+}
+
+/// A sandbox's heap, in bytes: used now, the most seen, and the most its young
+/// large-object space was seen holding (one object V8 grants past the heap limit).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeapSample {
+    pub used: usize,
+    pub peak: usize,
+    pub peak_young_large: usize,
 }
 
 /// Memory and copy limits fixed when the isolate is created.
@@ -255,10 +276,42 @@ extern "C" fn console_cb(ctx: *mut c_void, level: u32, msg: *const u8, len: usiz
     guarded(ctx, 0, |host| host.console(level, msg))
 }
 
-extern "C" fn host_call_cb(ctx: *mut c_void, fn_index: u32, call_id: u32, args: *const u8, len: usize) {
+#[allow(clippy::too_many_arguments)] // the seam's flat C signature
+extern "C" fn host_call_cb(
+    ctx: *mut c_void,
+    fn_index: u32,
+    call_id: u32,
+    args: *const u8,
+    len: usize,
+    refusal: *mut ffi::isolet_refusal,
+    buf: *mut u8,
+    cap: usize,
+) -> i32 {
     // SAFETY: as above.
     let args = unsafe { bytes(args, len) };
-    guarded(ctx, (), |host| host.host_call(fn_index, call_id, args));
+    let outcome = guarded(ctx, Ok(()), |host| host.host_call(fn_index, call_id, args));
+    let Err(refused) = outcome else { return ffi::ISOLET_OK };
+    // SAFETY: the seam passes a writable buffer of `cap` bytes and a valid `refusal`, both
+    // live for the duration of the call.
+    let out = unsafe { std::slice::from_raw_parts_mut(buf, cap) };
+    let name_len = copy_cut(refused.name, out);
+    let message_len = copy_cut(&refused.message, &mut out[name_len..]);
+    // SAFETY: as above.
+    unsafe {
+        *refusal = ffi::isolet_refusal { error_class: seam_policy::host_error_class(refused.name), name_len, message_len };
+    }
+    ffi::ISOLET_THREW
+}
+
+/// Copies as much of `text` into `out` as fits, cut at a character boundary; returns the
+/// bytes written.
+fn copy_cut(text: &str, out: &mut [u8]) -> usize {
+    let mut len = text.len().min(out.len());
+    while !text.is_char_boundary(len) {
+        len -= 1;
+    }
+    out[..len].copy_from_slice(&text.as_bytes()[..len]);
+    len
 }
 
 extern "C" fn text_cb(ctx: *mut c_void, what: u32, a: u64, b: u64, buf: *mut u8, cap: usize) -> usize {
@@ -423,6 +476,7 @@ impl Sandbox {
             array_buffer_limit_bytes: config.array_buffer_limit_bytes,
             heap_headroom_bytes: seam_policy::HEAP_HEADROOM_BYTES,
             max_heap_limit_raises: seam_policy::MAX_HEAP_LIMIT_RAISES,
+            heap_ceiling_bytes: seam_policy::heap_ceiling_bytes(config.heap_limit_bytes),
             max_error_text_bytes: seam_policy::MAX_ERROR_TEXT_BYTES,
             max_console_value_bytes: seam_policy::MAX_CONSOLE_VALUE_BYTES,
             // One byte more than a key may have, so an overlong key is seen as such.
@@ -621,11 +675,11 @@ impl Sandbox {
     }
 
     /// (used, peak) heap bytes.
-    pub(crate) fn heap(&mut self) -> (usize, usize) {
-        let (mut used, mut peak) = (0, 0);
+    pub(crate) fn heap(&mut self) -> HeapSample {
+        let (mut used, mut peak, mut peak_young_large) = (0, 0, 0);
         // SAFETY: live sandbox, valid out-pointers.
-        unsafe { ffi::isolet_sandbox_heap(self.raw, &mut used, &mut peak) };
-        (used, peak)
+        unsafe { ffi::isolet_sandbox_heap(self.raw, &mut used, &mut peak, &mut peak_young_large) };
+        HeapSample { used, peak, peak_young_large }
     }
 
     pub(crate) fn hit_memory_limit(&self) -> bool {

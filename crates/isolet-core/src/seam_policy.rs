@@ -8,6 +8,29 @@ pub const HEAP_HEADROOM_BYTES: usize = 32 * 1024 * 1024;
 /// How often the headroom is granted. A script that keeps allocating past it reaches a
 /// fatal OOM, which the isolate thread turns into a parked thread: memory stays bounded.
 pub const MAX_HEAP_LIMIT_RAISES: u32 = 2;
+/// Slack of the heap ceiling over a run's memory limit, as a fraction (1/N) of the limit:
+/// V8 lets its young generation and an allocation in progress pass the old-generation
+/// limit by a little before it collects, and a run within its limit must still pass.
+pub const HEAP_CEILING_SLACK_DIVISOR: usize = 8;
+
+/// The ceiling of a run with a heap limit of `limit_bytes`: `limit + limit / 8`.
+///
+/// V8 grants the first object of its young large-object space whatever its size (a
+/// flattened string, a grown array's backing store), without reaching the near-heap-limit
+/// callback, so one allocation could pass the limit and the run succeed holding it. A run
+/// ends as out of memory when that space is seen above the ceiling (at any GC, and when
+/// the run settles), or its used heap after a full GC (what is live) is. The used heap
+/// before a GC is not judged: it counts garbage, which a run within its limit may hold.
+pub fn heap_ceiling_bytes(limit_bytes: usize) -> usize {
+    limit_bytes.saturating_add(limit_bytes / HEAP_CEILING_SLACK_DIVISOR)
+}
+
+/// Whether a run with heap limit `limit_bytes`, whose young large-object space was seen
+/// holding at most `peak_young_large_bytes`, passed its ceiling.
+pub fn over_heap_ceiling(limit_bytes: usize, peak_young_large_bytes: usize) -> bool {
+    peak_young_large_bytes > heap_ceiling_bytes(limit_bytes)
+}
+
 /// Longest text copied out of a thrown value, for each of name, message and stack.
 pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 /// Longest text one console argument is formatted into (the run's log room may be less:
@@ -186,6 +209,21 @@ pub fn thrown_name(kind: ThrownKind, name: Option<&str>, constructor: Option<&st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heap_ceiling_is_the_limit_plus_an_eighth() {
+        let mb = 1024 * 1024;
+        assert_eq!(heap_ceiling_bytes(64 * mb), 72 * mb);
+        assert_eq!(heap_ceiling_bytes(8 * mb), 9 * mb);
+        // A 256 MB string under a 64 MB limit is over it; 64 MB of live data is not.
+        assert!(256 * mb > heap_ceiling_bytes(64 * mb));
+        assert!(64 * mb <= heap_ceiling_bytes(64 * mb));
+        assert_eq!(heap_ceiling_bytes(usize::MAX), usize::MAX);
+        assert!(over_heap_ceiling(64 * mb, 256 * mb));
+        assert!(over_heap_ceiling(64 * mb, 72 * mb + 1));
+        assert!(!over_heap_ceiling(64 * mb, 72 * mb));
+        assert!(!over_heap_ceiling(256 * mb, 128 * mb));
+    }
 
     #[test]
     fn a_string_name_wins_even_if_inherited_or_odd() {
