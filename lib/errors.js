@@ -34,12 +34,14 @@ class SandboxOOMError extends SandboxError {
 class SandboxRuntimeError extends SandboxError {
   /**
    * @param {string} message
-   * @param {{ thrown?: { name: string, message: string, stack?: string } }} [options]
+   * @param {{ thrown?: { name: string, message: string, stack?: string }, limit?: string }} [options]
    */
   constructor(message, options = {}) {
     super(message, { code: 'ERR_ISOLET_RUNTIME' });
     /** What the sandboxed code threw: its name, message and (sandbox) stack. */
     this.thrown = options.thrown;
+    // Set only when a bridge limit refused the result (`maxOutputBytes`, `maxOutputValues`).
+    if (options.limit) this.limit = options.limit;
     if (options.thrown && options.thrown.stack) this.stack = `${this.name}: ${options.thrown.stack}`;
   }
 }
@@ -80,6 +82,7 @@ function errorFromFailure(f) {
       return new SandboxTimeoutError(f.message, { limit: f.limit });
     case 'SandboxRuntimeError':
       return new SandboxRuntimeError(f.message, {
+        limit: f.limit ?? undefined,
         thrown:
           f.thrownName == null
             ? undefined
