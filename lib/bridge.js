@@ -427,16 +427,34 @@ function shareNative(name) {
   return typeof binding[name] === 'function' ? binding[name] : NO_SHARE;
 }
 
+/** `deserialize` refused bytes that hold more than `max` values (or could not count them). */
+class TooManyValues extends RangeError {
+  constructor(max, unreadable) {
+    super(unreadable ? 'the value could not be counted' : `more than ${max} values`);
+    this.max = max;
+    this.unreadable = unreadable;
+  }
+}
+
 /**
  * Reads a value the sandbox serialized: plain host data, never a sandbox reference.
  * `owned`: `bytes` is handed over for good (a thread-mode result), see decodeFlat.
+ * `maxValues`: count the values first (isolet-core's count, in Rust) and throw
+ * TooManyValues past it; for bytes whose sender did not count them itself (a sandbox
+ * host process), since each value is built on this thread.
  */
-function deserialize(bytes, owned = false) {
+function deserialize(bytes, owned = false, maxValues = undefined) {
   const fast = decodeFast(bytes);
   if (fast !== NOT_FAST) return fast;
   if (bytes.length >= FLAT_MIN) {
     const flat = decodeFlat(bytes, owned === true);
     if (flat !== NOT_FAST) return flat;
+  }
+  if (maxValues !== undefined) {
+    const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const n = shareNative('countValues')(view, maxValues);
+    if (n === null) throw new TooManyValues(maxValues, true); // an addon without the count
+    if (n < 0) throw new TooManyValues(maxValues, n === -2);
   }
   const d = new v8.Deserializer(bytes);
   d.readHeader();
@@ -459,4 +477,14 @@ function safeString(v) {
   }
 }
 
-module.exports = { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError, withoutHostStacks, decodeFlat, NOT_FAST };
+module.exports = {
+  serialize,
+  directBytesVersionFor,
+  directStringVersionFor,
+  deserialize,
+  TooManyValues,
+  describeHostError,
+  withoutHostStacks,
+  decodeFlat,
+  NOT_FAST,
+};

@@ -2,7 +2,7 @@
 // The one execution path: submit a request to a native engine, serve its host calls
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
-const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError } = require('./bridge');
+const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, TooManyValues, describeHostError } = require('./bridge');
 const { NativeEngine } = require('./native');
 const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
@@ -48,6 +48,9 @@ function execute(engine, plan, hooks = {}) {
   });
   let handle;
   let finished = false;
+  // Thread mode counted every payload's values on the isolate's side; bytes from a
+  // sandbox host process are counted again here before they are built (bridge.js).
+  const counted = engine instanceof NativeEngine;
 
   const onNativeEvent = (ev) => {
     switch (ev.type) {
@@ -57,7 +60,7 @@ function execute(engine, plan, hooks = {}) {
       case 'done':
         finished = true;
         ctx._end();
-        resolveDone(finish(ev, engine instanceof NativeEngine));
+        resolveDone(finish(ev, counted, plan.maxOutputValues));
         break;
       default:
         if (hooks.onEvent) hooks.onEvent(ev);
@@ -73,11 +76,17 @@ function execute(engine, plan, hooks = {}) {
     }
     let args;
     try {
-      args = deserialize(ev.payload);
-    } catch {
-      handle.reject(callId, 'TypeError', 'host call arguments could not be read');
+      args = deserialize(ev.payload, false, counted ? undefined : plan.maxMessageValues);
+    } catch (err) {
+      if (err instanceof TooManyValues && !err.unreadable) {
+        handle.reject(callId, 'RangeError', `host call arguments hold more than ${err.max} values, over the bridge limit (maxMessageValues)`);
+      } else {
+        handle.reject(callId, 'TypeError', 'host call arguments could not be read');
+      }
       return;
     }
+    // Built: the handler holds the values, the bytes need not wait for its reply.
+    ev.payload = null;
     // A synchronous handler is answered in this same turn: no microtask hop on the
     // round trip. A thenable is awaited as before.
     let result;
@@ -147,15 +156,22 @@ function execute(engine, plan, hooks = {}) {
   return { done, handle };
 }
 
-/** `owned`: the payload is a Buffer the addon made for this event alone (thread mode). */
-function finish(ev, owned) {
+/**
+ * `owned`: the payload is a Buffer the addon made for this event alone (thread mode),
+ * whose values the isolate's side counted; otherwise they are counted against
+ * `maxValues` before they are built.
+ */
+function finish(ev, owned, maxValues) {
   const stats = statsOf(ev.stats);
   const logs = (ev.logs || []).map((l) => ({ level: l.level, message: l.message }));
   if (!ev.ok) return { ok: false, error: errorFromFailure(ev.error), stats, logs };
   try {
-    return { ok: true, value: deserialize(ev.payload, owned), stats, logs };
+    return { ok: true, value: deserialize(ev.payload, owned, owned ? undefined : maxValues), stats, logs };
   } catch (err) {
-    const error = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
+    const error =
+      err instanceof TooManyValues && !err.unreadable
+        ? new SandboxRuntimeError(`The result holds more than ${err.max} values, over the output limit (maxOutputValues)`, { limit: 'maxOutputValues' })
+        : new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
     return { ok: false, error, stats, logs };
   }
 }

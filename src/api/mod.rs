@@ -10,6 +10,7 @@ mod host_channel;
 mod keys;
 mod lockdown;
 mod options;
+mod values;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
