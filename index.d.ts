@@ -255,16 +255,16 @@ export interface SandboxOptions {
    * Map/Set entry, and every slot of a sparse array's length counts one. Bounds what
    * the output costs this process to build (memory and event-loop time), which its
    * bytes do not. Past it: `SandboxRuntimeError` with `limit: 'maxOutputValues'`.
-   * Default 65536; 1 to 4294967295. See docs/budgets.md.
+   * Default 32768; 1 to 4294967295. See docs/budgets.md.
    */
   maxOutputValues?: number;
   /**
    * Cap on the values of one host-call argument list, counted as for `maxOutputValues`;
-   * past it the call is refused in the sandbox with a RangeError. Default 65536; 1 to 4294967295.
+   * past it the call is refused in the sandbox with a RangeError. Default 32768; 1 to 4294967295.
    */
   maxMessageValues?: number;
   /**
-   * Values of host-call arguments in flight at once. Default 262144; from
+   * Values of host-call arguments in flight at once. Default 131072; from
    * `maxMessageValues` (one message must fit) to 4294967295.
    */
   maxPendingHostCallValues?: number;
@@ -477,12 +477,12 @@ export interface BridgeLimits {
   /**
    * Values of the result (values, keys, elements, holes, sparse slots; see
    * docs/budgets.md). Past it: `SandboxRuntimeError` with `limit: 'maxOutputValues'`.
-   * Default 65536; 1 to 4294967295.
+   * Default 32768; 1 to 4294967295.
    */
   maxOutputValues?: number;
-  /** Values of one tool-call argument list; past it the call is a RangeError in the sandbox. Default 65536; 1 to 4294967295. */
+  /** Values of one tool-call argument list; past it the call is a RangeError in the sandbox. Default 32768; 1 to 4294967295. */
   maxMessageValues?: number;
-  /** Values of tool-call arguments in flight at once. Default 262144; from `maxMessageValues` to 4294967295. */
+  /** Values of tool-call arguments in flight at once. Default 131072; from `maxMessageValues` to 4294967295. */
   maxPendingHostCallValues?: number;
 }
 

@@ -86,6 +86,16 @@ if (!evil) {
       const tail = Buffer.concat([Buffer.from([1]), result]);
       const len = fixed.length + entries.length + tail.length;
       channel.write(Buffer.concat([header(KIND_DONE, runId, len), fixed, entries, tail]));
+    } else if (mode === 'sparse-result') {
+      // A well-formed `done` whose 17-byte result is an array of length 3e7: the real
+      // host's isolate would have refused it (maxOutputValues); built, it is 240 MB.
+      const a = [];
+      a.length = 3e7;
+      a[0] = 1;
+      const result = v8.serialize(a);
+      const fixed = Buffer.alloc(36 + 40 + 4); // stats, health, no log entries
+      const tail = Buffer.concat([Buffer.from([1]), result]);
+      channel.write(Buffer.concat([header(KIND_DONE, runId, fixed.length + tail.length), fixed, tail]));
     } else if (mode === 'health-flood') {
       // Health frames (40 bytes, run id 0) at pipe speed: more than a host ever reports.
       const one = Buffer.concat([header(KIND_HEALTH, 0, 40), Buffer.alloc(40)]);

@@ -45,14 +45,14 @@ pub const DEFAULT_MAX_PENDING_HOST_CALL_BYTES: usize = 4 * DEFAULT_MAX_MESSAGE_B
 /// Default cap on host calls in flight at once per execution.
 pub const DEFAULT_MAX_PENDING_HOST_CALLS: u32 = 128;
 /// Default cap on the values of the result (see `value_count` for what one value is):
-/// 65,536. A byte cap alone lets 16 MiB of short strings cost the parent ~165 MB and a
-/// 1-2 s stall; a value costs the parent at most ~200 bytes and ~1 µs to build
-/// (measured, docs/budgets.md), so this keeps a result within ~13 MB and ~65 ms beyond
-/// its bytes.
-pub const DEFAULT_MAX_OUTPUT_VALUES: u32 = 1 << 16;
+/// 32,768. A byte cap alone lets 16 MiB of short strings cost the parent ~165 MB and a
+/// 1-2 s stall of its event loop; a value costs the parent at most ~140 bytes and ~2 µs
+/// to build (measured on Node 20 and 26, docs/budgets.md), so this keeps a result
+/// within ~5 MB and a few tens of ms beyond its bytes.
+pub const DEFAULT_MAX_OUTPUT_VALUES: u32 = 1 << 15;
 /// Default cap on the values of one message from the sandbox (a host call's argument
-/// list): 65,536, as for the result.
-pub const DEFAULT_MAX_MESSAGE_VALUES: u32 = 1 << 16;
+/// list): 32,768, as for the result.
+pub const DEFAULT_MAX_MESSAGE_VALUES: u32 = 1 << 15;
 /// Default cap on the values of host-call arguments in flight at once per execution:
 /// four default-sized messages, as for the bytes.
 pub const DEFAULT_MAX_PENDING_HOST_CALL_VALUES: u32 = 4 * DEFAULT_MAX_MESSAGE_VALUES;
@@ -107,11 +107,11 @@ pub struct BridgeLimits {
     pub max_pending_host_call_bytes: usize,
     /// Host calls in flight at once. Default 128.
     pub max_pending_host_calls: u32,
-    /// Values of the serialized result. Default 65,536.
+    /// Values of the serialized result. Default 32,768.
     pub max_output_values: u32,
-    /// Values of one message from the sandbox (host-call arguments). Default 65,536.
+    /// Values of one message from the sandbox (host-call arguments). Default 32,768.
     pub max_message_values: u32,
-    /// Values of host-call arguments in flight at once. Default 262,144.
+    /// Values of host-call arguments in flight at once. Default 131,072.
     pub max_pending_host_call_values: u32,
 }
 

@@ -837,7 +837,7 @@ mod tests {
     #[test]
     fn value_limits_have_defaults_and_one_message_fits_the_pending_budget() {
         let b = run_sandbox(&code(), &Raw::Undefined).unwrap().bridge;
-        assert_eq!((b.max_output_values, b.max_message_values, b.max_pending_host_call_values), (65_536, 65_536, 262_144));
+        assert_eq!((b.max_output_values, b.max_message_values, b.max_pending_host_call_values), (32_768, 32_768, 131_072));
         let e = |o: Raw| run_sandbox(&code(), &o).unwrap_err().message;
         assert_eq!(e(obj(&[("maxOutputValues", num(0.0))])), "maxOutputValues must be a whole number from 1 to 4294967295, got 0");
         let m = e(obj(&[("maxMessageValues", num(10.0)), ("maxPendingHostCallValues", num(9.0))]));
