@@ -5,6 +5,8 @@
 // from outside, in a child node.
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import * as v8 from 'node:v8';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +17,96 @@ const MODES = ['thread', 'process'] as const;
 
 /** Code whose completion value is an array holding `n` values: itself and n - 1 strings. */
 const valuesResult = (n: number) => `const a = []; for (let i = 0; i < ${n - 1}; i++) a.push('ab'); a`;
+
+const native = createRequire(__filename)(path.join(root, 'lib', 'native.js')) as { countValues(bytes: Buffer, max: number): number };
+
+/** A lower bound of the values V8's deserializer built for `v` (each shared object once). */
+function built(v: unknown, seen = new Set<unknown>()): number {
+  if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return 1;
+  if (seen.has(v)) return 1;
+  seen.add(v);
+  if (ArrayBuffer.isView(v)) return 2;
+  if (v instanceof RegExp || v instanceof String) return 2;
+  if (v instanceof Map) return [...v].reduce((n, [k, x]) => n + built(k, seen) + built(x, seen), 1);
+  if (v instanceof Set) return [...v].reduce((n, x) => n + built(x, seen), 1);
+  let n = 1;
+  // A length far past an array's keys is dictionary elements (no slot per index): not
+  // counted here, so this stays a lower bound.
+  if (Array.isArray(v)) n += v.length > 2 * Object.keys(v).length + 1024 ? 0 : v.length;
+  for (const key of Object.keys(v)) {
+    const inSlot = Array.isArray(v) && String(Number(key)) === key && Number(key) < v.length;
+    n += (inSlot ? -1 : 1) + built((v as Record<string, unknown>)[key], seen);
+  }
+  return n;
+}
+
+// The base serializer, as the bridge and the seam use: typed arrays as V8 writes them
+// (Node's v8.serialize writes them as host objects the sandbox never sees).
+function v8Bytes(value: unknown): Buffer {
+  const s = new v8.Serializer();
+  s.writeHeader();
+  s.writeValue(value);
+  return s.releaseBuffer();
+}
+
+function v8Value(bytes: Buffer): unknown {
+  const d = new v8.Deserializer(bytes);
+  d.readHeader();
+  return d.readValue();
+}
+
+describe('the value count (isolet-core, read from V8 bytes)', () => {
+  const shared = { s: 1 };
+  const seeds: unknown[] = [
+    ['ab', 'ab', 1, 2.5, true, null, undefined, 10n ** 30n],
+    { a: 1, b: { c: [1, 2, { d: 'x' }] }, 'é': '€', 7: 'seven' },
+    [0, , 2, , , 5],
+    Object.assign([1, 2, 3], { extra: 'prop' }),
+    new Map<unknown, unknown>([[1, { a: 1 }], ['k', [1, 2]]]),
+    new Set([1, 'two', [3]]),
+    [new Uint8Array([1, 2, 3]), new Float64Array(2), new DataView(new ArrayBuffer(8), 2, 4)],
+    [new Date(0), /ab+c/gi, new String('boxed'), new Number(4), Object(5n), new Boolean(false)],
+    // Short stacks: every byte of a seed is mutated.
+    [Object.assign(new RangeError('r'), { stack: 'R' }), Object.assign(new Error('with cause'), { stack: 's', cause: { why: [1] } })],
+    [shared, shared, [shared]],
+    ((): unknown[] => { const a: unknown[] = []; a[100] = 'far'; return a; })(),
+  ];
+
+  it('is never below what V8 builds, for every shape the bridge carries and every one-byte mutation V8 still reads', () => {
+    const tags = [0x00, 0x7f, 0x80, 0xff, ...'aAo"I-V^;\'$@{:,rmsc.'.split('').map((c) => c.charCodeAt(0))];
+    let checked = 0;
+    for (const seed of seeds) {
+      const bytes = v8Bytes(seed);
+      expect(native.countValues(bytes, 2 ** 32 - 1), `count of ${String(seed)}`).toBeGreaterThanOrEqual(built(v8Value(bytes)));
+      for (let at = 2; at < bytes.length; at++) {
+        for (const b of [...tags, bytes[at] ^ 1]) {
+          const m = Buffer.from(bytes);
+          m[at] = b;
+          let value: unknown;
+          try {
+            value = v8Value(m);
+          } catch {
+            continue; // V8 refuses it: nothing is built
+          }
+          const n = native.countValues(m, 2 ** 32 - 1);
+          // -2: unreadable, refused without building anything.
+          if (n !== -2) expect(n, `byte ${at} = ${b} of ${[...bytes]}`).toBeGreaterThanOrEqual(built(value));
+          checked++;
+        }
+      }
+      for (let cut = 0; cut < bytes.length; cut++) {
+        expect(native.countValues(bytes.subarray(0, cut), 1e9), `cut at ${cut}`).toBe(-2);
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
+  });
+
+  it('stops at the limit: past it is -1, at it the count', () => {
+    const bytes = v8Bytes(['a', 'b', 'c']);
+    expect(native.countValues(bytes, 4)).toBe(4);
+    expect(native.countValues(bytes, 3)).toBe(-1);
+  });
+});
 
 describe.each(MODES)('value limits (%s mode)', (isolation) => {
   it('maxOutputValues: a result of exactly the limit passes, one value more fails naming the limit', async () => {
@@ -46,6 +138,9 @@ describe.each(MODES)('value limits (%s mode)', (isolation) => {
     await exact('new Set([1, 2, 3])', 4);
     await exact('[new Uint8Array(4)]', 3); // array, ArrayBuffer, view
     await exact('[0, , 2]', 8); // holey: written sparse, 3 slots, 2 index keys, 2 values
+    // 8 bytes, 12 KB once built: the element slots an index key makes V8 allocate.
+    await exact('({ 1023: 0 })', 3 + 1552);
+    await exact('({ 1700000000: 0 })', 3 + 18); // past V8's gap: dictionary elements
     // 17 bytes, 240 MB once built: refused however few bytes it takes.
     const sparse = await runSandbox('const a = []; a.length = 3e7; a[0] = 1; a', { isolation });
     expect(sparse.success ? 'passed' : (sparse.error as { limit?: string }).limit).toBe('maxOutputValues');

@@ -10,8 +10,10 @@
 //! What counts as one value: every value the deserializer reads (primitives, strings,
 //! objects, property keys, array elements, Map and Set entries, references to values
 //! already read, an Error's message and stack), every hole of a dense array, every slot
-//! of a sparse array's length (the deserializer may allocate all of them), and a typed
-//! array or DataView besides its ArrayBuffer.
+//! of a sparse array's length (the deserializer may allocate all of them), a typed
+//! array or DataView besides its ArrayBuffer, and the element slots that index keys
+//! (`{ 1023: 0 }`, `a[5000] = 1`) make V8 allocate: 8 bytes of `{ 1023: 0 }` are 12 KB
+//! once built. See [`Elements`].
 //!
 //! The walk follows the reader in V8's `value-serializer.cc` (format versions 13-15,
 //! V8 11.3 to 14.x), iteratively (no recursion, whatever the nesting), and never reads
@@ -35,12 +37,93 @@ pub enum CountError {
 #[derive(Debug)]
 enum Frame {
     /// Elements of a dense array still to read (then its properties, ended by `$`).
-    Dense { left: u32 },
+    Dense { left: u32, length: u32 },
     /// Properties or entries up to the tag `end`, then `trailer` varints. `pairs`: keys
     /// and values alternate, and the end tag may come only where a key would.
-    Entries { end: u8, trailer: u8, pairs: bool, at_key: bool },
+    /// `elements`: an object or array, whose index keys may allocate element slots.
+    Entries { end: u8, trailer: u8, pairs: bool, at_key: bool, elements: Option<Elements> },
     /// An Error's cause is being read (`read`: it has been); `.` ends the error.
     ErrorCause { read: bool },
+}
+
+/// The element slots V8 may allocate for an object's or array's index keys, bounded as
+/// its elements policy does (objects.cc `ShouldConvertToSlowElements`, stable across
+/// V8 11-14): an index within `kMaxGap` (1024) of the capacity grows the backing store to
+/// 1.5 x (index + 1) + 16; a farther one makes the elements a dictionary (no slots), which
+/// V8 turns back into slots only when they would be at least half used.
+#[derive(Debug, Clone, Copy)]
+struct Elements {
+    /// Slots possibly allocated so far.
+    capacity: u64,
+    /// Slots already counted (a dense array's elements, a sparse array's length).
+    counted: u64,
+    /// Index keys and dense elements: what a dictionary turned back into slots holds.
+    used: u64,
+    dictionary: bool,
+}
+
+impl Elements {
+    fn new(slots: u64) -> Self {
+        Elements { capacity: slots, counted: slots, used: slots, dictionary: false }
+    }
+
+    fn index(&mut self, index: u64) {
+        self.used += 1;
+        if index >= self.capacity {
+            if index - self.capacity < MAX_GAP {
+                self.capacity = index + 1 + (index + 1) / 2 + 16;
+            } else {
+                self.dictionary = true;
+            }
+        }
+    }
+
+    /// Slots to count beyond those counted already.
+    fn extra(&self) -> u64 {
+        let back_to_slots = if self.dictionary { 2 * self.used + 16 } else { 0 };
+        self.capacity.max(back_to_slots).saturating_sub(self.counted)
+    }
+}
+
+const MAX_GAP: u64 = 1024;
+
+/// The array index a property key stands for (V8 turns `"7"`, `7` and `7.0` into the
+/// same element), if any.
+fn index_key(r: &Cursor) -> Option<u64> {
+    let mut c = Cursor { b: r.b, at: r.at, version: r.version };
+    const MAX_INDEX: u64 = u32::MAX as u64 - 1;
+    match c.tag().ok()? {
+        b'I' => {
+            let zz = c.varint().ok()?;
+            (zz & 1 == 0).then_some((zz >> 1) as u64)
+        }
+        b'U' => Some(c.varint().ok()? as u64).filter(|&v| v <= MAX_INDEX),
+        b'N' => {
+            let d = f64::from_le_bytes(c.b.get(c.at..c.at + 8)?.try_into().ok()?);
+            (d >= 0.0 && d <= MAX_INDEX as f64 && d.fract() == 0.0).then_some(d as u64)
+        }
+        tag @ (ONE_BYTE_STRING | UTF8_STRING | TWO_BYTE_STRING) => {
+            let n = c.varint().ok()? as usize;
+            let raw = c.b.get(c.at..c.at.checked_add(n)?)?;
+            let digits: Vec<u8> = if tag == TWO_BYTE_STRING {
+                raw.chunks_exact(2).map(|u| if u[1] == 0 { u[0] } else { b'x' }).collect()
+            } else {
+                raw.to_vec()
+            };
+            if digits.is_empty() || digits.len() > 10 || (digits.len() > 1 && digits[0] == b'0') {
+                return None;
+            }
+            let mut v: u64 = 0;
+            for d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                v = v * 10 + (d - b'0') as u64;
+            }
+            (v <= MAX_INDEX).then_some(v)
+        }
+        _ => None,
+    }
 }
 
 struct Cursor<'a> {
@@ -201,41 +284,37 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
                 r.skip(len)?;
                 opened = false;
             }
-            b'o' => stack.push(Frame::Entries { end: b'{', trailer: 1, pairs: true, at_key: true }),
+            b'o' => stack.push(Frame::Entries { end: b'{', trailer: 1, pairs: true, at_key: true, elements: Some(Elements::new(0)) }),
             b'a' => {
                 // The deserializer sets the length first: every slot may be allocated.
                 let len = r.varint()?;
                 add(&mut n, len as u64)?;
-                stack.push(Frame::Entries { end: b'@', trailer: 2, pairs: true, at_key: true });
+                stack.push(Frame::Entries {
+                    end: b'@',
+                    trailer: 2,
+                    pairs: true,
+                    at_key: true,
+                    elements: Some(Elements { used: 0, ..Elements::new(len as u64) }),
+                });
             }
             b'A' => {
                 let len = r.varint()?;
                 if len as usize > bytes.len() - r.at {
                     return Err(CountError::Unreadable("dense array length"));
                 }
-                stack.push(Frame::Dense { left: len });
+                stack.push(Frame::Dense { left: len, length: len });
             }
-            b';' => stack.push(Frame::Entries { end: b':', trailer: 1, pairs: true, at_key: true }),
-            b'\'' => stack.push(Frame::Entries { end: b',', trailer: 1, pairs: false, at_key: true }),
+            b';' => stack.push(Frame::Entries { end: b':', trailer: 1, pairs: true, at_key: true, elements: None }),
+            b'\'' => stack.push(Frame::Entries { end: b',', trailer: 1, pairs: false, at_key: true, elements: None }),
             b'r' => {
-                let mut sub = r.small()?;
-                if matches!(sub, b'E' | b'R' | b'F' | b'S' | b'T' | b'U') {
-                    sub = r.small()?;
+                // An optional prototype, then the parts.
+                if !matches!(r.small()?, b'E' | b'R' | b'F' | b'S' | b'T' | b'U') {
+                    r.at -= 1;
                 }
-                if sub == b'm' {
-                    add(&mut n, 1)?;
-                    r.string()?;
-                    sub = r.small()?;
-                }
-                if sub == b's' {
-                    add(&mut n, 1)?;
-                    r.string()?;
-                    sub = r.small()?;
-                }
-                match sub {
-                    b'c' => stack.push(Frame::ErrorCause { read: false }),
-                    b'.' => opened = false,
-                    _ => return Err(CountError::Unreadable("error")),
+                if error_parts(&mut r, &mut n, &add)? {
+                    stack.push(Frame::ErrorCause { read: false });
+                } else {
+                    opened = false;
                 }
             }
             b'u' | b't' | b'p' | b'w' | b'm' | b'\\' => {
@@ -262,26 +341,35 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
         loop {
             match stack.last_mut() {
                 None => return Ok(n),
-                Some(Frame::Dense { left: 0 }) => {
-                    *stack.last_mut().expect("top") = Frame::Entries { end: b'$', trailer: 2, pairs: true, at_key: true };
+                Some(Frame::Dense { left: 0, length }) => {
+                    let elements = Some(Elements::new(*length as u64));
+                    *stack.last_mut().expect("top") = Frame::Entries { end: b'$', trailer: 2, pairs: true, at_key: true, elements };
                 }
                 Some(Frame::Dense { .. }) => continue 'value,
-                Some(Frame::Entries { end, trailer, pairs, at_key }) => {
+                Some(Frame::Entries { end, trailer, pairs, at_key, elements }) => {
                     if (*at_key || !*pairs) && r.peek() == Some(*end) {
                         r.at += 1;
                         for _ in 0..*trailer {
                             r.varint()?;
                         }
+                        if let Some(e) = elements {
+                            add(&mut n, e.extra())?;
+                        }
                         stack.pop();
                         child_done(&mut stack);
                     } else {
+                        if *at_key {
+                            if let (Some(e), Some(index)) = (elements.as_mut(), index_key(&r)) {
+                                e.index(index);
+                            }
+                        }
                         continue 'value;
                     }
                 }
                 Some(Frame::ErrorCause { read: false }) => continue 'value,
                 Some(Frame::ErrorCause { read: true }) => {
-                    if r.small()? != b'.' {
-                        return Err(CountError::Unreadable("error"));
+                    if error_parts(&mut r, &mut n, &add)? {
+                        return Err(CountError::Unreadable("error with two causes"));
                     }
                     stack.pop();
                     child_done(&mut stack);
@@ -291,10 +379,27 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
     }
 }
 
+/// Reads an Error's parts up to its end (`.`, true: false) or its cause (`c`, true: the
+/// cause value follows). V8 11 writes message, cause, stack; later ones message, stack,
+/// cause: both orders are read.
+fn error_parts(r: &mut Cursor, n: &mut u64, add: &impl Fn(&mut u64, u64) -> Result<(), CountError>) -> Result<bool, CountError> {
+    loop {
+        match r.small()? {
+            b'm' | b's' => {
+                add(n, 1)?;
+                r.string()?;
+            }
+            b'c' => return Ok(true),
+            b'.' => return Ok(false),
+            _ => return Err(CountError::Unreadable("error")),
+        }
+    }
+}
+
 /// One value inside the top frame is complete.
 fn child_done(stack: &mut [Frame]) {
     match stack.last_mut() {
-        Some(Frame::Dense { left }) => *left -= 1,
+        Some(Frame::Dense { left, .. }) => *left -= 1,
         Some(Frame::Entries { pairs: true, at_key, .. }) => *at_key = !*at_key,
         Some(Frame::ErrorCause { read }) => *read = true,
         _ => {}
@@ -339,6 +444,8 @@ mod tests {
         assert_eq!(count_values(&v(&[b"R\"\x01a\x01"]), 100), Ok(2));
         assert_eq!(count_values(&v(&[b"s\"\x01a"]), 100), Ok(2));
         assert_eq!(count_values(&v(&[b"rRm\"\x01xs\"\x01ycI\x02."]), 100), Ok(4));
+        // V8 11 writes the cause before the stack.
+        assert_eq!(count_values(&v(&[b"rm\"\x01xcI\x02s\"\x01y."]), 100), Ok(4));
     }
 
     #[test]
@@ -354,6 +461,25 @@ mod tests {
         b.extend_from_slice(b"I\x00I\x02@\x01\x00");
         assert_eq!(count_values(&b, 1 << 20), Err(CountError::TooMany { max: 1 << 20 }));
         assert!(count_values(&b, u32::MAX as u64).unwrap() > 30_000_000);
+    }
+
+    #[test]
+    fn index_keys_count_the_element_slots_they_make_v8_allocate() {
+        // { 1023: 0 }: 8 bytes, a backing store of 1552 slots (12 KB) once built.
+        let near = v(&[b"oI\xfe\x0fI\x00{\x01"]);
+        assert_eq!(count_values(&near, u64::MAX), Ok(3 + 1024 + 512 + 16));
+        // The same index as a string key.
+        assert_eq!(count_values(&v(&[b"o\"\x041023I\x00{\x01"]), u64::MAX), Ok(3 + 1552));
+        // { 1024: 0 }: past the gap, dictionary elements: no slots, but what turning back
+        // into slots could take.
+        let far = v(&[b"oI\x80\x10I\x00{\x01"]);
+        assert_eq!(count_values(&far, u64::MAX), Ok(3 + 18));
+        // A big id as a key costs no slots either; a non-canonical one is a name.
+        assert_eq!(count_values(&v(&[b"o\"\x0a1700000000I\x00{\x01"]), u64::MAX), Ok(3 + 18));
+        assert_eq!(count_values(&v(&[b"o\"\x0201I\x00{\x01"]), u64::MAX), Ok(3));
+        // [1, 2] with a[500] = 3: the dense slots, then growth to 1.5 x 501 + 16.
+        let grown = v(&[b"A\x02I\x02I\x04I\xe8\x07I\x06$\x01\x02"]);
+        assert_eq!(count_values(&grown, u64::MAX), Ok(5 + (501 + 250 + 16 - 2)));
     }
 
     #[test]
