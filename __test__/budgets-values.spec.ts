@@ -141,8 +141,9 @@ describe.each(MODES)('value limits (%s mode)', (isolation) => {
     // 8 bytes, 12 KB once built: the element slots an index key makes V8 allocate.
     await exact('({ 1023: 0 })', 3 + 1552);
     await exact('({ 1700000000: 0 })', 3 + 18); // past V8's gap: dictionary elements
-    // 17 bytes, 240 MB once built: refused however few bytes it takes.
-    const sparse = await runSandbox('const a = []; a.length = 3e7; a[0] = 1; a', { isolation });
+    // A few bytes, 8 MB once built: refused however few bytes it takes. (A far longer
+    // one is the compromised host's below: in the sandbox it would cost the host itself.)
+    const sparse = await runSandbox('const a = []; a.length = 1e6; a[0] = 1; a', { isolation });
     expect(sparse.success ? 'passed' : (sparse.error as { limit?: string }).limit).toBe('maxOutputValues');
   });
 
@@ -243,9 +244,9 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
     );
     expect(r.out).toEqual(['maxOutputValues', 'maxOutputValues']);
     // Thread mode: the isolates' own heaps (64 MB each) live in this process while they
-    // run; what the parent holds afterwards is judged instead.
+    // run, and part of their pages stay resident after; before, it held 211 MB.
     if (mode === 'process') expect(r.growthMb).toBeLessThan(64);
-    expect(r.heldMb).toBeLessThan(48);
+    expect(r.heldMb).toBeLessThan(mode === 'process' ? 48 : 100);
     // Building one of them stalled the loop 1.3-2.1 s. Refused, the stall left is the
     // engine's own (a second host starting, GC); generous for a loaded 2-core machine.
     expect(r.lagMaxMs).toBeLessThan(1000);
@@ -265,7 +266,7 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
     expect(r.out.output).toHaveLength(4);
     for (const m of r.out.output) expect(m).toContain('(maxMessageValues)');
     if (mode === 'process') expect(r.growthMb).toBeLessThan(64);
-    expect(r.heldMb).toBeLessThan(48);
+    expect(r.heldMb).toBeLessThan(mode === 'process' ? 48 : 100);
   });
 
   // A compromised host that skips the count: the parent counts the bytes itself. Before,
