@@ -272,10 +272,29 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
   // A compromised host that skips the count: the parent counts the bytes itself. Before,
   // the 17-byte result became a 30 M-slot array: +229 MB in the parent.
   it('process mode: a compromised host sending a 17-byte result of 3e7 slots fails its run with maxOutputValues', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-values-'));
-    try {
-      fs.writeFileSync(path.join(dir, 'mode'), 'sparse-result');
-      const script = `
+    const out = compromised('sparse-result', `const r = await engine.submit({ requestId: 'x', code: 'return 1' }).done;
+      return r.type === 'result' ? { length: r.data.length } : { name: r.error.name, limit: r.error.limit };`);
+    expect(out.out).toEqual({ name: 'SandboxRuntimeError', limit: 'maxOutputValues' });
+    expect(out.growthMb).toBeLessThan(64);
+  });
+
+  // Its calls are counted too: five of 30,000 values each reach the handler only while
+  // the run's values in flight stay within maxPendingHostCallValues (131,072).
+  it('process mode: a compromised host keeping more argument values in flight than the run allows gets only those calls served', () => {
+    const out = compromised('value-calls', `let calls = 0;
+      const hang = (a) => { calls++; return new Promise(() => {}); };
+      await engine.submit({ requestId: 'x', code: 'return 1', tools: { hang }, isolateLimits: { wallTimeMs: 500 } }).done;
+      return { calls };`);
+    expect(out.out).toEqual({ calls: 4 });
+  });
+});
+
+/** Runs `body` against an engine whose one host is the compromised one, in `mode`. */
+function compromised(mode: string, body: string) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-values-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'mode'), mode);
+    const script = `
 const { SandboxEngine } = require(${JSON.stringify(root)});
 const { testHooks } = require(${JSON.stringify(path.join(root, 'lib', 'supervisor', 'process-engine.js'))});
 testHooks.hostScript = ${JSON.stringify(path.join(__dirname, 'support', 'compromised-sandbox-host.js'))};
@@ -286,21 +305,17 @@ testHooks.hostScript = ${JSON.stringify(path.join(__dirname, 'support', 'comprom
   const rss0 = process.memoryUsage().rss;
   let peak = rss0;
   const sampler = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss); }, 5);
-  const r = await engine.submit({ requestId: 'x', code: 'return 1' }).done;
+  const out = await (async () => { ${body} })();
   clearInterval(sampler);
-  const out = r.type === 'result' ? { length: r.data.length } : { name: r.error.name, limit: r.error.limit };
   console.log(JSON.stringify({ out, growthMb: (peak - rss0) / 1048576 }));
   await engine.shutdown();
   process.exit(0);
 })().catch((e) => { console.error(e); process.exit(1); });`;
-      const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 30000, env: { ...process.env, ISOLET_TEST_EVIL_DIR: dir } });
-      expect(r.status, r.stderr).toBe(0);
-      expect(fs.existsSync(path.join(dir, 'answered'))).toBe(true);
-      const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
-      expect(out.out).toEqual({ name: 'SandboxRuntimeError', limit: 'maxOutputValues' });
-      expect(out.growthMb).toBeLessThan(64);
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  });
-});
+    const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 30000, env: { ...process.env, ISOLET_TEST_EVIL_DIR: dir } });
+    expect(r.status, r.stderr).toBe(0);
+    expect(fs.existsSync(path.join(dir, 'answered'))).toBe(true);
+    return JSON.parse(r.stdout.trim().split('\n').pop()!);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

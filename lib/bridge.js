@@ -461,6 +461,43 @@ function deserialize(bytes, owned = false, maxValues = undefined) {
   return d.readValue();
 }
 
+/**
+ * The values of one run's host-call arguments in flight, as the parent counts them: for
+ * bytes from a sandbox host process, which counted them itself unless it is compromised.
+ * A call whose arguments would pass `maxMessageValues`, or take the run past
+ * `maxPendingHostCallValues`, is refused before anything of it is built.
+ */
+class PendingValues {
+  constructor(maxMessageValues, maxPendingHostCallValues) {
+    this.maxMessage = maxMessageValues;
+    this.maxPending = maxPendingHostCallValues;
+    this.inFlight = 0;
+    this.byCall = new Map();
+  }
+
+  /** Counts call `id`'s argument bytes in; the refusal message, or null. */
+  admit(id, bytes) {
+    const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const n = shareNative('countValues')(view, this.maxMessage);
+    if (n === null || n === -2) return 'host call arguments could not be read';
+    if (n === -1) return `host call arguments hold more than ${this.maxMessage} values, over the bridge limit (maxMessageValues)`;
+    if (n > this.maxPending - this.inFlight) {
+      return `host calls in flight already hold ${this.inFlight} values; ${n} more would pass the limit of ${this.maxPending} values per execution (maxPendingHostCallValues)`;
+    }
+    this.inFlight += n;
+    this.byCall.set(id, n);
+    return null;
+  }
+
+  /** Call `id` was answered (or refused): its values are no longer in flight. */
+  settle(id) {
+    const n = this.byCall.get(id);
+    if (n === undefined) return;
+    this.byCall.delete(id);
+    this.inFlight -= n;
+  }
+}
+
 /** Name and message of a thrown host value, as plain strings (never the object). */
 function describeHostError(err) {
   if (err instanceof Error) {
@@ -483,6 +520,7 @@ module.exports = {
   directStringVersionFor,
   deserialize,
   TooManyValues,
+  PendingValues,
   describeHostError,
   withoutHostStacks,
   decodeFlat,

@@ -2,7 +2,7 @@
 // The one execution path: submit a request to a native engine, serve its host calls
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
-const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, TooManyValues, describeHostError } = require('./bridge');
+const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, TooManyValues, PendingValues, describeHostError } = require('./bridge');
 const { NativeEngine } = require('./native');
 const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
@@ -51,6 +51,7 @@ function execute(engine, plan, hooks = {}) {
   // Thread mode counted every payload's values on the isolate's side; bytes from a
   // sandbox host process are counted again here before they are built (bridge.js).
   const counted = engine instanceof NativeEngine;
+  const pendingValues = counted ? null : new PendingValues(plan.maxMessageValues, plan.maxPendingHostCallValues);
 
   const onNativeEvent = (ev) => {
     switch (ev.type) {
@@ -74,15 +75,17 @@ function execute(engine, plan, hooks = {}) {
       handle.reject(callId, 'ReferenceError', `${ev.name} is not available`);
       return;
     }
+    const refused = pendingValues === null ? null : pendingValues.admit(callId, ev.payload);
+    if (refused !== null) {
+      handle.reject(callId, 'RangeError', refused);
+      return;
+    }
     let args;
     try {
-      args = deserialize(ev.payload, false, counted ? undefined : plan.maxMessageValues);
-    } catch (err) {
-      if (err instanceof TooManyValues && !err.unreadable) {
-        handle.reject(callId, 'RangeError', `host call arguments hold more than ${err.max} values, over the bridge limit (maxMessageValues)`);
-      } else {
-        handle.reject(callId, 'TypeError', 'host call arguments could not be read');
-      }
+      args = deserialize(ev.payload);
+    } catch {
+      if (pendingValues !== null) pendingValues.settle(callId);
+      handle.reject(callId, 'TypeError', 'host call arguments could not be read');
       return;
     }
     // Built: the handler holds the values, the bytes need not wait for its reply.
@@ -104,6 +107,7 @@ function execute(engine, plan, hooks = {}) {
   };
 
   const reply = (ev, value) => {
+    if (pendingValues !== null) pendingValues.settle(ev.callId);
     if (finished) return; // the run ended; drop the late reply
     const callId = ev.callId;
     // Big Uint8Arrays and ASCII strings are written by the addon in the serializer's format
@@ -136,6 +140,7 @@ function execute(engine, plan, hooks = {}) {
   };
 
   const replyError = (ev, err) => {
+    if (pendingValues !== null) pendingValues.settle(ev.callId);
     if (finished) return;
     const { name, message } = describeHostError(err);
     handle.reject(ev.callId, name, message);
