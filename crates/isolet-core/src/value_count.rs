@@ -105,17 +105,16 @@ fn index_key(r: &Cursor) -> Option<u64> {
         tag @ (ONE_BYTE_STRING | UTF8_STRING | TWO_BYTE_STRING) => {
             let n = c.varint().ok()? as usize;
             let raw = c.b.get(c.at..c.at.checked_add(n)?)?;
-            let digits: Vec<u8> = if tag == TWO_BYTE_STRING {
-                raw.chunks_exact(2).map(|u| if u[1] == 0 { u[0] } else { b'x' }).collect()
-            } else {
-                raw.to_vec()
-            };
-            if digits.is_empty() || digits.len() > 10 || (digits.len() > 1 && digits[0] == b'0') {
+            // Characters of a canonical index: one or two bytes each (little endian).
+            let width = if tag == TWO_BYTE_STRING { 2 } else { 1 };
+            let len = raw.len() / width;
+            if len == 0 || len > 10 || raw.len() % width != 0 {
                 return None;
             }
             let mut v: u64 = 0;
-            for d in digits {
-                if !d.is_ascii_digit() {
+            for i in 0..len {
+                let d = raw[i * width];
+                if !d.is_ascii_digit() || (width == 2 && raw[i * 2 + 1] != 0) || (i == 0 && d == b'0' && len > 1) {
                     return None;
                 }
                 v = v * 10 + (d - b'0') as u64;
