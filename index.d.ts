@@ -233,6 +233,8 @@ export interface SandboxOptions {
   cpuTimeMs?: number;
   /** Aborts the run with SandboxAbortedError. */
   signal?: AbortSignal;
+  /** Whose run this is: queued runs are served in turn across tenants; runs without one share one. 1 to 256 bytes. */
+  tenant?: string;
   /** Cap on the serialized output, in bytes. Default 16 MiB; 1 to 1 GiB. */
   maxOutputBytes?: number;
   /** Cap on one host-call argument list or reply, in bytes. Default 16 MiB; 1 to 1 GiB. */
@@ -593,6 +595,8 @@ export interface ExecuteMessage {
    * They need no `toolPolicy` entry; `maxCallsPerTool` still applies.
    */
   tools?: Capabilities;
+  /** Whose request this is; see SandboxOptions.tenant. */
+  tenant?: string;
 }
 
 /** Inbound: data supplied for a data request (see `SandboxSession.respond`). */
@@ -683,8 +687,20 @@ export interface IsolateStats {
   quarantined: number;
   /** The engine's isolation mode. */
   isolation: Isolation;
+  /** Per tenant (`tenant: null`: the runs that name none): queued runs are served in turn across tenants. Idle tenants are kept for the 256 most recent. */
+  tenants: TenantStats[];
   /** Process isolation only: the sandbox host processes and their supervision. */
   processes?: SandboxProcessStats;
+}
+
+/** One tenant's runs in an engine. */
+export interface TenantStats {
+  tenant: string | null;
+  queued: number;
+  running: number;
+  completed: number;
+  /** Failed runs by error class name. */
+  failed: Partial<Record<SandboxErrorName, number>>;
 }
 
 /** Supervision counts of an engine's sandbox host processes. */
@@ -701,7 +717,7 @@ export interface SandboxProcessStats {
   crashed: number;
   /** Hosts the supervisor replaced, by reason: `stuck` (a run ignored termination),
    *  `memory` (resident memory over budget), `overdue` (a run unanswered past its
-   *  limit + 750 ms), `start-timeout`, `protocol` (a message that breaks the protocol). */
+   *  limit + 750 ms), `start-timeout`, `protocol` (a frame that breaks the protocol). */
   recycled: Partial<Record<'stuck' | 'memory' | 'overdue' | 'start-timeout' | 'protocol', number>>;
   /** Crashes by cause (`signal SIGSEGV`, `exit code 134`, ...). */
   crashReasons: Record<string, number>;

@@ -45,7 +45,4 @@ exports.DEFAULT_AUDIT_LOG_NAME = autofix.DEFAULT_AUDIT_LOG_NAME;
 exports.runtime = Object.freeze({ ...native.info });
 
 /** Isolate threads of this process, and sandbox host processes it supervises. */
-exports.processStats = () => ({
-  ...native.processStats(),
-  sandboxProcesses: require('./lib/supervisor/process-engine').liveSandboxProcesses(),
-});
+exports.processStats = () => ({ ...native.processStats() });

@@ -278,14 +278,16 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
     expect(out.growthMb).toBeLessThan(64);
   });
 
-  // Its calls are counted too: five of 30,000 values each reach the handler only while
-  // the run's values in flight stay within maxPendingHostCallValues (131,072).
-  it('process mode: a compromised host keeping more argument values in flight than the run allows gets only those calls served', () => {
+  // Its calls are counted too (isolet-core host_policy's EventBudget, off Node's thread):
+  // five of 30,000 values each pass maxPendingHostCallValues (131,072) at the fifth, which
+  // the real host's isolate would have refused: the host is not the one we started.
+  it('process mode: a compromised host keeping more argument values in flight than the run allows is ended; only the calls within are served', () => {
     const out = compromised('value-calls', `let calls = 0;
       const hang = (a) => { calls++; return new Promise(() => {}); };
-      await engine.submit({ requestId: 'x', code: 'return 1', tools: { hang }, isolateLimits: { wallTimeMs: 500 } }).done;
-      return { calls };`);
-    expect(out.out).toEqual({ calls: 4 });
+      const r = await engine.submit({ requestId: 'x', code: 'return 1', tools: { hang } }).done;
+      return { calls, code: r.type === 'error' ? r.error.code : 'result', message: r.type === 'error' ? r.error.message : '' };`);
+    expect(out.out).toMatchObject({ calls: 4, code: 'ERR_ISOLET_CRASHED' });
+    expect(out.out.message).toMatch(/protocol/);
   });
 });
 
@@ -296,8 +298,7 @@ function compromised(mode: string, body: string) {
     fs.writeFileSync(path.join(dir, 'mode'), mode);
     const script = `
 const { SandboxEngine } = require(${JSON.stringify(root)});
-const { testHooks } = require(${JSON.stringify(path.join(root, 'lib', 'supervisor', 'process-engine.js'))});
-testHooks.hostScript = ${JSON.stringify(path.join(__dirname, 'support', 'compromised-sandbox-host.js'))};
+require(${JSON.stringify(path.join(root, 'lib', 'native.js'))}).setSandboxHost(process.execPath, ${JSON.stringify(path.join(__dirname, 'support', 'compromised-sandbox-host.js'))});
 (async () => {
   const engine = new SandboxEngine({ isolation: 'process', processes: 1, maxConcurrentIsolates: 1, memoryMb: 64 });
   await engine.init();

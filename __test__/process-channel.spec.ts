@@ -18,8 +18,7 @@ const FAKE_HOST = path.join(__dirname, 'support', 'compromised-sandbox-host.js')
 // real one. Then three more runs (served by the real host and the replacement).
 const SCENARIO = `
 const { SandboxEngine } = require(${JSON.stringify(root)});
-const { testHooks } = require(${JSON.stringify(path.join(root, 'lib', 'supervisor', 'process-engine.js'))});
-testHooks.hostScript = ${JSON.stringify(FAKE_HOST)};
+require(${JSON.stringify(path.join(root, 'lib', 'native.js'))}).setSandboxHost(process.execPath, ${JSON.stringify(FAKE_HOST)});
 (async () => {
   const engine = new SandboxEngine({ isolation: 'process', processes: 2, maxConcurrentIsolates: 2, warmPoolSize: 2, memoryMb: 64 });
   await engine.init();

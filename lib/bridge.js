@@ -427,75 +427,20 @@ function shareNative(name) {
   return typeof binding[name] === 'function' ? binding[name] : NO_SHARE;
 }
 
-/** `deserialize` refused bytes that hold more than `max` values (or could not count them). */
-class TooManyValues extends RangeError {
-  constructor(max, unreadable) {
-    super(unreadable ? 'the value could not be counted' : `more than ${max} values`);
-    this.max = max;
-    this.unreadable = unreadable;
-  }
-}
-
 /**
  * Reads a value the sandbox serialized: plain host data, never a sandbox reference.
  * `owned`: `bytes` is handed over for good (a thread-mode result), see decodeFlat.
- * `maxValues`: count the values first (isolet-core's count, in Rust) and throw
- * TooManyValues past it; for bytes whose sender did not count them itself (a sandbox
- * host process), since each value is built on this thread.
  */
-function deserialize(bytes, owned = false, maxValues = undefined) {
+function deserialize(bytes, owned = false) {
   const fast = decodeFast(bytes);
   if (fast !== NOT_FAST) return fast;
   if (bytes.length >= FLAT_MIN) {
     const flat = decodeFlat(bytes, owned === true);
     if (flat !== NOT_FAST) return flat;
   }
-  if (maxValues !== undefined) {
-    const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const n = shareNative('countValues')(view, maxValues);
-    if (n === null) throw new TooManyValues(maxValues, true); // an addon without the count
-    if (n < 0) throw new TooManyValues(maxValues, n === -2);
-  }
   const d = new v8.Deserializer(bytes);
   d.readHeader();
   return d.readValue();
-}
-
-/**
- * The values of one run's host-call arguments in flight, as the parent counts them: for
- * bytes from a sandbox host process, which counted them itself unless it is compromised.
- * A call whose arguments would pass `maxMessageValues`, or take the run past
- * `maxPendingHostCallValues`, is refused before anything of it is built.
- */
-class PendingValues {
-  constructor(maxMessageValues, maxPendingHostCallValues) {
-    this.maxMessage = maxMessageValues;
-    this.maxPending = maxPendingHostCallValues;
-    this.inFlight = 0;
-    this.byCall = new Map();
-  }
-
-  /** Counts call `id`'s argument bytes in; the refusal message, or null. */
-  admit(id, bytes) {
-    const view = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const n = shareNative('countValues')(view, this.maxMessage);
-    if (n === null || n === -2) return 'host call arguments could not be read';
-    if (n === -1) return `host call arguments hold more than ${this.maxMessage} values, over the bridge limit (maxMessageValues)`;
-    if (n > this.maxPending - this.inFlight) {
-      return `host calls in flight already hold ${this.inFlight} values; ${n} more would pass the limit of ${this.maxPending} values per execution (maxPendingHostCallValues)`;
-    }
-    this.inFlight += n;
-    this.byCall.set(id, n);
-    return null;
-  }
-
-  /** Call `id` was answered (or refused): its values are no longer in flight. */
-  settle(id) {
-    const n = this.byCall.get(id);
-    if (n === undefined) return;
-    this.byCall.delete(id);
-    this.inFlight -= n;
-  }
 }
 
 /** Name and message of a thrown host value, as plain strings (never the object). */
@@ -514,15 +459,4 @@ function safeString(v) {
   }
 }
 
-module.exports = {
-  serialize,
-  directBytesVersionFor,
-  directStringVersionFor,
-  deserialize,
-  TooManyValues,
-  PendingValues,
-  describeHostError,
-  withoutHostStacks,
-  decodeFlat,
-  NOT_FAST,
-};
+module.exports = { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError, withoutHostStacks, decodeFlat, NOT_FAST };

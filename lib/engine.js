@@ -4,7 +4,6 @@
 const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
-const { createBackend } = require('./backend');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
@@ -179,7 +178,7 @@ class SandboxEngine {
         throw new SandboxValidationError(err.message);
       }
     }
-    this._native = createBackend(this._settings);
+    this._native = new native.NativeEngine(this._settings);
     try {
       await this._native.setWasmModules(this._wasmConfig);
     } catch (err) {
@@ -187,7 +186,11 @@ class SandboxEngine {
     }
     this._native.warmUp();
     // Process isolation: ready means the sandbox host processes are up.
-    if (typeof this._native.ready === 'function') await this._native.ready();
+    try {
+      await this._native.ready();
+    } catch (err) {
+      throw new SandboxValidationError(err.message);
+    }
     this._state = 'ready';
     this._log('info', `isolet engine ready (${this._isolation} isolation): ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
   }
@@ -263,10 +266,11 @@ class SandboxEngine {
   /** IsolateStats: warm, busy, queued, completed and failed (by error class) counts. */
   stats() {
     if (!this._native) {
-      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation };
+      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [] };
     }
     const s = this._native.stats();
-    return { ...s, failed: { ...s.failed }, isolation: this._isolation };
+    const tenants = s.tenants.map((t) => ({ ...t, tenant: t.tenant ?? null, failed: { ...t.failed } }));
+    return { ...s, failed: { ...s.failed }, isolation: this._isolation, tenants };
   }
 
   /**

@@ -2,8 +2,7 @@
 // The one execution path: submit a request to a native engine, serve its host calls
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
-const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, TooManyValues, PendingValues, describeHostError } = require('./bridge');
-const { NativeEngine } = require('./native');
+const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError } = require('./bridge');
 const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
@@ -26,7 +25,7 @@ function statsOf(s) {
  * Starts a run. Returns `{ done, handle }` where `done` resolves to
  * `{ ok: true, value, stats, logs } | { ok: false, error, stats, logs }` and never rejects.
  *
- * @param {object} engine a NativeEngine or ProcessEngine
+ * @param {object} engine a NativeEngine (either isolation mode)
  * @param {object} plan a checked run plan (native `planRun` / `EngineSettings.plan`):
  *   every limit is filled in. Its tool policy is enforced natively: only allowed tools
  *   exist in the sandbox, and calls over `maxCallsPerTool` never reach this thread.
@@ -48,10 +47,6 @@ function execute(engine, plan, hooks = {}) {
   });
   let handle;
   let finished = false;
-  // Thread mode counted every payload's values on the isolate's side; bytes from a
-  // sandbox host process are counted again here before they are built (bridge.js).
-  const counted = engine instanceof NativeEngine;
-  const pendingValues = counted ? null : new PendingValues(plan.maxMessageValues, plan.maxPendingHostCallValues);
 
   const onNativeEvent = (ev) => {
     switch (ev.type) {
@@ -61,7 +56,7 @@ function execute(engine, plan, hooks = {}) {
       case 'done':
         finished = true;
         ctx._end();
-        resolveDone(finish(ev, counted, plan.maxOutputValues));
+        resolveDone(finish(ev));
         break;
       default:
         if (hooks.onEvent) hooks.onEvent(ev);
@@ -75,16 +70,10 @@ function execute(engine, plan, hooks = {}) {
       handle.reject(callId, 'ReferenceError', `${ev.name} is not available`);
       return;
     }
-    const refused = pendingValues === null ? null : pendingValues.admit(callId, ev.payload);
-    if (refused !== null) {
-      handle.reject(callId, 'RangeError', refused);
-      return;
-    }
     let args;
     try {
       args = deserialize(ev.payload);
     } catch {
-      if (pendingValues !== null) pendingValues.settle(callId);
       handle.reject(callId, 'TypeError', 'host call arguments could not be read');
       return;
     }
@@ -107,18 +96,15 @@ function execute(engine, plan, hooks = {}) {
   };
 
   const reply = (ev, value) => {
-    if (pendingValues !== null) pendingValues.settle(ev.callId);
     if (finished) return; // the run ended; drop the late reply
     const callId = ev.callId;
     // Big Uint8Arrays and ASCII strings are written by the addon in the serializer's format
     // (see bridge.js); -1: not what it writes after all, serialized as any value.
     let n = -1;
-    if (typeof handle.fulfillUint8Array === 'function') {
-      const bytesVersion = directBytesVersionFor(value);
-      const stringVersion = bytesVersion === 0 ? directStringVersionFor(value) : 0;
-      if (bytesVersion !== 0) n = handle.fulfillUint8Array(callId, value, bytesVersion, maxReply);
-      else if (stringVersion !== 0) n = handle.fulfillAsciiString(callId, value, value.length, stringVersion, maxReply);
-    }
+    const bytesVersion = directBytesVersionFor(value);
+    const stringVersion = bytesVersion === 0 ? directStringVersionFor(value) : 0;
+    if (bytesVersion !== 0) n = handle.fulfillUint8Array(callId, value, bytesVersion, maxReply);
+    else if (stringVersion !== 0) n = handle.fulfillAsciiString(callId, value, value.length, stringVersion, maxReply);
     if (n >= 0) {
       if (n > maxReply) {
         handle.reject(callId, 'RangeError', `${ev.name} returned ${n} bytes, over the bridge limit of ${maxReply} bytes`);
@@ -140,7 +126,6 @@ function execute(engine, plan, hooks = {}) {
   };
 
   const replyError = (ev, err) => {
-    if (pendingValues !== null) pendingValues.settle(ev.callId);
     if (finished) return;
     const { name, message } = describeHostError(err);
     handle.reject(ev.callId, name, message);
@@ -161,22 +146,15 @@ function execute(engine, plan, hooks = {}) {
   return { done, handle };
 }
 
-/**
- * `owned`: the payload is a Buffer the addon made for this event alone (thread mode),
- * whose values the isolate's side counted; otherwise they are counted against
- * `maxValues` before they are built.
- */
-function finish(ev, owned, maxValues) {
+/** The payload is a Buffer the addon made for this event alone. */
+function finish(ev) {
   const stats = statsOf(ev.stats);
   const logs = (ev.logs || []).map((l) => ({ level: l.level, message: l.message }));
   if (!ev.ok) return { ok: false, error: errorFromFailure(ev.error), stats, logs };
   try {
-    return { ok: true, value: deserialize(ev.payload, owned, owned ? undefined : maxValues), stats, logs };
+    return { ok: true, value: deserialize(ev.payload, true), stats, logs };
   } catch (err) {
-    const error =
-      err instanceof TooManyValues && !err.unreadable
-        ? new SandboxRuntimeError(`The result holds more than ${err.max} values, over the output limit (maxOutputValues)`, { limit: 'maxOutputValues' })
-        : new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
+    const error = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
     return { ok: false, error, stats, logs };
   }
 }

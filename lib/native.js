@@ -41,6 +41,8 @@ function load() {
     throw err;
   }
   binding.info = info;
+  // How sandbox host processes (isolation: 'process') are started: this Node, this entry.
+  binding.setSandboxHost(process.execPath, path.join(__dirname, 'supervisor', 'sandbox-host.js'));
   // `process.exit()` disposes Node's platform without environment cleanup hooks: stop
   // this environment's isolate threads first. If a thread had to be quarantined, isolet
   // ends the process right after Node's exit hooks (V8 cannot be torn down with a parked

@@ -4,7 +4,6 @@ const os = require('node:os');
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
-const { createBackend } = require('./backend');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
 
@@ -31,7 +30,7 @@ function getDefaultEngine(isolation = DEFAULTS.isolation) {
       warmPoolSize: 2,
       maxQueueSize: 100000,
     });
-    engine = createBackend(settings);
+    engine = new native.NativeEngine(settings);
     engine.warmUp();
     defaultEngines.set(isolation, engine);
   }

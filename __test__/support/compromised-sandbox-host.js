@@ -1,9 +1,9 @@
 'use strict';
 // A compromised sandbox host, for process-channel.spec.ts: the supervisor is pointed at
 // this script instead of lib/supervisor/sandbox-host.js. The first host started for a
-// test (it claims `<ISOLET_TEST_EVIL_DIR>/claimed`) answers the IPC handshake like a real
-// host, then answers its first run with what `<dir>/mode` says; every later host is
-// the real one, so the supervisor's other hosts and the replacement serve as usual.
+// test (it claims `<ISOLET_TEST_EVIL_DIR>/claimed`) answers the start like a real host
+// (a `ready` frame), then answers its first run with what `<dir>/mode` says; every later
+// host is the real one, so the supervisor's other hosts and the replacement serve as usual.
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -20,12 +20,14 @@ if (!evil) {
   require(path.join(__dirname, '..', '..', 'lib', 'supervisor', 'sandbox-host.js'));
 } else {
   const mode = fs.readFileSync(path.join(dir, 'mode'), 'utf8').trim();
-  const channel = new net.Socket({ fd: 4, readable: true, writable: true });
+  const channel = new net.Socket({ fd: 3, readable: true, writable: true });
   const KIND_DONE = 20;
   const KIND_RUN = 1;
   const KIND_CONSOLE = 17;
   const KIND_HOST_CALL = 18;
   const KIND_HEALTH = 21;
+  const KIND_START = 6;
+  const KIND_READY = 22;
   const v8 = require('node:v8');
   const header = (kind, runId, len) => {
     const h = Buffer.alloc(16);
@@ -35,10 +37,22 @@ if (!evil) {
     return h;
   };
   let seen = Buffer.alloc(0);
+  let started = false;
   let answered = false;
   channel.on('data', (chunk) => {
     if (answered) return;
     seen = Buffer.concat([seen, chunk]);
+    if (!started) {
+      // The start frame: answer it with a ready frame (pid, no lock-down, zero counts).
+      if (seen.length < 16 || seen.length < 16 + seen.readUInt32LE(12)) return;
+      if (seen[0] !== KIND_START) process.exit(3);
+      const startLen = 16 + seen.readUInt32LE(12);
+      seen = seen.subarray(startLen);
+      started = true;
+      const body = Buffer.alloc(4 + 3 + 1 + 4 + 4 + 40);
+      body.writeUInt32LE(process.pid, 0);
+      channel.write(Buffer.concat([header(KIND_READY, 0, body.length), body]));
+    }
     if (seen.length < 16) return;
     answered = true;
     const runId = seen.readUInt32LE(4);
@@ -147,10 +161,7 @@ if (!evil) {
       channel.write(Buffer.concat(frames));
     }
   });
-  process.on('message', (msg) => {
-    if (msg.type === 'start') {
-      process.send({ type: 'ready', pid: process.pid, lockdown: null, health: { stuck: 0, threads: 0, engine: null } });
-    }
-  });
-  process.on('disconnect', () => process.exit(0));
+  // The parent gone: the channel ends.
+  channel.on('end', () => process.exit(0));
+  channel.on('error', () => process.exit(0));
 }

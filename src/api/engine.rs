@@ -8,13 +8,15 @@ use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
 
-use isolet_core::{check_global_name, BridgeLimits, EngineConfig, ExecMode, IsolateLimits, RunPlan, ToolCalls};
+use isolet_core::frame::WirePlan;
+use isolet_core::queue::{Tenant, TenantCounts};
+use isolet_core::{check_global_name, BridgeLimits, EngineConfig, ExecMode, IsolateLimits, Isolation, RunPlan, ToolCalls};
 
 use super::events::Dispatcher;
 use super::keys::{Key, Keys};
 use super::options::raw_of;
 use super::{options_error, validation_error};
-use crate::engine::{Engine, EngineConfig as PoolConfig};
+use crate::engine::{Engine, EngineConfig as PoolConfig, ProcessConfig, ProcessEngine, ProcessRun};
 use crate::isolate::{HostReply, RunShared, RunSpec};
 use crate::v8::{DataAnswer, Mode, WasmModule};
 
@@ -122,6 +124,8 @@ pub struct RunPlanJs {
     /// Send the `started` event (default true). Callers that ignore it turn it off:
     /// it costs a wake-up of Node's thread in the middle of every run.
     pub started_event: Option<bool>,
+    /// Whose run it is: queued runs are served in turn across tenants.
+    pub tenant: Option<String>,
 }
 
 impl RunPlanJs {
@@ -264,6 +268,7 @@ impl FromNapiValue for RunPlanJs {
             wasm: flag(Key::Wasm)?,
             stream_console: flag(Key::StreamConsole)?,
             started_event: opt_flag(Key::StartedEvent)?,
+            tenant: opt_string(Key::Tenant)?,
         })
     }
 }
@@ -328,6 +333,7 @@ pub struct RunPlanOut {
     pub data_object: bool,
     pub wasm: bool,
     pub stream_console: bool,
+    pub tenant: Option<String>,
 }
 
 impl From<RunPlan> for RunPlanOut {
@@ -359,6 +365,7 @@ impl From<RunPlan> for RunPlanOut {
             data_object: p.data_object,
             wasm: p.wasm,
             stream_console: p.stream_console,
+            tenant: p.tenant,
         }
     }
 }
@@ -381,6 +388,59 @@ pub struct EngineStatsJs {
     pub cold_starts: f64,
     pub threads: u32,
     pub quarantined: u32,
+    /// Per tenant (the runs naming none under `null`): queued, running, completed, failed.
+    pub tenants: Vec<TenantStatsJs>,
+    /// Process isolation only.
+    pub processes: Option<SandboxProcessStatsJs>,
+}
+
+#[napi(object)]
+pub struct TenantStatsJs {
+    pub tenant: Option<String>,
+    pub queued: u32,
+    pub running: u32,
+    pub completed: f64,
+    pub failed: std::collections::HashMap<String, f64>,
+}
+
+/// Failure counts by class, as the seed counts them: the kinds that share `SandboxError` add up.
+fn by_class(failed: std::collections::HashMap<isolet_core::ErrorKind, u64>) -> std::collections::HashMap<String, f64> {
+    failed.into_iter().fold(std::collections::HashMap::new(), |mut by_class, (k, v)| {
+        *by_class.entry(k.class_name().to_string()).or_insert(0.0) += v as f64;
+        by_class
+    })
+}
+
+fn tenant_stats(t: TenantCounts) -> TenantStatsJs {
+    TenantStatsJs {
+        tenant: t.tenant.name().map(str::to_string),
+        queued: t.queued as u32,
+        running: t.running as u32,
+        completed: t.completed as f64,
+        failed: by_class(t.failed),
+    }
+}
+
+/// `stats().processes`: the sandbox host processes of an engine and their supervision.
+#[napi(object)]
+pub struct SandboxProcessStatsJs {
+    pub live: u32,
+    pub starting: u32,
+    pub draining: u32,
+    pub started: f64,
+    pub crashed: f64,
+    pub recycled: std::collections::HashMap<String, f64>,
+    pub crash_reasons: std::collections::HashMap<String, f64>,
+    pub pids: Vec<u32>,
+    pub lockdown: Option<LockdownJs>,
+}
+
+#[napi(object)]
+pub struct LockdownJs {
+    pub seccomp: bool,
+    pub no_new_privs: bool,
+    pub parent_death_signal: bool,
+    pub reason: Option<String>,
 }
 
 /// Refuses a WebAssembly module that is not well-formed, has imports, or has a memory
@@ -410,7 +470,8 @@ fn check_wasm(name: &str, bytes: &[u8], memory_mb: u32) -> Result<()> {
 pub struct CompileWasm {
     modules: Vec<(String, Vec<u8>)>,
     memory_mb: u32,
-    target: Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>,
+    /// Thread mode: where the compiled modules go. Process mode compiles in each host.
+    target: Option<Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>>,
 }
 
 impl Task for CompileWasm {
@@ -418,10 +479,11 @@ impl Task for CompileWasm {
     type JsValue = ();
 
     fn compute(&mut self) -> Result<()> {
+        let Some(target) = &self.target else { return Ok(()) };
         let heap_limit = self.memory_mb as usize * 1024 * 1024;
         let compiled = WasmModule::compile_all(&self.modules, heap_limit)
             .map_err(|(name, thrown)| validation_error(format!("wasm module \"{name}\" is invalid: {}", thrown.message)))?;
-        *self.target.lock().unwrap_or_else(PoisonError::into_inner) = compiled;
+        *target.lock().unwrap_or_else(PoisonError::into_inner) = compiled;
         Ok(())
     }
 
@@ -430,11 +492,17 @@ impl Task for CompileWasm {
     }
 }
 
+/// The engine's backend: isolate threads here, or sandbox host processes.
+enum Backend {
+    Threads(Engine),
+    Processes(ProcessEngine),
+}
+
 #[napi]
 pub struct NativeEngine {
-    engine: Engine,
+    backend: Backend,
     memory_mb: u32,
-    /// Compiled by `set_wasm_modules`; read by every run that asks for them.
+    /// Thread mode: compiled by `set_wasm_modules`; read by every run that asks for them.
     wasm_modules: Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>,
     /// Delivers the events of every run of this engine on Node's thread.
     dispatcher: std::rc::Rc<Dispatcher>,
@@ -449,30 +517,42 @@ impl Drop for NativeEngine {
 
 #[napi]
 impl NativeEngine {
-    /// An engine of isolate threads in this process, sized by checked settings.
+    /// An engine sized by checked settings, of isolate threads in this process or of
+    /// sandbox host processes (`isolation`).
     #[napi(constructor)]
     pub fn new(env: Env, settings: &EngineSettings) -> Result<Self> {
         let c = &settings.config;
-        let config = PoolConfig {
-            memory_mb: c.memory_mb,
-            max_concurrent: c.max_concurrent_isolates as usize,
-            warm_pool_size: c.warm_pool_size as usize,
-            max_queue: c.max_queue_size as usize,
+        let owner = env.raw() as usize;
+        let backend = match c.isolation {
+            Isolation::Thread => Backend::Threads(Engine::new(
+                PoolConfig {
+                    memory_mb: c.memory_mb,
+                    max_concurrent: c.max_concurrent_isolates as usize,
+                    warm_pool_size: c.warm_pool_size as usize,
+                    max_queue: c.max_queue_size as usize,
+                },
+                owner,
+            )),
+            Isolation::Process => Backend::Processes(ProcessEngine::new(
+                ProcessConfig {
+                    memory_mb: c.memory_mb,
+                    max_concurrent: c.max_concurrent_isolates as usize,
+                    warm_pool_size: c.warm_pool_size as usize,
+                    max_queue: c.max_queue_size as usize,
+                    processes: c.processes as usize,
+                },
+                owner,
+            )),
         };
         let dispatcher = Dispatcher::new(&env)?;
-        Ok(NativeEngine {
-            engine: Engine::new(config, env.raw() as usize),
-            memory_mb: c.memory_mb,
-            wasm_modules: Arc::default(),
-            dispatcher,
-        })
+        Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher })
     }
 
     /// Registers the WebAssembly modules every run may instantiate: checks them, then
-    /// resolves once each is compiled, exactly once, in an isolate of its own off the
-    /// main thread; every run instantiates that compiled code. Rejects (a validation
-    /// error naming the module) if one is refused or does not compile. Await it before
-    /// submitting runs that use the modules.
+    /// resolves once each is compiled, exactly once per process (here, in an isolate of its
+    /// own off the main thread; in process mode, by each host as it starts). Rejects (a
+    /// validation error naming the module) if one is refused or does not compile. Await it
+    /// before submitting runs that use the modules.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn set_wasm_modules(&self, modules: Vec<WasmModuleJs>) -> Result<AsyncTask<CompileWasm>> {
         let mut out = Vec::with_capacity(modules.len());
@@ -480,13 +560,38 @@ impl NativeEngine {
             check_wasm(&m.name, &m.bytes, self.memory_mb)?;
             out.push((m.name, m.bytes.to_vec()));
         }
-        Ok(AsyncTask::new(CompileWasm { modules: out, memory_mb: self.memory_mb, target: self.wasm_modules.clone() }))
+        let target = match &self.backend {
+            Backend::Threads(_) => Some(self.wasm_modules.clone()),
+            Backend::Processes(p) => {
+                p.set_wasm_modules(out);
+                out = Vec::new();
+                None
+            }
+        };
+        Ok(AsyncTask::new(CompileWasm { modules: out, memory_mb: self.memory_mb, target }))
     }
 
-    /// Starts creating the warm pool in the background.
+    /// Starts creating the warm pool (thread mode) or the sandbox hosts (process mode) in
+    /// the background.
     #[napi]
     pub fn warm_up(&self) {
-        self.engine.warm_up();
+        match &self.backend {
+            Backend::Threads(e) => e.warm_up(),
+            Backend::Processes(p) => p.warm_up(),
+        }
+    }
+
+    /// Resolves once the engine can serve: at once in thread mode; once every sandbox host
+    /// has started (or failed to: a replacement follows) in process mode. Rejects with a
+    /// validation error when a host refused the configuration (a WebAssembly module that
+    /// does not compile there).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn ready(&self) -> AsyncTask<Ready> {
+        let engine = match &self.backend {
+            Backend::Threads(_) => None,
+            Backend::Processes(p) => Some(p.clone()),
+        };
+        AsyncTask::new(Ready { engine })
     }
 
     /// Queues a planned run (see `planRun`, `EngineSettings.plan`); its events go to
@@ -494,56 +599,92 @@ impl NativeEngine {
     #[napi]
     pub fn submit(&self, plan: RunPlanJs, on_event: Function) -> Result<RunHandle> {
         let started_event = plan.started_event.unwrap_or(true);
-        let spec = self.spec_of(plan)?;
         let id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
-        let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
-        let run = RunShared::new(id, spec, sink);
-        self.engine.submit(run.clone());
-        Ok(RunHandle { run, engine: self.engine.clone() })
+        let control: Arc<dyn RunControl> = match &self.backend {
+            Backend::Threads(engine) => {
+                let tenant = Tenant::from(plan.tenant.as_deref());
+                let spec = self.spec_of(plan)?;
+                let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
+                let run = RunShared::new(id, spec, sink);
+                engine.submit(run.clone(), tenant);
+                Arc::new(ThreadRun { run, engine: engine.clone() })
+            }
+            Backend::Processes(engine) => {
+                let tenant = Tenant::from(plan.tenant.as_deref());
+                let wire = wire_plan_of(plan)?;
+                let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
+                engine.submit(id, tenant, wire, sink)
+            }
+        };
+        Ok(RunHandle { run: control })
     }
 
     #[napi]
     pub fn stats(&self) -> EngineStatsJs {
-        let s = self.engine.stats();
+        let (s, processes) = match &self.backend {
+            Backend::Threads(e) => (e.stats(), None),
+            Backend::Processes(p) => {
+                let st = p.stats();
+                let q = st.processes;
+                let counts = |m: std::collections::BTreeMap<String, u64>| m.into_iter().map(|(k, v)| (k, v as f64)).collect();
+                let processes = SandboxProcessStatsJs {
+                    live: q.live as u32,
+                    starting: q.starting as u32,
+                    draining: q.draining as u32,
+                    started: q.started as f64,
+                    crashed: q.crashed as f64,
+                    recycled: counts(q.recycled.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+                    crash_reasons: counts(q.crash_reasons),
+                    pids: q.pids,
+                    lockdown: q.lockdown.map(|l| LockdownJs {
+                        seccomp: l.seccomp,
+                        no_new_privs: l.no_new_privs,
+                        parent_death_signal: l.parent_death_signal,
+                        reason: l.reason,
+                    }),
+                };
+                (st.engine, Some(processes))
+            }
+        };
         EngineStatsJs {
             warm: s.warm as u32,
             warming: s.warming as u32,
             busy: s.busy as u32,
             queued: s.queued as u32,
             completed: s.completed as f64,
-            // By class, as the seed counts them: the kinds that share `SandboxError` add up.
-            failed: s.failed.into_iter().fold(std::collections::HashMap::new(), |mut by_class, (k, v)| {
-                *by_class.entry(k.class_name().to_string()).or_insert(0.0) += v as f64;
-                by_class
-            }),
+            failed: by_class(s.failed),
             warm_starts: s.warm_starts as f64,
             cold_starts: s.cold_starts as f64,
             threads: s.threads as u32,
             quarantined: s.quarantined as u32,
+            tenants: s.tenants.into_iter().map(tenant_stats).collect(),
+            processes,
         }
     }
 
     /// Stops accepting work and aborts everything queued or running.
     #[napi]
     pub fn shutdown(&self) {
-        self.engine.shutdown();
+        match &self.backend {
+            Backend::Threads(e) => e.shutdown(),
+            Backend::Processes(p) => p.shutdown(),
+        }
     }
 
-    /// Resolves true once every isolate thread of the engine has ended (quarantined
-    /// threads excepted), false after `timeout_ms`.
+    /// Resolves true once every isolate thread (quarantined ones excepted) or sandbox host
+    /// of the engine has ended, false after `timeout_ms` (process mode: the hosts left are
+    /// then killed).
     #[napi]
     pub fn wait_idle(&self, timeout_ms: u32) -> AsyncTask<WaitIdle> {
-        AsyncTask::new(WaitIdle { engine: self.engine.clone(), timeout: Duration::from_millis(timeout_ms as u64) })
+        let backend = match &self.backend {
+            Backend::Threads(e) => IdleOf::Threads(e.clone()),
+            Backend::Processes(p) => IdleOf::Processes(p.clone()),
+        };
+        AsyncTask::new(WaitIdle { backend, timeout: Duration::from_millis(timeout_ms as u64) })
     }
 }
 
 impl NativeEngine {
-    /// The pool and compiled WebAssembly modules, for a sandbox host's run channel
-    /// (`host_channel.rs`), which submits runs without going through JS.
-    pub(super) fn channel_parts(&self) -> (Engine, Vec<(String, Arc<WasmModule>)>) {
-        (self.engine.clone(), self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner).clone())
-    }
-
     /// The plan was made by isolet-core; here it only changes representation.
     fn spec_of(&self, p: RunPlanJs) -> Result<RunSpec> {
         let (mode, limits, bridge) = p.checked_parts()?;
@@ -567,8 +708,51 @@ impl NativeEngine {
     }
 }
 
+/// The `Run` frame's plan of a checked plan (what a sandbox host submits to its engine).
+fn wire_plan_of(plan: RunPlanJs) -> Result<WirePlan> {
+    let (mode, limits, bridge) = plan.checked_parts()?;
+    Ok(WirePlan {
+        code: plan.code,
+        mode,
+        limits,
+        bridge,
+        tools: plan.tools,
+        max_calls: plan.max_calls,
+        data_object: plan.data_object,
+        data_values: plan.data_values.unwrap_or_default(),
+        wasm: plan.wasm,
+        stream_console: plan.stream_console,
+        started_event: plan.started_event.unwrap_or(true),
+    })
+}
+
+pub struct Ready {
+    engine: Option<ProcessEngine>,
+}
+
+impl Task for Ready {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> Result<()> {
+        match &self.engine {
+            None => Ok(()),
+            Some(p) => p.ready(Duration::from_millis(isolet_core::host_policy::START_TIMEOUT_MS + 5_000)).map_err(validation_error),
+        }
+    }
+
+    fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
+        Ok(())
+    }
+}
+
+enum IdleOf {
+    Threads(Engine),
+    Processes(ProcessEngine),
+}
+
 pub struct WaitIdle {
-    engine: Engine,
+    backend: IdleOf,
     timeout: Duration,
 }
 
@@ -577,7 +761,10 @@ impl Task for WaitIdle {
     type JsValue = bool;
 
     fn compute(&mut self) -> Result<bool> {
-        Ok(self.engine.wait_idle(self.timeout))
+        Ok(match &self.backend {
+            IdleOf::Threads(e) => e.wait_idle(self.timeout),
+            IdleOf::Processes(p) => p.wait_idle(self.timeout),
+        })
     }
 
     fn resolve(&mut self, _env: Env, output: bool) -> Result<bool> {
@@ -585,11 +772,59 @@ impl Task for WaitIdle {
     }
 }
 
+/// What the host side of one run can do, whichever backend runs it.
+pub(crate) trait RunControl: Send + Sync {
+    fn reply(&self, reply: HostReply);
+    fn answer(&self, id: u32, answer: DataAnswer) -> bool;
+    fn abort(&self);
+    fn id(&self) -> u64;
+}
+
+struct ThreadRun {
+    run: Arc<RunShared>,
+    engine: Engine,
+}
+
+impl RunControl for ThreadRun {
+    fn reply(&self, reply: HostReply) {
+        self.run.push_reply(reply);
+    }
+
+    fn answer(&self, id: u32, answer: DataAnswer) -> bool {
+        self.run.push_answer(id, answer)
+    }
+
+    fn abort(&self) {
+        self.engine.abort(&self.run);
+    }
+
+    fn id(&self) -> u64 {
+        self.run.id
+    }
+}
+
+impl RunControl for ProcessRun {
+    fn reply(&self, reply: HostReply) {
+        ProcessRun::reply(self, reply);
+    }
+
+    fn answer(&self, id: u32, answer: DataAnswer) -> bool {
+        ProcessRun::answer(self, id, answer)
+    }
+
+    fn abort(&self) {
+        ProcessRun::abort(self);
+    }
+
+    fn id(&self) -> u64 {
+        ProcessRun::id(self)
+    }
+}
+
 /// The host side of one run: answers host calls and data requests, aborts.
 #[napi]
 pub struct RunHandle {
-    run: Arc<RunShared>,
-    engine: Engine,
+    run: Arc<dyn RunControl>,
 }
 
 #[napi]
@@ -600,7 +835,7 @@ impl RunHandle {
     /// 32 MB, less than the 4 KB page faults the isolate's own copy used to take.
     #[napi]
     pub fn fulfill(&self, call_id: u32, value: BufferSlice) {
-        self.run.push_reply(HostReply::Fulfill { call_id, value: copy_out_of_js(&value) });
+        self.run.reply(HostReply::Fulfill { call_id, value: copy_out_of_js(&value) });
     }
 
     /// Fulfils host call `call_id` with `view`, a Uint8Array over the whole of a plain
@@ -628,7 +863,7 @@ impl RunHandle {
         push_varint(&mut out, n);
         out.push(0);
         debug_assert_eq!(out.len(), total);
-        self.run.push_reply(HostReply::Fulfill { call_id, value: out });
+        self.run.reply(HostReply::Fulfill { call_id, value: out });
         Ok(total as f64)
     }
 
@@ -671,14 +906,14 @@ impl RunHandle {
         if total as f64 > max_bytes {
             return Ok(total as f64);
         }
-        self.run.push_reply(HostReply::Fulfill { call_id, value: out });
+        self.run.reply(HostReply::Fulfill { call_id, value: out });
         Ok(total as f64)
     }
 
     /// Rejects host call `call_id`; the sandbox sees a fresh Error with this name and message.
     #[napi]
     pub fn reject(&self, call_id: u32, name: String, message: String) {
-        self.run.push_reply(HostReply::Reject { call_id, name, message });
+        self.run.reply(HostReply::Reject { call_id, name, message });
     }
 
     /// Answers data request `id` with a serialized value, or with an error message.
@@ -690,17 +925,17 @@ impl RunHandle {
             (Some(v), None) => DataAnswer::Value(copy_out_of_js(&v)),
             (None, None) => DataAnswer::Error("data request answered without a value".into()),
         };
-        self.run.push_answer(id, answer)
+        self.run.answer(id, answer)
     }
 
     #[napi]
     pub fn abort(&self) {
-        self.engine.abort(&self.run);
+        self.run.abort();
     }
 
     #[napi(getter)]
     pub fn id(&self) -> f64 {
-        self.run.id as f64
+        self.run.id() as f64
     }
 }
 

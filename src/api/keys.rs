@@ -67,6 +67,7 @@ keys! {
     Wasm = "wasm",
     StreamConsole = "streamConsole",
     StartedEvent = "startedEvent",
+    Tenant = "tenant",
 }
 
 impl Key {

@@ -6,7 +6,7 @@ mod copies;
 mod diagnostics;
 mod engine;
 mod events;
-mod host_channel;
+mod sandbox_host;
 mod keys;
 mod lockdown;
 mod options;
@@ -64,12 +64,6 @@ pub struct NativeInfo {
     pub node_version: String,
 }
 
-/// Node options a sandbox host process starts with (`isolet_core::limits::sandbox_host_node_options`).
-#[napi]
-pub fn sandbox_host_node_options() -> Vec<String> {
-    isolet_core::limits::sandbox_host_node_options(&crate::v8::version()).iter().map(|s| s.to_string()).collect()
-}
-
 /// Captures Node's V8 platform; must be called once, on the main thread, at load.
 #[napi]
 pub fn init(env: Env) -> Result<NativeInfo> {
@@ -102,6 +96,8 @@ pub struct ProcessStats {
     /// Threads that ignored termination and still run at idle priority (or are parked
     /// after a fatal V8 OOM); drops again when such a thread finishes on its own.
     pub quarantined_threads: u32,
+    /// Sandbox host processes alive, over all engines of this process.
+    pub sandbox_processes: u32,
 }
 
 #[napi]
@@ -109,6 +105,7 @@ pub fn process_stats() -> ProcessStats {
     ProcessStats {
         live_threads: crate::isolate::thread::live_threads() as u32,
         quarantined_threads: crate::limits::quarantine::quarantined() as u32,
+        sandbox_processes: crate::engine::processes::live_hosts() as u32,
     }
 }
 

@@ -1,7 +1,6 @@
-//! The parent's own count of the values in bytes a sandbox host process sent (a result,
-//! host-call arguments), before `lib/bridge.js` deserializes them. The host counted them
-//! already; a compromised host would not, and the parent builds every value on its own
-//! thread.
+//! isolet-core's count of the values in serialized bytes, for JS: what the isolate's side
+//! and the process supervisor check results and host-call arguments with, exposed so that
+//! `__test__/budgets-values.spec.ts` can hold it against what V8's own deserializer builds.
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 

@@ -1,6 +1,23 @@
-//! The engine: admission (at most `max_concurrent` runs at once, a bounded FIFO queue
-//! for the rest), a warm pool of pre-created isolates, shutdown, and statistics. The
-//! rules are `isolet_core::queue::Pool`'s, behind one mutex; this module runs them.
-mod pool;
+//! The engine: admission (at most `max_concurrent` runs at once, a bounded queue for the
+//! rest), shutdown and statistics, with one of two backends: isolate threads in this
+//! process (`pool`) or sandbox host processes (`processes`). The rules are
+//! `isolet_core::queue::Pool`'s (and, for hosts, `isolet_core::host_policy`'s); this
+//! module carries them out.
+pub(crate) mod pool;
+pub(crate) mod processes;
 
-pub(crate) use pool::{shutdown_all, stop_all, Engine, EngineConfig};
+pub(crate) use pool::{Engine, EngineConfig};
+pub(crate) use processes::{ProcessConfig, ProcessEngine, ProcessRun};
+
+/// Shuts every engine of environment `env` down (see `pool::shutdown_all`), ending the
+/// hosts of its process engines.
+pub(crate) fn shutdown_all(env: usize, timeout: std::time::Duration) {
+    processes::end_all(env);
+    pool::shutdown_all(env, timeout);
+}
+
+/// Stops every engine of environment `env` (`process.on('exit')`).
+pub(crate) fn stop_all(env: usize, timeout: std::time::Duration) {
+    processes::end_all(env);
+    pool::stop_all(env, timeout);
+}

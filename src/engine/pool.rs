@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use isolet_core::queue::{Admission, Pool, PoolConfig};
+use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant, TenantCounts};
 use isolet_core::{ErrorKind, Failure};
 
 use crate::isolate::thread::JobSource;
@@ -38,6 +38,7 @@ pub(crate) struct EngineStats {
     pub cold_starts: u64,
     pub threads: usize,
     pub quarantined: usize,
+    pub tenants: Vec<TenantCounts>,
 }
 
 /// A warm isolate's thread, waiting for its one run.
@@ -151,9 +152,9 @@ impl Engine {
         self.launch(launch);
     }
 
-    pub(crate) fn submit(&self, run: Arc<RunShared>) {
+    pub(crate) fn submit(&self, run: Arc<RunShared>, tenant: Tenant) {
         let mut pool = self.inner.pool();
-        let admission = pool.admit(run.id, run, quarantine::quarantined(), quarantine::max_quarantined());
+        let admission = pool.admit(run.id, tenant, run, quarantine::quarantined(), quarantine::max_quarantined());
         let mut launch = Launch::default();
         match admission {
             Admission::Start(run) => self.start(&mut pool, run, &mut launch),
@@ -161,6 +162,12 @@ impl Engine {
             Admission::Refused(run, failure) => {
                 drop(pool);
                 run.refuse(failure);
+                return;
+            }
+            Admission::QueuedInPlaceOf(out, failure) => {
+                // Another tenant's newest queued run gave its place up (the queue is full).
+                drop(pool);
+                out.refuse(failure);
                 return;
             }
         }
@@ -225,6 +232,7 @@ impl Engine {
             cold_starts: c.cold_starts,
             threads: c.threads,
             quarantined: c.quarantined,
+            tenants: pool.tenants(),
         }
     }
 

@@ -23,7 +23,7 @@ const IDLE_TICKS: u32 = 20;
 /// The long sleep of an idle watchdog (a backstop: a new run wakes it).
 const IDLE_SLEEP: Duration = Duration::from_millis(100);
 /// How long a stopped run may take to unwind before its thread is given up on.
-pub(crate) const GRACE: Duration = Duration::from_millis(400);
+pub(crate) const GRACE: Duration = Duration::from_millis(isolet_core::host_policy::WATCHDOG_GRACE_MS);
 
 /// What the watchdog sees of a run at one tick.
 pub(crate) struct Observation {

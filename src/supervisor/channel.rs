@@ -1,11 +1,13 @@
-//! The run channel of a sandbox host process: frames (`isolet_core::frame`) over the
-//! socket the parent gave this child beside Node's IPC channel. The child's JS thread
-//! is off the hot path: isolate threads write their events here directly (one writer
-//! lock, a frame written whole), and a reader thread of ours takes the parent's frames
-//! (run, fulfill, reject, answer, abort) to the engine and the runs' inboxes.
+//! A sandbox host process's whole life after its entry script loaded the addon: frames
+//! (`isolet_core::frame`) over the socket the parent gave it on `HOST_CHANNEL_FD`, and
+//! nothing else. It reads the engine it serves with (`Start`), compiles its WebAssembly
+//! modules, starts its threads, locks itself down and says `Ready`; from then on isolate
+//! threads write their events here directly (one writer lock, a frame written whole), and
+//! a reader thread takes the parent's frames (run, fulfill, reject, answer, abort,
+//! shutdown) to the engine and the runs' inboxes. Node's JS thread only waits.
 //!
-//! Started before lock-down: it creates its two threads and sets the descriptor to
-//! blocking then; afterwards it only reads and writes that descriptor.
+//! The threads are created and the descriptor set to blocking before lock-down;
+//! afterwards they only read and write that descriptor.
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
@@ -15,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WirePlan, WireStats, HEADER_BYTES};
+use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WireLockdown, WirePlan, WireReady, WireStart, WireStats, HEADER_BYTES};
 use isolet_core::{ErrorKind, ExecMode, Failure, LogLevel, ToolCalls};
 
 use crate::engine::Engine;
@@ -32,6 +34,10 @@ const HEALTH_DELAY: Duration = Duration::from_millis(20);
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Exit status when the parent's frames make no sense (it is trusted: a bug).
 const EXIT_PROTOCOL: i32 = 70;
+/// How long a shutdown waits for the runs in flight to end before the host exits anyway.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+/// When the engine's counts are reported after ready (warm isolates come up meanwhile).
+const HEALTH_AFTER_READY: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(200)];
 
 struct Channel {
     /// The socket; never closed by us (the process ends with it).
@@ -47,21 +53,43 @@ struct Channel {
     health_wake: Condvar,
 }
 
-/// Starts serving runs over `fd` for `engine`, whose WebAssembly modules (compiled by
-/// then) the runs may instantiate.
-pub(crate) fn start(fd: RawFd, engine: Engine, wasm_modules: Vec<(String, Arc<WasmModule>)>) -> std::io::Result<()> {
+/// Serves as a sandbox host over `fd` until the parent says shutdown or goes away; never
+/// returns. `env` is the Node environment the engine belongs to (this process's main one).
+pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     // The socket's descriptor may be non-blocking; our threads block on it instead.
     // SAFETY: fcntl on a descriptor number has no memory effects; a bad one gives EBADF.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);
         if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
-            return Err(std::io::Error::last_os_error());
+            protocol_broken();
         }
     }
+    // SAFETY: the descriptor is the parent's socket, open for the life of the process and
+    // owned by nothing else here; ManuallyDrop never closes it.
+    let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+    let start = read_start(&file);
+    let engine = Engine::new(
+        crate::engine::EngineConfig {
+            memory_mb: start.memory_mb,
+            max_concurrent: start.max_concurrent as usize,
+            warm_pool_size: start.warm_pool_size as usize,
+            max_queue: start.max_queue as usize,
+        },
+        env,
+    );
+    let heap_limit = start.memory_mb as usize * 1024 * 1024;
+    let wasm_modules = match WasmModule::compile_all(&start.wasm_modules, heap_limit) {
+        Ok(m) => m,
+        Err((name, thrown)) => {
+            let message = format!("wasm module \"{name}\" is invalid: {}", thrown.message);
+            let mut out: &File = &file;
+            let _ = out.write_all(&frame::encode_invalid(&message));
+            // SAFETY: nothing of ours needs to run at exit.
+            unsafe { libc::_exit(0) }
+        }
+    };
     let ch = Arc::new(Channel {
-        // SAFETY: the descriptor is the parent's socket, open for the life of the
-        // process and owned by nothing else here; ManuallyDrop never closes it.
-        file: ManuallyDrop::new(unsafe { File::from_raw_fd(fd) }),
+        file,
         writer: Mutex::new(()),
         broken: AtomicBool::new(false),
         engine,
@@ -71,10 +99,52 @@ pub(crate) fn start(fd: RawFd, engine: Engine, wasm_modules: Vec<(String, Arc<Wa
         health_wake: Condvar::new(),
     });
     let reader = ch.clone();
-    std::thread::Builder::new().name("isolet-channel".into()).spawn(move || reader.read_loop())?;
-    let reporter = ch;
-    std::thread::Builder::new().name("isolet-health".into()).stack_size(256 * 1024).spawn(move || reporter.health_loop())?;
-    Ok(())
+    let reporter = ch.clone();
+    let threads = std::thread::Builder::new().name("isolet-channel".into()).spawn(move || reader.read_loop()).and_then(|_| {
+        std::thread::Builder::new().name("isolet-health".into()).stack_size(256 * 1024).spawn(move || reporter.health_loop())
+    });
+    if threads.is_err() {
+        protocol_broken();
+    }
+    // From here on this process can start no process, open no file or socket (Linux;
+    // elsewhere the status says why not). See docs/process-isolation.md.
+    let status = crate::supervisor::lock_down(start.parent_pid);
+    ch.engine.warm_up();
+    let lockdown = WireLockdown {
+        seccomp: status.seccomp,
+        no_new_privs: status.no_new_privs,
+        parent_death_signal: status.parent_death_signal,
+        reason: status.reason,
+        refused: status.refused.into_iter().map(String::from).collect(),
+        io_uring_rings: status.io_uring_rings,
+    };
+    ch.send(WireReady { pid: std::process::id(), lockdown, health: ch.health() }.encode(), &[]);
+    for delay in HEALTH_AFTER_READY {
+        std::thread::sleep(delay);
+        ch.report_health_soon();
+    }
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The first frame: the engine to serve with.
+fn read_start(file: &File) -> WireStart {
+    let mut input: &File = file;
+    let mut head = [0u8; HEADER_BYTES];
+    if input.read_exact(&mut head).is_err() {
+        // SAFETY: the parent is gone before we started: nothing to serve.
+        unsafe { libc::_exit(0) }
+    }
+    let header = match Header::decode(&head) {
+        Ok(h) if h.kind == Kind::Start => h,
+        _ => protocol_broken(),
+    };
+    let mut payload = vec![0u8; header.len as usize];
+    if input.read_exact(&mut payload).is_err() {
+        unsafe { libc::_exit(0) }
+    }
+    WireStart::decode(&payload).unwrap_or_else(|_| protocol_broken())
 }
 
 impl Channel {
@@ -124,6 +194,21 @@ impl Channel {
         }
     }
 
+    fn report_health_soon(&self) {
+        *lock(&self.health_due) = true;
+        self.health_wake.notify_one();
+    }
+
+    /// The parent asked us to end: abort the runs in flight, give their threads a moment
+    /// to write their answers, say goodbye, exit.
+    fn shutdown(&self) -> ! {
+        self.engine.shutdown();
+        self.engine.wait_idle(SHUTDOWN_WAIT);
+        self.send(frame::header_only(Kind::Bye, 0, 0, 0).to_vec(), &[]);
+        // SAFETY: nothing of ours needs to run at exit; quarantined threads end with us.
+        unsafe { libc::_exit(0) }
+    }
+
     fn run(&self, id: u32) -> Option<Arc<RunShared>> {
         lock(&self.runs).get(&id).cloned()
     }
@@ -134,9 +219,10 @@ impl Channel {
         let mut input = BufReader::with_capacity(READ_BUFFER_BYTES, &*self.file);
         loop {
             let mut head = [0u8; HEADER_BYTES];
-            // EOF or an error: the parent is gone; the IPC channel's disconnect ends us.
+            // EOF or an error: the parent is gone, and so are we.
             if input.read_exact(&mut head).is_err() {
-                return;
+                // SAFETY: nothing of ours needs to run at exit.
+                unsafe { libc::_exit(0) }
             }
             let header = match Header::decode(&head) {
                 Ok(h) if h.kind.from_parent() => h,
@@ -144,7 +230,11 @@ impl Channel {
             };
             let mut payload = vec![0u8; header.len as usize];
             if input.read_exact(&mut payload).is_err() {
-                return;
+                // SAFETY: as above.
+                unsafe { libc::_exit(0) }
+            }
+            if header.kind == Kind::Shutdown {
+                self.shutdown();
             }
             if self.dispatch(&header, payload).is_err() {
                 protocol_broken();
@@ -180,6 +270,7 @@ impl Channel {
                     self.engine.abort(&run);
                 }
             }
+            Kind::Start => return Err(FrameError::Invalid("a second start")),
             _ => return Err(FrameError::UnknownKind(h.kind as u8)),
         }
         Ok(())
@@ -197,7 +288,8 @@ impl Channel {
         let run = RunShared::new(run_id as u64, spec, sink(started_event));
         // In the map before the engine sees it: its first event may come at once.
         lock(&self.runs).insert(run_id, run.clone());
-        self.engine.submit(run);
+        // The parent served tenants in turn already.
+        self.engine.submit(run, isolet_core::queue::Tenant::SHARED);
     }
 
     /// The plan was checked in the parent by isolet-core; here it only changes
@@ -282,7 +374,6 @@ impl EventSink for ChannelSink {
             result,
         };
         self.ch.send(done.encode_head(self.run_id, &output), &output);
-        *lock(&self.ch.health_due) = true;
-        self.ch.health_wake.notify_one();
+        self.ch.report_health_soon();
     }
 }

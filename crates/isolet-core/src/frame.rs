@@ -24,12 +24,22 @@ pub enum Kind {
     Reject = 3,
     Answer = 4,
     Abort = 5,
+    /// The engine a host serves with (the first frame a host reads).
+    Start = 6,
+    /// End once the runs in flight have ended.
+    Shutdown = 7,
     Started = 16,
     Console = 17,
     HostCall = 18,
     DataRequest = 19,
     Done = 20,
     Health = 21,
+    /// The host serves: its lock-down status and counts.
+    Ready = 22,
+    /// The host found the engine's configuration unusable (a module that does not compile).
+    Invalid = 23,
+    /// The host shut down as asked and is exiting.
+    Bye = 24,
 }
 
 impl Kind {
@@ -40,12 +50,17 @@ impl Kind {
             3 => Kind::Reject,
             4 => Kind::Answer,
             5 => Kind::Abort,
+            6 => Kind::Start,
+            7 => Kind::Shutdown,
             16 => Kind::Started,
             17 => Kind::Console,
             18 => Kind::HostCall,
             19 => Kind::DataRequest,
             20 => Kind::Done,
             21 => Kind::Health,
+            22 => Kind::Ready,
+            23 => Kind::Invalid,
+            24 => Kind::Bye,
             _ => return None,
         })
     }
@@ -611,6 +626,110 @@ pub fn decode_answer(payload: &[u8]) -> Result<WireAnswer<'_>, FrameError> {
     }
 }
 
+/// `Start`: the engine a sandbox host serves with. Its pool is sized by the parent (its
+/// share of the engine's slots and warm isolates); runs arrive as checked plans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireStart {
+    /// The parent's pid, which the host checks at lock-down (see `lock_down`).
+    pub parent_pid: u32,
+    pub memory_mb: u32,
+    pub max_concurrent: u32,
+    pub warm_pool_size: u32,
+    pub max_queue: u32,
+    /// WebAssembly modules (name, bytes), compiled once by the host.
+    pub wasm_modules: Vec<(String, Vec<u8>)>,
+}
+
+impl WireStart {
+    pub fn encode(&self) -> Vec<u8> {
+        let bytes: usize = self.wasm_modules.iter().map(|(n, b)| n.len() + b.len() + 8).sum();
+        let mut w = FrameWriter::new(Kind::Start, 0, 0, bytes + 32);
+        w.u32(self.parent_pid).u32(self.memory_mb).u32(self.max_concurrent).u32(self.warm_pool_size).u32(self.max_queue);
+        w.u32(self.wasm_modules.len() as u32);
+        for (name, b) in &self.wasm_modules {
+            w.str(name).bytes(b);
+        }
+        w.finish()
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<WireStart, FrameError> {
+        let mut r = Reader::new(payload);
+        let (parent_pid, memory_mb, max_concurrent, warm_pool_size, max_queue) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+        let n = r.u32()? as usize;
+        let mut wasm_modules = Vec::with_capacity(n.min(payload.len()));
+        for _ in 0..n {
+            let name = r.str()?.to_string();
+            wasm_modules.push((name, r.bytes()?.to_vec()));
+        }
+        r.end()?;
+        Ok(WireStart { parent_pid, memory_mb, max_concurrent, warm_pool_size, max_queue, wasm_modules })
+    }
+}
+
+/// What least privilege a host could apply (see `src/supervisor/lockdown.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WireLockdown {
+    pub seccomp: bool,
+    pub no_new_privs: bool,
+    pub parent_death_signal: bool,
+    pub reason: Option<String>,
+    pub refused: Vec<String>,
+    pub io_uring_rings: u32,
+}
+
+/// `Ready`: the host's pid, lock-down status and counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireReady {
+    pub pid: u32,
+    pub lockdown: WireLockdown,
+    pub health: WireHealth,
+}
+
+impl WireReady {
+    pub fn encode(&self) -> Vec<u8> {
+        let l = &self.lockdown;
+        let mut w = FrameWriter::new(Kind::Ready, 0, 0, 256);
+        w.u32(self.pid).bool(l.seccomp).bool(l.no_new_privs).bool(l.parent_death_signal).opt_str(l.reason.as_deref());
+        w.u32(l.refused.len() as u32);
+        for r in &l.refused {
+            w.str(r);
+        }
+        w.u32(l.io_uring_rings);
+        self.health.write(&mut w);
+        w.finish()
+    }
+
+    pub fn decode(payload: &[u8]) -> Result<WireReady, FrameError> {
+        let mut r = Reader::new(payload);
+        let pid = r.u32()?;
+        let (seccomp, no_new_privs, parent_death_signal) = (r.bool()?, r.bool()?, r.bool()?);
+        let reason = r.opt_str()?.map(str::to_string);
+        let n = r.u32()? as usize;
+        let mut refused = Vec::with_capacity(n.min(payload.len()));
+        for _ in 0..n {
+            refused.push(r.str()?.to_string());
+        }
+        let io_uring_rings = r.u32()?;
+        let health = WireHealth::read(&mut r)?;
+        r.end()?;
+        Ok(WireReady { pid, lockdown: WireLockdown { seccomp, no_new_privs, parent_death_signal, reason, refused, io_uring_rings }, health })
+    }
+}
+
+/// `Invalid`: why the host cannot serve with the engine's configuration.
+pub fn encode_invalid(message: &str) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::Invalid, 0, 0, message.len() + 4);
+    w.str(message);
+    w.finish()
+}
+
+pub fn decode_invalid(payload: &[u8]) -> Result<&str, FrameError> {
+    let mut r = Reader::new(payload);
+    let m = r.str()?;
+    r.end()?;
+    Ok(m)
+}
+
 /// A frame with an empty payload (`Started`, `Abort`) or one that is all tail
 /// (`Fulfill`'s value, `DataRequest`'s key): the header alone.
 pub fn header_only(kind: Kind, run_id: u32, call_id: u32, tail_len: usize) -> [u8; HEADER_BYTES] {
@@ -652,6 +771,33 @@ mod tests {
             stream_console: true,
             started_event: false,
         }
+    }
+
+    #[test]
+    fn control_frames_round_trip_and_truncations_are_errors() {
+        let start = WireStart { parent_pid: 7, memory_mb: 64, max_concurrent: 2, warm_pool_size: 1, max_queue: 2, wasm_modules: vec![("m".into(), vec![0, 97, 115, 109])] };
+        let frame = start.encode();
+        let (h, body) = payload(&frame);
+        assert_eq!((h.kind, h.run_id), (Kind::Start, 0));
+        assert!(h.kind.from_parent() && Kind::Shutdown.from_parent());
+        assert_eq!(WireStart::decode(body).unwrap(), start);
+        for n in 0..body.len() {
+            assert!(WireStart::decode(&body[..n]).is_err());
+        }
+        let ready = WireReady {
+            pid: 9,
+            lockdown: WireLockdown { seccomp: true, no_new_privs: true, parent_death_signal: false, reason: Some("why".into()), refused: vec!["execve".into()], io_uring_rings: 0 },
+            health: WireHealth { warm: 2, ..Default::default() },
+        };
+        let frame = ready.encode();
+        let (h, body) = payload(&frame);
+        assert!(!h.kind.from_parent());
+        assert_eq!(WireReady::decode(body).unwrap(), ready);
+        for n in 0..body.len() {
+            assert!(WireReady::decode(&body[..n]).is_err());
+        }
+        let frame = encode_invalid("bad module");
+        assert_eq!(decode_invalid(payload(&frame).1).unwrap(), "bad module");
     }
 
     #[test]

@@ -89,6 +89,8 @@ pub enum Kind {
     OneOf(&'static [&'static str]),
     /// A string.
     Text,
+    /// A non-empty string of at most `max_bytes` UTF-8 bytes.
+    Label { max_bytes: usize },
     /// An array of names (tools, after JS turned functions into names).
     Names,
     /// A plain object with these options.
@@ -140,6 +142,8 @@ pub const DEFAULT_REQUEST_CPU_TIME_MS: u64 = 5_000;
 pub const DEFAULT_REQUEST_WALL_TIME_MS: u64 = 30_000;
 /// Default `isolation` of `runSandbox` and `SandboxEngine`: a process boundary.
 pub const DEFAULT_ISOLATION: Isolation = Isolation::Process;
+/// Longest `tenant`, in UTF-8 bytes: the engine keeps counts per tenant name.
+pub const MAX_TENANT_BYTES: usize = 256;
 
 /// The bridge limits, shared by `defaultBridgeLimits` and a request's `bridgeLimits`.
 pub const BRIDGE_LIMITS: &[Opt] = &[
@@ -182,6 +186,7 @@ pub const RUN_SANDBOX: &[Opt] = &[
     opt("language", Kind::OneOf(LANGUAGES)),
     Opt { name: "capabilities", kind: Kind::Names, default: None, aliases: &["tools"] },
     opt("signal", Kind::Shaped),
+    opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
 ];
 
 /// `new SandboxEngine(config)`.
@@ -214,6 +219,7 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     opt("toolPolicy", Kind::Object(TOOL_POLICY)),
     Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
     opt("data", Kind::BytesMap),
+    opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
 ];
 
 /// One entry of `wasmModules`.
@@ -372,6 +378,19 @@ impl<'a> Fields<'a> {
         }
     }
 
+    fn label(&self, name: &str) -> Result<Option<String>, OptionsError> {
+        let Kind::Label { max_bytes } = self.opt(name).kind else { unreachable!("{name} is not a label") };
+        let got = match self.get(name) {
+            None => return Ok(None),
+            Some(Raw::String(s)) if !s.is_empty() && s.len() <= max_bytes => return Ok(Some(s.clone())),
+            // The length is what is wrong, not the (cut) text.
+            Some(Raw::String(s)) if !s.is_empty() => format!("{} bytes", s.len()),
+            Some(v) => v.describe(),
+        };
+        let path = self.path(name);
+        Err(err(&path, format!("{path} must be a non-empty string of at most {max_bytes} bytes, got {got}")))
+    }
+
     fn names(&self, name: &str) -> Result<Option<Vec<String>>, OptionsError> {
         let Some(v) = self.get(name) else { return Ok(None) };
         let path = self.path(name);
@@ -443,6 +462,9 @@ pub struct RunPlan {
     pub wasm: bool,
     /// Send console entries as they happen (sessions).
     pub stream_console: bool,
+    /// Whose run it is (`tenant`): queued runs are served in turn across tenants
+    /// (`queue::AdmissionQueue`); `None` is the one tenant of runs naming none.
+    pub tenant: Option<String>,
 }
 
 fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 10]) -> Result<BridgeLimits, OptionsError> {
@@ -551,6 +573,7 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         data_object: false,
         wasm: false,
         stream_console: false,
+        tenant: f.label("tenant")?,
     })
 }
 
@@ -654,6 +677,7 @@ impl EngineConfig {
             data_object: true,
             wasm: !self.wasm_modules.is_empty(),
             stream_console: true,
+            tenant: f.label("tenant")?,
         })
     }
 
@@ -973,5 +997,28 @@ mod tests {
         assert_eq!(p.limits, IsolateLimits { memory_mb: 128, wall_time_ms: 30_000, cpu_time_ms: Some(5000) });
         let e = c.plan(&obj(&[("code", code()), ("data", names(&["x"]))])).unwrap_err();
         assert_eq!(e.message, "request.data must be an object, got an array");
+    }
+
+    #[test]
+    fn tenant_is_a_short_non_empty_string_for_runs_and_requests() {
+        let run = |o: Raw| run_sandbox(&code(), &o);
+        assert_eq!(run(Raw::Undefined).unwrap().tenant, None);
+        assert_eq!(run(obj(&[("tenant", Raw::Undefined)])).unwrap().tenant, None);
+        assert_eq!(run(obj(&[("tenant", s("acme"))])).unwrap().tenant.as_deref(), Some("acme"));
+        let longest = "é".repeat(MAX_TENANT_BYTES / 2); // counted in bytes, not characters
+        assert_eq!(run(obj(&[("tenant", s(&longest))])).unwrap().tenant, Some(longest.clone()));
+        let e = |v: Raw| run(obj(&[("tenant", v)])).unwrap_err();
+        assert_eq!(e(s("")).message, "tenant must be a non-empty string of at most 256 bytes, got ''");
+        assert_eq!(e(s(&format!("{longest}x"))).message, "tenant must be a non-empty string of at most 256 bytes, got 257 bytes");
+        assert_eq!(e(num(7.0)).message, "tenant must be a non-empty string of at most 256 bytes, got 7");
+        assert_eq!(e(Raw::Null).path, "tenant");
+        assert!(run(obj(&[("tenants", s("a"))])).unwrap_err().message.ends_with("did you mean tenant?"));
+
+        let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        let plan = |tenant: Raw| c.plan(&obj(&[("code", code()), ("tenant", tenant)]));
+        assert_eq!(plan(Raw::Undefined).unwrap().tenant, None);
+        assert_eq!(plan(s("acme")).unwrap().tenant.as_deref(), Some("acme"));
+        let e = plan(names(&["acme"])).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("request.tenant", "request.tenant must be a non-empty string of at most 256 bytes, got an array"));
     }
 }

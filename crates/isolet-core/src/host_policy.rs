@@ -1,0 +1,779 @@
+//! Supervision policy of sandbox host processes (isolation: 'process'): every number and
+//! decision the parent's process backend (`src/engine/processes.rs`) acts on, so each is
+//! under `cargo test`. The backend carries them out with processes, pipes and threads.
+//!
+//! A host is replaced, never repaired. Runs in a host that ends are answered here: a run
+//! that nobody has seen anything of (no host call, data request or streamed console
+//! entry) and that was not the only suspect is started again on a host of its own;
+//! every other run gets the typed failure of the host's end.
+use std::collections::{HashMap, HashSet};
+
+use crate::value_count::{count_values, CountError};
+use crate::{BridgeLimits, ErrorKind, Failure};
+
+// ---- time ------------------------------------------------------------------------
+
+/// How long the sandbox host's own watchdog waits after termination reached a run's
+/// isolate before it gives up on the thread and answers the run as timed out.
+pub const WATCHDOG_GRACE_MS: u64 = 400;
+/// What the answer of a run stopped at its limit may take to reach the parent beyond
+/// the watchdog's grace (a frame written by a thread at idle priority, a busy host).
+pub const CHANNEL_MARGIN_MS: u64 = 350;
+
+/// How long past its wall limit a run may go unanswered before its host is ended: the
+/// host's watchdog answers within `WATCHDOG_GRACE_MS`; this is the backstop, and keeps
+/// every run settled within its limit + 1 s.
+pub const fn deadline_grace_ms() -> u64 {
+    WATCHDOG_GRACE_MS + CHANNEL_MARGIN_MS
+}
+
+/// Milliseconds after its start by which a run of `wall_time_ms` must be answered.
+pub fn run_deadline_ms(wall_time_ms: u64) -> u64 {
+    wall_time_ms.saturating_add(deadline_grace_ms())
+}
+
+/// A host that does not report ready in this time is ended and replaced.
+pub const START_TIMEOUT_MS: u64 = 15_000;
+/// After a host exits, how long its run channel may stay open (held by a descendant,
+/// possible only where lock-down is unavailable) before the parent closes it.
+pub const EXIT_CLOSE_GRACE_MS: u64 = 500;
+/// How long `shutdown` waits for a host to exit on its own before it is killed.
+pub const SHUTDOWN_GRACE_MS: u64 = 5_000;
+
+/// How often a host's resident memory (and its runs' deadlines) are checked: often while
+/// runs are in flight, rarely when idle.
+pub const POLL_BUSY_MS: u64 = 10;
+pub const POLL_IDLE_MS: u64 = 500;
+
+/// The poll period of a host with `runs` in flight.
+pub fn poll_period_ms(runs: usize) -> u64 {
+    if runs > 0 {
+        POLL_BUSY_MS
+    } else {
+        POLL_IDLE_MS
+    }
+}
+
+// ---- memory ----------------------------------------------------------------------
+
+/// Resident memory a run may add to its host: its heap limit twice (V8's near-limit
+/// headroom, code and ArrayBuffer memory) plus a fixed slack.
+pub fn run_allowance_mb(memory_mb: u32) -> u64 {
+    2 * memory_mb as u64 + 32
+}
+
+/// Added to the resident memory a host has when ready (its warm isolates still come).
+pub const BASE_SLACK_MB: u64 = 96;
+
+/// The resident memory a host may have now: its base (ready RSS + `BASE_SLACK_MB`) and
+/// the allowance of every run in flight in it.
+pub fn host_budget_mb(ready_rss_mb: u64, runs_memory_mb: impl IntoIterator<Item = u32>) -> u64 {
+    let runs: u64 = runs_memory_mb.into_iter().map(run_allowance_mb).sum();
+    ready_rss_mb + BASE_SLACK_MB + runs
+}
+
+// ---- starts ----------------------------------------------------------------------
+
+/// Consecutive start failures after which queued runs are failed instead of waiting.
+pub const MAX_START_FAILURES: u32 = 3;
+/// The wait before hosts are tried again after `MAX_START_FAILURES`, doubling with each
+/// further failure up to `MAX_START_BACKOFF_MS`.
+pub const START_BACKOFF_MS: u64 = 1_000;
+pub const MAX_START_BACKOFF_MS: u64 = 30_000;
+
+/// Host replacements allowed at once; beyond them, one more per `RESTART_PERIOD_MS`
+/// (a stream of runs that end their hosts must not keep the machine busy starting
+/// `node` processes: each start costs about 50 ms of CPU).
+pub const RESTART_BURST: u32 = 8;
+pub const RESTART_PERIOD_MS: u64 = 100;
+
+/// What to do after a host failed to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartVerdict {
+    /// Start another at once.
+    Retry,
+    /// Fail the queued runs (no host can be had) and start none before `after_ms`.
+    GiveUp { after_ms: u64 },
+}
+
+/// Start failures and restarts of one engine's hosts.
+#[derive(Debug, Clone, Default)]
+pub struct Starts {
+    failures: u32,
+    /// Restart tokens used, and when they were last refilled (ms on the caller's clock).
+    used: u32,
+    refilled_at: u64,
+}
+
+impl Starts {
+    /// A host failed before it was ready.
+    pub fn failed(&mut self) -> StartVerdict {
+        self.failures += 1;
+        if self.failures < MAX_START_FAILURES {
+            return StartVerdict::Retry;
+        }
+        let doublings = (self.failures - MAX_START_FAILURES).min(16);
+        StartVerdict::GiveUp { after_ms: (START_BACKOFF_MS << doublings).min(MAX_START_BACKOFF_MS) }
+    }
+
+    /// A host reported ready: the failures are forgiven.
+    pub fn ready(&mut self) {
+        self.failures = 0;
+    }
+
+    /// Whether a host that ended may be replaced now (`now_ms` on a monotonic clock);
+    /// if not, the caller tries again after `RESTART_PERIOD_MS`. The first start of
+    /// each host is not counted: only replacements are.
+    pub fn may_replace(&mut self, now_ms: u64) -> bool {
+        let refills = now_ms.saturating_sub(self.refilled_at) / RESTART_PERIOD_MS;
+        if refills > 0 {
+            self.used = self.used.saturating_sub(refills.min(u32::MAX as u64) as u32);
+            self.refilled_at += refills * RESTART_PERIOD_MS;
+        }
+        if self.used >= RESTART_BURST {
+            return false;
+        }
+        self.used += 1;
+        true
+    }
+}
+
+// ---- frames ----------------------------------------------------------------------
+
+/// Largest frame a run's host may send beyond the run's limits (error texts, headers).
+pub const FRAME_HEADROOM_BYTES: usize = 4 * 1024 * 1024;
+/// Largest frame of no run (`Health`, `Ready`, `Invalid`): a few hundred bytes.
+pub const MAX_CONTROL_FRAME_BYTES: usize = 64 * 1024;
+
+/// Largest frame the host of a run with `bridge` limits may send for it: a host call's
+/// arguments or a result, with the run's logs, plus headroom. Anything longer ends the host.
+pub fn frame_limit(bridge: &BridgeLimits) -> usize {
+    let logs = bridge.max_log_bytes.saturating_add(8usize.saturating_mul(bridge.max_log_entries));
+    bridge.max_message_bytes.max(bridge.max_output_bytes).saturating_add(logs).saturating_add(FRAME_HEADROOM_BYTES)
+}
+
+/// Health frames a host may send beyond one per `done`: a few at once, then one per
+/// period (a real host reports 20 ms after runs end, coalesced).
+pub const HEALTH_BURST: u64 = 16;
+pub const HEALTH_PERIOD_MS: u64 = 10;
+
+/// Whether a host `age_ms` old that has sent `frames` health frames (this one included)
+/// and `dones` run answers stays within what a real host sends.
+pub fn health_allowed(frames: u64, dones: u64, age_ms: u64) -> bool {
+    frames <= HEALTH_BURST + dones + age_ms / HEALTH_PERIOD_MS
+}
+
+/// What the events a host sends for one run may amount to: a `started` once, `console`
+/// entries only if asked for and within the log limits, host calls and data requests
+/// within `maxMessages`, host calls in flight within `maxPendingHostCalls` and
+/// `maxPendingHostCallBytes`: what the run's isolate enforces. A host that sends more is
+/// not the host we started (a compromised one could make the parent buffer without end).
+#[derive(Debug, Clone)]
+pub struct EventBudget {
+    bridge: BridgeLimits,
+    stream_console: bool,
+    started: bool,
+    consoles: usize,
+    console_bytes: usize,
+    messages: u64,
+    calls: HashMap<u32, usize>,
+    call_bytes: usize,
+    /// Values of each call's arguments in flight (see `value_count`), and their sum.
+    call_values: HashMap<u32, u64>,
+    values: u64,
+    data_requests: HashSet<u32>,
+}
+
+/// Why a host's event was one too many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverBudget(pub &'static str);
+
+impl EventBudget {
+    pub fn new(bridge: BridgeLimits, stream_console: bool) -> Self {
+        EventBudget {
+            bridge,
+            stream_console,
+            started: false,
+            consoles: 0,
+            console_bytes: 0,
+            messages: 0,
+            calls: HashMap::new(),
+            call_bytes: 0,
+            call_values: HashMap::new(),
+            values: 0,
+            data_requests: HashSet::new(),
+        }
+    }
+
+    pub fn started(&mut self) -> Result<(), OverBudget> {
+        if std::mem::replace(&mut self.started, true) {
+            return Err(OverBudget("a second started event"));
+        }
+        Ok(())
+    }
+
+    pub fn console(&mut self, frame_bytes: usize) -> Result<(), OverBudget> {
+        self.consoles += 1;
+        self.console_bytes = self.console_bytes.saturating_add(frame_bytes);
+        let byte_limit = self.bridge.max_log_bytes.saturating_add(64 * self.bridge.max_log_entries);
+        if !self.stream_console || self.consoles > self.bridge.max_log_entries || self.console_bytes > byte_limit {
+            return Err(OverBudget("more console events than the run may send"));
+        }
+        Ok(())
+    }
+
+    pub fn host_call(&mut self, call_id: u32, arg_bytes: usize) -> Result<(), OverBudget> {
+        self.messages += 1;
+        if self.messages > self.bridge.max_messages as u64 || arg_bytes > self.bridge.max_message_bytes {
+            return Err(OverBudget("more host calls than the run may make"));
+        }
+        if self.calls.insert(call_id, arg_bytes).is_some() {
+            return Err(OverBudget("a host call id already in flight"));
+        }
+        self.call_bytes += arg_bytes;
+        if self.calls.len() > self.bridge.max_pending_host_calls as usize
+            || self.call_bytes > self.bridge.max_pending_host_call_bytes
+        {
+            return Err(OverBudget("more host calls in flight than the run may keep"));
+        }
+        Ok(())
+    }
+
+    /// Counts the values of host call `call_id`'s arguments (admitted by `host_call`)
+    /// before anything of them is built on Node's thread: more than `maxMessageValues`,
+    /// or in flight past `maxPendingHostCallValues`, is more than the run's isolate lets
+    /// through, so the host is not the one we started.
+    pub fn host_call_values(&mut self, call_id: u32, args: &[u8]) -> Result<(), OverBudget> {
+        let n = match count_values(args, self.bridge.max_message_values as u64) {
+            Ok(n) => n,
+            Err(CountError::TooMany { .. }) => return Err(OverBudget("host call arguments of more values than the run may send")),
+            Err(CountError::Unreadable(_)) => return Err(OverBudget("host call arguments that are not serialized values")),
+        };
+        self.values += n;
+        *self.call_values.entry(call_id).or_default() += n;
+        if self.values > self.bridge.max_pending_host_call_values as u64 {
+            return Err(OverBudget("more host-call argument values in flight than the run may keep"));
+        }
+        Ok(())
+    }
+
+    /// The parent answered host call `call_id`: it is no longer in flight. False when it
+    /// was not (a late reply after the run ended, or an id never sent).
+    pub fn answered(&mut self, call_id: u32) -> bool {
+        if let Some(n) = self.call_values.remove(&call_id) {
+            self.values -= n;
+        }
+        match self.calls.remove(&call_id) {
+            Some(bytes) => {
+                self.call_bytes -= bytes;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn data_request(&mut self, id: u32, frame_bytes: usize) -> Result<(), OverBudget> {
+        self.messages += 1;
+        if self.messages > self.bridge.max_messages as u64
+            || frame_bytes > self.bridge.max_message_bytes.saturating_add(FRAME_HEADROOM_BYTES)
+            || !self.data_requests.insert(id)
+        {
+            return Err(OverBudget("more data requests than the run may make"));
+        }
+        Ok(())
+    }
+
+    /// Whether data request `id` waits for an answer; it no longer does after this.
+    pub fn take_data_request(&mut self, id: u32) -> bool {
+        self.data_requests.remove(&id)
+    }
+
+    /// Whether anything of the run has been seen outside its host: a host call, a data
+    /// request or a streamed console entry (its `started` event is not counted: a run
+    /// started again does not send it twice).
+    pub fn seen_outside(&self) -> bool {
+        self.messages > 0 || self.consoles > 0
+    }
+}
+
+// ---- placement -------------------------------------------------------------------
+
+/// What placement needs to know of one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostView {
+    /// Ready and taking work (not starting, draining or dead).
+    pub serving: bool,
+    pub runs: usize,
+    /// Warm isolates it likely has now.
+    pub warm: u32,
+    /// When it was last given a run (a counter): ties go to the one idle longest.
+    pub last_start: u64,
+    /// It serves one run alone (a run started again after its host ended): it takes no
+    /// other until that run ends.
+    pub solo: bool,
+    /// It is kept free for a run that must run alone: it takes no new run.
+    pub reserved: bool,
+}
+
+/// The host a run should start on, or `None` when none can take it now. A run that must
+/// run `alone` takes only a serving host with no runs. Others take a serving host with a
+/// free slot (`per_host`): one with a warm isolate first (a run there starts at once),
+/// then the least busy, then the one given a run longest ago.
+pub fn place(hosts: &[HostView], per_host: usize, alone: bool) -> Option<usize> {
+    let eligible = |h: &HostView| {
+        h.serving && !h.solo && if alone { h.runs == 0 } else { !h.reserved && h.runs < per_host }
+    };
+    let better = |a: &HostView, b: &HostView| {
+        let (aw, bw) = (a.warm > 0, b.warm > 0);
+        if aw != bw {
+            return aw;
+        }
+        if a.runs != b.runs {
+            return a.runs < b.runs;
+        }
+        a.last_start < b.last_start
+    };
+    let mut best: Option<usize> = None;
+    for (i, h) in hosts.iter().enumerate() {
+        if eligible(h) && best.is_none_or(|b| better(h, &hosts[b])) {
+            best = Some(i);
+        }
+    }
+    best
+}
+
+/// The host to keep free for a run that must run alone when none is free now: the
+/// serving host with the fewest runs (it empties first).
+pub fn host_to_reserve(hosts: &[HostView]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, h) in hosts.iter().enumerate() {
+        if h.serving && !h.solo && best.is_none_or(|b| h.runs < hosts[b].runs) {
+            best = Some(i);
+        }
+    }
+    best
+}
+
+// ---- ends ------------------------------------------------------------------------
+
+/// Why a host ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEnd {
+    /// Its resident memory passed its budget (MB resident, MB budget).
+    Memory { rss_mb: u64, budget_mb: u64 },
+    /// A run went past its deadline unanswered: the host cannot stop it.
+    Overdue,
+    /// It reported a stuck thread and was ended (at once, or once its other runs ended).
+    Stuck,
+    /// It broke the frame protocol.
+    Protocol(String),
+    /// It did not report ready in time.
+    StartTimeout,
+    /// The engine shut down, or this process is exiting.
+    Shutdown,
+    /// It ended on its own: a signal or an exit status (`signal SIGSEGV`, `exit code 134`),
+    /// and whether its last words were those of an out-of-memory death.
+    Crash { reason: String, oom: bool },
+}
+
+impl HostEnd {
+    /// The `stats().processes.recycled` key of an end the supervisor chose (`None`: the
+    /// host crashed, or the end was orderly).
+    pub fn recycled_key(&self) -> Option<&'static str> {
+        match self {
+            HostEnd::Memory { .. } => Some("memory"),
+            HostEnd::Overdue => Some("overdue"),
+            HostEnd::Stuck => Some("stuck"),
+            HostEnd::Protocol(_) => Some("protocol"),
+            HostEnd::StartTimeout => Some("start-timeout"),
+            HostEnd::Shutdown | HostEnd::Crash { .. } => None,
+        }
+    }
+}
+
+/// The last bytes of a host's stderr kept to tell a V8 out-of-memory death from another.
+pub const STDERR_TAIL_BYTES: usize = 8192;
+
+/// Whether a host's last words are those of V8 running out of memory.
+pub fn looks_like_oom(stderr_tail: &str) -> bool {
+    let t = stderr_tail.to_ascii_lowercase();
+    ["out of memory", "heap limit", "allocation failed"].iter().any(|p| t.contains(p))
+}
+
+/// Times a run may be started again after its host ended under it.
+pub const MAX_RESTARTS_PER_RUN: u32 = 1;
+/// A run started again needs at least this much of its wall limit left.
+pub const MIN_RESTART_WALL_MS: u64 = 50;
+
+/// One run in flight in a host that ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostRun {
+    /// Something of it was seen outside its host (`EventBudget::seen_outside`).
+    pub seen_outside: bool,
+    /// It went past its own deadline (the reason of an `Overdue` end).
+    pub overdue: bool,
+    /// Times it has already been started again.
+    pub restarts: u32,
+    pub wall_time_ms: u64,
+    pub elapsed_ms: u64,
+    /// It ran alone in its host (a restarted run does): nobody else is a suspect.
+    pub alone: bool,
+}
+
+/// What becomes of a run whose host ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LostVerdict {
+    /// Start it again, alone on a host, with this much of its wall limit left.
+    Restart { wall_time_ms: u64 },
+    Fail(Failure),
+}
+
+/// The verdict for run `run` of a host that ended for `end`, with `runs_in_host` runs
+/// in flight at the end. A run is started again only if nothing of it was seen outside,
+/// it has not been started again before, it was not itself overdue, the end was not a
+/// shutdown, another run shared the host (so it may not be the one to blame), and enough
+/// of its wall limit is left. Everything else fails with the end's typed failure.
+pub fn lost_run_verdict(end: &HostEnd, run: LostRun, runs_in_host: usize) -> LostVerdict {
+    let left = run.wall_time_ms.saturating_sub(run.elapsed_ms);
+    let restartable = !run.seen_outside
+        && !run.overdue
+        && !run.alone
+        && run.restarts < MAX_RESTARTS_PER_RUN
+        && runs_in_host > 1
+        && *end != HostEnd::Shutdown
+        && !matches!(end, HostEnd::StartTimeout)
+        && left >= MIN_RESTART_WALL_MS;
+    if restartable {
+        return LostVerdict::Restart { wall_time_ms: left };
+    }
+    LostVerdict::Fail(lost_run_failure(end, run))
+}
+
+/// The failure of a run whose host ended for `end`.
+pub fn lost_run_failure(end: &HostEnd, run: LostRun) -> Failure {
+    match end {
+        HostEnd::Memory { rss_mb, budget_mb } => Failure::new(
+            ErrorKind::MemoryLimit,
+            format!(
+                "The sandbox host process passed its memory budget ({rss_mb} MB resident, budget {budget_mb} MB) and was ended, with every run in it"
+            ),
+        ),
+        HostEnd::Overdue if run.overdue => {
+            let mut f = Failure::new(
+                ErrorKind::Timeout,
+                format!(
+                    "Execution could not be stopped at its time limit ({} ms); its sandbox host process was ended",
+                    run.wall_time_ms
+                ),
+            );
+            f.limit = Some("wall");
+            f
+        }
+        HostEnd::Overdue | HostEnd::Stuck => Failure::new(
+            ErrorKind::Crashed,
+            "Another run in the same sandbox host process could not be stopped, so the process was ended with every run in it",
+        ),
+        HostEnd::Shutdown => Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"),
+        HostEnd::Crash { reason, oom: true } => Failure::new(
+            ErrorKind::MemoryLimit,
+            format!("The sandbox host process ran out of memory ({reason}) and was ended, with every run in it"),
+        ),
+        HostEnd::Crash { reason, oom: false } => {
+            Failure::new(ErrorKind::Crashed, format!("The sandbox host process crashed ({reason}); every run in it ended"))
+        }
+        HostEnd::Protocol(why) => Failure::new(
+            ErrorKind::Crashed,
+            format!("The sandbox host process broke the run protocol ({why}) and was ended, with every run in it"),
+        ),
+        HostEnd::StartTimeout => Failure::new(ErrorKind::Crashed, "The sandbox host process did not start in time"),
+    }
+}
+
+/// The failure of queued runs when no host can be started (`why`: the last failure,
+/// `stderr_tail`: the host's last words, if any).
+pub fn start_failure(why: &str, stderr_tail: &str) -> Failure {
+    let tail: Vec<&str> = stderr_tail.trim().lines().rev().take(3).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    let message = if tail.is_empty() {
+        format!("Could not start a sandbox host process ({why})")
+    } else {
+        format!("Could not start a sandbox host process ({why}): {}", tail.join(" | "))
+    };
+    Failure::new(ErrorKind::Crashed, message)
+}
+
+/// What to do with a host that reported a thread stuck in a run that ignored termination
+/// (its run already answered as timed out). Its other runs: `neighbours_seen` says
+/// whether any of them has been seen outside. If none has, the host is ended now and
+/// they start again elsewhere (the stuck thread takes no more CPU); otherwise it takes
+/// no new work and is ended once they finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StuckVerdict {
+    EndNow,
+    Drain,
+}
+
+pub fn stuck_verdict(neighbours: usize, neighbours_seen: bool) -> StuckVerdict {
+    if neighbours == 0 || !neighbours_seen {
+        StuckVerdict::EndNow
+    } else {
+        StuckVerdict::Drain
+    }
+}
+
+// ---- the host's environment ------------------------------------------------------
+
+/// The environment of a sandbox host: isolet's own settings and the time zone (so dates
+/// read alike in both modes), nothing else (no secrets of the parent reach a host), and
+/// libuv kept off io_uring: rings opened before lock-down would let the host submit work
+/// that seccomp never sees.
+pub fn host_env<'a>(parent: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<(String, String)> {
+    let mut env = vec![("ISOLET_SANDBOX_HOST".to_string(), "1".to_string()), ("UV_USE_IO_URING".to_string(), "0".to_string())];
+    for (k, v) in parent {
+        if (k.starts_with("ISOLET_") && k != "ISOLET_SANDBOX_HOST") || k == "TZ" {
+            env.push((k.to_string(), v.to_string()));
+        }
+    }
+    env
+}
+
+/// The descriptor a sandbox host finds its run channel on (0-2 are /dev/null, /dev/null
+/// and the stderr pipe; every other descriptor of the parent is closed in the child).
+pub const HOST_CHANNEL_FD: i32 = 3;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost(seen: bool, restarts: u32, elapsed: u64) -> LostRun {
+        LostRun { seen_outside: seen, overdue: false, restarts, wall_time_ms: 5000, elapsed_ms: elapsed, alone: false }
+    }
+
+    #[test]
+    fn the_deadline_is_the_watchdogs_grace_plus_a_margin_within_one_second() {
+        assert_eq!(deadline_grace_ms(), WATCHDOG_GRACE_MS + CHANNEL_MARGIN_MS);
+        assert!(deadline_grace_ms() < 1000, "every run settles within its limit + 1 s");
+        assert_eq!(run_deadline_ms(300), 300 + deadline_grace_ms());
+        assert_eq!(run_deadline_ms(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_hosts_budget_is_its_base_plus_each_runs_allowance() {
+        assert_eq!(run_allowance_mb(64), 160);
+        assert_eq!(host_budget_mb(50, []), 50 + BASE_SLACK_MB);
+        assert_eq!(host_budget_mb(50, [64, 128]), 50 + BASE_SLACK_MB + 160 + 288);
+    }
+
+    #[test]
+    fn polling_is_fast_only_while_runs_are_in_flight() {
+        assert_eq!(poll_period_ms(0), POLL_IDLE_MS);
+        assert_eq!(poll_period_ms(3), POLL_BUSY_MS);
+    }
+
+    #[test]
+    fn start_failures_retry_then_back_off_doubling_to_a_cap_and_are_forgiven_on_ready() {
+        let mut s = Starts::default();
+        assert_eq!(s.failed(), StartVerdict::Retry);
+        assert_eq!(s.failed(), StartVerdict::Retry);
+        assert_eq!(s.failed(), StartVerdict::GiveUp { after_ms: 1000 });
+        assert_eq!(s.failed(), StartVerdict::GiveUp { after_ms: 2000 });
+        assert_eq!(s.failed(), StartVerdict::GiveUp { after_ms: 4000 });
+        for _ in 0..40 {
+            s.failed();
+        }
+        assert_eq!(s.failed(), StartVerdict::GiveUp { after_ms: MAX_START_BACKOFF_MS });
+        s.ready();
+        assert_eq!(s.failed(), StartVerdict::Retry);
+    }
+
+    #[test]
+    fn replacements_are_rate_limited_after_a_burst() {
+        let mut s = Starts::default();
+        for _ in 0..RESTART_BURST {
+            assert!(s.may_replace(0));
+        }
+        assert!(!s.may_replace(0));
+        assert!(!s.may_replace(RESTART_PERIOD_MS - 1));
+        assert!(s.may_replace(RESTART_PERIOD_MS));
+        assert!(!s.may_replace(RESTART_PERIOD_MS));
+        // A quiet while refills the whole burst, no more.
+        let later = RESTART_PERIOD_MS * 1000;
+        for _ in 0..RESTART_BURST {
+            assert!(s.may_replace(later));
+        }
+        assert!(!s.may_replace(later));
+    }
+
+    #[test]
+    fn a_runs_frame_limit_covers_its_largest_message_and_logs() {
+        let b = BridgeLimits::default();
+        let limit = frame_limit(&b);
+        assert!(limit >= b.max_output_bytes + b.max_log_bytes);
+        assert_eq!(limit, b.max_output_bytes.max(b.max_message_bytes) + b.max_log_bytes + 8 * b.max_log_entries + FRAME_HEADROOM_BYTES);
+        let huge = BridgeLimits { max_output_bytes: usize::MAX, ..b };
+        assert_eq!(frame_limit(&huge), usize::MAX);
+    }
+
+    #[test]
+    fn health_frames_are_allowed_in_a_burst_then_per_period_and_per_done() {
+        assert!(health_allowed(HEALTH_BURST, 0, 0));
+        assert!(!health_allowed(HEALTH_BURST + 1, 0, 0));
+        assert!(health_allowed(HEALTH_BURST + 1, 1, 0));
+        assert!(health_allowed(HEALTH_BURST + 5, 0, 5 * HEALTH_PERIOD_MS));
+        assert!(!health_allowed(HEALTH_BURST + 20_000, 0, 1000));
+    }
+
+    #[test]
+    fn the_event_budget_holds_a_host_to_what_its_runs_isolate_enforces() {
+        let bridge = BridgeLimits { max_messages: 3, max_pending_host_calls: 2, max_pending_host_call_bytes: 100, max_log_entries: 2, ..BridgeLimits::default() };
+        let mut b = EventBudget::new(bridge, true);
+        assert!(!b.seen_outside());
+        assert_eq!(b.started(), Ok(()));
+        assert!(b.started().is_err(), "started once");
+        assert!(!b.seen_outside(), "started is not seen outside");
+        assert_eq!(b.host_call(1, 60), Ok(()));
+        assert!(b.seen_outside());
+        assert!(b.host_call(1, 1).is_err(), "an id already in flight");
+        let mut b = EventBudget::new(bridge, true);
+        b.host_call(1, 60).unwrap();
+        assert!(b.host_call(2, 41).is_err(), "over maxPendingHostCallBytes");
+        let mut b = EventBudget::new(bridge, true);
+        b.host_call(1, 10).unwrap();
+        b.host_call(2, 10).unwrap();
+        assert!(b.answered(1));
+        assert!(!b.answered(1), "answered once");
+        b.host_call(3, 10).unwrap();
+        assert!(b.host_call(4, 10).is_err(), "over maxMessages");
+        let mut b = EventBudget::new(bridge, true);
+        b.host_call(1, 1).unwrap();
+        b.host_call(2, 1).unwrap();
+        assert!(b.host_call(3, 1).is_err(), "over maxPendingHostCalls");
+        let mut b = EventBudget::new(bridge, true);
+        b.console(10).unwrap();
+        b.console(10).unwrap();
+        assert!(b.console(10).is_err(), "over maxLogEntries");
+        let mut quiet = EventBudget::new(bridge, false);
+        assert!(quiet.console(10).is_err(), "console events only when streamed");
+        let mut d = EventBudget::new(bridge, false);
+        d.data_request(7, 20).unwrap();
+        assert!(d.data_request(7, 20).is_err(), "a data request id waiting already");
+        assert!(d.take_data_request(7));
+        assert!(!d.take_data_request(7));
+    }
+
+    #[test]
+    fn the_event_budget_counts_the_values_of_host_call_arguments() {
+        let bridge = BridgeLimits { max_message_values: 4, max_pending_host_call_values: 6, ..BridgeLimits::default() };
+        // ['a', 'b'] (3 values) and ['a', 'b', 'c', 'd'] (5 values), as V8 writes them.
+        let three = [0xff, 0x0f, b'A', 2, b'"', 1, b'a', b'"', 1, b'b', b'$', 0, 2];
+        let five = [0xff, 0x0f, b'A', 4, b'"', 1, b'a', b'"', 1, b'b', b'"', 1, b'c', b'"', 1, b'd', b'$', 0, 4];
+        let mut b = EventBudget::new(bridge, false);
+        b.host_call(1, three.len()).unwrap();
+        assert_eq!(b.host_call_values(1, &three), Ok(()));
+        assert!(b.host_call_values(2, &five).is_err(), "over maxMessageValues");
+        let mut b = EventBudget::new(bridge, false);
+        b.host_call_values(1, &three).unwrap();
+        b.host_call_values(2, &three).unwrap();
+        assert!(b.host_call_values(3, &three).is_err(), "over maxPendingHostCallValues");
+        let mut b = EventBudget::new(bridge, false);
+        b.host_call(1, three.len()).unwrap();
+        b.host_call_values(1, &three).unwrap();
+        b.host_call(2, three.len()).unwrap();
+        b.host_call_values(2, &three).unwrap();
+        assert!(b.answered(1));
+        assert_eq!(b.host_call_values(3, &three), Ok(()), "an answered call's values are released");
+        assert!(b.host_call_values(4, &[0xff, 0x0f, b'Q']).is_err(), "unreadable");
+    }
+
+    fn host(runs: usize, warm: u32, last_start: u64) -> HostView {
+        HostView { serving: true, runs, warm, last_start, solo: false, reserved: false }
+    }
+
+    #[test]
+    fn placement_prefers_warm_then_least_busy_then_idle_longest() {
+        let hosts = [host(1, 0, 1), host(1, 1, 2), host(0, 0, 3)];
+        assert_eq!(place(&hosts, 2, false), Some(1), "a warm isolate first");
+        let hosts = [host(1, 0, 1), host(0, 0, 3), host(0, 0, 2)];
+        assert_eq!(place(&hosts, 2, false), Some(2), "least busy, then idle longest");
+        let full = [host(2, 1, 1), HostView { serving: false, ..host(0, 1, 0) }];
+        assert_eq!(place(&full, 2, false), None, "full or not serving");
+    }
+
+    #[test]
+    fn a_run_that_must_run_alone_takes_only_an_empty_host_and_solo_hosts_take_nothing_else() {
+        let hosts = [host(1, 1, 1), host(0, 0, 2)];
+        assert_eq!(place(&hosts, 2, true), Some(1));
+        let busy = [host(1, 1, 1), host(1, 0, 2)];
+        assert_eq!(place(&busy, 2, true), None);
+        assert_eq!(host_to_reserve(&[host(2, 0, 1), host(1, 0, 2)]), Some(1));
+        let solo = [HostView { solo: true, ..host(1, 1, 1) }, HostView { reserved: true, ..host(1, 1, 1) }];
+        assert_eq!(place(&solo, 4, false), None, "solo and reserved hosts take no new run");
+        assert_eq!(host_to_reserve(&solo), Some(1));
+    }
+
+    #[test]
+    fn a_neighbour_nobody_has_seen_is_started_again_with_the_time_it_has_left() {
+        let end = HostEnd::Memory { rss_mb: 900, budget_mb: 500 };
+        assert_eq!(lost_run_verdict(&end, lost(false, 0, 1200), 2), LostVerdict::Restart { wall_time_ms: 3800 });
+        let crash = HostEnd::Crash { reason: "signal SIGSEGV".into(), oom: false };
+        assert_eq!(lost_run_verdict(&crash, lost(false, 0, 0), 3), LostVerdict::Restart { wall_time_ms: 5000 });
+    }
+
+    #[test]
+    fn a_run_seen_outside_restarted_before_alone_overdue_or_out_of_time_fails_with_the_ends_failure() {
+        let end = HostEnd::Memory { rss_mb: 900, budget_mb: 500 };
+        let fail_kind = |v: LostVerdict| match v {
+            LostVerdict::Fail(f) => f.kind,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(fail_kind(lost_run_verdict(&end, lost(true, 0, 0), 2)), ErrorKind::MemoryLimit);
+        assert_eq!(fail_kind(lost_run_verdict(&end, lost(false, 1, 0), 2)), ErrorKind::MemoryLimit);
+        assert_eq!(fail_kind(lost_run_verdict(&end, lost(false, 0, 0), 1)), ErrorKind::MemoryLimit, "the only suspect");
+        assert_eq!(fail_kind(lost_run_verdict(&end, LostRun { alone: true, ..lost(false, 0, 0) }, 2)), ErrorKind::MemoryLimit);
+        assert_eq!(fail_kind(lost_run_verdict(&end, lost(false, 0, 4990), 2)), ErrorKind::MemoryLimit, "no time left");
+        let overdue = LostRun { overdue: true, ..lost(false, 0, 5750) };
+        let f = match lost_run_verdict(&HostEnd::Overdue, overdue, 2) {
+            LostVerdict::Fail(f) => f,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((f.kind, f.limit), (ErrorKind::Timeout, Some("wall")));
+        assert_eq!(fail_kind(lost_run_verdict(&HostEnd::Overdue, lost(true, 0, 10), 2)), ErrorKind::Crashed);
+        assert_eq!(fail_kind(lost_run_verdict(&HostEnd::Shutdown, lost(false, 0, 0), 2)), ErrorKind::Aborted);
+        let oom = HostEnd::Crash { reason: "signal SIGTRAP".into(), oom: true };
+        assert_eq!(fail_kind(lost_run_verdict(&oom, lost(true, 0, 0), 2)), ErrorKind::MemoryLimit);
+    }
+
+    #[test]
+    fn a_stuck_host_ends_now_unless_a_neighbour_has_been_seen() {
+        assert_eq!(stuck_verdict(0, false), StuckVerdict::EndNow);
+        assert_eq!(stuck_verdict(2, false), StuckVerdict::EndNow);
+        assert_eq!(stuck_verdict(1, true), StuckVerdict::Drain);
+    }
+
+    #[test]
+    fn recycled_keys_name_the_supervisors_own_decisions() {
+        assert_eq!(HostEnd::Memory { rss_mb: 1, budget_mb: 1 }.recycled_key(), Some("memory"));
+        assert_eq!(HostEnd::Overdue.recycled_key(), Some("overdue"));
+        assert_eq!(HostEnd::Protocol("x".into()).recycled_key(), Some("protocol"));
+        assert_eq!(HostEnd::Crash { reason: "x".into(), oom: false }.recycled_key(), None);
+        assert_eq!(HostEnd::Shutdown.recycled_key(), None);
+    }
+
+    #[test]
+    fn oom_deaths_are_told_by_their_last_words() {
+        assert!(looks_like_oom("FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"));
+        assert!(!looks_like_oom("Segmentation fault"));
+        let f = start_failure("spawn failed: EPERM", "a\nb\nc\nd\n");
+        assert_eq!(f.message, "Could not start a sandbox host process (spawn failed: EPERM): b | c | d");
+        assert_eq!(start_failure("exit code 1", "").message, "Could not start a sandbox host process (exit code 1)");
+    }
+
+    #[test]
+    fn a_host_gets_isolets_settings_and_the_time_zone_only_and_no_io_uring() {
+        let env = host_env([("PATH", "/bin"), ("TZ", "UTC"), ("ISOLET_MAX_QUARANTINED", "3"), ("AWS_SECRET", "x"), ("ISOLET_SANDBOX_HOST", "0")]);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["ISOLET_SANDBOX_HOST", "UV_USE_IO_URING", "TZ", "ISOLET_MAX_QUARANTINED"]);
+        assert_eq!(env[0].1, "1");
+        assert_eq!(env[1].1, "0");
+    }
+}

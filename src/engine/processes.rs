@@ -1,0 +1,1285 @@
+//! The process backend (isolation: 'process'): runs execute in sandbox host processes,
+//! each a `node` child running isolates in thread mode (`lib/supervisor/sandbox-host.js`
+//! calls `serveSandboxHost`). Admission, the queue and its fairness are the same
+//! `isolet_core::queue::Pool` as thread mode's; every supervision decision (budgets,
+//! deadlines, placement, what becomes of the runs of a host that ended) is
+//! `isolet_core::host_policy`'s. This file carries them out, with one I/O thread per host
+//! (frames, stderr, exit, memory and deadline checks) and a writer thread per host.
+//!
+//! Lock order: `Inner::state`, then a host writer's lock (frames are queued in order
+//! under the state lock, so a run's frames never overtake each other).
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WireLockdown, WirePlan, WireReady, WireStart};
+use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict};
+use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant};
+use isolet_core::run_state::{Ending, RunState, StopReason};
+use isolet_core::{ErrorKind, Failure};
+
+use crate::isolate::{Completion, EventSink, HostReply};
+use crate::isolate::run::ExecStats;
+use crate::limits::lock;
+use crate::supervisor::host::{self, FrameStream, HostWriter, Read1, RssReader, StderrTail};
+use crate::v8::DataAnswer;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProcessConfig {
+    /// Memory of warm isolates.
+    pub memory_mb: u32,
+    /// Runs executing at once, over all hosts.
+    pub max_concurrent: usize,
+    /// Warm isolates, over all hosts.
+    pub warm_pool_size: usize,
+    pub max_queue: usize,
+    /// Hosts kept running.
+    pub processes: usize,
+}
+
+/// Sandbox host processes alive in this process, over all engines.
+static LIVE_HOSTS: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) fn live_hosts() -> usize {
+    LIVE_HOSTS.load(Ordering::SeqCst)
+}
+
+/// Every process engine alive, tagged with the Node environment that made it, so that
+/// environment's end (or `process.exit`) ends their hosts.
+static ENGINES: Mutex<Vec<(usize, Weak<Inner>)>> = Mutex::new(Vec::new());
+
+/// Ends every host of environment `env`'s process engines now (the process is exiting).
+pub(crate) fn end_all(env: usize) {
+    let engines: Vec<_> = lock(&ENGINES).iter().filter(|(owner, _)| *owner == env).filter_map(|(_, e)| e.upgrade()).collect();
+    for inner in engines {
+        let mut s = inner.state();
+        s.shut = true;
+        let keys: Vec<u64> = s.hosts.iter().map(|h| h.key).collect();
+        for key in keys {
+            s.end_host(key, HostEnd::Shutdown);
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct ProcessEngine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Hosts became ready or ended (for `ready` and `wait_idle`).
+    changed: Condvar,
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HostPhase {
+    Starting,
+    Serving,
+    /// Takes no new work; ended once its runs end.
+    Draining,
+}
+
+struct Host {
+    key: u64,
+    phase: HostPhase,
+    pid: Option<u32>,
+    writer: Option<Arc<HostWriter>>,
+    /// Runs in flight here: wire id -> run id.
+    runs: HashMap<u32, u64>,
+    born: Instant,
+    /// Resident MB when it reported ready.
+    ready_rss_mb: u64,
+    health: WireHealth,
+    warm_left: u32,
+    stuck_at_ready: u32,
+    health_frames: u64,
+    done_frames: u64,
+    last_start: u64,
+    solo: bool,
+    reserved: bool,
+    /// Why the supervisor is ending it (`None`: it has not been told to end).
+    end: Option<HostEnd>,
+    /// Its I/O thread is reaping it: its pid may no longer be signalled.
+    reaping: bool,
+    shutdown_deadline: Option<Instant>,
+}
+
+impl Host {
+    fn view(&self) -> HostView {
+        HostView {
+            serving: self.phase == HostPhase::Serving && self.end.is_none(),
+            runs: self.runs.len(),
+            warm: self.warm_left,
+            last_start: self.last_start,
+            solo: self.solo,
+            reserved: self.reserved,
+        }
+    }
+
+    fn kill(&self) {
+        if let (Some(pid), false) = (self.pid, self.reaping) {
+            // SAFETY: the pid is our unreaped child (a zombie at worst), never another process.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+struct Run {
+    sink: Arc<dyn EventSink>,
+    /// The plan, kept for a restart until something of the run is seen outside.
+    plan: Option<WirePlan>,
+    memory_mb: u32,
+    wall_time_ms: u64,
+    bridge: isolet_core::BridgeLimits,
+    stream_console: bool,
+    life: RunState,
+    /// The host and wire id it runs under.
+    on_host: Option<(u64, u32)>,
+    first_started: Option<Instant>,
+    attempt_started: Option<Instant>,
+    deadline: Option<Instant>,
+    budget: EventBudget,
+    restarts: u32,
+    alone: bool,
+    started_sent: bool,
+    overdue: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    started: u64,
+    crashed: u64,
+    recycled: BTreeMap<&'static str, u64>,
+    crash_reasons: BTreeMap<String, u64>,
+    /// Start counts of hosts that ended.
+    retired_warm_starts: u64,
+    retired_cold_starts: u64,
+}
+
+struct State {
+    config: ProcessConfig,
+    per_host: usize,
+    host_config: WireStart,
+    pool: Pool<u64, ()>,
+    runs: HashMap<u64, Run>,
+    /// Runs holding a slot and waiting for a host; restarted runs go first.
+    unplaced: VecDeque<u64>,
+    hosts: Vec<Host>,
+    next_host: u64,
+    next_wire: u32,
+    starts_given: u64,
+    starts: Starts,
+    spawn_not_before: Option<Instant>,
+    /// Set while no host can be started (after repeated failures): runs that no serving
+    /// host can take get this failure at once instead of waiting out the backoff.
+    cannot_start: Option<Failure>,
+    timer_pending: bool,
+    shut: bool,
+    invalid_config: Option<String>,
+    lockdown: Option<WireLockdown>,
+    counters: Counters,
+    epoch: Instant,
+    me: Weak<Inner>,
+}
+
+/// What a host-side snapshot of an engine reports (`stats().processes`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProcessStats {
+    pub live: usize,
+    pub starting: usize,
+    pub draining: usize,
+    pub started: u64,
+    pub crashed: u64,
+    pub recycled: BTreeMap<&'static str, u64>,
+    pub crash_reasons: BTreeMap<String, u64>,
+    pub pids: Vec<u32>,
+    pub lockdown: Option<WireLockdown>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stats {
+    pub engine: super::pool::EngineStats,
+    pub processes: ProcessStats,
+}
+
+fn failure_completion(failure: Failure, wall_time_ms: f64) -> Completion {
+    Completion { result: Err(failure), stats: ExecStats { wall_time_ms, ..Default::default() }, logs: Vec::new() }
+}
+
+fn shut_down_failure() -> Failure {
+    Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down")
+}
+
+impl ProcessEngine {
+    /// `env` identifies the Node environment that owns the engine (see `end_all`).
+    pub(crate) fn new(config: ProcessConfig, env: usize) -> ProcessEngine {
+        let processes = config.processes.clamp(1, config.max_concurrent.max(1));
+        let per_host = config.max_concurrent.div_ceil(processes);
+        let host_config = WireStart {
+            parent_pid: std::process::id(),
+            memory_mb: config.memory_mb,
+            max_concurrent: per_host as u32,
+            warm_pool_size: config.warm_pool_size.div_ceil(processes) as u32,
+            // The parent admits runs; a slot freed in the host may still be in release when
+            // the parent sends the next run, so the host may queue that one briefly.
+            max_queue: per_host as u32,
+            wasm_modules: Vec::new(),
+        };
+        let pool = Pool::new(PoolConfig {
+            memory_mb: config.memory_mb,
+            max_concurrent: config.max_concurrent,
+            warm_pool_size: 0,
+            max_queue: config.max_queue,
+        });
+        let inner = Arc::new_cyclic(|me: &Weak<Inner>| Inner {
+            state: Mutex::new(State {
+                config: ProcessConfig { processes, ..config },
+                per_host,
+                host_config,
+                pool,
+                runs: HashMap::new(),
+                unplaced: VecDeque::new(),
+                hosts: Vec::new(),
+                next_host: 1,
+                next_wire: 1,
+                starts_given: 0,
+                starts: Starts::default(),
+                spawn_not_before: None,
+                cannot_start: None,
+                timer_pending: false,
+                shut: false,
+                invalid_config: None,
+                lockdown: None,
+                counters: Counters::default(),
+                epoch: Instant::now(),
+                me: me.clone(),
+            }),
+            changed: Condvar::new(),
+        });
+        let mut engines = lock(&ENGINES);
+        engines.retain(|(_, e)| e.strong_count() > 0);
+        engines.push((env, Arc::downgrade(&inner)));
+        ProcessEngine { inner }
+    }
+
+    /// The WebAssembly modules every host compiles (checked by the caller).
+    pub(crate) fn set_wasm_modules(&self, modules: Vec<(String, Vec<u8>)>) {
+        self.inner.state().host_config.wasm_modules = modules;
+    }
+
+    /// Starts the hosts (they make their warm isolates as they come up).
+    pub(crate) fn warm_up(&self) {
+        self.inner.state().ensure_hosts();
+    }
+
+    /// Waits until no host is starting; `Err` carries why a host refused the engine's
+    /// configuration (a WebAssembly module that does not compile).
+    pub(crate) fn ready(&self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.inner.state();
+        loop {
+            if let Some(why) = &s.invalid_config {
+                return Err(why.clone());
+            }
+            if s.shut || !s.hosts.iter().any(|h| h.phase == HostPhase::Starting) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            s = self.inner.changed.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// Admits a run; its events go to `sink`. `plan.started_event` is the caller's.
+    pub(crate) fn submit(&self, id: u64, tenant: Tenant, plan: WirePlan, sink: Arc<dyn EventSink>) -> Arc<ProcessRun> {
+        let handle = Arc::new(ProcessRun { id, inner: Arc::downgrade(&self.inner) });
+        let mut s = self.inner.state();
+        let run = Run {
+            sink: sink.clone(),
+            memory_mb: plan.limits.memory_mb,
+            wall_time_ms: plan.limits.wall_time_ms,
+            bridge: plan.bridge,
+            stream_console: plan.stream_console,
+            budget: EventBudget::new(plan.bridge, plan.stream_console),
+            plan: Some(plan),
+            life: RunState::new(),
+            on_host: None,
+            first_started: None,
+            attempt_started: None,
+            deadline: None,
+            restarts: 0,
+            alone: false,
+            started_sent: false,
+            overdue: false,
+        };
+        match s.pool.admit(id, tenant, id, 0, usize::MAX) {
+            Admission::Refused(_, failure) => {
+                drop(s);
+                sink.done(failure_completion(failure, 0.0));
+                return handle;
+            }
+            Admission::QueuedInPlaceOf(out, failure) => {
+                // Another tenant's newest queued run gave its place up (the queue is full).
+                s.runs.insert(id, run);
+                s.fail(out, failure);
+            }
+            Admission::Start(_) => {
+                s.runs.insert(id, run);
+                s.take_slot(id);
+            }
+            Admission::Queued => {
+                s.runs.insert(id, run);
+            }
+        }
+        s.dispatch();
+        handle
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        self.inner.state().stats()
+    }
+
+    /// Stops accepting work; aborts queued runs; asks every host to end (their runs
+    /// end aborted), killing those that do not within `SHUTDOWN_GRACE_MS`.
+    pub(crate) fn shutdown(&self) {
+        self.inner.state().shutdown();
+        self.inner.changed.notify_all();
+    }
+
+    /// Waits until every host has ended, at most `timeout` (then kills them all).
+    pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.inner.state();
+        loop {
+            if s.hosts.is_empty() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let keys: Vec<u64> = s.hosts.iter().map(|h| h.key).collect();
+                for key in keys {
+                    s.end_host(key, HostEnd::Shutdown);
+                }
+                return false;
+            }
+            s = self.inner.changed.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+/// The caller's handle on one run: replies, answers, abort.
+pub(crate) struct ProcessRun {
+    id: u64,
+    inner: Weak<Inner>,
+}
+
+impl ProcessRun {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn reply(&self, reply: HostReply) {
+        let Some(inner) = self.inner.upgrade() else { return };
+        let s = inner.state();
+        let Some(run) = s.runs.get(&self.id) else { return };
+        let Some((key, wire)) = run.on_host else { return };
+        let Some(writer) = s.host(key).and_then(|h| h.writer.clone()) else { return };
+        let call_id = match &reply {
+            HostReply::Fulfill { call_id, .. } | HostReply::Reject { call_id, .. } => *call_id,
+        };
+        drop(s);
+        let mut s = inner.state();
+        let Some(run) = s.runs.get_mut(&self.id) else { return };
+        // A reply to a call not in flight (late, or never made) is dropped.
+        if run.on_host != Some((key, wire)) || !run.budget.answered(call_id) {
+            return;
+        }
+        match reply {
+            HostReply::Fulfill { value, .. } => {
+                let head = frame::header_only(Kind::Fulfill, wire, call_id, value.len());
+                writer.send_owned(&head, value);
+            }
+            HostReply::Reject { name, message, .. } => writer.send(&[&frame::encode_reject(wire, call_id, &name, &message)]),
+        }
+    }
+
+    /// Answers data request `id`; false when the run has no such request waiting.
+    pub(crate) fn answer(&self, answer_id: u32, answer: DataAnswer) -> bool {
+        let Some(inner) = self.inner.upgrade() else { return false };
+        let mut s = inner.state();
+        let Some(run) = s.runs.get_mut(&self.id) else { return false };
+        let Some((key, wire)) = run.on_host else { return false };
+        if !run.budget.take_data_request(answer_id) {
+            return false;
+        }
+        let Some(writer) = s.host(key).and_then(|h| h.writer.clone()) else { return false };
+        match answer {
+            DataAnswer::Value(v) => {
+                let head = frame::encode_answer_head(wire, answer_id, Some(v.len()), None);
+                writer.send_owned(&head, v);
+            }
+            DataAnswer::Error(e) => writer.send(&[&frame::encode_answer_head(wire, answer_id, None, Some(&e))]),
+            DataAnswer::Terminated => writer.send(&[&frame::encode_answer_head(wire, answer_id, None, Some("terminated"))]),
+        }
+        true
+    }
+
+    pub(crate) fn abort(&self) {
+        let Some(inner) = self.inner.upgrade() else { return };
+        let mut s = inner.state();
+        s.abort(self.id);
+    }
+}
+
+impl State {
+    fn host(&self, key: u64) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.key == key)
+    }
+
+    fn host_mut(&mut self, key: u64) -> Option<&mut Host> {
+        self.hosts.iter_mut().find(|h| h.key == key)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Run `id` got a slot in the pool.
+    fn take_slot(&mut self, id: u64) {
+        if let Some(run) = self.runs.get_mut(&id) {
+            if run.life.admit().is_ok() {
+                self.unplaced.push_back(id);
+            }
+        }
+    }
+
+    /// Ends run `id` with `completion` (its only answer), gives its slot back.
+    fn finish(&mut self, id: u64, mut completion: Completion) {
+        let Some(mut run) = self.runs.remove(&id) else { return };
+        if let Some((key, wire)) = run.on_host.take() {
+            if let Some(h) = self.host_mut(key) {
+                h.runs.remove(&wire);
+                if h.solo {
+                    h.solo = false;
+                }
+            }
+        }
+        self.unplaced.retain(|&u| u != id);
+        let ending = if run.life.phase() == isolet_core::run_state::Phase::Queued { Ending::NotStarted } else { Ending::Completed };
+        if run.life.finish(ending).is_err() {
+            return;
+        }
+        if let Some(first) = run.first_started {
+            // A run started again answers with its whole wall time.
+            let total = first.elapsed().as_secs_f64() * 1000.0;
+            if completion.stats.wall_time_ms < total && run.restarts > 0 {
+                completion.stats.wall_time_ms = total;
+            }
+        }
+        let failed = completion.result.as_ref().err().map(|f| f.kind);
+        run.sink.done(completion);
+        self.pool.finished(id, failed, false);
+    }
+
+    fn fail(&mut self, id: u64, failure: Failure) {
+        let wall = self.runs.get(&id).and_then(|r| r.first_started).map(|t| t.elapsed().as_secs_f64() * 1000.0).unwrap_or(0.0);
+        self.finish(id, failure_completion(failure, wall));
+    }
+
+    fn abort(&mut self, id: u64) {
+        if self.pool.remove_queued(id).is_some() {
+            self.fail(id, Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"));
+            self.dispatch();
+            return;
+        }
+        let Some(run) = self.runs.get_mut(&id) else { return };
+        run.life.request_stop(StopReason::Aborted);
+        match run.on_host {
+            None => {
+                self.fail(id, Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"));
+                self.dispatch();
+            }
+            Some((key, wire)) => {
+                if let Some(w) = self.host(key).and_then(|h| h.writer.clone()) {
+                    w.send(&[&frame::header_only(Kind::Abort, wire, 0, 0)]);
+                }
+            }
+        }
+    }
+
+    /// Keeps `processes` hosts starting or serving (replacements rate-limited).
+    fn ensure_hosts(&mut self) {
+        if self.shut || self.invalid_config.is_some() {
+            return;
+        }
+        if let Some(t) = self.spawn_not_before {
+            let now = Instant::now();
+            if now < t {
+                self.call_later(t - now);
+                return;
+            }
+        }
+        let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining).count();
+        for _ in live..self.config.processes {
+            let now = self.now_ms();
+            if self.counters.started >= self.config.processes as u64 && !self.starts.may_replace(now) {
+                self.call_later(Duration::from_millis(policy::RESTART_PERIOD_MS));
+                return;
+            }
+            self.spawn_host();
+        }
+    }
+
+    /// Calls `dispatch` again after `delay` (one pending call at a time).
+    fn call_later(&mut self, delay: Duration) {
+        if std::mem::replace(&mut self.timer_pending, true) {
+            return;
+        }
+        let me = self.me.clone();
+        let spawned = std::thread::Builder::new().name("isolet-host-timer".into()).stack_size(64 * 1024).spawn(move || {
+            std::thread::sleep(delay);
+            if let Some(inner) = me.upgrade() {
+                let mut s = inner.state();
+                s.timer_pending = false;
+                s.dispatch();
+            }
+        });
+        if spawned.is_err() {
+            self.timer_pending = false;
+        }
+    }
+
+    fn spawn_host(&mut self) {
+        let key = self.next_host;
+        self.next_host += 1;
+        self.counters.started += 1;
+        self.hosts.push(Host {
+            key,
+            phase: HostPhase::Starting,
+            pid: None,
+            writer: None,
+            runs: HashMap::new(),
+            born: Instant::now(),
+            ready_rss_mb: 0,
+            health: WireHealth::default(),
+            warm_left: 0,
+            stuck_at_ready: 0,
+            health_frames: 0,
+            done_frames: 0,
+            last_start: 0,
+            solo: false,
+            reserved: false,
+            end: None,
+            reaping: false,
+            shutdown_deadline: None,
+        });
+        let me = self.me.clone();
+        let start = self.host_config.encode();
+        spawner().run(Box::new(move || start_host(me, key, start)));
+    }
+
+    fn host_views(&self) -> Vec<HostView> {
+        self.hosts.iter().map(Host::view).collect()
+    }
+
+    /// Gives runs holding a slot a host, and slots to queued runs.
+    fn dispatch(&mut self) {
+        self.ensure_hosts();
+        while let Some(id) = self.pool.next_to_start() {
+            self.take_slot(id);
+        }
+        for h in &mut self.hosts {
+            h.reserved = false;
+        }
+        let mut i = 0;
+        while i < self.unplaced.len() {
+            let id = self.unplaced[i];
+            let alone = self.runs.get(&id).is_some_and(|r| r.alone);
+            let views = self.host_views();
+            match policy::place(&views, self.per_host, alone) {
+                Some(h) => {
+                    self.unplaced.remove(i);
+                    self.start_on(h, id);
+                }
+                None if alone => {
+                    if let Some(h) = policy::host_to_reserve(&views) {
+                        self.hosts[h].reserved = true;
+                    }
+                    i += 1;
+                }
+                None => break,
+            }
+        }
+        self.fail_if_no_host_can_start();
+    }
+
+    /// While no host can be started and none serves, runs waiting for one fail now.
+    fn fail_if_no_host_can_start(&mut self) {
+        let Some(failure) = self.cannot_start.clone() else { return };
+        if self.hosts.iter().any(|h| h.end.is_none() && h.phase == HostPhase::Serving) {
+            return;
+        }
+        let (queued, _) = self.pool_drain_queued();
+        for id in queued.into_iter().chain(std::mem::take(&mut self.unplaced)) {
+            self.fail(id, failure.clone());
+        }
+    }
+
+    fn start_on(&mut self, host_index: usize, id: u64) {
+        let wire = self.next_wire;
+        self.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
+        self.starts_given += 1;
+        let given = self.starts_given;
+        let Some(run) = self.runs.get_mut(&id) else { return };
+        let Some(plan) = run.plan.as_ref() else { return };
+        let frame = plan.encode(wire);
+        let now = Instant::now();
+        run.on_host = Some((self.hosts[host_index].key, wire));
+        run.first_started.get_or_insert(now);
+        run.attempt_started = Some(now);
+        run.deadline = Some(now + Duration::from_millis(policy::run_deadline_ms(plan.limits.wall_time_ms)));
+        let alone = run.alone;
+        let h = &mut self.hosts[host_index];
+        h.runs.insert(wire, id);
+        h.warm_left = h.warm_left.saturating_sub(1);
+        h.last_start = given;
+        h.solo = alone;
+        if let Some(w) = &h.writer {
+            w.send(&[&frame]);
+        }
+    }
+
+    /// Tells host `key` to end for `end` (kept if it was told already): kills it.
+    fn end_host(&mut self, key: u64, end: HostEnd) {
+        let Some(h) = self.host_mut(key) else { return };
+        if h.end.is_none() {
+            h.end = Some(end);
+        }
+        if let Some(w) = &h.writer {
+            w.close();
+        }
+        h.kill();
+    }
+
+    fn shutdown(&mut self) {
+        if self.shut {
+            return;
+        }
+        self.shut = true;
+        let (queued, _active) = self.pool.shutdown();
+        for id in queued {
+            self.fail(id, shut_down_failure());
+        }
+        for id in std::mem::take(&mut self.unplaced) {
+            self.fail(id, shut_down_failure());
+        }
+        let grace = Instant::now() + Duration::from_millis(policy::SHUTDOWN_GRACE_MS);
+        let keys: Vec<(u64, HostPhase)> = self.hosts.iter().map(|h| (h.key, h.phase)).collect();
+        for (key, phase) in keys {
+            if phase == HostPhase::Starting {
+                self.end_host(key, HostEnd::Shutdown);
+                continue;
+            }
+            let Some(h) = self.host_mut(key) else { continue };
+            h.phase = HostPhase::Draining;
+            if h.end.is_none() {
+                h.end = Some(HostEnd::Shutdown);
+            }
+            h.shutdown_deadline = Some(grace);
+            if let Some(w) = &h.writer {
+                w.send(&[&frame::header_only(Kind::Shutdown, 0, 0, 0)]);
+            }
+        }
+    }
+
+    /// The largest payload host `key` may send in a frame with `h`'s header.
+    fn frame_limit(&self, key: u64, h: &Header) -> Result<usize, String> {
+        let Some(host) = self.host(key) else { return Err("a frame of a host that ended".into()) };
+        if h.run_id == 0 {
+            return match h.kind {
+                Kind::Health | Kind::Ready | Kind::Invalid | Kind::Bye => Ok(policy::MAX_CONTROL_FRAME_BYTES),
+                _ => Err(format!("a {:?} frame of no run", h.kind)),
+            };
+        }
+        let Some(id) = host.runs.get(&h.run_id) else { return Err("a frame for no run in flight".into()) };
+        let run = &self.runs[id];
+        Ok(policy::frame_limit(&run.bridge))
+    }
+
+    /// A frame from host `key`; `Err` ends the host for breaking the protocol.
+    fn on_frame(&mut self, key: u64, h: Header, payload: Vec<u8>, rss: &RssReader) -> Result<(), String> {
+        let bad = |e: frame::FrameError| e.to_string();
+        match h.kind {
+            Kind::Ready => {
+                let ready = WireReady::decode(&payload).map_err(bad)?;
+                let rss_mb = rss.mb().unwrap_or(0);
+                let Some(host) = self.host_mut(key) else { return Ok(()) };
+                if host.phase != HostPhase::Starting {
+                    return Err("a second ready".into());
+                }
+                host.phase = HostPhase::Serving;
+                host.pid = Some(ready.pid).filter(|_| host.pid.is_none()).or(host.pid);
+                host.ready_rss_mb = rss_mb;
+                host.health = ready.health;
+                host.stuck_at_ready = ready.health.stuck;
+                host.warm_left = ready.health.warm;
+                self.lockdown.get_or_insert(ready.lockdown);
+                self.starts.ready();
+                self.cannot_start = None;
+                self.dispatch();
+                return Ok(());
+            }
+            Kind::Invalid => {
+                let why = frame::decode_invalid(&payload).map_err(bad)?.to_string();
+                self.invalid_config.get_or_insert(why);
+                self.end_host(key, HostEnd::Shutdown);
+                return Ok(());
+            }
+            Kind::Bye => return Ok(()),
+            Kind::Health => {
+                let health = WireHealth::decode(&payload).map_err(bad)?;
+                let Some(host) = self.host_mut(key) else { return Ok(()) };
+                host.health_frames += 1;
+                if !policy::health_allowed(host.health_frames, host.done_frames, host.born.elapsed().as_millis() as u64) {
+                    return Err("more health frames than a host sends".into());
+                }
+                self.note_health(key, health);
+                return Ok(());
+            }
+            _ => {}
+        }
+        let id = *self.host(key).and_then(|host| host.runs.get(&h.run_id)).ok_or("a frame for no run in flight")?;
+        let frame_bytes = payload.len() + frame::HEADER_BYTES;
+        let run = self.runs.get_mut(&id).ok_or("a frame for no run in flight")?;
+        let over = |e: policy::OverBudget| e.0.to_string();
+        match h.kind {
+            Kind::Started => {
+                run.budget.started().map_err(over)?;
+                if !std::mem::replace(&mut run.started_sent, true) {
+                    run.sink.started();
+                }
+            }
+            Kind::Console => {
+                run.budget.console(frame_bytes).map_err(over)?;
+                let (level, message) = frame::decode_console(&payload).map_err(bad)?;
+                run.plan = None;
+                run.sink.console(level, message);
+            }
+            Kind::HostCall => {
+                let (name, at) = frame::decode_host_call(&payload).map_err(bad)?;
+                run.budget.host_call(h.call_id, payload.len() - at).map_err(over)?;
+                run.budget.host_call_values(h.call_id, &payload[at..]).map_err(over)?;
+                let name = name.to_string();
+                let mut args = payload;
+                args.drain(..at);
+                run.plan = None;
+                run.sink.host_call(h.call_id, &name, args);
+            }
+            Kind::DataRequest => {
+                run.budget.data_request(h.call_id, frame_bytes).map_err(over)?;
+                let key_text = std::str::from_utf8(&payload).map_err(|_| "a data key that is not UTF-8".to_string())?;
+                run.plan = None;
+                run.sink.data_request(h.call_id, key_text);
+            }
+            Kind::Done => {
+                let (done, at) = WireDone::decode(&payload, run.bridge.max_log_entries, run.bridge.max_log_bytes).map_err(bad)?;
+                let s = done.stats;
+                let result = match done.result {
+                    // Counted before Node's thread builds it: the host's isolate did, unless
+                    // the host is compromised (isolet-core `value_count`).
+                    Ok(()) => match isolet_core::count_values(&payload[at..], run.bridge.max_output_values as u64) {
+                        Ok(_) => {
+                            let mut out = payload;
+                            out.drain(..at);
+                            Ok(out)
+                        }
+                        Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(run.bridge.max_output_values)),
+                        Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
+                    },
+                    Err(f) => Err(f),
+                };
+                let completion = Completion {
+                    result,
+                    stats: ExecStats {
+                        wall_time_ms: s.wall_time_ms,
+                        cpu_time_ms: s.cpu_time_ms,
+                        heap_used_bytes: s.heap_used_bytes,
+                        heap_peak_bytes: s.heap_peak_bytes,
+                        host_calls: s.host_calls,
+                    },
+                    logs: done.logs,
+                };
+                if let Some(host) = self.host_mut(key) {
+                    host.done_frames += 1;
+                }
+                self.finish(id, completion);
+                self.note_health(key, done.health);
+                self.after_run_left(key);
+                self.dispatch();
+            }
+            other => return Err(format!("a {other:?} frame from a host")),
+        }
+        Ok(())
+    }
+
+    /// A run left host `key`: a draining host with none left is ended.
+    fn after_run_left(&mut self, key: u64) {
+        let drained = self.host(key).is_some_and(|h| h.phase == HostPhase::Draining && h.runs.is_empty());
+        if drained {
+            self.end_host(key, HostEnd::Stuck);
+        }
+    }
+
+    fn note_health(&mut self, key: u64, health: WireHealth) {
+        let warm_cap = self.host_config.warm_pool_size;
+        let Some(host) = self.host_mut(key) else { return };
+        host.health = health;
+        // As reported by the host (untrusted), but never more than it was configured
+        // with: a host claiming warm isolates would otherwise win every placement.
+        host.warm_left = health.warm.min(warm_cap);
+        let stuck = health.stuck > host.stuck_at_ready && host.phase == HostPhase::Serving && host.end.is_none();
+        if !stuck {
+            return;
+        }
+        // A thread ignored termination: only ending the process reclaims it.
+        let neighbours: Vec<u64> = host.runs.values().copied().collect();
+        *self.counters.recycled.entry("stuck").or_insert(0) += 1;
+        let seen = neighbours.iter().any(|id| self.runs.get(id).is_some_and(|r| r.plan.is_none() || r.budget.seen_outside()));
+        match policy::stuck_verdict(neighbours.len(), seen) {
+            StuckVerdict::EndNow => self.end_host(key, HostEnd::Stuck),
+            StuckVerdict::Drain => {
+                if let Some(h) = self.host_mut(key) {
+                    h.phase = HostPhase::Draining;
+                }
+                self.dispatch();
+            }
+        }
+    }
+
+    /// A poll of host `key`: deadlines, memory, start and shutdown timeouts.
+    fn tick(&mut self, key: u64, rss_mb: Option<u64>) {
+        let Some(host) = self.host(key) else { return };
+        if host.end.is_some() {
+            if host.shutdown_deadline.is_some_and(|t| Instant::now() >= t) {
+                host.kill();
+            }
+            return;
+        }
+        if host.phase == HostPhase::Starting {
+            if host.born.elapsed() >= Duration::from_millis(policy::START_TIMEOUT_MS) {
+                self.end_host(key, HostEnd::StartTimeout);
+            }
+            return;
+        }
+        let now = Instant::now();
+        let overdue = host.runs.values().copied().find(|id| self.runs.get(id).and_then(|r| r.deadline).is_some_and(|d| now >= d));
+        if let Some(id) = overdue {
+            if let Some(r) = self.runs.get_mut(&id) {
+                r.overdue = true;
+            }
+            self.end_host(key, HostEnd::Overdue);
+            return;
+        }
+        let budget = policy::host_budget_mb(host.ready_rss_mb, host.runs.values().filter_map(|id| self.runs.get(id)).map(|r| r.memory_mb));
+        if let Some(rss) = rss_mb {
+            if rss > budget {
+                self.end_host(key, HostEnd::Memory { rss_mb: rss, budget_mb: budget });
+            }
+        }
+    }
+
+    fn poll_period(&self, key: u64) -> u64 {
+        match self.host(key) {
+            Some(h) if h.phase == HostPhase::Starting || h.end.is_some() => policy::POLL_BUSY_MS * 5,
+            Some(h) => policy::poll_period_ms(h.runs.len()),
+            None => policy::POLL_BUSY_MS,
+        }
+    }
+
+    /// Host `key` is gone (reaped, or never started: `spawn_error`): answer or restart
+    /// its runs, count it, replace it.
+    fn host_exited(&mut self, key: u64, status: Option<std::process::ExitStatus>, stderr_tail: &str, spawn_error: Option<String>) {
+        let Some(pos) = self.hosts.iter().position(|h| h.key == key) else { return };
+        let host = self.hosts.remove(pos);
+        let reason = match (&spawn_error, status) {
+            (Some(e), _) => format!("spawn failed: {e}"),
+            (None, Some(st)) => exit_reason(st),
+            (None, None) => "exit code unknown".to_string(),
+        };
+        let end = match host.end.clone() {
+            Some(end) => end,
+            None => {
+                if spawn_error.is_none() {
+                    self.counters.crashed += 1;
+                    *self.counters.crash_reasons.entry(reason.clone()).or_insert(0) += 1;
+                }
+                HostEnd::Crash { reason: reason.clone(), oom: policy::looks_like_oom(stderr_tail) }
+            }
+        };
+        if let Some(k) = end.recycled_key() {
+            // `stuck` was counted when the stuck thread was reported.
+            if k != "stuck" {
+                *self.counters.recycled.entry(k).or_insert(0) += 1;
+            }
+        }
+        self.counters.retired_warm_starts += host.health.warm_starts;
+        self.counters.retired_cold_starts += host.health.cold_starts;
+        let in_host = host.runs.len();
+        let mut lost: Vec<(u32, u64)> = host.runs.into_iter().collect();
+        lost.sort_unstable();
+        for (_, id) in lost {
+            let Some(run) = self.runs.get_mut(&id) else { continue };
+            run.on_host = None;
+            let view = LostRun {
+                seen_outside: run.plan.is_none() || run.budget.seen_outside(),
+                overdue: run.overdue,
+                restarts: run.restarts,
+                wall_time_ms: run.wall_time_ms,
+                elapsed_ms: run.first_started.map(|t| t.elapsed().as_millis() as u64).unwrap_or(0),
+                alone: run.alone,
+            };
+            match policy::lost_run_verdict(&end, view, in_host) {
+                LostVerdict::Restart { wall_time_ms } => {
+                    run.restarts += 1;
+                    run.alone = true;
+                    run.overdue = false;
+                    run.budget = EventBudget::new(run.bridge, run.stream_console);
+                    if let Some(plan) = run.plan.as_mut() {
+                        plan.limits.wall_time_ms = wall_time_ms;
+                        // It already said it started.
+                        plan.started_event = false;
+                    }
+                    self.unplaced.push_front(id);
+                }
+                LostVerdict::Fail(f) => self.fail(id, f),
+            }
+        }
+        if host.phase == HostPhase::Starting && !self.shut && self.invalid_config.is_none() {
+            if let StartVerdict::GiveUp { after_ms } = self.starts.failed() {
+                self.cannot_start = Some(policy::start_failure(&reason, stderr_tail));
+                self.spawn_not_before = Some(Instant::now() + Duration::from_millis(after_ms));
+            }
+        }
+        self.dispatch();
+    }
+
+    /// Takes every queued run out of the pool's queue (no host can be started).
+    fn pool_drain_queued(&mut self) -> (Vec<u64>, ()) {
+        let mut out = Vec::new();
+        let ids: Vec<u64> = self.runs.iter().filter(|(_, r)| r.life.phase() == isolet_core::run_state::Phase::Queued).map(|(id, _)| *id).collect();
+        for id in ids {
+            if self.pool.remove_queued(id).is_some() {
+                out.push(id);
+            }
+        }
+        out.sort_unstable();
+        (out, ())
+    }
+
+    fn stats(&self) -> Stats {
+        let c = self.pool.counters();
+        let mut e = super::pool::EngineStats {
+            busy: self.hosts.iter().map(|h| h.runs.len()).sum(),
+            queued: self.pool.queued() + self.unplaced.len(),
+            completed: c.completed,
+            failed: c.failed.clone(),
+            tenants: self.pool.tenants(),
+            warm_starts: self.counters.retired_warm_starts,
+            cold_starts: self.counters.retired_cold_starts,
+            ..Default::default()
+        };
+        for h in &self.hosts {
+            e.warm_starts += h.health.warm_starts;
+            e.cold_starts += h.health.cold_starts;
+            if h.end.is_none() {
+                e.warm += h.health.warm as usize;
+                e.warming += h.health.warming as usize;
+                e.threads += h.health.engine_threads as usize;
+                e.quarantined += h.health.quarantined as usize;
+            }
+        }
+        let p = ProcessStats {
+            live: self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining).count(),
+            starting: self.hosts.iter().filter(|h| h.phase == HostPhase::Starting).count(),
+            draining: self.hosts.iter().filter(|h| h.phase == HostPhase::Draining && h.end.is_none()).count(),
+            started: self.counters.started,
+            crashed: self.counters.crashed,
+            recycled: self.counters.recycled.clone(),
+            crash_reasons: self.counters.crash_reasons.clone(),
+            pids: self.hosts.iter().filter_map(|h| h.pid).collect(),
+            lockdown: self.lockdown.clone(),
+        };
+        Stats { engine: e, processes: p }
+    }
+}
+
+/// "signal SIGSEGV" or "exit code 3".
+fn exit_reason(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(sig) = status.signal() {
+        return format!("signal {}", signal_name(sig));
+    }
+    format!("exit code {}", status.code().unwrap_or(-1))
+}
+
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGSYS => "SIGSYS",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => return format!("{sig}"),
+    };
+    name.to_string()
+}
+
+/// An errno's name (`EPERM`), as Node names spawn failures.
+fn errno_name(e: &std::io::Error) -> String {
+    let name = match e.raw_os_error() {
+        Some(libc::EPERM) => "EPERM",
+        Some(libc::EAGAIN) => "EAGAIN",
+        Some(libc::ENOMEM) => "ENOMEM",
+        Some(libc::ENOENT) => "ENOENT",
+        Some(libc::EACCES) => "EACCES",
+        Some(libc::EMFILE) => "EMFILE",
+        Some(libc::ENFILE) => "ENFILE",
+        Some(libc::ENOSYS) => "ENOSYS",
+        _ => return e.to_string(),
+    };
+    name.to_string()
+}
+
+// ---- starting hosts ----------------------------------------------------------------
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Starts every host, on one thread that lives as long as the process: a host's
+/// parent-death signal fires when the *thread* that started it ends, so hosts must not
+/// be started by a thread that ends (an I/O thread replacing its own host, a Worker).
+struct Spawner {
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+fn spawner() -> &'static Spawner {
+    static SPAWNER: OnceLock<Spawner> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let started = std::thread::Builder::new().name("isolet-spawner".into()).spawn(move || {
+            for job in rx {
+                job();
+            }
+        });
+        Spawner { jobs: Mutex::new(started.ok().map(|_| tx)) }
+    })
+}
+
+impl Spawner {
+    fn run(&self, job: Job) {
+        let job = match lock(&self.jobs).as_ref() {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        // No spawner thread could be made: start it here.
+        job();
+    }
+}
+
+fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
+    let Some(inner) = me.upgrade() else { return };
+    let command = host::host_command();
+    let options = isolet_core::limits::sandbox_host_node_options(&crate::v8::version());
+    let env_vars: Vec<(String, String)> = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
+    let env = policy::host_env(env_vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let spawned = match &command {
+        Some(c) => host::spawn(c, options, &env),
+        None => Err(std::io::Error::other("no sandbox host command set")),
+    };
+    let spawned = match spawned {
+        Ok(s) => s,
+        Err(e) => {
+            let mut s = inner.state();
+            s.host_exited(key, None, &e.to_string(), Some(errno_name(&e)));
+            drop(s);
+            inner.changed.notify_all();
+            return;
+        }
+    };
+    LIVE_HOSTS.fetch_add(1, Ordering::SeqCst);
+    let pid = spawned.child.id();
+    let writer = HostWriter::start(&spawned.channel);
+    {
+        let mut s = inner.state();
+        let ended = match s.host_mut(key) {
+            Some(h) => {
+                h.pid = Some(pid);
+                match &writer {
+                    Ok(w) => {
+                        h.writer = Some(w.clone());
+                        w.send(&[&start_frame]);
+                    }
+                    Err(_) => h.end = Some(HostEnd::StartTimeout),
+                }
+                h.end.is_some()
+            }
+            None => true,
+        };
+        if ended {
+            // SAFETY: our unreaped child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+    drop(inner);
+    let io = std::thread::Builder::new().name("isolet-host-io".into()).stack_size(512 * 1024);
+    let writer = writer.ok();
+    let spawned = Arc::new(Mutex::new(Some(spawned)));
+    let for_thread = spawned.clone();
+    if io.spawn(move || io_loop(me, key, for_thread, writer)).is_err() {
+        // No thread to serve it: end it here.
+        if let Some(mut sp) = lock(&spawned).take() {
+            let _ = sp.child.kill();
+            let _ = sp.child.wait();
+            LIVE_HOSTS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// One host's I/O: its frames, its stderr, its exit; its memory and its runs' deadlines
+/// on every poll period. Ends once the host is reaped.
+fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>, writer: Option<Arc<HostWriter>>) {
+    let Some(mut sp) = lock(&spawned).take() else { return };
+    let pid = sp.child.id();
+    let pidfd = host::pidfd_of(pid);
+    let rss = RssReader::open(pid);
+    let mut frames = FrameStream::new();
+    let chan_fd = sp.channel.as_raw_fd();
+    let mut stderr = StderrTail::new(sp.stderr, policy::STDERR_TAIL_BYTES);
+    let mut stderr_open = true;
+    let mut reading = true;
+    let mut exited_at: Option<Instant> = None;
+    loop {
+        let period = match me.upgrade() {
+            Some(inner) => inner.state().poll_period(key),
+            None => {
+                let _ = sp.child.kill();
+                break;
+            }
+        };
+        let timeout = match exited_at {
+            Some(t) => (policy::EXIT_CLOSE_GRACE_MS).saturating_sub(t.elapsed().as_millis() as u64).min(period),
+            None => period,
+        };
+        let fds = [
+            if reading { chan_fd } else { -1 },
+            if stderr_open { stderr.fd() } else { -1 },
+            pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        ];
+        let ready = host::poll_readable(&fds, timeout);
+        if ready[1] {
+            stderr_open = stderr.read_some();
+        }
+        let mut eof = false;
+        if ready[0] {
+            match frames.read_from(chan_fd) {
+                Ok(Read1::Data) => {}
+                Ok(Read1::Eof) => eof = true,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => eof = true,
+            }
+            let Some(inner) = me.upgrade() else { break };
+            let mut s = inner.state();
+            loop {
+                let next = frames.next_frame(&mut |h| s.frame_limit(key, h));
+                let outcome = match next {
+                    Ok(Some((h, payload))) => s.on_frame(key, h, payload, &rss).map(|_| true),
+                    Ok(None) => Ok(false),
+                    Err(why) => Err(why),
+                };
+                match outcome {
+                    Ok(true) => continue,
+                    Ok(false) => break,
+                    Err(why) => {
+                        // Nothing more is read from a host that broke the protocol.
+                        s.end_host(key, HostEnd::Protocol(why));
+                        reading = false;
+                        break;
+                    }
+                }
+            }
+            drop(s);
+            inner.changed.notify_all();
+        }
+        if exited_at.is_none() {
+            let gone = match &pidfd {
+                Some(_) => ready[2],
+                None => matches!(sp.child.try_wait(), Ok(Some(_))),
+            };
+            if gone {
+                exited_at = Some(Instant::now());
+            }
+        }
+        if eof {
+            // Its end of the channel closed: it has exited, or it is ended now.
+            reading = false;
+            break;
+        }
+        if exited_at.is_some_and(|t| t.elapsed() >= Duration::from_millis(policy::EXIT_CLOSE_GRACE_MS)) {
+            break;
+        }
+        if exited_at.is_none() {
+            let mb = rss.mb();
+            let Some(inner) = me.upgrade() else { break };
+            inner.state().tick(key, mb);
+        }
+    }
+    let _ = reading;
+    if let Some(w) = &writer {
+        w.close();
+    }
+    if let Some(inner) = me.upgrade() {
+        if let Some(h) = inner.state().host_mut(key) {
+            h.reaping = true;
+        }
+    }
+    let _ = sp.child.kill();
+    let status = sp.child.wait().ok();
+    LIVE_HOSTS.fetch_sub(1, Ordering::SeqCst);
+    // What it wrote last (a V8 OOM message comes right before the end).
+    while stderr_open && host::poll_readable(&[stderr.fd()], 0)[0] {
+        stderr_open = stderr.read_some();
+    }
+    drop(sp.channel);
+    if let Some(inner) = me.upgrade() {
+        let mut s = inner.state();
+        s.host_exited(key, status, &stderr.text(), None);
+        drop(s);
+        inner.changed.notify_all();
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<ProcessEngine>();
+}

@@ -1,0 +1,440 @@
+//! The parent's side of one sandbox host process, as mechanism: starting it with nothing
+//! of ours but its run channel, writing frames to it without ever blocking the caller,
+//! reading its frames, stderr and exit, and reading its resident memory. What to do with
+//! any of it is `isolet_core::host_policy`'s and `crate::engine::processes`'s.
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use isolet_core::frame::{Header, HEADER_BYTES};
+use isolet_core::host_policy::HOST_CHANNEL_FD;
+
+use crate::limits::lock;
+
+/// How a sandbox host is started: `node` (this process's executable), its options, the
+/// entry script. Set once by `lib/native.js` at load (tests point it at another script).
+#[derive(Debug, Clone)]
+pub(crate) struct HostCommand {
+    pub exec_path: String,
+    pub script: String,
+}
+
+static HOST_COMMAND: Mutex<Option<HostCommand>> = Mutex::new(None);
+
+pub(crate) fn set_host_command(command: HostCommand) {
+    *lock(&HOST_COMMAND) = Some(command);
+}
+
+pub(crate) fn host_command() -> Option<HostCommand> {
+    lock(&HOST_COMMAND).clone()
+}
+
+/// A started host: the process, the parent's end of its run channel, its stderr.
+pub(crate) struct Spawned {
+    pub child: Child,
+    pub channel: UnixStream,
+    pub stderr: ChildStderr,
+}
+
+/// Starts a host: `exec_path options... script` with exactly `env`, stdin and stdout on
+/// /dev/null, stderr a pipe, its run channel on `HOST_CHANNEL_FD`, and every other
+/// descriptor of this process closed in the child (a file or pipe of the application
+/// that is not close-on-exec would otherwise be readable there).
+pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, String)]) -> io::Result<Spawned> {
+    let (parent_end, child_end) = UnixStream::pair()?;
+    let child_fd: RawFd = child_end.as_raw_fd();
+    let mut cmd = Command::new(&command.exec_path);
+    cmd.args(options).arg(&command.script).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    // SAFETY: the closure runs in the forked child before exec and only makes system
+    // calls that are async-signal-safe (dup2, fcntl, close_range, close, getrlimit).
+    unsafe {
+        cmd.pre_exec(move || {
+            if child_fd == HOST_CHANNEL_FD {
+                // dup2 onto itself keeps close-on-exec: clear it.
+                let flags = libc::fcntl(child_fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(child_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(child_fd, HOST_CHANNEL_FD) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            close_from(HOST_CHANNEL_FD + 1);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    drop(child_end);
+    let stderr = child.stderr.take().ok_or_else(|| io::Error::other("no stderr pipe"))?;
+    Ok(Spawned { child, channel: parent_end, stderr })
+}
+
+/// Closes every descriptor from `first` up (in a forked child, before exec).
+fn close_from(first: RawFd) {
+    // SAFETY: plain system calls on descriptor numbers.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0 as libc::c_uint) == 0 {
+            return;
+        }
+        // Kernels before 5.9: close them one by one, up to the descriptor limit.
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(1 << 20) as RawFd } else { 65536 };
+        for fd in first..max {
+            libc::close(fd);
+        }
+    }
+}
+
+/// A descriptor that becomes readable when process `pid` exits (Linux 5.3+), or `None`.
+pub(crate) fn pidfd_of(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; the result is a new descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative result is a descriptor nothing else owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Bytes per page of /proc/<pid>/statm.
+fn page_bytes() -> u64 {
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as u64,
+        _ => 4096,
+    })
+}
+
+/// A host's resident memory, read from /proc/<pid>/statm through a descriptor opened at
+/// its start: one pread per poll. The descriptor is of that process, not of its pid:
+/// once the process is reaped it reads nothing, never another process's.
+pub(crate) struct RssReader {
+    file: Option<File>,
+}
+
+impl RssReader {
+    pub(crate) fn open(pid: u32) -> RssReader {
+        RssReader { file: File::open(format!("/proc/{pid}/statm")).ok() }
+    }
+
+    /// Resident MB, or `None` once the process is gone (or without procfs).
+    pub(crate) fn mb(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let file = self.file.as_ref()?;
+        let mut buf = [0u8; 128];
+        let n = file.read_at(&mut buf, 0).ok()?;
+        // "size resident shared ...": the second field, in pages.
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let pages: u64 = text.split(' ').nth(1)?.trim().parse().ok()?;
+        Some(pages * page_bytes() / (1024 * 1024))
+    }
+}
+
+/// Frames to one host, written without blocking whoever sends them: a frame goes out at
+/// once if the socket takes it whole, else (what is left of it, and everything after it)
+/// waits for the host's writer thread, which blocks for it. Order is kept.
+pub(crate) struct HostWriter {
+    fd: RawFd,
+    state: Mutex<WriterState>,
+    wake: Condvar,
+}
+
+struct WriterState {
+    /// Buffers waiting, each with how much of it was already written.
+    queue: VecDeque<(Vec<u8>, usize)>,
+    closed: bool,
+}
+
+impl HostWriter {
+    /// A writer on `channel`'s descriptor (kept open by the caller for the writer's life),
+    /// with its thread.
+    pub(crate) fn start(channel: &UnixStream) -> io::Result<Arc<HostWriter>> {
+        let w = Arc::new(HostWriter {
+            fd: channel.as_raw_fd(),
+            state: Mutex::new(WriterState { queue: VecDeque::new(), closed: false }),
+            wake: Condvar::new(),
+        });
+        let thread = w.clone();
+        std::thread::Builder::new().name("isolet-host-writer".into()).stack_size(256 * 1024).spawn(move || thread.run())?;
+        Ok(w)
+    }
+
+    /// Sends `parts` as one frame (in order, nothing of another frame between them).
+    pub(crate) fn send(&self, parts: &[&[u8]]) {
+        let mut s = lock(&self.state);
+        if s.closed {
+            return;
+        }
+        let mut rest = 0;
+        if s.queue.is_empty() {
+            // The fast path: straight into the socket, as far as it takes it.
+            while rest < parts.len() {
+                let part = parts[rest];
+                let n = send_some(self.fd, part, libc::MSG_DONTWAIT);
+                match n {
+                    Ok(n) if n == part.len() => rest += 1,
+                    Ok(n) => {
+                        s.queue.push_back((part.to_vec(), n));
+                        rest += 1;
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        // The host is gone: its reader sees that and ends it.
+                        s.closed = true;
+                        s.queue.clear();
+                        return;
+                    }
+                }
+            }
+            if rest == parts.len() && s.queue.is_empty() {
+                return;
+            }
+        }
+        for part in &parts[rest..] {
+            s.queue.push_back((part.to_vec(), 0));
+        }
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// Sends an owned buffer (no copy when it cannot go out at once).
+    pub(crate) fn send_owned(&self, head: &[u8], body: Vec<u8>) {
+        let mut s = lock(&self.state);
+        if s.closed {
+            return;
+        }
+        if s.queue.is_empty() {
+            match send_some(self.fd, head, libc::MSG_DONTWAIT) {
+                Ok(n) if n == head.len() => match send_some(self.fd, &body, libc::MSG_DONTWAIT) {
+                    Ok(m) if m == body.len() => return,
+                    Ok(m) => s.queue.push_back((body, m)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.queue.push_back((body, 0)),
+                    Err(_) => {
+                        s.closed = true;
+                        s.queue.clear();
+                        return;
+                    }
+                },
+                Ok(n) => {
+                    s.queue.push_back((head.to_vec(), n));
+                    s.queue.push_back((body, 0));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    s.queue.push_back((head.to_vec(), 0));
+                    s.queue.push_back((body, 0));
+                }
+                Err(_) => {
+                    s.closed = true;
+                    s.queue.clear();
+                    return;
+                }
+            }
+        } else {
+            s.queue.push_back((head.to_vec(), 0));
+            s.queue.push_back((body, 0));
+        }
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// Nothing more is sent; the thread ends (what waits is dropped).
+    pub(crate) fn close(&self) {
+        let mut s = lock(&self.state);
+        s.closed = true;
+        s.queue.clear();
+        drop(s);
+        self.wake.notify_all();
+    }
+
+    fn run(self: Arc<Self>) {
+        loop {
+            let (buf, mut at) = {
+                let mut s = lock(&self.state);
+                loop {
+                    if s.closed {
+                        return;
+                    }
+                    if let Some(front) = s.queue.front_mut() {
+                        // Taken out while written, so senders see the queue busy only by
+                        // what is still behind it: keep a placeholder in front.
+                        break (std::mem::take(&mut front.0), front.1);
+                    }
+                    s = self.wake.wait(s).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            };
+            let mut failed = false;
+            while at < buf.len() {
+                match send_some(self.fd, &buf[at..], 0) {
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            let mut s = lock(&self.state);
+            if failed {
+                s.closed = true;
+                s.queue.clear();
+                return;
+            }
+            s.queue.pop_front();
+        }
+    }
+}
+
+/// One send(2), never raising SIGPIPE.
+fn send_some(fd: RawFd, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a socket kept open by the caller.
+    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags | libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Cuts a host's byte stream into frames. Each frame's length is checked (by `limit`,
+/// which knows what the frame's run may send) before anything is buffered for it: a
+/// frame larger than that is refused, not read.
+pub(crate) struct FrameStream {
+    buf: Vec<u8>,
+    /// A large frame being read straight into its own buffer.
+    big: Option<(Header, Vec<u8>)>,
+}
+
+/// Reads of the stream go in chunks of this size; larger frames get a buffer of their own.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+pub(crate) enum Read1 {
+    /// Bytes were read (frames may be ready).
+    Data,
+    /// The host closed its end.
+    Eof,
+}
+
+impl FrameStream {
+    pub(crate) fn new() -> FrameStream {
+        FrameStream { buf: Vec::with_capacity(CHUNK_BYTES), big: None }
+    }
+
+    /// One read from `fd` (a blocking socket that poll said is readable, or MSG_DONTWAIT).
+    pub(crate) fn read_from(&mut self, fd: RawFd) -> io::Result<Read1> {
+        if let Some((h, body)) = self.big.as_mut() {
+            let want = h.len as usize - body.len();
+            let n = recv_into(fd, body, want)?;
+            return Ok(if n == 0 { Read1::Eof } else { Read1::Data });
+        }
+        let n = recv_into(fd, &mut self.buf, CHUNK_BYTES)?;
+        Ok(if n == 0 { Read1::Eof } else { Read1::Data })
+    }
+
+    /// The next whole frame, `Ok(None)` when more bytes are needed, or why the stream is
+    /// refused. `limit(header)` is the largest payload the frame may have (`None`: no
+    /// frame of that kind or run is allowed now).
+    pub(crate) fn next_frame(&mut self, limit: &mut dyn FnMut(&Header) -> Result<usize, String>) -> Result<Option<(Header, Vec<u8>)>, String> {
+        if let Some((h, body)) = self.big.as_ref() {
+            if body.len() == h.len as usize {
+                return Ok(self.big.take());
+            }
+            return Ok(None);
+        }
+        if self.buf.len() < HEADER_BYTES {
+            return Ok(None);
+        }
+        let header = Header::decode(&self.buf[..HEADER_BYTES]).map_err(|e| e.to_string())?;
+        if header.kind.from_parent() {
+            return Err(format!("a frame of a kind only the parent sends ({:?})", header.kind));
+        }
+        let max = limit(&header)?;
+        let len = header.len as usize;
+        if len > max {
+            return Err(format!("a frame of {len} bytes (limit {max})"));
+        }
+        if self.buf.len() >= HEADER_BYTES + len {
+            let payload = self.buf[HEADER_BYTES..HEADER_BYTES + len].to_vec();
+            self.buf.drain(..HEADER_BYTES + len);
+            return Ok(Some((header, payload)));
+        }
+        if len > CHUNK_BYTES {
+            let mut body = Vec::with_capacity(len);
+            body.extend_from_slice(&self.buf[HEADER_BYTES..]);
+            self.buf.clear();
+            self.big = Some((header, body));
+        }
+        Ok(None)
+    }
+}
+
+/// Appends up to `max` bytes read from `fd` to `into`.
+fn recv_into(fd: RawFd, into: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    into.reserve(max);
+    let spare = into.spare_capacity_mut();
+    let room = spare.len().min(max);
+    // SAFETY: `spare` has room for `room` bytes; recv writes at most that many.
+    let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), room, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: recv initialized `n` bytes of the spare capacity.
+    unsafe { into.set_len(into.len() + n as usize) };
+    Ok(n as usize)
+}
+
+/// The last bytes of a host's stderr.
+pub(crate) struct StderrTail {
+    pipe: ChildStderr,
+    tail: Vec<u8>,
+    max: usize,
+}
+
+impl StderrTail {
+    pub(crate) fn new(pipe: ChildStderr, max: usize) -> StderrTail {
+        StderrTail { pipe, tail: Vec::new(), max }
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.pipe.as_raw_fd()
+    }
+
+    /// Reads what is there; false at end of file.
+    pub(crate) fn read_some(&mut self) -> bool {
+        let mut chunk = [0u8; 4096];
+        match self.pipe.read(&mut chunk) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.tail.extend_from_slice(&chunk[..n]);
+                if self.tail.len() > self.max {
+                    let cut = self.tail.len() - self.max;
+                    self.tail.drain(..cut);
+                }
+                true
+            }
+            Err(e) => e.kind() == io::ErrorKind::Interrupted || e.kind() == io::ErrorKind::WouldBlock,
+        }
+    }
+
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.tail).into_owned()
+    }
+}
+
+/// Waits until one of `fds` is readable (or hung up), at most `timeout_ms`; returns
+/// which are. A negative descriptor is skipped.
+pub(crate) fn poll_readable(fds: &[RawFd], timeout_ms: u64) -> Vec<bool> {
+    let mut polled: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: `polled` is a valid array of pollfd of its length.
+    let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout_ms.min(i32::MAX as u64) as libc::c_int) };
+    if n <= 0 {
+        return vec![false; fds.len()];
+    }
+    polled.iter().map(|p| p.fd >= 0 && p.revents != 0).collect()
+}
