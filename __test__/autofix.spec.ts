@@ -20,6 +20,7 @@ import {
   type ChatProvider,
 } from '../lib/autofix';
 import { startChatServer, type ChatServer } from './support/chat-server';
+import { RUN_SANDBOX_DEFAULTS } from '..';
 
 const API_KEY = 'sk-test-SECRET-do-not-log-4f1c9e27';
 const BUGGY_MARKER = 'BUGGY_MARKER_7f3a';
@@ -715,6 +716,35 @@ describe('autoFix: options and the audit log', () => {
     expect(server.requests).toHaveLength(0);
   });
 
+  it('refuses a misspelled option with the nearest name, before anything is asked or written', async () => {
+    // Silently ignored, these two would resolve needs-approval without ever running the test.
+    await expect(fix({ autoApproved: true, tset: 'throw 1' } as Partial<AutoFixOptions>)).rejects.toMatchObject({
+      name: 'AutoFixOptionsError',
+      message: 'autoFix(options): options.autoApproved is not a known option of autoFix; did you mean options.autoApprove?',
+    });
+    await expect(fix({ tset: 'throw 1' } as Partial<AutoFixOptions>)).rejects.toThrow(
+      'autoFix(options): options.tset is not a known option of autoFix; did you mean options.test?',
+    );
+    await expect(fix({ timeoutMs: 'fast' as unknown as number })).rejects.toThrow(
+      "autoFix(options): options.timeoutMs must be a whole number from 1 to 2147483647, got 'fast'",
+    );
+    await expect(fix({ autoApprove: 'yes' as unknown as boolean })).rejects.toThrow("options.autoApprove must be a boolean, got 'yes'");
+    await expect(fsp.stat(auditPath)).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('takes a custom provider whose complete() is a method of its class', async () => {
+    class Stub {
+      name = 'stub';
+      async complete() {
+        return fenced(FIXED);
+      }
+    }
+    const r = await fix({ provider: new Stub(), autoApprove: true });
+    expect(r.status).toBe('applied');
+    expect((await onlyAuditEntry()).provider).toBe('stub');
+  });
+
   it('writes to an explicit audit log outside root and appends, never truncates', async () => {
     const log = path.join(outside, 'audit.jsonl');
     await fsp.writeFile(log, '{"earlier":true}\n');
@@ -902,5 +932,23 @@ describe('isolet autofix (CLI)', () => {
     expect(r.signal, `the CLI was killed by a signal; stderr:\n${r.stderr}`).toBeNull();
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/usage/i);
+    const cases: Array<[string[], string]> = [
+      [['--timeout', 'soon'], "--timeout must be a whole number from 1 to 2147483647, got 'soon'"],
+      [['--memory', '4'], '--memory must be a whole number from 8 to 8192, got 4'],
+      [['--timout', '5'], '--timout is not a known option of isolet autofix; did you mean --timeout?'],
+    ];
+    for (const [flags, message] of cases) {
+      const bad = await run(['autofix', file, '--root', root, ...flags]);
+      expect([bad.code, bad.stderr.split('\n')[0]], flags.join(' ')).toEqual([2, `isolet: ${message}`]);
+    }
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it("--help shows isolet-core's defaults", async () => {
+    const r = await run(['autofix', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`sandbox time limit per run (default ${RUN_SANDBOX_DEFAULTS.timeoutMs})`);
+    expect(r.stdout).toContain(`sandbox heap limit (default ${RUN_SANDBOX_DEFAULTS.memoryLimitMb})`);
+    expect(r.stdout).toContain('how long to wait for the model (default 60000)');
   });
 });

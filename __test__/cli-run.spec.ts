@@ -8,6 +8,18 @@ import * as path from 'node:path';
 import * as http from 'node:http';
 import { spawn } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
+import { RUN_SANDBOX_DEFAULTS } from '..';
+import { createRequire } from 'node:module';
+
+interface CliSettings {
+  limits: { memoryMb: number; wallTimeMs: number; cpuTimeMs: number };
+  engineConfig: { maxConcurrentIsolates: number; warmPoolSize: number };
+  language?: string;
+}
+// The CLI's own module (no public types): the settings it hands to the engine.
+const { settingsFrom } = createRequire(__filename)('../lib/cli/options') as {
+  settingsFrom(values: Record<string, unknown>, sourceFile?: string): CliSettings;
+};
 
 const BIN = path.resolve(__dirname, '..', 'bin', 'isolet.js');
 
@@ -98,7 +110,7 @@ describe('isolet run', () => {
     }
     const bad = await isolet(['run', '-', '--isolation', 'vm']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--isolation must be process or thread, got "vm"/);
+    expect(bad.stderr).toMatch(/--isolation must be 'process' or 'thread', got 'vm'/);
   });
 
   it('takes limits and capabilities from --config, flags winning', async () => {
@@ -111,6 +123,28 @@ describe('isolet run', () => {
     expect([read.code, read.stdout]).toEqual([0, '"hello from a file"\n']);
     const escape = await isolet(['run', '-', '--config', config], 'try { await readFile({ path: "../config.json" }); return "read" } catch (e) { return e.name }');
     expect(escape.stdout).not.toBe('"read"\n');
+  });
+
+  it('a bad value in --config is blamed on its key there, not on the flag', async () => {
+    const config = write('fast.json', '{"timeoutMs": "fast"}');
+    const r = await isolet(['run', '-', '--config', config], 'return 1');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`--config ${config}: timeoutMs must be a whole number from 1 to 2147483647, got 'fast'`);
+    expect(r.stderr).not.toContain('--timeout-ms must');
+  });
+
+  it("settings without flags or file are isolet-core's defaults", () => {
+    const s = settingsFrom({}, undefined);
+    expect(s.limits).toEqual({ memoryMb: RUN_SANDBOX_DEFAULTS.memoryLimitMb, wallTimeMs: RUN_SANDBOX_DEFAULTS.timeoutMs, cpuTimeMs: RUN_SANDBOX_DEFAULTS.timeoutMs });
+    expect([s.engineConfig.maxConcurrentIsolates, s.engineConfig.warmPoolSize, s.language]).toEqual([2, 1, undefined]);
+    expect(settingsFrom({}, 'src/job.mts').language).toBe('typescript');
+    expect(settingsFrom({ language: 'javascript' }, 'src/job.ts').language).toBe('javascript');
+  });
+
+  it("the help shows isolet-core's defaults, which are runSandbox's", async () => {
+    const help = (await isolet(['run', '--help'])).stdout;
+    expect(help).toContain(`wall-clock limit of one run (default ${RUN_SANDBOX_DEFAULTS.timeoutMs})`);
+    expect(help).toContain(`heap limit of one run (default ${RUN_SANDBOX_DEFAULTS.memoryLimitMb})`);
   });
 
   it('gives fetch only to --allow-origin origins', async () => {
@@ -132,14 +166,21 @@ describe('isolet run', () => {
   it('usage errors exit 2 and name the flag', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['run'], /run takes exactly one file/],
-      [['run', '-', '--timeout-ms', 'soon'], /--timeout-ms must be a positive whole number, got "soon"/],
-      [['run', '-', '--memory-mb', '0'], /--memory-mb must be a positive whole number/],
-      [['run', '-', '--language', 'python'], /--language must be javascript or typescript/],
-      [['run', '-', '--bogus'], /Unknown option '--bogus'/],
+      [['run', '-', '--timeout-ms', 'soon'], /--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'/],
+      [['run', '-', '--memory-mb', '0'], /--memory-mb must be a whole number from 8 to 8192, got 0/],
+      [['run', '-', '--language', 'python'], /--language must be 'javascript' or 'typescript', got 'python'/],
+      [['run', '-', '--bogus'], /--bogus is not a known option of isolet run; see isolet run --help/],
+      [['run', '-', '--timeout', '300'], /--timeout is not a known option of isolet run; did you mean --timeout-ms\?/],
+      [['mcp', '--memory', '32'], /--memory is not a known option of isolet mcp; did you mean --memory-mb\?/],
       [['run', path.join(dir, 'missing.js')], /cannot read .*missing\.js: ENOENT/],
       [['run', '-', '--config', path.join(dir, 'nope.json')], /cannot read --config/],
-      [['run', '-', '--config', write('bad-config.json', '{"timeoutMs": 1, "colour": "red"}')], /unknown setting "colour"/],
+      [['run', '-', '--config', write('bad-config.json', '{"timeoutMs": 1, "colour": "red"}')], /bad-config\.json: colour is not a known option of the config file; known options: timeoutMs, /],
+      [['run', '-', '--config', write('typo-config.json', '{"timeOutMs": 1}')], /typo-config\.json: timeOutMs is not a known option of the config file; did you mean timeoutMs\?/],
+      [['run', '-', '--config', write('array-config.json', '[]')], /array-config\.json: must hold a JSON object, got an array/],
+      [['run', '-', '--config', write('engine-config.json', '{"engine": {"processes": 0}}')], /engine-config\.json: engine\.processes must be a whole number from 1 to 64, got 0/],
       [['run', '-', '--allow-origin', 'ftp://x'], /--allow-origin: .*http: or https:/],
+      [['run', '-', '--config', write('ftp-config.json', '{"allowOrigins": ["ftp://x"]}')], /ftp-config\.json: allowOrigins: .*http: or https:/],
+      [['run', '-', '--config', write('dir-config.json', `{"readDir": ${JSON.stringify(path.join(dir, 'no-such-dir'))}}`)], /dir-config\.json: readDir .*no-such-dir: /],
       [['frobnicate'], /unknown command "frobnicate"/],
     ];
     for (const [args, message] of cases) {
@@ -157,8 +198,12 @@ describe('isolet run', () => {
     expect(run.code).toBe(0);
     for (const flag of ['--timeout-ms', '--memory-mb', '--language', '--isolation', '--config', '--read-dir', '--allow-origin']) expect(run.stdout).toContain(flag);
     expect(run.stdout).toMatch(/exit codes: 0 success, 1 the code threw/);
+    expect(run.stdout).toContain('(default: typescript for .ts/.mts/.cts files, else javascript)');
     const mcp = await isolet(['mcp', '--help']);
     expect(mcp.code).toBe(0);
     expect(mcp.stdout).toContain('run_code');
+    // No file there: the language is the call's.
+    expect(mcp.stdout).toContain("(default: the run_code call's language, else javascript)");
+    expect(mcp.stdout).not.toContain('.ts/');
   });
 });

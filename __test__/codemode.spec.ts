@@ -2,13 +2,14 @@
 // createCodeTool (with the real `ai` and `zod`) driving isolet's executor.
 
 import { afterAll, describe, expect, it } from 'vitest';
+import { SandboxValidationError } from '..';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as nodeModule from 'node:module';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-import { IsoletExecutor, createExecutor, normalizeCode, type Executor, type ResolvedProvider } from '../lib/codemode';
+import { IsoletExecutor, createExecutor, normalizeCode, DEFAULT_CODEMODE_TIMEOUT_MS, type Executor, type ResolvedProvider } from '../lib/codemode';
 
 // The real package imports `cloudflare:workers` at load; this test-only hook resolves it
 // to a stand-in. Node 26 deprecates module.register (20.6+) for module.registerHooks (22.15+).
@@ -123,9 +124,29 @@ describe('Executor contract', () => {
   });
 
   it('validates its options', () => {
-    expect(() => new IsoletExecutor({ timeout: -1 })).toThrow(/timeout must be a positive whole number/);
-    expect(() => new IsoletExecutor({ language: 'python' as any })).toThrow(/language must be 'javascript' or 'typescript'/);
+    expect(() => new IsoletExecutor({ timeout: -1 })).toThrow('timeout must be a whole number from 1 to 2147483647, got -1');
+    expect(() => new IsoletExecutor({ language: 'python' as any })).toThrow("language must be 'javascript' or 'typescript', got 'python'");
     expect(() => new IsoletExecutor({ memoryMb: 1 })).toThrow('memoryMb must be a whole number from 8 to 8192, got 1');
+    // Its own options and the engine's are one list, for suggestions and for the known names.
+    expect(() => new IsoletExecutor({ timeot: 5 } as any)).toThrow('timeot is not a known option of IsoletExecutor options; did you mean timeout?');
+    expect(() => new IsoletExecutor({ warmPool: 1 } as any)).toThrow(/did you mean warmPoolSize\?$/);
+    expect(() => new IsoletExecutor({ zzz: 1 } as any)).toThrow(/known options: timeout, language, memoryMb, /);
+    expect(() => new IsoletExecutor(null as any)).toThrow(SandboxValidationError);
+  });
+
+  it("defaults to isolet-core's Code Mode timeout, which is also the CPU limit unless the engine config sets one", async () => {
+    const executor = new IsoletExecutor();
+    expect([executor.timeout, DEFAULT_CODEMODE_TIMEOUT_MS]).toEqual([60000, 60000]);
+    await executor.dispose();
+    const cpu = new IsoletExecutor({ timeout: 5000, defaultIsolateLimits: { cpuTimeMs: 100 } });
+    try {
+      const t0 = Date.now();
+      const r = await cpu.execute('async () => { while (true) {} }', {});
+      expect(r.error).toBe('Execution timed out');
+      expect(Date.now() - t0).toBeLessThan(4000); // the 100 ms CPU limit, not the 5 s timeout
+    } finally {
+      await cpu.dispose();
+    }
   });
 });
 

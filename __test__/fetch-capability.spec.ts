@@ -250,6 +250,15 @@ describe('createFetchCapability: options', () => {
     expect(creationError(options).name).toBe('SandboxValidationError');
   });
 
+  it('names the option given, and the nearest known one for a typo', () => {
+    expect(creationError({ allowedOrigin: ['http://127.0.0.1'] }).message).toBe(
+      'createFetchCapability: allowedOrigin is not a known option of createFetchCapability; did you mean allowedOrigins?',
+    );
+    expect(creationError({ allowedOrigins: ['http://127.0.0.1'], timeoutMs: 0 }).message).toBe(
+      'createFetchCapability: timeoutMs must be a whole number from 1 to 2147483647, got 0',
+    );
+  });
+
   it('accepts origins with a trailing slash and default ports', async () => {
     const port = new URL(MAIN).port;
     const handler = createFetchCapability({

@@ -130,6 +130,12 @@ describe('createFileReadCapability: creation', () => {
     expect(err.name).toBe('SandboxValidationError');
   });
 
+  it('names the option given, and the nearest known one for a typo', () => {
+    const make = (options: unknown) => creationError(() => (createFileReadCapability as (d: string, o: unknown) => unknown)(dir, options));
+    expect(make({ maxbytes: 10 }).message).toBe('createFileReadCapability: maxbytes is not a known option of createFileReadCapability; did you mean maxBytes?');
+    expect(make({ maxReadsInFlight: 0 }).message).toBe('createFileReadCapability: maxReadsInFlight must be a whole number from 1 to 1024, got 0');
+  });
+
   it('accepts a relative dir and keeps the directory it named at creation', async () => {
     const cwd = process.cwd();
     process.chdir(base);

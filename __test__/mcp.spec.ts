@@ -75,9 +75,11 @@ describe('isolet mcp over stdio', () => {
     expect(thrown.content[0].text).toMatch(/^SandboxRuntimeError \[ERR_ISOLET_RUNTIME\]: .*\nTypeError: bad input\n\s+at sandbox\.js:2:7/s);
     expect(thrown.content[1].text).toBe('console:\nbefore');
     const wrongArgs = await call({ code: 5 });
-    expect(wrongArgs.content[0].text).toBe('SandboxValidationError [ERR_ISOLET_VALIDATION]: code must be a string');
+    expect(wrongArgs.content[0].text).toBe('SandboxValidationError [ERR_ISOLET_VALIDATION]: code must be a string, got 5');
     const lang = await call({ code: 'return 1', language: 'rust' });
-    expect(lang.content[0].text).toMatch(/request.language must be 'javascript' or 'typescript'/);
+    expect(lang.content[0].text).toBe("SandboxValidationError [ERR_ISOLET_VALIDATION]: language must be 'javascript' or 'typescript', got 'rust'");
+    const typo = await call({ code: 'return 1', lang: 'typescript' });
+    expect(typo.content[0].text).toBe('SandboxValidationError [ERR_ISOLET_VALIDATION]: lang is not a known option of run_code arguments; did you mean language?');
   });
 
   it('a timeout and a heap bomb are error results, and the server keeps serving', async () => {

@@ -17,7 +17,6 @@
 const path = require('node:path');
 const fs = require('node:fs');
 const readline = require('node:readline');
-const { parseArgs } = require('node:util');
 
 const EXIT_APPLIED = 0;
 const EXIT_FAILED = 1;
@@ -26,7 +25,24 @@ const EXIT_NOT_APPLIED = 3;
 
 const DEFAULT_INSTRUCTION = 'Find and fix the bug in this file.';
 
-const USAGE = `usage: isolet autofix <file> --root <dir> [options]
+const AUTOFIX_FLAGS = {
+  root: { type: 'string' },
+  instruction: { type: 'string', short: 'i' },
+  test: { type: 'string' },
+  yes: { type: 'boolean', short: 'y' },
+  model: { type: 'string' },
+  'base-url': { type: 'string' },
+  'audit-log': { type: 'string' },
+  timeout: { type: 'string' },
+  memory: { type: 'string' },
+  'provider-timeout': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+};
+
+/** `isolet autofix --help`, with the defaults of isolet-core's AUTOFIX_OPTIONS. */
+function autofixUsage() {
+  const defaults = require('../lib/native').entryDefaults().autofix;
+  return `usage: isolet autofix <file> --root <dir> [options]
 
 Asks a chat model (OpenAI-compatible) for a fix, runs it in a fresh V8 isolate,
 shows the diff and writes the file only when the fix passed and you approved it.
@@ -39,25 +55,19 @@ options:
   --model <m>              model (default: $OPENAI_MODEL, else gpt-4o-mini)
   --base-url <u>           API base URL (default: $OPENAI_BASE_URL, else OpenAI)
   --audit-log <file>       JSON-lines audit log (default: <root>/.isolet-audit.jsonl)
-  --timeout <ms>           sandbox time limit per run (default 5000)
-  --memory <mb>            sandbox heap limit (default 64)
-  --provider-timeout <ms>  how long to wait for the model (default 60000)
+  --timeout <ms>           sandbox time limit per run (default ${defaults.timeoutMs})
+  --memory <mb>            sandbox heap limit (default ${defaults.memoryLimitMb})
+  --provider-timeout <ms>  how long to wait for the model (default ${defaults.providerTimeoutMs})
   -h, --help               show this help
   -v, --version            show the version
 
 The API key comes from $OPENAI_API_KEY.
 exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs approval or rejected)`;
-
-function usageError(message) {
-  process.stderr.write(`isolet: ${message}\n\n${USAGE}\n`);
-  return EXIT_USAGE;
 }
 
-function positiveNumber(name, value) {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number`);
-  return n;
+function usageError(message) {
+  process.stderr.write(`isolet: ${message}\n\n${autofixUsage()}\n`);
+  return EXIT_USAGE;
 }
 
 // Terminal control characters a suggestion may carry (C0 except tab and newline, DEL,
@@ -114,47 +124,25 @@ function ask(question) {
 }
 
 async function autofixCommand(argv) {
-  let parsed;
+  const { UsageError, parse } = require('../lib/cli/options');
+  const native = require('../lib/native');
+  let values;
+  let positionals;
+  let limits;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        root: { type: 'string' },
-        instruction: { type: 'string', short: 'i' },
-        test: { type: 'string' },
-        yes: { type: 'boolean', short: 'y' },
-        model: { type: 'string' },
-        'base-url': { type: 'string' },
-        'audit-log': { type: 'string' },
-        timeout: { type: 'string' },
-        memory: { type: 'string' },
-        'provider-timeout': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
+    ({ values, positionals } = parse(argv, 'isolet autofix', AUTOFIX_FLAGS));
+    // The number flags, checked (natively) under their own names.
+    limits = native.autofixFlags(values);
   } catch (err) {
+    if (!(err instanceof UsageError) && err.code !== 'ERR_ISOLET_VALIDATION') throw err;
     return usageError(err.message);
   }
-  const { values, positionals } = parsed;
   if (values.help) {
-    process.stdout.write(USAGE + '\n');
+    process.stdout.write(autofixUsage() + '\n');
     return 0;
   }
   if (positionals.length !== 1) return usageError('autofix takes exactly one file');
   if (!values.root) return usageError('--root <dir> is required');
-
-  let limits;
-  try {
-    limits = {
-      timeoutMs: positiveNumber('timeout', values.timeout),
-      memoryLimitMb: positiveNumber('memory', values.memory),
-      providerTimeoutMs: positiveNumber('provider-timeout', values['provider-timeout']),
-    };
-  } catch (err) {
-    return usageError(err.message);
-  }
 
   let test;
   if (values.test !== undefined) {
@@ -180,7 +168,7 @@ async function autofixCommand(argv) {
     auditLog: values['audit-log'] === undefined ? undefined : path.resolve(values['audit-log']),
     autoApprove: values.yes === true,
   };
-  for (const [k, v] of Object.entries(limits)) if (v !== undefined) options[k] = v;
+  Object.assign(options, limits);
   for (const k of Object.keys(options)) if (options[k] === undefined) delete options[k];
   if (!options.autoApprove && interactive) {
     options.approve = async (review) => {

@@ -5,12 +5,13 @@
 // Executor contract of @cloudflare/codemode (`execute(code, providersOrFns, options?)`,
 // never throws, console captured as strings with `[warn] ` / `[error] ` prefixes) and
 // needs nothing from that package at run time.
+const native = require('./native');
 const { SandboxEngine } = require('./engine');
-const { checkLanguage, stripTypes } = require('./typescript');
-const { SandboxValidationError, SandboxTimeoutError, SandboxRuntimeError } = require('./errors');
+const { stripTypes } = require('./typescript');
+const { SandboxTimeoutError, SandboxRuntimeError, errorFromThrown } = require('./errors');
 
-/** The default time limit of a run, as in DynamicWorkerExecutor. */
-const DEFAULT_CODEMODE_TIMEOUT_MS = 60000;
+/** The default time limit of a run, as in DynamicWorkerExecutor (isolet-core's CODEMODE_EXECUTOR). */
+const DEFAULT_CODEMODE_TIMEOUT_MS = native.entryDefaults().codemode.timeout;
 
 // Names the executor itself relies on inside the sandbox, or that would shadow a global
 // the wrapper needs.
@@ -55,19 +56,20 @@ class IsoletExecutor {
    *   defaultIsolateLimits, defaultBridgeLimits, ...), passed through to the engine.
    */
   constructor(options = {}) {
-    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-      throw new SandboxValidationError('IsoletExecutor options must be an object');
+    let settings;
+    try {
+      // Its own options and the engine's names, checked natively; the engine checks its values.
+      settings = native.codemodeSettings(options);
+    } catch (err) {
+      throw errorFromThrown(err);
     }
     const { timeout, language, ...engineConfig } = options;
-    if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0)) {
-      throw new SandboxValidationError(`timeout must be a positive whole number of milliseconds, got ${String(timeout)}`);
-    }
-    this.timeout = timeout ?? DEFAULT_CODEMODE_TIMEOUT_MS;
-    this.language = checkLanguage(language);
-    const limits = { ...(engineConfig.defaultIsolateLimits || {}) };
-    limits.wallTimeMs = this.timeout;
-    if (limits.cpuTimeMs === undefined) limits.cpuTimeMs = this.timeout;
-    // Validates the config now, so a bad option fails at construction, not at the first run.
+    this.timeout = settings.timeout;
+    this.language = settings.language;
+    // Own properties only, as isolet-core read them: a `defaultIsolateLimits` on Object.prototype is none.
+    const given = Object.hasOwn(engineConfig, 'defaultIsolateLimits') ? engineConfig.defaultIsolateLimits : undefined;
+    const limits = { ...given, wallTimeMs: settings.timeout, cpuTimeMs: settings.cpuTimeMs };
+    // Builds the engine now, so a bad value fails at construction, not at the first run.
     this._engine = new SandboxEngine({ ...engineConfig, defaultIsolateLimits: limits });
     this._ready = null;
   }

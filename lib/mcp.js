@@ -4,10 +4,11 @@
 // under the configured limits and answers with the result, the console output and typed
 // errors as MCP content. A failing run is a tool result with `isError: true`, never a
 // protocol error, so the server keeps serving whatever the code does.
+const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { describeTools } = require('./tools');
 const { toJson } = require('./cli/json');
-const { SandboxValidationError } = require('./errors');
+const { SandboxValidationError, errorFromThrown } = require('./errors');
 const { requirePeer } = require('./peer');
 
 const TOOL_NAME = 'run_code';
@@ -16,7 +17,7 @@ const INPUT_SCHEMA = Object.freeze({
   type: 'object',
   properties: {
     code: { type: 'string', description: 'The body of an async function: use await, and return the result.' },
-    language: { type: 'string', enum: ['javascript', 'typescript'], description: 'Default: javascript.' },
+    language: { type: 'string', enum: native.entryDefaults().languages, description: 'Default: javascript.' },
   },
   required: ['code'],
   additionalProperties: false,
@@ -58,10 +59,11 @@ function createMcpServer(settings) {
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const { name, arguments: args } = request.params;
     if (name !== TOOL_NAME) return errorResult(new SandboxValidationError(`unknown tool "${name}" (this server has ${TOOL_NAME})`), []);
-    const input = args || {};
-    if (typeof input.code !== 'string') return errorResult(new SandboxValidationError('code must be a string'), []);
-    for (const key of Object.keys(input)) {
-      if (key !== 'code' && key !== 'language') return errorResult(new SandboxValidationError(`unknown argument "${key}" (known: code, language)`), []);
+    let input;
+    try {
+      input = native.runCodeArguments(args ?? {});
+    } catch (err) {
+      return errorResult(errorFromThrown(err), []);
     }
     if (ready === null) ready = engine.init();
     await ready;

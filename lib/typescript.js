@@ -6,8 +6,6 @@
 const path = require('node:path');
 const { SandboxValidationError, SandboxTimeoutError } = require('./errors');
 
-const LANGUAGES = Object.freeze(['javascript', 'typescript']);
-
 // Async-body code may `return` and `await` at top level, which a parser rejects outside a
 // function; it is parsed inside this one-line wrapper, which is cut off again afterwards.
 const BODY_PREFIX = 'async function isolet_body() {\n';
@@ -33,15 +31,6 @@ function discardAmaro() {
   for (const key of Object.keys(require.cache)) {
     if (key.startsWith(dir)) delete require.cache[key];
   }
-}
-
-/** Checks a `language` option; returns the language, `javascript` when unset. */
-function checkLanguage(value, where = 'language') {
-  if (value === undefined) return 'javascript';
-  if (!LANGUAGES.includes(value)) {
-    throw new SandboxValidationError(`${where} must be 'javascript' or 'typescript', got ${describe(value)}`);
-  }
-  return value;
 }
 
 /**
@@ -188,8 +177,4 @@ function syntaxError(err, lineOffset) {
   return new SandboxValidationError(message, { line, column });
 }
 
-function describe(v) {
-  return typeof v === 'string' ? JSON.stringify(v) : v === null ? 'null' : typeof v;
-}
-
-module.exports = { LANGUAGES, checkLanguage, toJavaScript, stripTypes };
+module.exports = { toJavaScript, stripTypes };

@@ -3,7 +3,7 @@
 /**
  * autoFix(): the seed's AI fix pipeline on top of the sandbox. One module per step:
  *
- *   options.js   validate the options, resolve them against the environment
+ *   options.js   check the options (natively), resolve them against the environment
  *   1. paths.js     assertSafePath: the file's real path lies inside root's real path, a regular file
  *   2. read.js      the original bytes (bounded, UTF-8 text)
  *   3. prompt.js, provider.js, extract.js
@@ -20,7 +20,7 @@
 
 const { performance } = require('node:perf_hooks');
 const { STATUSES, FAILURE_REASONS, AutoFixOptionsError, AutoFixAuditError, StepFailure, errCode } = require('./errors');
-const { DEFAULT_MODEL, validateOptions, resolveSettings } = require('./options');
+const { DEFAULT_MODEL, resolveSettings } = require('./options');
 const { assertSafePath } = require('./paths');
 const { readVetted, decodeText, currentSha256, sha256 } = require('./read');
 const { systemPromptFor, buildPrompt } = require('./prompt');
@@ -34,7 +34,6 @@ const { DEFAULT_AUDIT_LOG_NAME, auditPathFor, openAuditLog, auditEntry, appendAu
 const { withLock } = require('./lock');
 
 async function autoFix(options) {
-  validateOptions(options);
   const settings = resolveSettings(options);
   const t0 = performance.now();
 
@@ -177,7 +176,7 @@ async function lockedPipeline(options, settings, state, safe) {
   const suggestion = suggestionFrom(answer, original, originalBytes, settings.maxSuggestionBytes);
 
   // 4. Sandbox: the suggestion alone, then (with a test) suggestion + test in one script.
-  const limits = { memoryLimitMb: options.memoryLimitMb, timeoutMs: options.timeoutMs, language: settings.language };
+  const limits = { memoryLimitMb: settings.memoryLimitMb, timeoutMs: settings.timeoutMs, language: settings.language };
   const sandboxStart = performance.now();
   let sandbox;
   try {

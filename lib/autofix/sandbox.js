@@ -26,7 +26,7 @@ function sandboxRunner() {
  * Runs the suggestion alone, then (with a test) suggestion + test in one script. Returns
  * the last passing result; throws StepFailure('sandbox-failure' | 'test-failure') carrying
  * the failing result.
- * @param {{ memoryLimitMb?: number, timeoutMs?: number, language?: string }} limits
+ * @param {{ memoryLimitMb: number, timeoutMs: number, language: string }} limits
  */
 async function proveSuggestion(runSandbox, suggestion, test, limits) {
   const alone = await runInSandbox(runSandbox, suggestion, undefined, limits);
@@ -74,13 +74,9 @@ const MODULE_SYNTAX =
 
 async function runInSandbox(runSandbox, suggestion, test, limits) {
   const shape = sandboxScript(suggestion, test);
-  const options = {};
-  if (limits.memoryLimitMb !== undefined) options.memoryLimitMb = limits.memoryLimitMb;
-  if (limits.timeoutMs !== undefined) options.timeoutMs = limits.timeoutMs;
-  if (limits.language !== undefined) options.language = limits.language;
   let result;
   try {
-    result = await runSandbox(shape.script, options);
+    result = await runSandbox(shape.script, limits);
   } catch (err) {
     // runSandbox never rejects for what sandboxed code does; this is an engine or option problem.
     result = {

@@ -15,28 +15,15 @@
 //   the run that made it ends; response bytes in flight for one run stay within the
 //   run's maxPendingHostCallBytes.
 
+const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { ByteBudget, currentRun } = require('../run-context');
 
 const MAX_REDIRECTS = 5;
-const DEFAULTS = Object.freeze({
-  timeoutMs: 10_000,
-  maxResponseBytes: 5 * 1024 * 1024,
-  maxRequestBytes: 1024 * 1024,
-  allowedMethods: Object.freeze(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']),
-});
+// The options' names, ranges and number defaults are isolet-core's (FETCH_CAPABILITY).
+const DEFAULT_METHODS = Object.freeze(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-const OPTION_KEYS = new Set([
-  'allowedOrigins',
-  'timeoutMs',
-  'maxResponseBytes',
-  'maxRequestBytes',
-  'allowedMethods',
-]);
 const REQUEST_KEYS = new Set(['url', 'method', 'headers', 'body']);
-// The response body becomes one JS string.
-const MAX_RESPONSE_CAP = 256 * 1024 * 1024;
-const MAX_TIMEOUT_MS = 2 ** 31 - 1; // setTimeout's limit
 const MAX_URL_LENGTH = 8192;
 const MAX_HEADERS = 64;
 const MAX_HEADER_NAME = 256;
@@ -88,13 +75,6 @@ function refusal(code, message) {
   return err;
 }
 
-function checkInteger(name, value, min, max) {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw invalidOption(`${name} must be an integer from ${min} to ${max}`);
-  }
-  return value;
-}
-
 function normaliseOrigin(entry, index) {
   if (typeof entry !== 'string' || entry.length === 0) {
     throw invalidOption(`allowedOrigins[${index}] must be a non-empty string`);
@@ -121,46 +101,19 @@ function normaliseOrigin(entry, index) {
 }
 
 function validateOptions(options) {
-  if (!isPlainObject(options)) {
-    throw invalidOption(`options must be an object with allowedOrigins, got ${describe(options)}`);
+  let checked;
+  try {
+    checked = native.fetchCapabilitySettings(options);
+  } catch (err) {
+    throw invalidOption(err.message);
   }
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) throw invalidOption(`unknown option "${key}"`);
-  }
-  const { allowedOrigins } = options;
-  if (!Array.isArray(allowedOrigins) || allowedOrigins.length === 0) {
-    throw invalidOption('allowedOrigins must be a non-empty array of origin strings');
-  }
-  const origins = new Set(allowedOrigins.map(normaliseOrigin));
-
-  const timeoutMs =
-    options.timeoutMs === undefined
-      ? DEFAULTS.timeoutMs
-      : checkInteger('timeoutMs', options.timeoutMs, 1, MAX_TIMEOUT_MS);
-  const maxResponseBytes =
-    options.maxResponseBytes === undefined
-      ? DEFAULTS.maxResponseBytes
-      : checkInteger('maxResponseBytes', options.maxResponseBytes, 0, MAX_RESPONSE_CAP);
-  const maxRequestBytes =
-    options.maxRequestBytes === undefined
-      ? DEFAULTS.maxRequestBytes
-      : checkInteger('maxRequestBytes', options.maxRequestBytes, 0, Number.MAX_SAFE_INTEGER);
-
-  let methods = DEFAULTS.allowedMethods;
-  if (options.allowedMethods !== undefined) {
-    if (!Array.isArray(options.allowedMethods) || options.allowedMethods.length === 0) {
-      throw invalidOption('allowedMethods must be a non-empty array of method names');
-    }
-    methods = options.allowedMethods.map((m, i) => {
-      const upper = typeof m === 'string' ? m.toUpperCase() : undefined;
-      if (!upper || !KNOWN_METHODS.has(upper)) {
-        throw invalidOption(
-          `allowedMethods[${i}] must be one of ${[...KNOWN_METHODS].join(', ')}`,
-        );
-      }
-      return upper;
-    });
-  }
+  const origins = new Set(checked.allowedOrigins.map(normaliseOrigin));
+  const methods = (checked.allowedMethods ?? DEFAULT_METHODS).map((m, i) => {
+    const upper = m.toUpperCase();
+    if (!KNOWN_METHODS.has(upper)) throw invalidOption(`allowedMethods[${i}] must be one of ${[...KNOWN_METHODS].join(', ')}`);
+    return upper;
+  });
+  const { timeoutMs, maxResponseBytes, maxRequestBytes } = checked;
   return { origins, timeoutMs, maxResponseBytes, maxRequestBytes, methods: new Set(methods) };
 }
 
@@ -468,4 +421,6 @@ function createFetchCapability(options) {
   };
 }
 
-module.exports = { createFetchCapability, FETCH_DEFAULTS: DEFAULTS, MAX_REDIRECTS };
+const FETCH_DEFAULTS = Object.freeze({ ...native.entryDefaults().fetch, allowedMethods: DEFAULT_METHODS });
+
+module.exports = { createFetchCapability, FETCH_DEFAULTS, MAX_REDIRECTS };

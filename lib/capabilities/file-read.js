@@ -10,30 +10,18 @@
 
 const fs = require('node:fs');
 const nodePath = require('node:path');
+const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { currentRun } = require('../run-context');
 
-const DEFAULT_MAX_BYTES = 10 * 1024 * 1024;
-// Reads one run may have in flight at once; more fail at once (a readFile storm must
-// not queue unbounded work and buffers on the host).
-const DEFAULT_MAX_READS_IN_FLIGHT = 8;
-const MAX_MAX_READS_IN_FLIGHT = 1024;
-// A larger file could not become one JS string (base64 grows it by a third).
-const MAX_MAX_BYTES = 256 * 1024 * 1024;
-const OPTION_KEYS = new Set(['maxBytes', 'maxReadsInFlight']);
+// The options' names, ranges and defaults are isolet-core's (FILE_READ_CAPABILITY).
+const { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT } = native.entryDefaults().fileRead;
 const REQUEST_KEYS = new Set(['path', 'encoding']);
 const ENCODINGS = new Map([
   ['utf8', false],
   ['utf-8', false],
   ['base64', true],
 ]);
-
-let native;
-function binding() {
-  // Loaded on first use so that requiring the package for fetch alone never needs it.
-  if (!native) native = require('../native');
-  return native;
-}
 
 function isPlainObject(value) {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
@@ -59,31 +47,12 @@ function refusal(code, message) {
   return err;
 }
 
-/** `options[key]` checked as a whole number in [min, max], or `def` when absent. */
-function integerOption(options, key, def, min, max) {
-  const v = options[key];
-  if (v === undefined) return def;
-  if (!Number.isSafeInteger(v) || v < min || v > max) {
-    throw new SandboxValidationError(`createFileReadCapability: ${key} must be an integer from ${min} to ${max}`);
-  }
-  return v;
-}
-
 function validateOptions(options) {
-  if (options === undefined) return { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT };
-  if (!isPlainObject(options)) {
-    throw new SandboxValidationError(
-      `createFileReadCapability: options must be an object, got ${describe(options)}`,
-    );
+  try {
+    return native.fileReadCapabilitySettings(options);
+  } catch (err) {
+    throw new SandboxValidationError(`createFileReadCapability: ${err.message}`);
   }
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) {
-      throw new SandboxValidationError(`createFileReadCapability: unknown option "${key}"`);
-    }
-  }
-  const maxBytes = integerOption(options, 'maxBytes', DEFAULT_MAX_BYTES, 0, MAX_MAX_BYTES);
-  const maxReadsInFlight = integerOption(options, 'maxReadsInFlight', DEFAULT_MAX_READS_IN_FLIGHT, 1, MAX_MAX_READS_IN_FLIGHT);
-  return { maxBytes, maxReadsInFlight };
 }
 
 function openRoot(dir) {
@@ -111,7 +80,7 @@ function openRoot(dir) {
     );
   }
   try {
-    return new (binding().FileReadRoot)(absolute);
+    return new (native.FileReadRoot)(absolute);
   } catch (cause) {
     throw new SandboxValidationError(
       `createFileReadCapability: cannot open directory ${JSON.stringify(dir)}`,
@@ -130,11 +99,11 @@ function createFileReadCapability(dir, options) {
   const { maxBytes, maxReadsInFlight } = validateOptions(options);
   const root = openRoot(dir);
   // Outside a sandbox run (host code calling the handler itself) there is no run budget.
-  const unbudgeted = { inFlight: 0, maxReads: Infinity, budget: new (binding().ReadBudget)(Number.MAX_SAFE_INTEGER) };
+  const unbudgeted = { inFlight: 0, maxReads: Infinity, budget: new (native.ReadBudget)(Number.MAX_SAFE_INTEGER) };
   const perRun = (run) => ({
     inFlight: 0,
     maxReads: maxReadsInFlight,
-    budget: new (binding().ReadBudget)(run.budgets.maxPendingHostCallBytes),
+    budget: new (native.ReadBudget)(run.budgets.maxPendingHostCallBytes),
   });
 
   return async function readFile(request) {

@@ -2,7 +2,7 @@
 // `isolet mcp`: an MCP server over stdio whose `run_code` tool runs JavaScript/TypeScript
 // in isolet under the limits given by flags or --config. stdout carries the protocol, so
 // everything else goes to stderr.
-const { UsageError, LIMITS_HELP, parse, settingsFrom } = require('./options');
+const { UsageError, limitsHelp, parse, settingsFrom } = require('./options');
 
 const MCP_USAGE = `usage: isolet mcp [options]
 
@@ -12,13 +12,13 @@ answers with the result (JSON), console output and typed errors. Needs the
 @modelcontextprotocol/sdk package.
 
 options:
-${LIMITS_HELP}
+${limitsHelp("the run_code call's language, else javascript")}
   -h, --help               show this help`;
 
 async function mcpCommand(argv, io = { stdout: process.stdout, stderr: process.stderr }) {
   let settings;
   try {
-    const { values, positionals } = parse(argv);
+    const { values, positionals } = parse(argv, 'isolet mcp');
     if (values.help) {
       io.stdout.write(MCP_USAGE + '\n');
       return 0;

@@ -1,14 +1,17 @@
 'use strict';
 // Flags shared by `isolet run` and `isolet mcp`: limits, language, capabilities and a JSON
-// config file. Flags win over the file. Everything ends up as one SandboxEngine config
-// plus per-run request defaults, so an engine option (in the file's `engine` object)
-// reaches the engine unchanged.
+// config file. Flags win over the file. isolet-core checks both (CLI_SETTINGS) and fills in
+// the defaults; here they become one SandboxEngine config plus per-run request defaults, so
+// an engine option (in the file's `engine` object) reaches the engine unchanged.
 const fs = require('node:fs');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
+const native = require('../native');
 
 /** Thrown for bad flags or config: the CLI prints it with the usage and exits 2. */
 class UsageError extends Error {}
+
+const DEFAULTS = native.entryDefaults().cli;
 
 const LIMIT_FLAGS = {
   'timeout-ms': { type: 'string' },
@@ -22,80 +25,65 @@ const LIMIT_FLAGS = {
   help: { type: 'boolean', short: 'h' },
 };
 
-const LIMITS_HELP = `  --timeout-ms <ms>        wall-clock limit of one run (default 5000)
+/** The limit flags' help; `languageDefault` says where the language comes from. */
+function limitsHelp(languageDefault) {
+  return `  --timeout-ms <ms>        wall-clock limit of one run (default ${DEFAULTS.timeoutMs})
   --cpu-time-ms <ms>       CPU-time limit of one run (default: the wall-clock limit)
-  --memory-mb <mb>         heap limit of one run (default 64)
-  --language <lang>        javascript or typescript (default: typescript for .ts/.mts/.cts)
+  --memory-mb <mb>         heap limit of one run (default ${DEFAULTS.memoryMb})
+  --language <lang>        javascript or typescript (default: ${languageDefault})
   --isolation <mode>       process (default: a supervised child process) or thread
   --read-dir <dir>         give the code readFile({ path }) over this directory, read-only
   --allow-origin <origin>  give the code fetch({ url, ... }) to this origin (repeatable)
   --config <file.json>     the same settings as JSON: { "timeoutMs", "cpuTimeMs",
                            "memoryMb", "language", "isolation", "readDir", "allowOrigins": [...],
                            "engine": { ...SandboxEngine config } }; flags win`;
+}
 
-const CONFIG_KEYS = ['timeoutMs', 'cpuTimeMs', 'memoryMb', 'language', 'isolation', 'readDir', 'allowOrigins', 'engine'];
-
-function parse(argv, extra = {}) {
+/** Parses `argv` for `command` (`isolet run`); an unknown flag is told with the nearest known one. */
+function parse(argv, command, flags = LIMIT_FLAGS) {
   try {
-    return parseArgs({ args: argv, allowPositionals: true, strict: true, options: { ...LIMIT_FLAGS, ...extra } });
+    return parseArgs({ args: argv, allowPositionals: true, strict: true, options: flags });
   } catch (err) {
-    throw new UsageError(err.message);
+    if (err.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(err.message);
+    const { tokens } = parseArgs({ args: argv, allowPositionals: true, strict: false, tokens: true, options: flags });
+    const unknown = tokens.find((t) => t.kind === 'option' && !Object.hasOwn(flags, t.name));
+    throw new UsageError(native.unknownFlagMessage(command, unknown.rawName, Object.keys(flags)));
   }
 }
 
-function wholeNumber(name, value) {
-  if (value === undefined) return undefined;
-  const n = typeof value === 'number' ? value : /^\d+$/.test(String(value)) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n) || n <= 0) throw new UsageError(`${name} must be a positive whole number, got ${JSON.stringify(value)}`);
-  return n;
-}
-
+/** The parsed JSON of `--config <file>`, or undefined; its keys are checked with the flags. */
 function readConfig(file) {
-  if (file === undefined) return {};
+  if (file === undefined) return undefined;
   let text;
   try {
     text = fs.readFileSync(path.resolve(file), 'utf8');
   } catch (err) {
     throw new UsageError(`cannot read --config ${file}: ${err.code || err.message}`);
   }
-  let config;
   try {
-    config = JSON.parse(text);
+    return JSON.parse(text);
   } catch (err) {
     throw new UsageError(`--config ${file} is not valid JSON: ${err.message}`);
   }
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) throw new UsageError(`--config ${file} must hold a JSON object`);
-  for (const key of Object.keys(config)) {
-    if (!CONFIG_KEYS.includes(key)) throw new UsageError(`--config ${file}: unknown setting "${key}" (known: ${CONFIG_KEYS.join(', ')})`);
-  }
-  if (config.engine !== undefined && (config.engine === null || typeof config.engine !== 'object' || Array.isArray(config.engine))) {
-    throw new UsageError(`--config ${file}: "engine" must be an object`);
-  }
-  if (config.allowOrigins !== undefined && (!Array.isArray(config.allowOrigins) || config.allowOrigins.some((o) => typeof o !== 'string'))) {
-    throw new UsageError(`--config ${file}: "allowOrigins" must be an array of origin strings`);
-  }
-  return config;
 }
 
 /**
- * Settings from parsed flags: `{ engineConfig, limits, language, capabilities }`.
- * `language` is undefined when neither flag nor file gave one.
+ * Settings from parsed flags: `{ engineConfig, limits, language, capabilities, toolNames }`.
+ * `sourceFile` (the file `isolet run` runs) gives the language when neither flag nor file
+ * does; `language` is undefined when nothing gave one.
  */
-function settingsFrom(values) {
+function settingsFrom(values, sourceFile) {
   const file = readConfig(values.config);
-  const timeoutMs = wholeNumber('--timeout-ms', values['timeout-ms'] ?? file.timeoutMs) ?? 5000;
-  const cpuTimeMs = wholeNumber('--cpu-time-ms', values['cpu-time-ms'] ?? file.cpuTimeMs) ?? timeoutMs;
-  const memoryMb = wholeNumber('--memory-mb', values['memory-mb'] ?? file.memoryMb) ?? 64;
-  const language = values.language ?? file.language;
-  if (language !== undefined && language !== 'javascript' && language !== 'typescript') {
-    throw new UsageError(`--language must be javascript or typescript, got ${JSON.stringify(language)}`);
+  let s;
+  try {
+    s = native.cliSettings(values, file, values.config, sourceFile);
+  } catch (err) {
+    throw new UsageError(err.message);
   }
-  const isolation = values.isolation ?? file.isolation;
-  if (isolation !== undefined && isolation !== 'process' && isolation !== 'thread') {
-    throw new UsageError(`--isolation must be process or thread, got ${JSON.stringify(isolation)}`);
-  }
+  // A capability's own refusal names the flag, or the config key, that gave its value.
+  const givenAs = (flag, key) => (values[flag] !== undefined ? `--${flag}` : `--config ${values.config}: ${key}`);
   const capabilities = {};
-  const readDir = values['read-dir'] ?? file.readDir;
+  const readDir = s.readDir;
   if (readDir !== undefined) {
     const { createFileReadCapability } = require('../capabilities/file-read');
     try {
@@ -105,11 +93,11 @@ function settingsFrom(values) {
         execute: createFileReadCapability(path.resolve(readDir)),
       };
     } catch (err) {
-      throw new UsageError(`--read-dir ${readDir}: ${err.message}`);
+      throw new UsageError(`${givenAs('read-dir', 'readDir')} ${readDir}: ${err.message}`);
     }
   }
-  const origins = values['allow-origin'] ?? file.allowOrigins;
-  if (origins !== undefined && origins.length > 0) {
+  const origins = s.allowOrigins;
+  if (origins.length > 0) {
     const { createFetchCapability } = require('../capabilities/fetch');
     try {
       capabilities.fetch = {
@@ -128,26 +116,21 @@ function settingsFrom(values) {
         execute: createFetchCapability({ allowedOrigins: origins }),
       };
     } catch (err) {
-      throw new UsageError(`--allow-origin: ${err.message}`);
+      throw new UsageError(`${givenAs('allow-origin', 'allowOrigins')}: ${err.message}`);
     }
   }
-  const limits = { memoryMb, wallTimeMs: timeoutMs, cpuTimeMs };
+  const limits = { memoryMb: s.memoryMb, wallTimeMs: s.timeoutMs, cpuTimeMs: s.cpuTimeMs };
+  const engine = file !== undefined && Object.hasOwn(file, 'engine') ? file.engine : {};
   const engineConfig = {
-    maxConcurrentIsolates: 2,
-    warmPoolSize: 1,
-    ...(file.engine || {}),
-    memoryMb,
-    ...(isolation !== undefined ? { isolation } : {}),
-    defaultIsolateLimits: { ...((file.engine && file.engine.defaultIsolateLimits) || {}), ...limits },
+    ...engine,
+    maxConcurrentIsolates: s.maxConcurrentIsolates,
+    warmPoolSize: s.warmPoolSize,
+    memoryMb: s.memoryMb,
+    ...(s.isolation !== undefined ? { isolation: s.isolation } : {}),
+    defaultIsolateLimits: { ...(Object.hasOwn(engine, 'defaultIsolateLimits') ? engine.defaultIsolateLimits : {}), ...limits },
     tools: capabilities,
   };
-  return { engineConfig, limits, language, capabilities, toolNames: Object.keys(capabilities) };
+  return { engineConfig, limits, language: s.language, capabilities, toolNames: Object.keys(capabilities) };
 }
 
-/** `--language`, else TypeScript for a .ts/.mts/.cts file name, else JavaScript. */
-function languageFor(language, fileName) {
-  if (language !== undefined) return language;
-  return typeof fileName === 'string' && /\.[cm]?ts$/i.test(fileName) ? 'typescript' : 'javascript';
-}
-
-module.exports = { UsageError, LIMITS_HELP, parse, settingsFrom, languageFor };
+module.exports = { UsageError, limitsHelp, parse, settingsFrom };

@@ -4,7 +4,7 @@
 // and `return` gives the result. The result goes to stdout as JSON, console output to
 // stderr, and the exit code says which error class ended the run.
 const fs = require('node:fs');
-const { UsageError, LIMITS_HELP, parse, settingsFrom, languageFor } = require('./options');
+const { UsageError, limitsHelp, parse, settingsFrom } = require('./options');
 const { toJson } = require('./json');
 
 /** Exit codes of `isolet run`, by outcome. */
@@ -27,7 +27,7 @@ function: use await, and return the result. The result is printed as JSON on std
 console output on stderr.
 
 options:
-${LIMITS_HELP}
+${limitsHelp('typescript for .ts/.mts/.cts files, else javascript')}
   -h, --help               show this help
 
 exit codes: 0 success, 1 the code threw (SandboxRuntimeError), 2 usage error,
@@ -46,14 +46,14 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
   let file;
   let code;
   try {
-    const { values, positionals } = parse(argv);
+    const { values, positionals } = parse(argv, 'isolet run');
     if (values.help) {
       io.stdout.write(RUN_USAGE + '\n');
       return RUN_EXIT_CODES.ok;
     }
     if (positionals.length !== 1) throw new UsageError('run takes exactly one file, or - for standard input');
     file = positionals[0];
-    settings = settingsFrom(values);
+    settings = settingsFrom(values, file === '-' ? undefined : file);
     if (file === '-') {
       code = await readStdin();
     } else {
@@ -82,7 +82,7 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
     const session = engine.submit({
       requestId: 'run',
       code,
-      language: languageFor(settings.language, file === '-' ? undefined : file),
+      language: settings.language,
       toolPolicy: { allowedTools: settings.toolNames },
     });
     const end = await session.done;

@@ -5,6 +5,7 @@
 mod copies;
 mod diagnostics;
 mod engine;
+mod entry_options;
 mod events;
 mod sandbox_host;
 mod keys;

@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WireLockdown, WirePlan, WireReady, WireStart};
-use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict};
+use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, Lingering, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict};
 use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant};
 use isolet_core::run_state::{Ending, RunState, StopReason};
 use isolet_core::{ErrorKind, Failure};
@@ -102,6 +102,7 @@ struct Host {
     warm_left: u32,
     stuck_at_ready: u32,
     health_frames: u64,
+    lower_frames: u64,
     done_frames: u64,
     last_start: u64,
     solo: bool,
@@ -111,6 +112,10 @@ struct Host {
     /// Its I/O thread is reaping it: its pid may no longer be signalled.
     reaping: bool,
     shutdown_deadline: Option<Instant>,
+    /// Allowances of runs that ended here a moment ago.
+    lingering: Lingering,
+    /// A run here is well past its wall limit: a replacement is started already.
+    suspect: bool,
 }
 
 impl Host {
@@ -468,11 +473,11 @@ impl State {
     fn finish(&mut self, id: u64, mut completion: Completion) {
         let Some(mut run) = self.runs.remove(&id) else { return };
         if let Some((key, wire)) = run.on_host.take() {
+            let now = self.now_ms();
             if let Some(h) = self.host_mut(key) {
                 h.runs.remove(&wire);
-                if h.solo {
-                    h.solo = false;
-                }
+                h.solo = false;
+                h.lingering.ended(run.memory_mb, now);
             }
         }
         self.unplaced.retain(|&u| u != id);
@@ -530,7 +535,7 @@ impl State {
                 return;
             }
         }
-        let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining).count();
+        let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect).count();
         for _ in live..self.config.processes {
             let now = self.now_ms();
             if self.counters.started >= self.config.processes as u64 && !self.starts.may_replace(now) {
@@ -576,6 +581,7 @@ impl State {
             warm_left: 0,
             stuck_at_ready: 0,
             health_frames: 0,
+            lower_frames: 0,
             done_frames: 0,
             last_start: 0,
             solo: false,
@@ -583,6 +589,8 @@ impl State {
             end: None,
             reaping: false,
             shutdown_deadline: None,
+            lingering: Lingering::default(),
+            suspect: false,
         });
         let me = self.me.clone();
         let start = self.host_config.encode();
@@ -708,7 +716,7 @@ impl State {
         let Some(host) = self.host(key) else { return Err("a frame of a host that ended".into()) };
         if h.run_id == 0 {
             return match h.kind {
-                Kind::Health | Kind::Ready | Kind::Invalid | Kind::Bye => Ok(policy::MAX_CONTROL_FRAME_BYTES),
+                Kind::Health | Kind::Ready | Kind::Invalid | Kind::Bye | Kind::Lower => Ok(policy::MAX_CONTROL_FRAME_BYTES),
                 _ => Err(format!("a {:?} frame of no run", h.kind)),
             };
         }
@@ -747,6 +755,22 @@ impl State {
                 return Ok(());
             }
             Kind::Bye => return Ok(()),
+            Kind::Lower => {
+                // Its own threads only (checked against its task list): lowering them harms
+                // no one but the host. Each is a thread stuck at full priority otherwise.
+                let tids = frame::decode_lower(&payload).map_err(bad)?;
+                let Some(host) = self.host_mut(key) else { return Ok(()) };
+                host.lower_frames += 1;
+                if !policy::health_allowed(host.lower_frames, host.done_frames, host.born.elapsed().as_millis() as u64) {
+                    return Err("more lower frames than a host sends".into());
+                }
+                if let Some(pid) = host.pid {
+                    for tid in tids {
+                        crate::limits::quarantine::lower_thread_of(pid, tid);
+                    }
+                }
+                return Ok(());
+            }
             Kind::Health => {
                 let health = WireHealth::decode(&payload).map_err(bad)?;
                 let Some(host) = self.host_mut(key) else { return Ok(()) };
@@ -833,11 +857,22 @@ impl State {
         Ok(())
     }
 
-    /// A run left host `key`: a draining host with none left is ended.
+    /// A run left host `key`: a draining host with none left is ended, and so is an idle
+    /// one beyond the hosts the engine keeps (a replacement that came up for a host that
+    /// then turned out well).
     fn after_run_left(&mut self, key: u64) {
-        let drained = self.host(key).is_some_and(|h| h.phase == HostPhase::Draining && h.runs.is_empty());
-        if drained {
+        let Some(h) = self.host(key) else { return };
+        if !h.runs.is_empty() {
+            return;
+        }
+        if h.phase == HostPhase::Draining {
             self.end_host(key, HostEnd::Stuck);
+            return;
+        }
+        let suspect_elsewhere = self.hosts.iter().any(|o| o.suspect && o.end.is_none());
+        let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining).count();
+        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.config.processes {
+            self.end_host(key, HostEnd::Surplus);
         }
     }
 
@@ -855,8 +890,7 @@ impl State {
         // A thread ignored termination: only ending the process reclaims it.
         let neighbours: Vec<u64> = host.runs.values().copied().collect();
         *self.counters.recycled.entry("stuck").or_insert(0) += 1;
-        let seen = neighbours.iter().any(|id| self.runs.get(id).is_some_and(|r| r.plan.is_none() || r.budget.seen_outside()));
-        match policy::stuck_verdict(neighbours.len(), seen) {
+        match policy::stuck_verdict(neighbours.len()) {
             StuckVerdict::EndNow => self.end_host(key, HostEnd::Stuck),
             StuckVerdict::Drain => {
                 if let Some(h) = self.host_mut(key) {
@@ -883,6 +917,20 @@ impl State {
             return;
         }
         let now = Instant::now();
+        let suspect = host.runs.values().filter_map(|id| self.runs.get(id)).any(|r| {
+            let elapsed = r.attempt_started.map(|t| t.elapsed().as_millis() as u64).unwrap_or(0);
+            let wall = r.plan.as_ref().map_or(r.wall_time_ms, |p| p.limits.wall_time_ms);
+            policy::suspect(elapsed, wall)
+        });
+        if suspect != host.suspect {
+            if let Some(h) = self.host_mut(key) {
+                h.suspect = suspect;
+            }
+            if suspect {
+                self.ensure_hosts();
+            }
+        }
+        let Some(host) = self.host(key) else { return };
         let overdue = host.runs.values().copied().find(|id| self.runs.get(id).and_then(|r| r.deadline).is_some_and(|d| now >= d));
         if let Some(id) = overdue {
             if let Some(r) = self.runs.get_mut(&id) {
@@ -891,7 +939,11 @@ impl State {
             self.end_host(key, HostEnd::Overdue);
             return;
         }
-        let budget = policy::host_budget_mb(host.ready_rss_mb, host.runs.values().filter_map(|id| self.runs.get(id)).map(|r| r.memory_mb));
+        let in_flight: Vec<u32> = host.runs.values().filter_map(|id| self.runs.get(id)).map(|r| r.memory_mb).collect();
+        let now_ms = self.now_ms();
+        let Some(host) = self.host_mut(key) else { return };
+        let ready_rss = host.ready_rss_mb;
+        let budget = policy::host_budget_mb(ready_rss, host.lingering.current(now_ms).chain(in_flight));
         if let Some(rss) = rss_mb {
             if rss > budget {
                 self.end_host(key, HostEnd::Memory { rss_mb: rss, budget_mb: budget });
@@ -950,9 +1002,9 @@ impl State {
                 alone: run.alone,
             };
             match policy::lost_run_verdict(&end, view, in_host) {
-                LostVerdict::Restart { wall_time_ms } => {
+                LostVerdict::Restart { wall_time_ms, alone } => {
                     run.restarts += 1;
-                    run.alone = true;
+                    run.alone = alone;
                     run.overdue = false;
                     run.budget = EventBudget::new(run.bridge, run.stream_console);
                     if let Some(plan) = run.plan.as_mut() {

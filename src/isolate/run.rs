@@ -301,7 +301,7 @@ impl RunShared {
                 Step::Quarantine => match clock {
                     // SAFETY: the thread is alive: it exits only after `thread_exited`,
                     // which waits for the `ending` lock held here.
-                    Some(clock) => unsafe { crate::limits::quarantine::quarantine(clock.pthread()) },
+                    Some(clock) => unsafe { crate::limits::quarantine::quarantine(clock.pthread(), clock.tid()) },
                     None => debug_assert!(false, "isolet run {}: quarantine without a thread", self.id),
                 },
                 Step::ReleaseSlot { quarantined } => {

@@ -6,6 +6,8 @@ use std::time::Duration;
 #[derive(Clone, Copy)]
 pub(crate) struct ThreadClock {
     pthread: libc::pthread_t,
+    /// The kernel's id of the thread (what a process outside names it by).
+    tid: libc::pid_t,
     clock: libc::clockid_t,
     at_start: Duration,
 }
@@ -28,7 +30,9 @@ impl ThreadClock {
             libc::pthread_getcpuclockid(me, &mut clock);
             (me, clock)
         };
-        ThreadClock { pthread, clock, at_start: read(clock) }
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t;
+        ThreadClock { pthread, tid, clock, at_start: read(clock) }
     }
 
     /// CPU time the thread has used since `start_on_current_thread`. The thread must
@@ -40,5 +44,9 @@ impl ThreadClock {
     /// The thread, for quarantine.
     pub(crate) fn pthread(&self) -> libc::pthread_t {
         self.pthread
+    }
+
+    pub(crate) fn tid(&self) -> libc::pid_t {
+        self.tid
     }
 }

@@ -8,8 +8,13 @@
 //! as after any run and leaves the count. Only a process boundary can reclaim one that
 //! never finishes.
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 static QUARANTINED: AtomicUsize = AtomicUsize::new(0);
+/// Quarantined threads this process could not lower itself (a sandbox host's seccomp
+/// filter lets it change the scheduling of its main thread only): their ids, for the
+/// parent, which lowers them from outside.
+static NOT_LOWERED: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
 /// The code Node's main thread is exiting with, recorded by lib/native.js from
 /// `process.on('exit')`.
 static EXIT_CODE: AtomicI32 = AtomicI32::new(0);
@@ -55,11 +60,30 @@ pub(crate) fn max_quarantined() -> usize {
 /// # Safety
 /// `thread` must be a live isolate thread that cannot exit during this call (the
 /// caller holds the run's `ending` lock, which the thread takes before it exits).
-pub(crate) unsafe fn quarantine(thread: libc::pthread_t) {
+pub(crate) unsafe fn quarantine(thread: libc::pthread_t, tid: libc::pid_t) {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: the caller guarantees `thread` is alive for this call.
-    unsafe { libc::pthread_setschedparam(thread, libc::SCHED_IDLE, &param) };
+    if unsafe { libc::pthread_setschedparam(thread, libc::SCHED_IDLE, &param) } != 0 {
+        super::lock(&NOT_LOWERED).push(tid);
+    }
     QUARANTINED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// The quarantined threads not lowered yet (each reported once).
+pub(crate) fn take_not_lowered() -> Vec<libc::pid_t> {
+    std::mem::take(&mut *super::lock(&NOT_LOWERED))
+}
+
+/// Lowers thread `tid` of process `pid` (a child of ours) to SCHED_IDLE, if it is one of
+/// that process's threads. False when it is not, or the call failed.
+pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
+    if tid == 0 || !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+        return false;
+    }
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a system call on a thread id of our own child; lowering a thread's
+    // priority needs no privilege and harms no one but that child.
+    unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_IDLE, &param) == 0 }
 }
 
 /// A quarantined thread finished on its own and disposed its isolate.

@@ -166,6 +166,15 @@ impl Channel {
         }
     }
 
+    /// Asks the parent to lower the stuck threads this process could not lower itself.
+    fn report_not_lowered(&self) {
+        let tids = crate::limits::quarantine::take_not_lowered();
+        for chunk in tids.chunks(frame::MAX_LOWER_TIDS) {
+            let tids: Vec<u32> = chunk.iter().map(|&t| t as u32).collect();
+            self.send(frame::encode_lower(&tids), &[]);
+        }
+    }
+
     fn health(&self) -> WireHealth {
         let s = self.engine.stats();
         WireHealth {
@@ -190,6 +199,7 @@ impl Channel {
             }
             std::thread::sleep(HEALTH_DELAY);
             *lock(&self.health_due) = false;
+            self.report_not_lowered();
             self.send(self.health().encode(), &[]);
         }
     }
@@ -356,6 +366,8 @@ impl EventSink for ChannelSink {
 
     fn done(&self, completion: Completion) {
         lock(&self.ch.runs).remove(&self.run_id);
+        // A run abandoned by the watchdog quarantined its thread just before this.
+        self.ch.report_not_lowered();
         let s = completion.stats;
         let (result, output) = match completion.result {
             Ok(bytes) => (Ok(()), bytes),

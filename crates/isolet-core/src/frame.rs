@@ -40,6 +40,10 @@ pub enum Kind {
     Invalid = 23,
     /// The host shut down as asked and is exiting.
     Bye = 24,
+    /// Threads of the host stuck in runs that ignored termination, which it could not
+    /// lower to idle priority itself (its seccomp filter allows that for its main thread
+    /// only): the parent lowers them.
+    Lower = 25,
 }
 
 impl Kind {
@@ -61,6 +65,7 @@ impl Kind {
             22 => Kind::Ready,
             23 => Kind::Invalid,
             24 => Kind::Bye,
+            25 => Kind::Lower,
             _ => return None,
         })
     }
@@ -716,6 +721,33 @@ impl WireReady {
     }
 }
 
+/// Most thread ids one `Lower` frame may carry.
+pub const MAX_LOWER_TIDS: usize = 64;
+
+/// `Lower`: thread ids.
+pub fn encode_lower(tids: &[u32]) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::Lower, 0, 0, 4 + 4 * tids.len());
+    w.u32(tids.len() as u32);
+    for t in tids {
+        w.u32(*t);
+    }
+    w.finish()
+}
+
+pub fn decode_lower(payload: &[u8]) -> Result<Vec<u32>, FrameError> {
+    let mut r = Reader::new(payload);
+    let n = r.u32()? as usize;
+    if n > MAX_LOWER_TIDS {
+        return Err(FrameError::Invalid("more thread ids than a host has stuck"));
+    }
+    let mut tids = Vec::with_capacity(n);
+    for _ in 0..n {
+        tids.push(r.u32()?);
+    }
+    r.end()?;
+    Ok(tids)
+}
+
 /// `Invalid`: why the host cannot serve with the engine's configuration.
 pub fn encode_invalid(message: &str) -> Vec<u8> {
     let mut w = FrameWriter::new(Kind::Invalid, 0, 0, message.len() + 4);
@@ -798,6 +830,10 @@ mod tests {
         }
         let frame = encode_invalid("bad module");
         assert_eq!(decode_invalid(payload(&frame).1).unwrap(), "bad module");
+        let frame = encode_lower(&[7, 9]);
+        assert_eq!(decode_lower(payload(&frame).1).unwrap(), [7, 9]);
+        let too_many: Vec<u32> = (0..=MAX_LOWER_TIDS as u32).collect();
+        assert!(decode_lower(payload(&encode_lower(&too_many)).1).is_err());
     }
 
     #[test]

@@ -32,6 +32,16 @@ pub fn run_deadline_ms(wall_time_ms: u64) -> u64 {
     wall_time_ms.saturating_add(deadline_grace_ms())
 }
 
+/// A run unanswered this long past its wall limit is probably stuck in a built-in that
+/// ignores termination (a run that can be stopped answers within milliseconds): its host
+/// is replaced from then on, so the replacement is up when the host stops taking work.
+pub const SUSPECT_AFTER_MS: u64 = 100;
+
+/// Whether a run `elapsed_ms` into a wall limit of `wall_time_ms` makes its host suspect.
+pub fn suspect(elapsed_ms: u64, wall_time_ms: u64) -> bool {
+    elapsed_ms >= wall_time_ms.saturating_add(SUSPECT_AFTER_MS)
+}
+
 /// A host that does not report ready in this time is ended and replaced.
 pub const START_TIMEOUT_MS: u64 = 15_000;
 /// After a host exits, how long its run channel may stay open (held by a descendant,
@@ -66,10 +76,33 @@ pub fn run_allowance_mb(memory_mb: u32) -> u64 {
 pub const BASE_SLACK_MB: u64 = 96;
 
 /// The resident memory a host may have now: its base (ready RSS + `BASE_SLACK_MB`) and
-/// the allowance of every run in flight in it.
+/// the allowance of every run in flight in it, or that ended less than `LINGER_MS` ago
+/// (a run answers before its isolate is disposed: its memory is still resident then).
 pub fn host_budget_mb(ready_rss_mb: u64, runs_memory_mb: impl IntoIterator<Item = u32>) -> u64 {
     let runs: u64 = runs_memory_mb.into_iter().map(run_allowance_mb).sum();
     ready_rss_mb + BASE_SLACK_MB + runs
+}
+
+/// How long a run's allowance stays in its host's budget after the run answered.
+pub const LINGER_MS: u64 = 150;
+
+/// Allowances of runs that ended recently in one host: (memory MB, ended at ms).
+#[derive(Debug, Clone, Default)]
+pub struct Lingering {
+    ended: Vec<(u32, u64)>,
+}
+
+impl Lingering {
+    pub fn ended(&mut self, memory_mb: u32, now_ms: u64) {
+        self.ended.push((memory_mb, now_ms));
+    }
+
+    /// The memory limits of runs that ended less than `LINGER_MS` before `now_ms` (older
+    /// entries are forgotten).
+    pub fn current(&mut self, now_ms: u64) -> impl Iterator<Item = u32> + '_ {
+        self.ended.retain(|&(_, at)| now_ms.saturating_sub(at) < LINGER_MS);
+        self.ended.iter().map(|&(mb, _)| mb)
+    }
 }
 
 // ---- starts ----------------------------------------------------------------------
@@ -371,6 +404,9 @@ pub enum HostEnd {
     StartTimeout,
     /// The engine shut down, or this process is exiting.
     Shutdown,
+    /// More hosts serve than the engine keeps (a replacement came up for a host that
+    /// turned out well): an idle one is ended.
+    Surplus,
     /// It ended on its own: a signal or an exit status (`signal SIGSEGV`, `exit code 134`),
     /// and whether its last words were those of an out-of-memory death.
     Crash { reason: String, oom: bool },
@@ -386,7 +422,7 @@ impl HostEnd {
             HostEnd::Stuck => Some("stuck"),
             HostEnd::Protocol(_) => Some("protocol"),
             HostEnd::StartTimeout => Some("start-timeout"),
-            HostEnd::Shutdown | HostEnd::Crash { .. } => None,
+            HostEnd::Shutdown | HostEnd::Surplus | HostEnd::Crash { .. } => None,
         }
     }
 }
@@ -423,28 +459,30 @@ pub struct LostRun {
 /// What becomes of a run whose host ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LostVerdict {
-    /// Start it again, alone on a host, with this much of its wall limit left.
-    Restart { wall_time_ms: u64 },
+    /// Start it again with this much of its wall limit left; `alone` on a host when it
+    /// may have been the culprit (so a culprit started again ends only its own host).
+    Restart { wall_time_ms: u64, alone: bool },
     Fail(Failure),
 }
 
 /// The verdict for run `run` of a host that ended for `end`, with `runs_in_host` runs
 /// in flight at the end. A run is started again only if nothing of it was seen outside,
 /// it has not been started again before, it was not itself overdue, the end was not a
-/// shutdown, another run shared the host (so it may not be the one to blame), and enough
-/// of its wall limit is left. Everything else fails with the end's typed failure.
+/// shutdown, it may not be the one to blame (the culprit is known: the stuck or overdue
+/// run; or another run shared the host), and enough of its wall limit is left. Everything
+/// else fails with the end's typed failure.
 pub fn lost_run_verdict(end: &HostEnd, run: LostRun, runs_in_host: usize) -> LostVerdict {
     let left = run.wall_time_ms.saturating_sub(run.elapsed_ms);
+    let culprit_known = matches!(end, HostEnd::Stuck | HostEnd::Overdue);
     let restartable = !run.seen_outside
         && !run.overdue
-        && !run.alone
+        && (culprit_known || (!run.alone && runs_in_host > 1))
         && run.restarts < MAX_RESTARTS_PER_RUN
-        && runs_in_host > 1
-        && *end != HostEnd::Shutdown
+        && !matches!(end, HostEnd::Shutdown | HostEnd::Surplus)
         && !matches!(end, HostEnd::StartTimeout)
         && left >= MIN_RESTART_WALL_MS;
     if restartable {
-        return LostVerdict::Restart { wall_time_ms: left };
+        return LostVerdict::Restart { wall_time_ms: left, alone: !culprit_known };
     }
     LostVerdict::Fail(lost_run_failure(end, run))
 }
@@ -473,7 +511,7 @@ pub fn lost_run_failure(end: &HostEnd, run: LostRun) -> Failure {
             ErrorKind::Crashed,
             "Another run in the same sandbox host process could not be stopped, so the process was ended with every run in it",
         ),
-        HostEnd::Shutdown => Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"),
+        HostEnd::Shutdown | HostEnd::Surplus => Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"),
         HostEnd::Crash { reason, oom: true } => Failure::new(
             ErrorKind::MemoryLimit,
             format!("The sandbox host process ran out of memory ({reason}) and was ended, with every run in it"),
@@ -503,18 +541,19 @@ pub fn start_failure(why: &str, stderr_tail: &str) -> Failure {
 }
 
 /// What to do with a host that reported a thread stuck in a run that ignored termination
-/// (its run already answered as timed out). Its other runs: `neighbours_seen` says
-/// whether any of them has been seen outside. If none has, the host is ended now and
-/// they start again elsewhere (the stuck thread takes no more CPU); otherwise it takes
-/// no new work and is ended once they finish.
+/// (its run already answered as timed out; the thread lowered to idle priority, so it
+/// takes only CPU nobody else wants). With no other run in it, it is ended now; else it
+/// takes no new work, a replacement starts at once, and it is ended once its other runs
+/// finish: they keep what they have done (starting them again elsewhere would throw it
+/// away, and is not possible at all for a run that has been seen outside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StuckVerdict {
     EndNow,
     Drain,
 }
 
-pub fn stuck_verdict(neighbours: usize, neighbours_seen: bool) -> StuckVerdict {
-    if neighbours == 0 || !neighbours_seen {
+pub fn stuck_verdict(neighbours: usize) -> StuckVerdict {
+    if neighbours == 0 {
         StuckVerdict::EndNow
     } else {
         StuckVerdict::Drain
@@ -562,6 +601,25 @@ mod tests {
         assert_eq!(run_allowance_mb(64), 160);
         assert_eq!(host_budget_mb(50, []), 50 + BASE_SLACK_MB);
         assert_eq!(host_budget_mb(50, [64, 128]), 50 + BASE_SLACK_MB + 160 + 288);
+    }
+
+    #[test]
+    fn a_run_that_just_ended_keeps_its_allowance_for_a_while() {
+        let mut l = Lingering::default();
+        l.ended(64, 1000);
+        l.ended(128, 1200);
+        assert_eq!(l.current(1100).collect::<Vec<_>>(), [64, 128]);
+        assert_eq!(l.current(1000 + LINGER_MS).collect::<Vec<_>>(), [128]);
+        assert_eq!(l.current(1200 + LINGER_MS).count(), 0);
+        assert_eq!(host_budget_mb(10, l.current(0).chain([64])), 10 + BASE_SLACK_MB + 160);
+    }
+
+    #[test]
+    fn a_run_well_past_its_wall_limit_makes_its_host_suspect() {
+        assert!(!suspect(300 + SUSPECT_AFTER_MS - 1, 300));
+        assert!(suspect(300 + SUSPECT_AFTER_MS, 300));
+        assert!(!suspect(u64::MAX - 1, u64::MAX));
+        assert!(SUSPECT_AFTER_MS < WATCHDOG_GRACE_MS, "suspected before the host's watchdog gives up");
     }
 
     #[test]
@@ -714,9 +772,12 @@ mod tests {
     #[test]
     fn a_neighbour_nobody_has_seen_is_started_again_with_the_time_it_has_left() {
         let end = HostEnd::Memory { rss_mb: 900, budget_mb: 500 };
-        assert_eq!(lost_run_verdict(&end, lost(false, 0, 1200), 2), LostVerdict::Restart { wall_time_ms: 3800 });
+        assert_eq!(lost_run_verdict(&end, lost(false, 0, 1200), 2), LostVerdict::Restart { wall_time_ms: 3800, alone: true });
         let crash = HostEnd::Crash { reason: "signal SIGSEGV".into(), oom: false };
-        assert_eq!(lost_run_verdict(&crash, lost(false, 0, 0), 3), LostVerdict::Restart { wall_time_ms: 5000 });
+        assert_eq!(lost_run_verdict(&crash, lost(false, 0, 0), 3), LostVerdict::Restart { wall_time_ms: 5000, alone: true });
+        // The stuck or overdue run is the culprit: its one neighbour is not, and need not run alone.
+        assert_eq!(lost_run_verdict(&HostEnd::Stuck, lost(false, 0, 0), 1), LostVerdict::Restart { wall_time_ms: 5000, alone: false });
+        assert_eq!(lost_run_verdict(&HostEnd::Overdue, lost(false, 0, 0), 2), LostVerdict::Restart { wall_time_ms: 5000, alone: false });
     }
 
     #[test]
@@ -744,10 +805,9 @@ mod tests {
     }
 
     #[test]
-    fn a_stuck_host_ends_now_unless_a_neighbour_has_been_seen() {
-        assert_eq!(stuck_verdict(0, false), StuckVerdict::EndNow);
-        assert_eq!(stuck_verdict(2, false), StuckVerdict::EndNow);
-        assert_eq!(stuck_verdict(1, true), StuckVerdict::Drain);
+    fn a_stuck_host_ends_now_unless_other_runs_are_in_it() {
+        assert_eq!(stuck_verdict(0), StuckVerdict::EndNow);
+        assert_eq!(stuck_verdict(2), StuckVerdict::Drain);
     }
 
     #[test]

@@ -103,6 +103,10 @@ pub enum Kind {
     WasmModules,
     /// Shaped and checked in JS (an AbortSignal); accepted as given.
     Shaped,
+    /// `true` or `false`.
+    Bool,
+    /// A function (a callback the entry point calls).
+    Function,
 }
 
 /// One public option: its name, kind, default (for whole numbers) and the names it is
@@ -253,19 +257,24 @@ fn join(prefix: &str, name: &str) -> String {
 /// common stem (`maxConcurrency` -> `maxConcurrentIsolates`), a small edit distance, or a
 /// known alias (`wallTimeMs` -> `timeoutMs` in runSandbox).
 pub fn suggest(given: &str, table: &[Opt]) -> Option<&'static str> {
-    let g = given.to_ascii_lowercase();
     if let Some(o) = table.iter().find(|o| o.aliases.iter().any(|a| a.eq_ignore_ascii_case(given))) {
         return Some(o.name);
     }
-    let mut best: Option<(usize, &'static str)> = None;
-    for o in table {
-        let k = o.name.to_ascii_lowercase();
+    nearest(given, table.iter().map(|o| o.name))
+}
+
+/// The nearest of `names` to `given` by spelling alone (no aliases), if one is close.
+pub fn nearest<'n>(given: &str, names: impl IntoIterator<Item = &'n str>) -> Option<&'n str> {
+    let g = given.to_ascii_lowercase();
+    let mut best: Option<(usize, &'n str)> = None;
+    for name in names {
+        let k = name.to_ascii_lowercase();
         let distance = edit_distance(&g, &k);
         let prefix = g.bytes().zip(k.bytes()).take_while(|(a, b)| a == b).count();
         let shorter = g.len().min(k.len());
         let close = distance <= (k.len() / 3).max(2) || (prefix >= 4 && prefix * 5 >= shorter * 3);
         if close && best.is_none_or(|(d, _)| distance < d) {
-            best = Some((distance, o.name));
+            best = Some((distance, name));
         }
     }
     best.map(|(_, name)| name)
@@ -1020,5 +1029,568 @@ mod tests {
         assert_eq!(plan(s("acme")).unwrap().tenant.as_deref(), Some("acme"));
         let e = plan(names(&["acme"])).unwrap_err();
         assert_eq!((e.path.as_str(), e.message.as_str()), ("request.tenant", "request.tenant must be a non-empty string of at most 256 bytes, got an array"));
+    }
+}
+
+// The other entry points: the CLI (`isolet run`, `isolet mcp`, `isolet autofix`), Code
+// Mode's `IsoletExecutor`, `autoFix(options)`, the MCP tool's arguments and the capability
+// factories. Each has a table under its own names; what they share with runSandbox and
+// the engine (time, memory, language, isolation) takes its range from the same constants.
+
+/// A command-line flag and the option of its command's table that it sets.
+#[derive(Debug, Clone, Copy)]
+pub struct Flag {
+    /// Without the leading `--`.
+    pub flag: &'static str,
+    pub option: &'static str,
+}
+
+const fn flag(flag: &'static str, option: &'static str) -> Flag {
+    Flag { flag, option }
+}
+
+/// Isolates the CLI's engine runs at once unless its `engine` config says otherwise.
+pub const CLI_MAX_CONCURRENT_ISOLATES: u64 = 2;
+/// Warm isolates of the CLI's engine unless its `engine` config says otherwise.
+pub const CLI_WARM_POOL_SIZE: u64 = 1;
+
+/// `isolet run` and `isolet mcp`, as `--config` keys (`CLI_FLAGS` are the flags).
+/// `cpuTimeMs` has no default of its own: it is the wall-clock limit.
+pub const CLI_SETTINGS: &[Opt] = &[
+    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_WALL_TIME_MS), &["wallTimeMs", "timeout"]),
+    whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
+    whole("memoryMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memoryLimitMb", "memory"]),
+    opt("language", Kind::OneOf(LANGUAGES)),
+    opt("isolation", Kind::OneOf(ISOLATION_MODES)),
+    opt("readDir", Kind::Text),
+    Opt { name: "allowOrigins", kind: Kind::Names, default: None, aliases: &["allowedOrigins"] },
+    opt("engine", Kind::Object(ENGINE_CONFIG)),
+];
+
+/// The flags of `isolet run` and `isolet mcp` that set `CLI_SETTINGS`.
+pub const CLI_FLAGS: &[Flag] = &[
+    flag("timeout-ms", "timeoutMs"),
+    flag("cpu-time-ms", "cpuTimeMs"),
+    flag("memory-mb", "memoryMb"),
+    flag("language", "language"),
+    flag("isolation", "isolation"),
+    flag("read-dir", "readDir"),
+    flag("allow-origin", "allowOrigins"),
+];
+
+/// Default of `new IsoletExecutor({ timeout })`, as in Code Mode's DynamicWorkerExecutor.
+pub const DEFAULT_CODEMODE_TIMEOUT_MS: u64 = 60_000;
+
+/// `new IsoletExecutor(options)`'s own options; its other options are `ENGINE_CONFIG`'s.
+/// `timeout` is the wall-clock limit of a run, and its CPU-time limit unless
+/// `defaultIsolateLimits.cpuTimeMs` says otherwise.
+pub const CODEMODE_EXECUTOR: &[Opt] = &[
+    whole("timeout", 1, MAX_TIME_MS, Some(DEFAULT_CODEMODE_TIMEOUT_MS), &["timeoutMs", "wallTimeMs"]),
+    opt("language", Kind::OneOf(LANGUAGES)),
+];
+
+/// How long autoFix waits for the provider by default.
+pub const DEFAULT_PROVIDER_TIMEOUT_MS: u64 = 60_000;
+/// Largest suggestion and largest file autoFix takes by default: 1 MiB.
+pub const DEFAULT_AUTOFIX_MAX_BYTES: u64 = 1 << 20;
+
+/// `autoFix(options)`. The sandbox limits default to runSandbox's.
+pub const AUTOFIX_OPTIONS: &[Opt] = &[
+    opt("filePath", Kind::Text),
+    opt("root", Kind::Text),
+    opt("instruction", Kind::Text),
+    opt("test", Kind::Text),
+    opt("provider", Kind::Shaped),
+    opt("apiKey", Kind::Text),
+    opt("baseURL", Kind::Text),
+    opt("model", Kind::Text),
+    opt("autoApprove", Kind::Bool),
+    opt("approve", Kind::Function),
+    opt("auditLog", Kind::Text),
+    opt("language", Kind::OneOf(LANGUAGES)),
+    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memoryMb", "memory"]),
+    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_WALL_TIME_MS), &["timeout", "wallTimeMs"]),
+    whole("providerTimeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_PROVIDER_TIMEOUT_MS), &["providerTimeout"]),
+    whole("maxSuggestionBytes", 1, MAX_BYTES, Some(DEFAULT_AUTOFIX_MAX_BYTES), &[]),
+    whole("maxFileBytes", 1, MAX_BYTES, Some(DEFAULT_AUTOFIX_MAX_BYTES), &[]),
+];
+
+/// The flags of `isolet autofix` that set `AUTOFIX_OPTIONS` numbers.
+pub const AUTOFIX_FLAGS: &[Flag] =
+    &[flag("timeout", "timeoutMs"), flag("memory", "memoryLimitMb"), flag("provider-timeout", "providerTimeoutMs")];
+
+/// The `run_code` tool's arguments (`isolet mcp`).
+pub const MCP_RUN_CODE: &[Opt] = &[opt("code", Kind::Text), opt("language", Kind::OneOf(LANGUAGES))];
+
+/// Largest response body `createFetchCapability` accepts: it becomes one JS string.
+const MAX_FETCH_RESPONSE_BYTES: u64 = 256 << 20;
+/// `Number.MAX_SAFE_INTEGER`.
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// `createFetchCapability(options)`. The entries of `allowedOrigins` and `allowedMethods`
+/// (URLs, HTTP methods) are checked where they are used, in lib/capabilities/fetch.js.
+pub const FETCH_CAPABILITY: &[Opt] = &[
+    Opt { name: "allowedOrigins", kind: Kind::Names, default: None, aliases: &["allowOrigins", "origins"] },
+    whole("timeoutMs", 1, MAX_TIME_MS, Some(10_000), &["timeout"]),
+    whole("maxResponseBytes", 0, MAX_FETCH_RESPONSE_BYTES, Some(5 << 20), &[]),
+    whole("maxRequestBytes", 0, MAX_SAFE_INTEGER, Some(1 << 20), &[]),
+    Opt { name: "allowedMethods", kind: Kind::Names, default: None, aliases: &["methods"] },
+];
+
+/// `createFileReadCapability(dir, options)`. A file over 256 MiB could not become one JS
+/// string (base64 grows it by a third); `maxReadsInFlight` bounds one run's reads at once,
+/// so that a readFile storm cannot queue unbounded work and buffers on the host.
+pub const FILE_READ_CAPABILITY: &[Opt] = &[
+    whole("maxBytes", 0, 256 << 20, Some(10 << 20), &[]),
+    whole("maxReadsInFlight", 1, 1024, Some(8), &[]),
+];
+
+/// The defaults of `table`'s numbers, by name (for help texts and exported constants).
+pub fn defaults_of(table: &[Opt]) -> Vec<(&'static str, u64)> {
+    table.iter().filter_map(|o| Some((o.name, o.default?))).collect()
+}
+
+/// The language of a source file by its name: TypeScript for `.ts`, `.mts` and `.cts`.
+pub fn language_of_file(path: &str) -> &'static str {
+    let lower = path.to_ascii_lowercase();
+    if [".ts", ".mts", ".cts"].iter().any(|ext| lower.ends_with(ext)) { "typescript" } else { "javascript" }
+}
+
+/// The message for a flag `command` does not know (`known` without their `--`), with the
+/// nearest known flag when one is close.
+pub fn unknown_flag(command: &str, given: &str, known: &[&str]) -> String {
+    let name = given.trim_start_matches('-');
+    let hint = match nearest(name, known.iter().copied()) {
+        Some(near) => format!("did you mean --{near}?"),
+        None => format!("see {command} --help"),
+    };
+    format!("{given} is not a known option of {command}; {hint}")
+}
+
+impl<'a> Fields<'a> {
+    fn bool(&self, name: &str) -> Result<Option<bool>, OptionsError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Raw::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(self.wrong(name, "a boolean", v)),
+        }
+    }
+
+    fn function(&self, name: &str) -> Result<bool, OptionsError> {
+        match self.get(name) {
+            None => Ok(false),
+            Some(Raw::Function) => Ok(true),
+            Some(v) => Err(self.wrong(name, "a function", v)),
+        }
+    }
+
+    /// A string that must be given and not be empty.
+    fn required_text(&self, name: &str) -> Result<&'a str, OptionsError> {
+        match self.get(name) {
+            Some(Raw::String(s)) if !s.is_empty() => Ok(s),
+            v => Err(self.wrong(name, "a non-empty string", v.unwrap_or(&Raw::Undefined))),
+        }
+    }
+
+    /// An array of strings, non-empty unless `may_be_empty` (`what` names an entry in the message).
+    fn strings(&self, name: &str, what: &str, may_be_empty: bool) -> Result<Option<Vec<String>>, OptionsError> {
+        let Some(v) = self.get(name) else { return Ok(None) };
+        match v {
+            Raw::Array(items) if (may_be_empty || !items.is_empty()) && items.iter().all(|i| matches!(i, Raw::String(_))) => {
+                Ok(Some(items.iter().filter_map(|i| if let Raw::String(s) = i { Some(s.clone()) } else { None }).collect()))
+            }
+            _ => Err(self.wrong(name, &format!("{} of {what}", if may_be_empty { "an array" } else { "a non-empty array" }), v)),
+        }
+    }
+
+    fn wrong(&self, name: &str, expected: &str, got: &Raw) -> OptionsError {
+        let path = self.path(name);
+        err(&path, format!("{path} must be {expected}, got {}", got.describe()))
+    }
+}
+
+/// Flag values (strings, arrays for a repeated flag) as the options they set: digits
+/// become numbers for number options; anything else stays as given, for the message.
+/// Flags that set no option of `table` (`--config`, `--help`) are left out.
+fn options_of_flags(flags: &Raw, map: &[Flag], table: &[Opt]) -> Raw {
+    let Raw::Object(entries) = flags else { return Raw::Undefined };
+    let options = entries.iter().filter_map(|(name, value)| {
+        let set = map.iter().find(|f| f.flag == name)?;
+        let number = matches!(table.iter().find(|o| o.name == set.option)?.kind, Kind::Whole { .. });
+        let value = match value {
+            Raw::String(s) if number && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+                s.parse::<f64>().map_or_else(|_| value.clone(), Raw::Number)
+            }
+            _ => value.clone(),
+        };
+        Some((set.option.to_string(), value))
+    });
+    Raw::Object(options.collect())
+}
+
+/// `e` about an option a flag set, told under the flag: `--timeout-ms must be ...`.
+fn as_flag(e: OptionsError, map: &[Flag]) -> OptionsError {
+    let Some(set) = map.iter().find(|f| f.option == e.path) else { return e };
+    let path = format!("--{}", set.flag);
+    let message = match e.message.strip_prefix(e.path.as_str()) {
+        Some(rest) => format!("{path}{rest}"),
+        None => e.message,
+    };
+    OptionsError { path, message }
+}
+
+/// `e` about a part of something bigger: `engine.processes` of the CLI's config.
+fn within(prefix: &str, e: OptionsError) -> OptionsError {
+    let path = join(prefix, &e.path);
+    let message = match e.message.strip_prefix(e.path.as_str()) {
+        Some(rest) if !e.path.is_empty() => format!("{path}{rest}"),
+        _ => format!("{prefix}: {}", e.message),
+    };
+    OptionsError { path, message }
+}
+
+/// What `isolet run` and `isolet mcp` run with, from flags, `--config` and the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CliSettings {
+    pub limits: IsolateLimits,
+    /// The flag's or file's language, else (with a source file) by its name; `None`: the
+    /// caller's (the MCP tool's argument, else JavaScript).
+    pub language: Option<&'static str>,
+    pub isolation: Option<Isolation>,
+    pub read_dir: Option<String>,
+    pub allow_origins: Vec<String>,
+    pub max_concurrent_isolates: u32,
+    pub warm_pool_size: u32,
+}
+
+/// One source's CLI settings, checked.
+struct CliValues {
+    timeout_ms: Option<u64>,
+    cpu_time_ms: Option<u64>,
+    memory_mb: Option<u64>,
+    language: Option<&'static str>,
+    isolation: Option<&'static str>,
+    read_dir: Option<String>,
+    allow_origins: Option<Vec<String>>,
+}
+
+fn cli_values(f: &Fields) -> Result<CliValues, OptionsError> {
+    Ok(CliValues {
+        timeout_ms: f.whole("timeoutMs")?,
+        cpu_time_ms: f.whole("cpuTimeMs")?,
+        memory_mb: f.whole("memoryMb")?,
+        language: f.one_of("language")?,
+        isolation: f.one_of("isolation")?,
+        read_dir: f.text("readDir")?.map(str::to_string),
+        allow_origins: f.strings("allowOrigins", "origin strings", true)?,
+    })
+}
+
+/// `isolet run` / `isolet mcp` settings: `flags` as parsed (flag name -> string, or array
+/// of strings for `--allow-origin`) win over `config`, the parsed JSON of `config_file`.
+/// `source_file` is the file `isolet run` runs, for its language.
+pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source_file: Option<&str>) -> Result<CliSettings, OptionsError> {
+    let flag_options = options_of_flags(flags, CLI_FLAGS, CLI_SETTINGS);
+    let given = fields("", "the command line", &flag_options, CLI_SETTINGS).and_then(|f| cli_values(&f)).map_err(|e| as_flag(e, CLI_FLAGS))?;
+    let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
+    let (file, concurrency, warm) = match config {
+        Raw::Undefined => (None, None, None),
+        Raw::Object(_) => {
+            let f = fields("", "the config file", config, CLI_SETTINGS).map_err(in_file)?;
+            let values = cli_values(&f).map_err(in_file)?;
+            // The whole engine config is checked here, so that a bad value is blamed on its key.
+            let engine = f.object("engine").map_err(in_file)?;
+            let raw = Raw::Object(engine.values.iter().map(|(o, v)| (o.name.to_string(), (*v).clone())).collect());
+            EngineConfig::from_raw(&raw).map_err(|e| in_file(within("engine", e)))?;
+            (Some(values), engine.whole("maxConcurrentIsolates").map_err(in_file)?, engine.whole("warmPoolSize").map_err(in_file)?)
+        }
+        other => return Err(in_file(err("", format!("must hold a JSON object, got {}", other.describe())))),
+    };
+    let file = file.as_ref();
+    let wall_time_ms = given.timeout_ms.or(file.and_then(|v| v.timeout_ms)).unwrap_or(DEFAULT_WALL_TIME_MS);
+    let limits = IsolateLimits {
+        memory_mb: given.memory_mb.or(file.and_then(|v| v.memory_mb)).unwrap_or(DEFAULT_RUN_MEMORY_MB as u64) as u32,
+        wall_time_ms,
+        cpu_time_ms: Some(given.cpu_time_ms.or(file.and_then(|v| v.cpu_time_ms)).unwrap_or(wall_time_ms)),
+    };
+    Ok(CliSettings {
+        limits,
+        language: given.language.or(file.and_then(|v| v.language)).or(source_file.map(language_of_file)),
+        isolation: Isolation::parse(given.isolation.or(file.and_then(|v| v.isolation))),
+        read_dir: given.read_dir.or(file.and_then(|v| v.read_dir.clone())),
+        allow_origins: given.allow_origins.or(file.and_then(|v| v.allow_origins.clone())).unwrap_or_default(),
+        max_concurrent_isolates: concurrency.unwrap_or(CLI_MAX_CONCURRENT_ISOLATES) as u32,
+        warm_pool_size: warm.unwrap_or(CLI_WARM_POOL_SIZE) as u32,
+    })
+}
+
+/// `isolet autofix`'s number flags, checked under the flags' names; the options they set
+/// (`timeoutMs`, ...), to hand to `autoFix`.
+pub fn autofix_flags(flags: &Raw) -> Result<Vec<(&'static str, u64)>, OptionsError> {
+    let options = options_of_flags(flags, AUTOFIX_FLAGS, AUTOFIX_OPTIONS);
+    let f = fields("", "isolet autofix", &options, AUTOFIX_OPTIONS).map_err(|e| as_flag(e, AUTOFIX_FLAGS))?;
+    let mut set = Vec::new();
+    for Flag { option, .. } in AUTOFIX_FLAGS {
+        if let Some(n) = f.whole(option).map_err(|e| as_flag(e, AUTOFIX_FLAGS))? {
+            set.push((*option, n));
+        }
+    }
+    Ok(set)
+}
+
+/// What an `IsoletExecutor` runs with; its engine options go to `SandboxEngine` as given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodemodeSettings {
+    pub timeout_ms: u64,
+    /// The engine's `defaultIsolateLimits.cpuTimeMs`, else the timeout.
+    pub cpu_time_ms: u64,
+    pub language: &'static str,
+}
+
+/// Its own options, then the engine's: one list for names and suggestions.
+fn codemode_table() -> &'static [Opt] {
+    static TABLE: std::sync::OnceLock<Vec<Opt>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| CODEMODE_EXECUTOR.iter().chain(ENGINE_CONFIG).copied().collect())
+}
+
+/// Checks `new IsoletExecutor(options)`: its own options and the names of the engine's
+/// (their values are checked when the executor builds its engine, at construction).
+pub fn codemode_executor(options: &Raw) -> Result<CodemodeSettings, OptionsError> {
+    let f = fields("", "IsoletExecutor options", options, codemode_table())?;
+    let timeout_ms = f.whole_or_default("timeout")?;
+    Ok(CodemodeSettings {
+        timeout_ms,
+        cpu_time_ms: f.object("defaultIsolateLimits")?.whole("cpuTimeMs")?.unwrap_or(timeout_ms),
+        language: f.one_of("language")?.unwrap_or("javascript"),
+    })
+}
+
+/// autoFix's checked options, with the defaults filled in (the environment is JS's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoFixSettings {
+    /// `language`, else by the file's name.
+    pub language: &'static str,
+    pub memory_limit_mb: u32,
+    pub timeout_ms: u64,
+    pub provider_timeout_ms: u64,
+    pub max_suggestion_bytes: u64,
+    pub max_file_bytes: u64,
+    /// A custom provider's name (`custom` when it gives none); `None` for OpenAI.
+    pub custom_provider: Option<String>,
+}
+
+/// Checks `autoFix(options)`. JS hands `provider` over as `'openai'` or as
+/// `{ name, complete }` read from the object (its methods may live on a prototype).
+pub fn autofix_options(options: &Raw) -> Result<AutoFixSettings, OptionsError> {
+    if !matches!(options, Raw::Object(_)) {
+        return Err(err("options", format!("options must be an object, got {}", options.describe())));
+    }
+    let f = fields("options", "autoFix", options, AUTOFIX_OPTIONS)?;
+    let file_path = f.required_text("filePath")?;
+    f.required_text("root")?;
+    let instruction = f.get("instruction").unwrap_or(&Raw::Undefined);
+    if !matches!(instruction, Raw::String(s) if !s.trim().is_empty()) {
+        return Err(f.wrong("instruction", "a string that describes what is wrong", instruction));
+    }
+    for name in ["test", "apiKey", "baseURL", "model"] {
+        f.text(name)?;
+    }
+    if let Some(log) = f.text("auditLog")? {
+        if log.is_empty() || log.contains('\0') {
+            return Err(f.wrong("auditLog", "a non-empty path without NUL bytes", f.get("auditLog").unwrap_or(&Raw::Undefined)));
+        }
+    }
+    f.bool("autoApprove")?;
+    f.function("approve")?;
+    let custom_provider = match f.get("provider") {
+        None => None,
+        Some(Raw::String(s)) if s == "openai" => None,
+        Some(Raw::Object(entries)) if entries.iter().any(|(k, v)| k == "complete" && *v == Raw::Function) => {
+            let name = entries.iter().find_map(|(k, v)| match v {
+                Raw::String(s) if k == "name" && !s.is_empty() => Some(s.clone()),
+                _ => None,
+            });
+            Some(name.unwrap_or_else(|| "custom".to_string()))
+        }
+        Some(v) => return Err(f.wrong("provider", "'openai' or an object with a complete({ system, prompt, model, signal }) method", v)),
+    };
+    Ok(AutoFixSettings {
+        language: f.one_of("language")?.unwrap_or_else(|| language_of_file(file_path)),
+        memory_limit_mb: f.whole_or_default("memoryLimitMb")? as u32,
+        timeout_ms: f.whole_or_default("timeoutMs")?,
+        provider_timeout_ms: f.whole_or_default("providerTimeoutMs")?,
+        max_suggestion_bytes: f.whole_or_default("maxSuggestionBytes")?,
+        max_file_bytes: f.whole_or_default("maxFileBytes")?,
+        custom_provider,
+    })
+}
+
+/// Checks the `run_code` tool's arguments: its code, and its language if it names one.
+pub fn mcp_run_code(arguments: &Raw) -> Result<(String, Option<&'static str>), OptionsError> {
+    let f = fields("", "run_code arguments", arguments, MCP_RUN_CODE)?;
+    let code = code_of("code", f.get("code").unwrap_or(&Raw::Undefined))?;
+    Ok((code, f.one_of("language")?))
+}
+
+/// `createFetchCapability`'s checked limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchSettings {
+    pub allowed_origins: Vec<String>,
+    /// `None`: the capability's default methods.
+    pub allowed_methods: Option<Vec<String>>,
+    pub timeout_ms: u64,
+    pub max_response_bytes: u64,
+    pub max_request_bytes: u64,
+}
+
+pub fn fetch_capability(options: &Raw) -> Result<FetchSettings, OptionsError> {
+    if !matches!(options, Raw::Object(_)) {
+        return Err(err("options", format!("options must be an object with allowedOrigins, got {}", options.describe())));
+    }
+    let f = fields("", "createFetchCapability", options, FETCH_CAPABILITY)?;
+    let allowed_origins = f.strings("allowedOrigins", "origin strings", false)?;
+    let Some(allowed_origins) = allowed_origins else {
+        return Err(f.wrong("allowedOrigins", "a non-empty array of origin strings", &Raw::Undefined));
+    };
+    Ok(FetchSettings {
+        allowed_origins,
+        allowed_methods: f.strings("allowedMethods", "method names", false)?,
+        timeout_ms: f.whole_or_default("timeoutMs")?,
+        max_response_bytes: f.whole_or_default("maxResponseBytes")?,
+        max_request_bytes: f.whole_or_default("maxRequestBytes")?,
+    })
+}
+
+/// `createFileReadCapability`'s checked limits: `(maxBytes, maxReadsInFlight)`.
+pub fn file_read_capability(options: &Raw) -> Result<(u64, u64), OptionsError> {
+    if !matches!(options, Raw::Object(_) | Raw::Undefined) {
+        return Err(err("options", format!("options must be an object, got {}", options.describe())));
+    }
+    let f = fields("", "createFileReadCapability", options, FILE_READ_CAPABILITY)?;
+    Ok((f.whole_or_default("maxBytes")?, f.whole_or_default("maxReadsInFlight")?))
+}
+
+#[cfg(test)]
+mod entry_tests {
+    use super::*;
+
+    fn obj(entries: &[(&str, Raw)]) -> Raw {
+        Raw::Object(entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+    fn s(v: &str) -> Raw {
+        Raw::String(v.into())
+    }
+    fn num(n: f64) -> Raw {
+        Raw::Number(n)
+    }
+    fn cli(flags: Raw, config: Raw) -> Result<CliSettings, OptionsError> {
+        cli_settings(&flags, &config, Some("isolet.json"), None)
+    }
+
+    #[test]
+    fn cli_defaults_are_runsandboxs_and_cpu_follows_the_wall_clock() {
+        let c = cli(obj(&[]), Raw::Undefined).unwrap();
+        assert_eq!(c.limits, IsolateLimits { memory_mb: 64, wall_time_ms: 5000, cpu_time_ms: Some(5000) });
+        assert_eq!((c.language, c.isolation, c.max_concurrent_isolates, c.warm_pool_size), (None, None, 2, 1));
+        let c = cli(obj(&[("timeout-ms", s("300"))]), Raw::Undefined).unwrap();
+        assert_eq!(c.limits.cpu_time_ms, Some(300));
+        let ts = cli_settings(&obj(&[]), &Raw::Undefined, None, Some("a/b.MTS")).unwrap();
+        assert_eq!(ts.language, Some("typescript"));
+    }
+
+    #[test]
+    fn cli_flags_win_over_the_config_file() {
+        let file = obj(&[("timeoutMs", num(200.0)), ("language", s("typescript")), ("allowOrigins", Raw::Array(vec![s("http://a")]))]);
+        let c = cli(obj(&[("timeout-ms", s("3000"))]), file.clone()).unwrap();
+        assert_eq!((c.limits.wall_time_ms, c.language), (3000, Some("typescript")));
+        assert_eq!(c.allow_origins, ["http://a"]);
+        assert!(cli(obj(&[]), obj(&[("allowOrigins", Raw::Array(vec![]))])).unwrap().allow_origins.is_empty());
+        let c = cli(obj(&[("isolation", s("thread"))]), obj(&[("engine", obj(&[("warmPoolSize", num(0.0))]))])).unwrap();
+        assert_eq!((c.isolation, c.warm_pool_size, c.max_concurrent_isolates), (Some(Isolation::Thread), 0, 2));
+    }
+
+    #[test]
+    fn cli_errors_name_the_flag_or_the_config_key() {
+        let e = cli(obj(&[("timeout-ms", s("soon"))]), Raw::Undefined).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("--timeout-ms", "--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'"));
+        let e = cli(obj(&[("memory-mb", s("0"))]), Raw::Undefined).unwrap_err();
+        assert_eq!(e.message, "--memory-mb must be a whole number from 8 to 8192, got 0");
+        let e = cli(obj(&[("language", s("python"))]), Raw::Undefined).unwrap_err();
+        assert_eq!(e.message, "--language must be 'javascript' or 'typescript', got 'python'");
+        let e = cli(obj(&[]), obj(&[("timeoutMs", s("fast"))])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: timeoutMs must be a whole number from 1 to 2147483647, got 'fast'");
+        let e = cli(obj(&[]), obj(&[("timeout", num(5.0))])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: timeout is not a known option of the config file; did you mean timeoutMs?");
+        let e = cli(obj(&[]), obj(&[("engine", obj(&[("processes", num(0.0))]))])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: engine.processes must be a whole number from 1 to 64, got 0");
+        let e = cli(obj(&[]), obj(&[("engine", obj(&[("maxConcurrency", num(1.0))]))])).unwrap_err();
+        assert!(e.message.ends_with("did you mean engine.maxConcurrentIsolates?"), "{}", e.message);
+        let e = cli(obj(&[]), Raw::Array(vec![])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: must hold a JSON object, got an array");
+        let e = cli(obj(&[]), obj(&[("allowOrigins", s("http://a"))])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: allowOrigins must be an array of origin strings, got 'http://a'");
+    }
+
+    #[test]
+    fn unknown_flags_suggest_the_nearest_flag() {
+        let known = ["timeout-ms", "memory-mb", "config", "help"];
+        assert_eq!(unknown_flag("isolet run", "--timeout", &known), "--timeout is not a known option of isolet run; did you mean --timeout-ms?");
+        assert_eq!(unknown_flag("isolet run", "--bogus", &known), "--bogus is not a known option of isolet run; see isolet run --help");
+    }
+
+    #[test]
+    fn autofix_flags_are_checked_under_their_names() {
+        assert_eq!(autofix_flags(&obj(&[("timeout", s("250")), ("root", s("."))])).unwrap(), [("timeoutMs", 250)]);
+        let e = autofix_flags(&obj(&[("memory", s("lots"))])).unwrap_err();
+        assert_eq!(e.message, "--memory must be a whole number from 8 to 8192, got 'lots'");
+    }
+
+    #[test]
+    fn codemode_has_its_own_timeout_and_the_engines_names() {
+        let c = codemode_executor(&Raw::Undefined).unwrap();
+        assert_eq!(c, CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript" });
+        let c = codemode_executor(&obj(&[("timeout", num(500.0)), ("defaultIsolateLimits", obj(&[("cpuTimeMs", num(100.0))]))])).unwrap();
+        assert_eq!((c.timeout_ms, c.cpu_time_ms), (500, 100));
+        let e = |o: Raw| codemode_executor(&o).unwrap_err().message;
+        assert_eq!(e(obj(&[("timeot", num(1.0))])), "timeot is not a known option of IsoletExecutor options; did you mean timeout?");
+        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, memoryMb"));
+        assert!(e(obj(&[("warmPool", num(1.0))])).ends_with("did you mean warmPoolSize?"));
+        assert_eq!(e(obj(&[("timeout", num(-1.0))])), "timeout must be a whole number from 1 to 2147483647, got -1");
+        assert_eq!(e(s("x")), "IsoletExecutor options must be an object, got 'x'");
+    }
+
+    #[test]
+    fn autofix_refuses_typos_and_fills_in_defaults() {
+        let base = [("filePath", s("src/a.ts")), ("root", s(".")), ("instruction", s("fix it"))];
+        let with = |extra: &[(&str, Raw)]| obj(&[extra, &base[..]].concat()); // the first of a name counts
+        let a = autofix_options(&with(&[])).unwrap();
+        assert_eq!((a.language, a.memory_limit_mb, a.timeout_ms, a.provider_timeout_ms), ("typescript", 64, 5000, 60_000));
+        assert_eq!((a.max_suggestion_bytes, a.max_file_bytes, a.custom_provider), (1 << 20, 1 << 20, None));
+        let e = |extra: &[(&str, Raw)]| autofix_options(&with(extra)).unwrap_err().message;
+        assert_eq!(e(&[("autoApproved", Raw::Bool(true))]), "options.autoApproved is not a known option of autoFix; did you mean options.autoApprove?");
+        assert_eq!(e(&[("tset", s("throw 1"))]), "options.tset is not a known option of autoFix; did you mean options.test?");
+        assert_eq!(e(&[("timeoutMs", num(-1.0))]), "options.timeoutMs must be a whole number from 1 to 2147483647, got -1");
+        assert_eq!(e(&[("autoApprove", s("yes"))]), "options.autoApprove must be a boolean, got 'yes'");
+        assert_eq!(e(&[("instruction", s("  "))]), "options.instruction must be a string that describes what is wrong, got '  '");
+        assert!(e(&[("provider", obj(&[]))]).starts_with("options.provider must be 'openai' or an object with a complete("));
+        let custom = autofix_options(&with(&[("provider", obj(&[("complete", Raw::Function)]))])).unwrap();
+        assert_eq!(custom.custom_provider.as_deref(), Some("custom"));
+        assert_eq!(autofix_options(&Raw::Undefined).unwrap_err().message, "options must be an object, got undefined");
+        assert_eq!(autofix_options(&obj(&[])).unwrap_err().message, "options.filePath must be a non-empty string, got undefined");
+    }
+
+    #[test]
+    fn mcp_and_capability_options() {
+        assert_eq!(mcp_run_code(&obj(&[("code", s("1"))])).unwrap(), ("1".to_string(), None));
+        assert!(mcp_run_code(&obj(&[("code", s("1")), ("lang", s("typescript"))])).unwrap_err().message.ends_with("did you mean language?"));
+        assert_eq!(mcp_run_code(&obj(&[])).unwrap_err().message, "code must be a string, got undefined");
+        let f = fetch_capability(&obj(&[("allowedOrigins", Raw::Array(vec![s("http://a")]))])).unwrap();
+        assert_eq!((f.timeout_ms, f.max_response_bytes, f.max_request_bytes), (10_000, 5 << 20, 1 << 20));
+        let e = fetch_capability(&obj(&[("allowedOrigin", Raw::Array(vec![s("http://a")]))])).unwrap_err();
+        assert_eq!(e.message, "allowedOrigin is not a known option of createFetchCapability; did you mean allowedOrigins?");
+        assert_eq!(fetch_capability(&obj(&[])).unwrap_err().message, "allowedOrigins must be a non-empty array of origin strings, got undefined");
+        assert_eq!(file_read_capability(&Raw::Undefined).unwrap(), (10 << 20, 8));
+        assert!(file_read_capability(&obj(&[("maxbytes", num(1.0))])).unwrap_err().message.ends_with("did you mean maxBytes?"));
+        assert_eq!(file_read_capability(&Raw::Null).unwrap_err().message, "options must be an object, got null");
     }
 }

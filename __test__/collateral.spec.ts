@@ -1,0 +1,242 @@
+// No collateral (process isolation): a run never fails because a neighbour in the same
+// sandbox host misbehaved, innocent runs keep most of their throughput while a stream of
+// hostile runs ends hosts, and a light tenant is not stuck behind a heavy one's queue.
+// Innocents here are "sleepers" that nobody outside has seen anything of (Atomics.wait,
+// a little compute, no host call): such a run is started again on a host of its own when
+// its host ends under it. What a neighbour that made a host call still sees is tested too.
+import { describe, expect, it } from 'vitest';
+import { SandboxEngine, SandboxError } from '..';
+
+const INNOCENT = 'const w = new Int32Array(new SharedArrayBuffer(4)); Atomics.wait(w, 0, 0, 80); let x = 0; for (let i = 0; i < 1e5; i++) x += i; return x';
+const INNOCENT_OUTPUT = 4999950000;
+
+const HOSTILE: Record<string, { code: string; wallTimeMs: number }> = {
+  // V8's heap limit ends it inside its isolate: the host is untouched.
+  'a heap bomb': { code: 'const a = []; for (;;) a.push(new Array(1e5).fill(1))', wallTimeMs: 3000 },
+  // One allocation past the heap limit: the host's resident memory passes its budget.
+  'a single huge allocation': { code: "return JSON.parse('[' + '1,'.repeat(5e7) + '1]').length", wallTimeMs: 5000 },
+  // A built-in that ignores termination: its thread is stuck for good.
+  'an unstoppable built-in': { code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', wallTimeMs: 300 },
+};
+
+let n = 0;
+const rid = () => `c${++n}`;
+
+async function makeEngine(extra: Record<string, unknown> = {}) {
+  const engine = new SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 4, processes: 2, warmPoolSize: 4, ...extra });
+  await engine.init();
+  return engine;
+}
+
+function innocent(engine: SandboxEngine) {
+  return engine.submit({ requestId: rid(), code: INNOCENT, isolateLimits: { wallTimeMs: 3000 } }).done;
+}
+
+describe('no collateral: innocent runs next to hostile ones in the same host', () => {
+  for (const [kind, hostile] of Object.entries(HOSTILE)) {
+    it(`0 innocent failures next to ${kind}`, async () => {
+      const engine = await makeEngine();
+      try {
+        const innocentEnds = [];
+        for (let round = 0; round < 3; round++) {
+          // Four slots over two hosts: one innocent shares the hostile run's host.
+          const bad = engine.submit({ requestId: rid(), code: hostile.code, isolateLimits: { wallTimeMs: hostile.wallTimeMs } }).done;
+          const good = [innocent(engine), innocent(engine), innocent(engine)];
+          const [badEnd, ...goodEnds] = await Promise.all([bad, ...good]);
+          expect(badEnd.type).toBe('error');
+          innocentEnds.push(...goodEnds);
+        }
+        const failed = innocentEnds.filter((e) => e.type !== 'result');
+        expect(failed.map((e) => e.type === 'error' && e.error.message)).toEqual([]);
+        for (const e of innocentEnds) expect(e.type === 'result' && e.data).toBe(INNOCENT_OUTPUT);
+      } finally {
+        await engine.shutdown();
+      }
+    });
+  }
+
+  it('a V8 crash of the host (SIGSEGV) with two runs in it: both are started again alone and answer', async () => {
+    const engine = await makeEngine({ processes: 1, maxConcurrentIsolates: 2, warmPoolSize: 2 });
+    try {
+      const [pid] = engine.stats().processes!.pids;
+      const slow = 'const w = new Int32Array(new SharedArrayBuffer(4)); Atomics.wait(w, 0, 0, 400); return 7';
+      const runs = [0, 1].map(() => engine.submit({ requestId: rid(), code: slow }).done);
+      await new Promise((r) => setTimeout(r, 150));
+      process.kill(pid, 'SIGSEGV');
+      const ends = await Promise.all(runs);
+      expect(ends.map((e) => e.type === 'result' && e.data)).toEqual([7, 7]);
+      const p = engine.stats().processes!;
+      expect(p.crashed).toBe(1);
+      expect(p.crashReasons['signal SIGSEGV']).toBe(1);
+    } finally {
+      await engine.shutdown();
+    }
+  });
+
+  it('a neighbour that made a host call cannot be started again: it fails ERR_ISOLET_CRASHED, typed', async () => {
+    let calls = 0;
+    const engine = await makeEngine({ processes: 1, maxConcurrentIsolates: 2, warmPoolSize: 2, tools: { ping: () => ++calls } });
+    try {
+      const [pid] = engine.stats().processes!.pids;
+      const seen = engine.submit({
+        requestId: rid(),
+        code: 'await ping(); const w = new Int32Array(new SharedArrayBuffer(4)); Atomics.wait(w, 0, 0, 400); return 1',
+        toolPolicy: { allowedTools: ['ping'] },
+      }).done;
+      const unseen = engine.submit({ requestId: rid(), code: 'const w = new Int32Array(new SharedArrayBuffer(4)); Atomics.wait(w, 0, 0, 400); return 2' }).done;
+      await new Promise((r) => setTimeout(r, 150));
+      process.kill(pid, 'SIGSEGV');
+      const [a, b] = await Promise.all([seen, unseen]);
+      expect(a.type).toBe('error');
+      if (a.type === 'error') {
+        expect(a.error).toBeInstanceOf(SandboxError);
+        expect((a.error as SandboxError).code).toBe('ERR_ISOLET_CRASHED');
+      }
+      expect(b.type === 'result' && b.data).toBe(2);
+      // The tool ran once: the run that was seen was not run twice.
+      expect(calls).toBe(1);
+    } finally {
+      await engine.shutdown();
+    }
+  });
+
+  it('a neighbour waiting on a host call next to an unstoppable built-in keeps its work (the host drains)', async () => {
+    const engine = await makeEngine({
+      processes: 1,
+      maxConcurrentIsolates: 2,
+      warmPoolSize: 2,
+      tools: { later: () => new Promise((r) => setTimeout(() => r(5), 1200)) },
+    });
+    try {
+      const waiting = engine.submit({ requestId: rid(), code: 'return (await later()) + 1', toolPolicy: { allowedTools: ['later'] } }).done;
+      const stuck = await engine.submit({ requestId: rid(), code: HOSTILE['an unstoppable built-in'].code, isolateLimits: { wallTimeMs: 200 } }).done;
+      expect(stuck.type).toBe('error');
+      expect((await waiting).type === 'result' && (await waiting as { data: number }).data).toBe(6);
+      expect(engine.stats().processes!.recycled.stuck).toBe(1);
+    } finally {
+      await engine.shutdown();
+    }
+  });
+});
+
+/** Innocent runs per second, three at a time, and the slowest one's settle time over its limit. */
+async function innocentThroughput(engine: SandboxEngine, count: number) {
+  let started = 0;
+  let lateMs = 0;
+  const failures: string[] = [];
+  const t0 = Date.now();
+  const lane = async () => {
+    while (started < count) {
+      started++;
+      const t = Date.now();
+      const end = await engine.submit({ requestId: rid(), code: INNOCENT, isolateLimits: { wallTimeMs: 3000 } }).done;
+      lateMs = Math.max(lateMs, Date.now() - t - 3000);
+      if (end.type !== 'result') failures.push(end.error.message);
+    }
+  };
+  await Promise.all([lane(), lane(), lane()]);
+  return { perSecond: (count * 1000) / (Date.now() - t0), failures, lateMs };
+}
+
+/** Runs `code` one after another until `stop()`; every one must settle within its limit + 1 s. */
+function hostileStream(engine: SandboxEngine, code: string, wallTimeMs: number) {
+  let stopped = false;
+  let worstOverMs = -Infinity;
+  let count = 0;
+  const done = (async () => {
+    while (!stopped) {
+      const t = Date.now();
+      await engine.submit({ requestId: rid(), code, isolateLimits: { wallTimeMs } }).done;
+      worstOverMs = Math.max(worstOverMs, Date.now() - t - wallTimeMs);
+      count++;
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await done;
+      return { worstOverMs, count };
+    },
+  };
+}
+
+describe('throughput under attack: innocents keep at least 70% of their quiet throughput', () => {
+  const streams: Array<[string, string, number]> = [
+    ['a stream of host-killing runs (memory past the host budget)', HOSTILE['a single huge allocation'].code, 5000],
+    ['a stream of unstoppable built-ins', HOSTILE['an unstoppable built-in'].code, 300],
+  ];
+  for (const [what, code, wallTimeMs] of streams) {
+    it(what, async () => {
+      // Five slots: the hostile stream takes one, the innocents three, and they never
+      // wait for a slot; what they lose is what the hostile runs cost their hosts.
+      const engine = await makeEngine({ maxConcurrentIsolates: 5, processes: 2 });
+      try {
+        const ratios = [];
+        for (let round = 0; round < 2; round++) {
+          const quiet = await innocentThroughput(engine, 45);
+          const attack = hostileStream(engine, code, wallTimeMs);
+          const loud = await innocentThroughput(engine, 45);
+          const hostile = await attack.stop();
+          expect(quiet.failures).toEqual([]);
+          expect(loud.failures).toEqual([]);
+          expect(hostile.count).toBeGreaterThan(0);
+          // Every run settles within its limit + 1 s.
+          expect(hostile.worstOverMs).toBeLessThan(1000);
+          expect(loud.lateMs).toBeLessThan(1000);
+          ratios.push(loud.perSecond / quiet.perSecond);
+        }
+        expect(Math.max(...ratios)).toBeGreaterThanOrEqual(0.7);
+      } finally {
+        await engine.shutdown();
+      }
+    });
+  }
+});
+
+describe('fair scheduling across tenants', () => {
+  for (const isolation of ['process', 'thread'] as const) {
+    it(`a light tenant's run waits for about one of a heavy tenant's runs, not its queue (${isolation})`, async () => {
+      const engine = new SandboxEngine({ isolation, memoryMb: 64, maxConcurrentIsolates: 2, processes: 1, warmPoolSize: 2, maxQueueSize: 1000 });
+      await engine.init();
+      try {
+        const heavyCode = 'const w = new Int32Array(new SharedArrayBuffer(4)); Atomics.wait(w, 0, 0, 60); return 1';
+        let heavyDone = 0;
+        const heavy = Array.from({ length: 40 }, () =>
+          engine.submit({ requestId: rid(), code: heavyCode, tenant: 'heavy' }).done.then((e) => {
+            heavyDone++;
+            return e;
+          }),
+        );
+        const counts = engine.stats().tenants.find((t) => t.tenant === 'heavy')!;
+        expect(counts.queued + counts.running + counts.completed).toBe(40);
+        expect(counts.queued).toBeGreaterThan(30);
+        const light = await engine.submit({ requestId: rid(), code: 'return 1 + 1', tenant: 'light' }).done;
+        expect(light.type === 'result' && light.data).toBe(2);
+        // Two slots: the light run took the first one to free up after it came, so at
+        // most the two running then and the one started before it had finished.
+        expect(heavyDone).toBeLessThanOrEqual(3);
+        await Promise.all(heavy);
+        // Thread mode gives a slot back once its isolate is disposed, just after the answer.
+        await expect.poll(() => Object.fromEntries(engine.stats().tenants.map((t) => [t.tenant, t]))).toMatchObject({
+          heavy: { queued: 0, running: 0, completed: 40 },
+          light: { queued: 0, running: 0, completed: 1 },
+        });
+      } finally {
+        await engine.shutdown();
+      }
+    });
+  }
+
+  it('runs without a tenant share one (tenant: null in stats), and a bad tenant is refused by name', async () => {
+    const engine = await makeEngine({ isolation: 'thread' });
+    try {
+      await engine.submit({ requestId: rid(), code: 'return 1' }).done;
+      // Thread mode gives the slot back once the isolate is disposed, just after the answer.
+      await expect.poll(() => engine.stats().tenants).toEqual([{ tenant: null, queued: 0, running: 0, completed: 1, failed: {} }]);
+      const bad = await engine.submit({ requestId: rid(), code: 'return 1', tenant: '' }).done;
+      expect(bad.type === 'error' && bad.error.message).toMatch(/request\.tenant/);
+    } finally {
+      await engine.shutdown();
+    }
+  });
+});

@@ -1,0 +1,187 @@
+//! The options of the other entry points (the CLI, `isolet/codemode`, `autoFix`, the MCP
+//! tool, the capability factories), checked by isolet-core's tables
+//! (`crates/isolet-core/src/options.rs`); JS only shapes types before and after.
+use std::collections::HashMap;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use isolet_core::options::{self, Opt};
+use isolet_core::Raw;
+
+use super::options::raw_of;
+use super::{internal_error, options_error};
+
+fn raw(value: &Unknown) -> std::result::Result<Raw, Error<String>> {
+    raw_of(value, 0).map_err(internal_error)
+}
+
+/// `isolet run` / `isolet mcp` settings (`CLI_SETTINGS`).
+#[napi(object)]
+pub struct CliSettingsJs {
+    pub timeout_ms: f64,
+    pub cpu_time_ms: f64,
+    pub memory_mb: u32,
+    /// Unset: the caller's (the MCP tool's argument, else JavaScript).
+    pub language: Option<String>,
+    pub isolation: Option<String>,
+    pub read_dir: Option<String>,
+    pub allow_origins: Vec<String>,
+    pub max_concurrent_isolates: u32,
+    pub warm_pool_size: u32,
+}
+
+/// `flags`: parsed flags by name (strings; an array for `--allow-origin`); `config`: the
+/// parsed JSON of `configFile`, if any; `sourceFile`: the file `isolet run` runs.
+#[napi]
+pub fn cli_settings(
+    flags: Unknown,
+    config: Unknown,
+    config_file: Option<String>,
+    source_file: Option<String>,
+) -> std::result::Result<CliSettingsJs, Error<String>> {
+    let s = options::cli_settings(&raw(&flags)?, &raw(&config)?, config_file.as_deref(), source_file.as_deref())
+        .map_err(options_error)?;
+    Ok(CliSettingsJs {
+        timeout_ms: s.limits.wall_time_ms as f64,
+        cpu_time_ms: s.limits.cpu_time_ms.unwrap_or(s.limits.wall_time_ms) as f64,
+        memory_mb: s.limits.memory_mb,
+        language: s.language.map(str::to_string),
+        isolation: s.isolation.map(|i| i.as_str().to_string()),
+        read_dir: s.read_dir,
+        allow_origins: s.allow_origins,
+        max_concurrent_isolates: s.max_concurrent_isolates,
+        warm_pool_size: s.warm_pool_size,
+    })
+}
+
+/// `isolet autofix`'s number flags as the autoFix options they set.
+#[napi]
+pub fn autofix_flags(flags: Unknown) -> std::result::Result<HashMap<String, f64>, Error<String>> {
+    let set = options::autofix_flags(&raw(&flags)?).map_err(options_error)?;
+    Ok(set.into_iter().map(|(k, v)| (k.to_string(), v as f64)).collect())
+}
+
+/// The message for a flag `command` does not know (`known`: its flags, without `--`).
+#[napi]
+pub fn unknown_flag_message(command: String, given: String, known: Vec<String>) -> String {
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    options::unknown_flag(&command, &given, &known)
+}
+
+#[napi(object)]
+pub struct CodemodeSettingsJs {
+    pub timeout: f64,
+    pub cpu_time_ms: f64,
+    pub language: String,
+}
+
+/// `new IsoletExecutor(options)` (`CODEMODE_EXECUTOR`, then the engine's names).
+#[napi]
+pub fn codemode_settings(options: Unknown) -> std::result::Result<CodemodeSettingsJs, Error<String>> {
+    let s = options::codemode_executor(&raw(&options)?).map_err(options_error)?;
+    Ok(CodemodeSettingsJs { timeout: s.timeout_ms as f64, cpu_time_ms: s.cpu_time_ms as f64, language: s.language.to_string() })
+}
+
+#[napi(object)]
+pub struct AutoFixSettingsJs {
+    pub language: String,
+    pub memory_limit_mb: u32,
+    pub timeout_ms: f64,
+    pub provider_timeout_ms: f64,
+    pub max_suggestion_bytes: f64,
+    pub max_file_bytes: f64,
+    /// A custom provider's name; unset for OpenAI.
+    pub custom_provider: Option<String>,
+}
+
+/// `autoFix(options)` (`AUTOFIX_OPTIONS`).
+#[napi]
+pub fn autofix_settings(options: Unknown) -> std::result::Result<AutoFixSettingsJs, Error<String>> {
+    let s = options::autofix_options(&raw(&options)?).map_err(options_error)?;
+    Ok(AutoFixSettingsJs {
+        language: s.language.to_string(),
+        memory_limit_mb: s.memory_limit_mb,
+        timeout_ms: s.timeout_ms as f64,
+        provider_timeout_ms: s.provider_timeout_ms as f64,
+        max_suggestion_bytes: s.max_suggestion_bytes as f64,
+        max_file_bytes: s.max_file_bytes as f64,
+        custom_provider: s.custom_provider,
+    })
+}
+
+#[napi(object)]
+pub struct RunCodeArgumentsJs {
+    pub code: String,
+    pub language: Option<String>,
+}
+
+/// The MCP `run_code` tool's arguments (`MCP_RUN_CODE`).
+#[napi]
+pub fn run_code_arguments(arguments: Unknown) -> std::result::Result<RunCodeArgumentsJs, Error<String>> {
+    let (code, language) = options::mcp_run_code(&raw(&arguments)?).map_err(options_error)?;
+    Ok(RunCodeArgumentsJs { code, language: language.map(str::to_string) })
+}
+
+#[napi(object)]
+pub struct FetchSettingsJs {
+    pub allowed_origins: Vec<String>,
+    pub allowed_methods: Option<Vec<String>>,
+    pub timeout_ms: f64,
+    pub max_response_bytes: f64,
+    pub max_request_bytes: f64,
+}
+
+/// `createFetchCapability(options)` (`FETCH_CAPABILITY`).
+#[napi]
+pub fn fetch_capability_settings(options: Unknown) -> std::result::Result<FetchSettingsJs, Error<String>> {
+    let s = options::fetch_capability(&raw(&options)?).map_err(options_error)?;
+    Ok(FetchSettingsJs {
+        allowed_origins: s.allowed_origins,
+        allowed_methods: s.allowed_methods,
+        timeout_ms: s.timeout_ms as f64,
+        max_response_bytes: s.max_response_bytes as f64,
+        max_request_bytes: s.max_request_bytes as f64,
+    })
+}
+
+#[napi(object)]
+pub struct FileReadSettingsJs {
+    pub max_bytes: f64,
+    pub max_reads_in_flight: u32,
+}
+
+/// `createFileReadCapability(dir, options)` (`FILE_READ_CAPABILITY`).
+#[napi]
+pub fn file_read_capability_settings(options: Unknown) -> std::result::Result<FileReadSettingsJs, Error<String>> {
+    let (max_bytes, in_flight) = options::file_read_capability(&raw(&options)?).map_err(options_error)?;
+    Ok(FileReadSettingsJs { max_bytes: max_bytes as f64, max_reads_in_flight: in_flight as u32 })
+}
+
+/// The defaults of the entry points' tables, for help texts and exported constants.
+#[napi(object)]
+pub struct EntryDefaultsJs {
+    pub cli: HashMap<String, f64>,
+    pub codemode: HashMap<String, f64>,
+    pub autofix: HashMap<String, f64>,
+    pub fetch: HashMap<String, f64>,
+    pub file_read: HashMap<String, f64>,
+    /// The values of `language`, in every option set.
+    pub languages: Vec<String>,
+}
+
+#[napi]
+pub fn entry_defaults() -> EntryDefaultsJs {
+    let of = |table: &[Opt]| options::defaults_of(table).into_iter().map(|(k, v)| (k.to_string(), v as f64)).collect();
+    let mut cli: HashMap<String, f64> = of(options::CLI_SETTINGS);
+    cli.insert("maxConcurrentIsolates".into(), options::CLI_MAX_CONCURRENT_ISOLATES as f64);
+    cli.insert("warmPoolSize".into(), options::CLI_WARM_POOL_SIZE as f64);
+    EntryDefaultsJs {
+        cli,
+        codemode: of(options::CODEMODE_EXECUTOR),
+        autofix: of(options::AUTOFIX_OPTIONS),
+        fetch: of(options::FETCH_CAPABILITY),
+        file_read: of(options::FILE_READ_CAPABILITY),
+        languages: options::LANGUAGES.iter().map(|l| l.to_string()).collect(),
+    }
+}
