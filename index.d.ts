@@ -68,10 +68,12 @@ export interface ThrownInfo {
 
 /** The sandboxed code threw (or its result could not be copied out). */
 export declare class SandboxRuntimeError extends SandboxError {
-  constructor(message: string, options?: { thrown?: ThrownInfo });
+  constructor(message: string, options?: { thrown?: ThrownInfo; limit?: 'maxOutputBytes' | 'maxOutputValues' });
   readonly name: 'SandboxRuntimeError';
   readonly code: 'ERR_ISOLET_RUNTIME';
   readonly thrown?: ThrownInfo;
+  /** The bridge limit that refused the output, when one did. */
+  readonly limit?: 'maxOutputBytes' | 'maxOutputValues';
 }
 
 /** Invalid input: non-string code, bad options, or a syntax error (with position). */
@@ -250,6 +252,24 @@ export interface SandboxOptions {
   maxPendingHostCallBytes?: number;
   /** Host calls in flight at once. Default 128; 1 to 1000000. */
   maxPendingHostCalls?: number;
+  /**
+   * Cap on the values of the output: every value, property key, array element or hole,
+   * Map/Set entry, and every slot of a sparse array's length counts one. Bounds what
+   * the output costs this process to build (memory and event-loop time), which its
+   * bytes do not. Past it: `SandboxRuntimeError` with `limit: 'maxOutputValues'`.
+   * Default 32768; 1 to 4294967295. See docs/budgets.md.
+   */
+  maxOutputValues?: number;
+  /**
+   * Cap on the values of one host-call argument list, counted as for `maxOutputValues`;
+   * past it the call is refused in the sandbox with a RangeError. Default 32768; 1 to 4294967295.
+   */
+  maxMessageValues?: number;
+  /**
+   * Values of host-call arguments in flight at once. Default 131072; from
+   * `maxMessageValues` (one message must fit) to 4294967295.
+   */
+  maxPendingHostCallValues?: number;
   /**
    * Where the isolate runs. `'process'` (default): in a supervised sandbox host process,
    * so a run that cannot be stopped, a crash or a memory overrun ends that process, never
@@ -456,6 +476,16 @@ export interface BridgeLimits {
   maxPendingHostCallBytes?: number;
   /** Tool calls in flight at once. Default 128; 1 to 1000000. */
   maxPendingHostCalls?: number;
+  /**
+   * Values of the result (values, keys, elements, holes, sparse slots; see
+   * docs/budgets.md). Past it: `SandboxRuntimeError` with `limit: 'maxOutputValues'`.
+   * Default 32768; 1 to 4294967295.
+   */
+  maxOutputValues?: number;
+  /** Values of one tool-call argument list; past it the call is a RangeError in the sandbox. Default 32768; 1 to 4294967295. */
+  maxMessageValues?: number;
+  /** Values of tool-call arguments in flight at once. Default 131072; from `maxMessageValues` to 4294967295. */
+  maxPendingHostCallValues?: number;
 }
 
 export declare const DEFAULT_ISOLATE_LIMITS: Readonly<Required<IsolateLimits>>;

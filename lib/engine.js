@@ -30,6 +30,9 @@ const DEFAULT_BRIDGE_LIMITS = Object.freeze({
   maxLogBytes: DEFAULTS.bridgeLimits.maxLogBytes,
   maxPendingHostCallBytes: DEFAULTS.bridgeLimits.maxPendingHostCallBytes,
   maxPendingHostCalls: DEFAULTS.bridgeLimits.maxPendingHostCalls,
+  maxOutputValues: DEFAULTS.bridgeLimits.maxOutputValues,
+  maxMessageValues: DEFAULTS.bridgeLimits.maxMessageValues,
+  maxPendingHostCallValues: DEFAULTS.bridgeLimits.maxPendingHostCallValues,
 });
 
 /** No tools unless a request's policy names them. */

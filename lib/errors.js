@@ -38,13 +38,16 @@ class SandboxOOMError extends SandboxError {
 class SandboxRuntimeError extends SandboxError {
   /**
    * @param {string} message
-   * @param {{ thrown?: { name: string, message: string, stack?: string } }} [options]
+   * @param {{ thrown?: { name: string, message: string, stack?: string }, limit?: string }} [options]
    */
   constructor(message, options = {}) {
     super(message, { code: 'ERR_ISOLET_RUNTIME' });
     /** What the sandboxed code threw: its name, message and (sandbox) stack. */
     const thrown = own(options, 'thrown');
     this.thrown = thrown;
+    // Set only when a bridge limit refused the result (`maxOutputBytes`, `maxOutputValues`).
+    const limit = own(options, 'limit');
+    if (limit) this.limit = limit;
     const stack = own(thrown, 'stack');
     if (stack) this.stack = `${this.name}: ${stack}`;
   }
@@ -91,6 +94,7 @@ function errorFromFailure(f) {
       return new SandboxTimeoutError(message, { limit: field('limit') });
     case 'SandboxRuntimeError':
       return new SandboxRuntimeError(message, {
+        limit: field('limit'),
         thrown:
           field('thrownName') === undefined
             ? undefined

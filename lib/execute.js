@@ -77,6 +77,8 @@ function execute(engine, plan, hooks = {}) {
       handle.reject(callId, 'TypeError', 'host call arguments could not be read');
       return;
     }
+    // Built: the handler holds the values, the bytes need not wait for its reply.
+    ev.payload = null;
     // A synchronous handler is answered in this same turn: no microtask hop on the
     // round trip. A thenable is awaited as before.
     let result;

@@ -100,6 +100,34 @@ if (!evil) {
       const tail = Buffer.concat([Buffer.from([1]), result]);
       const len = fixed.length + entries.length + tail.length;
       channel.write(Buffer.concat([header(KIND_DONE, runId, len), fixed, entries, tail]));
+    } else if (mode === 'sparse-result') {
+      // A well-formed `done` whose 17-byte result is an array of length 3e7: the real
+      // host's isolate would have refused it (maxOutputValues); built, it is 240 MB.
+      const a = [];
+      a.length = 3e7;
+      a[0] = 1;
+      const result = v8.serialize(a);
+      const fixed = Buffer.alloc(36 + 40 + 4); // stats, health, no log entries
+      const tail = Buffer.concat([Buffer.from([1]), result]);
+      channel.write(Buffer.concat([header(KIND_DONE, runId, fixed.length + tail.length), fixed, tail]));
+    } else if (mode === 'value-calls') {
+      // Five calls to a tool that never answers, each with a 19-byte argument of 30,000
+      // slots: each within maxMessageValues (32,768), together past
+      // maxPendingHostCallValues (131,072), which the real host's isolate would refuse.
+      const name = Buffer.from('hang');
+      const slots = [];
+      slots.length = 30000;
+      slots[0] = 1;
+      const args = v8.serialize([slots]);
+      const len = Buffer.alloc(4);
+      len.writeUInt32LE(name.length);
+      const frames = [];
+      for (let i = 1; i <= 5; i++) {
+        const h = header(KIND_HOST_CALL, runId, 4 + name.length + args.length);
+        h.writeUInt32LE(i, 8);
+        frames.push(h, len, name, args);
+      }
+      channel.write(Buffer.concat(frames));
     } else if (mode === 'health-flood') {
       // Health frames (40 bytes, run id 0) at pipe speed: more than a host ever reports.
       const one = Buffer.concat([header(KIND_HEALTH, 0, 40), Buffer.alloc(40)]);

@@ -106,6 +106,9 @@ pub struct RunPlanJs {
     pub max_log_bytes: f64,
     pub max_pending_host_call_bytes: f64,
     pub max_pending_host_calls: u32,
+    pub max_output_values: u32,
+    pub max_message_values: u32,
+    pub max_pending_host_call_values: u32,
     /// Host functions installed in the sandbox (only these are visible), in order.
     pub tools: Vec<String>,
     /// Per tool (same order), its `maxCallsPerTool`, or null.
@@ -146,6 +149,9 @@ impl RunPlanJs {
             max_log_bytes: self.max_log_bytes as usize,
             max_pending_host_call_bytes: self.max_pending_host_call_bytes as usize,
             max_pending_host_calls: self.max_pending_host_calls,
+            max_output_values: self.max_output_values,
+            max_message_values: self.max_message_values,
+            max_pending_host_call_values: self.max_pending_host_call_values,
         };
         Ok((mode, limits, bridge))
     }
@@ -252,6 +258,9 @@ impl FromNapiValue for RunPlanJs {
             max_log_bytes: number(Key::MaxLogBytes)?,
             max_pending_host_call_bytes: number(Key::MaxPendingHostCallBytes)?,
             max_pending_host_calls: count(Key::MaxPendingHostCalls)?,
+            max_output_values: count(Key::MaxOutputValues)?,
+            max_message_values: count(Key::MaxMessageValues)?,
+            max_pending_host_call_values: count(Key::MaxPendingHostCallValues)?,
             tools,
             max_calls,
             data_object: flag(Key::DataObject)?,
@@ -316,6 +325,9 @@ pub struct RunPlanOut {
     pub max_log_bytes: f64,
     pub max_pending_host_call_bytes: f64,
     pub max_pending_host_calls: u32,
+    pub max_output_values: u32,
+    pub max_message_values: u32,
+    pub max_pending_host_call_values: u32,
     pub tools: Vec<String>,
     pub max_calls: Vec<Option<u32>>,
     pub data_object: bool,
@@ -345,6 +357,9 @@ impl From<RunPlan> for RunPlanOut {
             max_log_bytes: b.max_log_bytes as f64,
             max_pending_host_call_bytes: b.max_pending_host_call_bytes as f64,
             max_pending_host_calls: b.max_pending_host_calls,
+            max_output_values: b.max_output_values,
+            max_message_values: b.max_message_values,
+            max_pending_host_call_values: b.max_pending_host_call_values,
             tools: p.tools,
             max_calls: p.max_calls,
             data_object: p.data_object,

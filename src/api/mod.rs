@@ -11,6 +11,7 @@ mod sandbox_host;
 mod keys;
 mod lockdown;
 mod options;
+mod values;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;

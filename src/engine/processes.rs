@@ -797,6 +797,7 @@ impl State {
             Kind::HostCall => {
                 let (name, at) = frame::decode_host_call(&payload).map_err(bad)?;
                 run.budget.host_call(h.call_id, payload.len() - at).map_err(over)?;
+                run.budget.host_call_values(h.call_id, &payload[at..]).map_err(over)?;
                 let name = name.to_string();
                 let mut args = payload;
                 args.drain(..at);
@@ -813,11 +814,17 @@ impl State {
                 let (done, at) = WireDone::decode(&payload, run.bridge.max_log_entries, run.bridge.max_log_bytes).map_err(bad)?;
                 let s = done.stats;
                 let result = match done.result {
-                    Ok(()) => {
-                        let mut out = payload;
-                        out.drain(..at);
-                        Ok(out)
-                    }
+                    // Counted before Node's thread builds it: the host's isolate did, unless
+                    // the host is compromised (isolet-core `value_count`).
+                    Ok(()) => match isolet_core::count_values(&payload[at..], run.bridge.max_output_values as u64) {
+                        Ok(_) => {
+                            let mut out = payload;
+                            out.drain(..at);
+                            Ok(out)
+                        }
+                        Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(run.bridge.max_output_values)),
+                        Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
+                    },
                     Err(f) => Err(f),
                 };
                 let completion = Completion {

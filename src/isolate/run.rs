@@ -114,7 +114,11 @@ impl Inbox {
             replies: VecDeque::new(),
             answers: HashMap::new(),
             waiting: Default::default(),
-            pending: PendingCalls::new(bridge.max_pending_host_call_bytes, bridge.max_pending_host_calls),
+            pending: PendingCalls::new(
+                bridge.max_pending_host_call_bytes,
+                bridge.max_pending_host_calls,
+                bridge.max_pending_host_call_values as u64,
+            ),
             closed: false,
             woken: false,
             sleeping: false,
@@ -410,14 +414,14 @@ impl RunShared {
         std::mem::take(&mut inbox.sleeping)
     }
 
-    /// Admits host call `call_id` against the run's in-flight budget; `Err` carries
-    /// the message of the RangeError the sandbox sees instead.
-    pub(crate) fn begin_host_call(&self, call_id: u32, arg_bytes: usize) -> Result<(), String> {
+    /// Admits host call `call_id` (its arguments' bytes and values) against the run's
+    /// in-flight budget; `Err` carries the message of the RangeError the sandbox sees.
+    pub(crate) fn begin_host_call(&self, call_id: u32, arg_bytes: usize, arg_values: u64) -> Result<(), String> {
         let mut inbox = lock(&self.inbox);
         if inbox.closed {
             return Err("the execution has ended".into());
         }
-        inbox.pending.begin(call_id, arg_bytes).map_err(|e| e.to_string())
+        inbox.pending.begin(call_id, arg_bytes, arg_values).map_err(|e| e.to_string())
     }
 
     /// A host's reply to a call in flight. Replies to calls not in flight (late, after

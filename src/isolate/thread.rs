@@ -66,8 +66,20 @@ impl SandboxHost for ThreadHost {
         if let Err(message) = run.spec.tool_calls.admit(fn_index as usize, name) {
             return refuse(isolet_core::options::TOOL_REFUSAL_NAME, message);
         }
-        // Checked before the arguments are copied for the host.
-        if let Err(message) = run.begin_host_call(call_id, args.len()) {
+        // Counted before anything is copied for the host: what the arguments cost it
+        // once deserialized is their values, not their bytes.
+        let max_values = run.spec.bridge.max_message_values;
+        let values = match isolet_core::count_values(args, max_values as u64) {
+            Ok(n) => n,
+            Err(isolet_core::CountError::TooMany { .. }) => {
+                return refuse(
+                    "RangeError",
+                    format!("host call arguments hold more than {max_values} values, over the bridge limit (maxMessageValues)"),
+                );
+            }
+            Err(e) => return refuse("TypeError", format!("host call arguments could not be counted: {e}")),
+        };
+        if let Err(message) = run.begin_host_call(call_id, args.len(), values) {
             return refuse("RangeError", message);
         }
         run.sink().host_call(call_id, name, args.to_vec());
@@ -251,15 +263,9 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
     // `None`: V8 terminated the run; which limit (if any) did it is decided below.
     let outcome: Option<Result<Vec<u8>, Failure>> = match step {
         Step::Settled => match sandbox.take_result() {
-            Output::Value(bytes) => Some(Ok(bytes)),
+            Output::Value(bytes) => Some(output_within_values(bytes, run.spec.bridge.max_output_values)),
             Output::Threw(thrown) => Some(Err(Failure::threw(thrown))),
-            Output::TooLarge => Some(Err(Failure::new(
-                ErrorKind::Runtime,
-                format!(
-                    "The result exceeds the output limit of {} bytes (maxOutputBytes)",
-                    run.spec.bridge.max_output_bytes
-                ),
-            ))),
+            Output::TooLarge => Some(Err(Failure::too_many_output_bytes(run.spec.bridge.max_output_bytes))),
             Output::Terminated => None,
         },
         Step::Threw(thrown) => Some(Err(Failure::threw(thrown))),
@@ -284,5 +290,15 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
         (_, Some(reason)) => Err(run.failure_for(reason)),
         (Some(result), None) => result,
         (None, None) => Err(Failure::new(ErrorKind::Internal, "Execution was terminated unexpectedly")),
+    }
+}
+
+/// The result if it holds at most `max` values: the parent builds every one of them on
+/// its own thread, so this bounds what the result costs it beyond its bytes.
+fn output_within_values(bytes: Vec<u8>, max: u32) -> Result<Vec<u8>, Failure> {
+    match isolet_core::count_values(&bytes, max as u64) {
+        Ok(_) => Ok(bytes),
+        Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(max)),
+        Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
     }
 }

@@ -1,6 +1,7 @@
 //! Per-run accounting of host calls in flight: how many, and how many bytes of their
-//! arguments and replies the host holds for them. A call is counted from the moment the
-//! sandbox makes it until its reply has been handed back to the sandbox.
+//! arguments and replies the host holds for them, and how many values its arguments
+//! hold (what they cost the host once deserialized, see `value_count`). A call is
+//! counted from the moment the sandbox makes it until its reply has been handed back.
 use std::collections::HashMap;
 
 use thiserror::Error;
@@ -12,6 +13,8 @@ pub enum BudgetError {
     TooManyCalls { in_flight: usize, max: u32 },
     #[error("host calls in flight already hold {in_flight} bytes; {wanted} more would pass the limit of {max} bytes per execution (maxPendingHostCallBytes)")]
     TooManyBytes { in_flight: usize, wanted: usize, max: usize },
+    #[error("host calls in flight already hold {in_flight} values; {wanted} more would pass the limit of {max} values per execution (maxPendingHostCallValues)")]
+    TooManyValues { in_flight: u64, wanted: u64, max: u64 },
 }
 
 /// Host calls in flight for one run.
@@ -19,22 +22,30 @@ pub enum BudgetError {
 pub struct PendingCalls {
     max_bytes: usize,
     max_calls: u32,
+    max_values: u64,
     bytes: usize,
-    calls: HashMap<u32, usize>,
+    values: u64,
+    /// Per call: its bytes (arguments, then also the reply) and its arguments' values.
+    calls: HashMap<u32, (usize, u64)>,
 }
 
 impl PendingCalls {
-    pub fn new(max_bytes: usize, max_calls: u32) -> Self {
-        PendingCalls { max_bytes, max_calls, bytes: 0, calls: HashMap::new() }
+    pub fn new(max_bytes: usize, max_calls: u32, max_values: u64) -> Self {
+        PendingCalls { max_bytes, max_calls, max_values, bytes: 0, values: 0, calls: HashMap::new() }
     }
 
-    /// Admits call `id` whose arguments take `bytes`, or refuses it (nothing recorded).
-    pub fn begin(&mut self, id: u32, bytes: usize) -> Result<(), BudgetError> {
+    /// Admits call `id` whose arguments take `bytes` and hold `values`, or refuses it
+    /// (nothing recorded).
+    pub fn begin(&mut self, id: u32, bytes: usize, values: u64) -> Result<(), BudgetError> {
         if self.calls.len() >= self.max_calls as usize {
             return Err(BudgetError::TooManyCalls { in_flight: self.calls.len(), max: self.max_calls });
         }
+        if values > self.max_values - self.values {
+            return Err(BudgetError::TooManyValues { in_flight: self.values, wanted: values, max: self.max_values });
+        }
         self.reserve(bytes)?;
-        self.calls.insert(id, bytes);
+        self.values += values;
+        self.calls.insert(id, (bytes, values));
         Ok(())
     }
 
@@ -46,14 +57,15 @@ impl PendingCalls {
             return Ok(false);
         }
         self.reserve(bytes)?;
-        *self.calls.get_mut(&id).expect("checked above") += bytes;
+        self.calls.get_mut(&id).expect("checked above").0 += bytes;
         Ok(true)
     }
 
     /// The reply of call `id` reached the sandbox: forget the call and its bytes.
     pub fn settle(&mut self, id: u32) {
-        if let Some(bytes) = self.calls.remove(&id) {
+        if let Some((bytes, values)) = self.calls.remove(&id) {
             self.bytes -= bytes;
+            self.values -= values;
         }
     }
 
@@ -61,6 +73,7 @@ impl PendingCalls {
     pub fn clear(&mut self) {
         self.calls.clear();
         self.bytes = 0;
+        self.values = 0;
     }
 
     pub fn in_flight(&self) -> usize {
@@ -69,6 +82,10 @@ impl PendingCalls {
 
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    pub fn values(&self) -> u64 {
+        self.values
     }
 
     fn reserve(&mut self, bytes: usize) -> Result<(), BudgetError> {
@@ -86,41 +103,58 @@ mod tests {
 
     #[test]
     fn counts_arguments_and_replies_until_settled() {
-        let mut p = PendingCalls::new(100, 10);
-        p.begin(1, 40).unwrap();
-        p.begin(2, 40).unwrap();
+        let mut p = PendingCalls::new(100, 10, 1000);
+        p.begin(1, 40, 1).unwrap();
+        p.begin(2, 40, 1).unwrap();
         // 81 > 100 - 80: refused, nothing recorded.
-        assert_eq!(p.begin(3, 21), Err(BudgetError::TooManyBytes { in_flight: 80, wanted: 21, max: 100 }));
+        assert_eq!(p.begin(3, 21, 1), Err(BudgetError::TooManyBytes { in_flight: 80, wanted: 21, max: 100 }));
         assert_eq!(p.in_flight(), 2);
         assert_eq!(p.charge_reply(1, 20), Ok(true));
         assert_eq!(p.bytes(), 100);
         assert!(p.charge_reply(2, 1).is_err());
         p.settle(1);
         assert_eq!((p.in_flight(), p.bytes()), (1, 40));
-        p.begin(3, 60).unwrap();
+        p.begin(3, 60, 1).unwrap();
         assert_eq!(p.bytes(), 100);
     }
 
     #[test]
+    fn caps_the_values_of_arguments_in_flight() {
+        let mut p = PendingCalls::new(1000, 10, 100);
+        p.begin(1, 10, 60).unwrap();
+        assert_eq!(p.begin(2, 10, 41), Err(BudgetError::TooManyValues { in_flight: 60, wanted: 41, max: 100 }));
+        assert_eq!((p.in_flight(), p.bytes(), p.values()), (1, 10, 60));
+        p.begin(2, 10, 40).unwrap();
+        // A reply costs bytes, not argument values.
+        assert_eq!(p.charge_reply(2, 5), Ok(true));
+        p.settle(1);
+        assert_eq!((p.bytes(), p.values()), (15, 40));
+        p.begin(3, 0, 60).unwrap();
+        assert!(p.begin(4, 0, 1).unwrap_err().to_string().contains("maxPendingHostCallValues"));
+        p.clear();
+        assert_eq!(p.values(), 0);
+    }
+
+    #[test]
     fn caps_the_number_of_calls() {
-        let mut p = PendingCalls::new(1000, 2);
-        p.begin(1, 0).unwrap();
-        p.begin(2, 0).unwrap();
-        let err = p.begin(3, 0).unwrap_err();
+        let mut p = PendingCalls::new(1000, 2, 1000);
+        p.begin(1, 0, 1).unwrap();
+        p.begin(2, 0, 1).unwrap();
+        let err = p.begin(3, 0, 1).unwrap_err();
         assert!(err.to_string().contains("maxPendingHostCalls"));
         p.settle(2);
-        p.begin(3, 0).unwrap();
+        p.begin(3, 0, 1).unwrap();
     }
 
     #[test]
     fn late_or_unknown_replies_are_not_charged_and_clear_frees_everything() {
-        let mut p = PendingCalls::new(10, 2);
+        let mut p = PendingCalls::new(10, 2, 1000);
         assert_eq!(p.charge_reply(7, 5), Ok(false));
-        p.begin(1, 10).unwrap();
+        p.begin(1, 10, 1).unwrap();
         p.settle(1);
         p.settle(1);
         assert_eq!(p.charge_reply(1, 5), Ok(false));
-        p.begin(2, 3).unwrap();
+        p.begin(2, 3, 1).unwrap();
         p.clear();
         assert_eq!((p.in_flight(), p.bytes()), (0, 0));
         assert!(BudgetError::TooManyBytes { in_flight: 1, wanted: 2, max: 3 }.to_string().contains("maxPendingHostCallBytes"));

@@ -109,9 +109,13 @@ pub struct Failure {
     pub message: String,
     /// For `Runtime` and syntax (`Validation`) failures: what the code threw.
     pub thrown: Option<Box<Thrown>>,
-    /// For `Timeout`: which limit, `"wall"` or `"cpu"`.
+    /// Which limit ended the run, one of [`LIMIT_NAMES`]: `"wall"` or `"cpu"` for
+    /// `Timeout`; the option's name for a bridge limit (`"maxOutputValues"`).
     pub limit: Option<&'static str>,
 }
+
+/// Every `Failure::limit` there is (a frame from a sandbox host may name only these).
+pub const LIMIT_NAMES: &[&str] = &["wall", "cpu", "maxOutputBytes", "maxOutputValues"];
 
 impl Failure {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
@@ -128,6 +132,22 @@ impl Failure {
 
     pub fn out_of_memory(mb: u32) -> Self {
         Failure::new(ErrorKind::MemoryLimit, format!("Isolate exceeded its memory limit of {mb} MB"))
+    }
+
+    /// The result holds more than `max` values (`maxOutputValues`).
+    pub fn too_many_output_values(max: u32) -> Self {
+        Failure {
+            limit: Some("maxOutputValues"),
+            ..Failure::new(ErrorKind::Runtime, format!("The result holds more than {max} values, over the output limit (maxOutputValues)"))
+        }
+    }
+
+    /// The result takes more than `max` bytes serialized (`maxOutputBytes`).
+    pub fn too_many_output_bytes(max: usize) -> Self {
+        Failure {
+            limit: Some("maxOutputBytes"),
+            ..Failure::new(ErrorKind::Runtime, format!("The result exceeds the output limit of {max} bytes (maxOutputBytes)"))
+        }
     }
 
     /// The code threw `thrown`; the message reads like V8's own `Name: message`.

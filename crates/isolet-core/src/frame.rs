@@ -298,6 +298,7 @@ impl WirePlan {
         w.u64(b.max_message_bytes as u64).u32(b.max_messages).u64(b.max_output_bytes as u64);
         w.u64(b.max_log_entries as u64).u64(b.max_log_bytes as u64);
         w.u64(b.max_pending_host_call_bytes as u64).u32(b.max_pending_host_calls);
+        w.u32(b.max_output_values).u32(b.max_message_values).u32(b.max_pending_host_call_values);
         w.u32(self.tools.len() as u32);
         for t in &self.tools {
             w.str(t);
@@ -333,6 +334,9 @@ impl WirePlan {
             max_log_bytes: r.u64()? as usize,
             max_pending_host_call_bytes: r.u64()? as usize,
             max_pending_host_calls: r.u32()?,
+            max_output_values: r.u32()?,
+            max_message_values: r.u32()?,
+            max_pending_host_call_values: r.u32()?,
         };
         // Counts are bounded by the payload (each entry takes at least one byte), so a
         // bad count cannot make us reserve much.
@@ -532,9 +536,7 @@ impl WireDone {
             let message = r.str()?.to_string();
             let limit = match r.opt_str()? {
                 None => None,
-                Some("wall") => Some("wall"),
-                Some("cpu") => Some("cpu"),
-                Some(_) => return Err(FrameError::Invalid("limit")),
+                Some(name) => Some(*crate::error::LIMIT_NAMES.iter().find(|l| **l == name).ok_or(FrameError::Invalid("limit"))?),
             };
             let thrown = if r.bool()? {
                 Some(Box::new(Thrown {
@@ -789,6 +791,9 @@ mod tests {
                 max_log_bytes: 4096,
                 max_pending_host_call_bytes: 1 << 26,
                 max_pending_host_calls: 128,
+                max_output_values: 1000,
+                max_message_values: 2000,
+                max_pending_host_call_values: 8000,
             },
             tools: vec!["a".into(), "b.c".into()],
             max_calls: vec![Some(3), None],
@@ -881,7 +886,7 @@ mod tests {
         // most the payload's length.
         let mut w = FrameWriter::new(Kind::Run, 1, 0, 0);
         w.str("").u8(0).u32(8).u64(1).u8(0);
-        w.u64(1).u32(1).u64(1).u64(1).u64(1).u64(1).u32(1).u32(u32::MAX);
+        w.u64(1).u32(1).u64(1).u64(1).u64(1).u64(1).u32(1).u32(1).u32(1).u32(1).u32(u32::MAX);
         let frame = w.finish();
         assert_eq!(WirePlan::decode(&frame[HEADER_BYTES..]), Err(FrameError::Truncated));
     }
@@ -930,6 +935,8 @@ mod tests {
             Failure::threw(thrown),
             Failure::wall_timeout(5),
             Failure::cpu_timeout(6),
+            Failure::too_many_output_values(7),
+            Failure::too_many_output_bytes(8),
             Failure::new(ErrorKind::Crashed, "gone"),
         ] {
             let d = done(Err(f));

@@ -8,6 +8,7 @@
 //! every other run gets the typed failure of the host's end.
 use std::collections::{HashMap, HashSet};
 
+use crate::value_count::{count_values, CountError};
 use crate::{BridgeLimits, ErrorKind, Failure};
 
 // ---- time ------------------------------------------------------------------------
@@ -210,6 +211,9 @@ pub struct EventBudget {
     messages: u64,
     calls: HashMap<u32, usize>,
     call_bytes: usize,
+    /// Values of each call's arguments in flight (see `value_count`), and their sum.
+    call_values: HashMap<u32, u64>,
+    values: u64,
     data_requests: HashSet<u32>,
 }
 
@@ -228,6 +232,8 @@ impl EventBudget {
             messages: 0,
             calls: HashMap::new(),
             call_bytes: 0,
+            call_values: HashMap::new(),
+            values: 0,
             data_requests: HashSet::new(),
         }
     }
@@ -266,9 +272,30 @@ impl EventBudget {
         Ok(())
     }
 
+    /// Counts the values of host call `call_id`'s arguments (admitted by `host_call`)
+    /// before anything of them is built on Node's thread: more than `maxMessageValues`,
+    /// or in flight past `maxPendingHostCallValues`, is more than the run's isolate lets
+    /// through, so the host is not the one we started.
+    pub fn host_call_values(&mut self, call_id: u32, args: &[u8]) -> Result<(), OverBudget> {
+        let n = match count_values(args, self.bridge.max_message_values as u64) {
+            Ok(n) => n,
+            Err(CountError::TooMany { .. }) => return Err(OverBudget("host call arguments of more values than the run may send")),
+            Err(CountError::Unreadable(_)) => return Err(OverBudget("host call arguments that are not serialized values")),
+        };
+        self.values += n;
+        *self.call_values.entry(call_id).or_default() += n;
+        if self.values > self.bridge.max_pending_host_call_values as u64 {
+            return Err(OverBudget("more host-call argument values in flight than the run may keep"));
+        }
+        Ok(())
+    }
+
     /// The parent answered host call `call_id`: it is no longer in flight. False when it
     /// was not (a late reply after the run ended, or an id never sent).
     pub fn answered(&mut self, call_id: u32) -> bool {
+        if let Some(n) = self.call_values.remove(&call_id) {
+            self.values -= n;
+        }
         match self.calls.remove(&call_id) {
             Some(bytes) => {
                 self.call_bytes -= bytes;
@@ -690,6 +717,30 @@ mod tests {
         assert!(d.data_request(7, 20).is_err(), "a data request id waiting already");
         assert!(d.take_data_request(7));
         assert!(!d.take_data_request(7));
+    }
+
+    #[test]
+    fn the_event_budget_counts_the_values_of_host_call_arguments() {
+        let bridge = BridgeLimits { max_message_values: 4, max_pending_host_call_values: 6, ..BridgeLimits::default() };
+        // ['a', 'b'] (3 values) and ['a', 'b', 'c', 'd'] (5 values), as V8 writes them.
+        let three = [0xff, 0x0f, b'A', 2, b'"', 1, b'a', b'"', 1, b'b', b'$', 0, 2];
+        let five = [0xff, 0x0f, b'A', 4, b'"', 1, b'a', b'"', 1, b'b', b'"', 1, b'c', b'"', 1, b'd', b'$', 0, 4];
+        let mut b = EventBudget::new(bridge, false);
+        b.host_call(1, three.len()).unwrap();
+        assert_eq!(b.host_call_values(1, &three), Ok(()));
+        assert!(b.host_call_values(2, &five).is_err(), "over maxMessageValues");
+        let mut b = EventBudget::new(bridge, false);
+        b.host_call_values(1, &three).unwrap();
+        b.host_call_values(2, &three).unwrap();
+        assert!(b.host_call_values(3, &three).is_err(), "over maxPendingHostCallValues");
+        let mut b = EventBudget::new(bridge, false);
+        b.host_call(1, three.len()).unwrap();
+        b.host_call_values(1, &three).unwrap();
+        b.host_call(2, three.len()).unwrap();
+        b.host_call_values(2, &three).unwrap();
+        assert!(b.answered(1));
+        assert_eq!(b.host_call_values(3, &three), Ok(()), "an answered call's values are released");
+        assert!(b.host_call_values(4, &[0xff, 0x0f, b'Q']).is_err(), "unreadable");
     }
 
     fn host(runs: usize, warm: u32, last_start: u64) -> HostView {

@@ -5,6 +5,7 @@
 //!
 //! Nothing here may depend on `napi` or on the V8 seam.
 pub mod budget;
+pub mod value_count;
 pub mod error;
 pub mod frame;
 pub mod host_policy;
@@ -19,6 +20,7 @@ pub mod syscall_policy;
 pub mod wasm;
 
 pub use budget::{BudgetError, PendingCalls};
+pub use value_count::{count_values, CountError};
 pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits};
 pub use options::{EngineConfig, ExecMode, Isolation, OptionsError, Raw, RunPlan, ToolCalls};

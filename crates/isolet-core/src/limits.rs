@@ -44,6 +44,18 @@ pub const DEFAULT_MAX_LOG_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MAX_PENDING_HOST_CALL_BYTES: usize = 4 * DEFAULT_MAX_MESSAGE_BYTES;
 /// Default cap on host calls in flight at once per execution.
 pub const DEFAULT_MAX_PENDING_HOST_CALLS: u32 = 128;
+/// Default cap on the values of the result (see `value_count` for what one value is):
+/// 32,768. A byte cap alone lets 16 MiB of short strings cost the parent ~165 MB and a
+/// 1-2 s stall of its event loop; a value costs the parent at most ~140 bytes and ~2 µs
+/// to build (measured on Node 20 and 26, docs/budgets.md), so this keeps a result
+/// within ~5 MB and a few tens of ms beyond its bytes.
+pub const DEFAULT_MAX_OUTPUT_VALUES: u32 = 1 << 15;
+/// Default cap on the values of one message from the sandbox (a host call's argument
+/// list): 32,768, as for the result.
+pub const DEFAULT_MAX_MESSAGE_VALUES: u32 = 1 << 15;
+/// Default cap on the values of host-call arguments in flight at once per execution:
+/// four default-sized messages, as for the bytes.
+pub const DEFAULT_MAX_PENDING_HOST_CALL_VALUES: u32 = 4 * DEFAULT_MAX_MESSAGE_VALUES;
 /// Longest `data` key, in UTF-8 bytes. Keys are property names, not payloads; a longer
 /// read is refused in the sandbox and never reaches the host.
 pub const MAX_DATA_KEY_BYTES: usize = 1024;
@@ -95,6 +107,12 @@ pub struct BridgeLimits {
     pub max_pending_host_call_bytes: usize,
     /// Host calls in flight at once. Default 128.
     pub max_pending_host_calls: u32,
+    /// Values of the serialized result. Default 32,768.
+    pub max_output_values: u32,
+    /// Values of one message from the sandbox (host-call arguments). Default 32,768.
+    pub max_message_values: u32,
+    /// Values of host-call arguments in flight at once. Default 131,072.
+    pub max_pending_host_call_values: u32,
 }
 
 impl Default for BridgeLimits {
@@ -107,6 +125,9 @@ impl Default for BridgeLimits {
             max_log_bytes: DEFAULT_MAX_LOG_BYTES,
             max_pending_host_call_bytes: DEFAULT_MAX_PENDING_HOST_CALL_BYTES,
             max_pending_host_calls: DEFAULT_MAX_PENDING_HOST_CALLS,
+            max_output_values: DEFAULT_MAX_OUTPUT_VALUES,
+            max_message_values: DEFAULT_MAX_MESSAGE_VALUES,
+            max_pending_host_call_values: DEFAULT_MAX_PENDING_HOST_CALL_VALUES,
         }
     }
 }
@@ -179,6 +200,7 @@ mod tests {
         let d = BridgeLimits::default();
         assert_eq!(d.max_pending_host_call_bytes, 4 * d.max_message_bytes);
         assert_eq!(d.max_pending_host_calls, 128);
+        assert_eq!(d.max_pending_host_call_values, 4 * d.max_message_values);
     }
 
     #[test]

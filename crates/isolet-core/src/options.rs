@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::limits::{
     BridgeLimits, IsolateLimits, DEFAULT_ENGINE_MEMORY_MB, DEFAULT_MAX_LOG_BYTES, DEFAULT_MAX_LOG_ENTRIES,
     DEFAULT_MAX_MESSAGES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PENDING_HOST_CALLS,
-    DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_MEMORY_MB, MAX_TIME_MS,
+    DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_MAX_MESSAGE_VALUES, DEFAULT_MAX_OUTPUT_VALUES,
+    DEFAULT_MAX_PENDING_HOST_CALL_VALUES, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_MEMORY_MB, MAX_TIME_MS,
     MIN_MEMORY_MB,
 };
 use crate::names::{check_capability_names, check_global_name};
@@ -157,6 +158,9 @@ pub const BRIDGE_LIMITS: &[Opt] = &[
     whole("maxLogBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_LOG_BYTES as u64), &[]),
     whole("maxPendingHostCallBytes", 1, MAX_PENDING_BYTES, Some(DEFAULT_MAX_PENDING_HOST_CALL_BYTES as u64), &[]),
     whole("maxPendingHostCalls", 1, MAX_PENDING_CALLS, Some(DEFAULT_MAX_PENDING_HOST_CALLS as u64), &[]),
+    whole("maxOutputValues", 1, MAX_COUNT, Some(DEFAULT_MAX_OUTPUT_VALUES as u64), &[]),
+    whole("maxMessageValues", 1, MAX_COUNT, Some(DEFAULT_MAX_MESSAGE_VALUES as u64), &[]),
+    whole("maxPendingHostCallValues", 1, MAX_COUNT, Some(DEFAULT_MAX_PENDING_HOST_CALL_VALUES as u64), &[]),
 ];
 
 /// `defaultIsolateLimits` and a request's `isolateLimits`. `memoryMb` has no default
@@ -179,6 +183,9 @@ pub const RUN_SANDBOX: &[Opt] = &[
     whole("maxLogBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_LOG_BYTES as u64), &[]),
     whole("maxPendingHostCallBytes", 1, MAX_PENDING_BYTES, Some(DEFAULT_MAX_PENDING_HOST_CALL_BYTES as u64), &[]),
     whole("maxPendingHostCalls", 1, MAX_PENDING_CALLS, Some(DEFAULT_MAX_PENDING_HOST_CALLS as u64), &[]),
+    whole("maxOutputValues", 1, MAX_COUNT, Some(DEFAULT_MAX_OUTPUT_VALUES as u64), &[]),
+    whole("maxMessageValues", 1, MAX_COUNT, Some(DEFAULT_MAX_MESSAGE_VALUES as u64), &[]),
+    whole("maxPendingHostCallValues", 1, MAX_COUNT, Some(DEFAULT_MAX_PENDING_HOST_CALL_VALUES as u64), &[]),
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("language", Kind::OneOf(LANGUAGES)),
     Opt { name: "capabilities", kind: Kind::Names, default: None, aliases: &["tools"] },
@@ -469,8 +476,9 @@ pub struct RunPlan {
     pub tenant: Option<String>,
 }
 
-fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 7]) -> Result<BridgeLimits, OptionsError> {
-    let [message, messages, output, entries, log_bytes, pending_bytes, pending_calls] = names;
+fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 10]) -> Result<BridgeLimits, OptionsError> {
+    let [message, messages, output, entries, log_bytes, pending_bytes, pending_calls, output_values, message_values, pending_values] =
+        names;
     let pick = |name: &str, base: u64| -> Result<u64, OptionsError> { Ok(f.whole(name)?.unwrap_or(base)) };
     let max_message_bytes = pick(message, base.max_message_bytes as u64)? as usize;
     let max_pending_host_call_bytes = pick(pending_bytes, base.max_pending_host_call_bytes as u64)? as usize;
@@ -486,7 +494,22 @@ fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 7]) -> Result<Bri
             ),
         ));
     }
+    let max_message_values = pick(message_values, base.max_message_values as u64)? as u32;
+    let max_pending_host_call_values = pick(pending_values, base.max_pending_host_call_values as u64)? as u32;
+    if max_pending_host_call_values < max_message_values {
+        let path = f.path(pending_values);
+        return Err(err(
+            &path,
+            format!(
+                "{path} must be at least {} ({max_message_values} values) so that one message fits, got {max_pending_host_call_values}",
+                f.path(message_values)
+            ),
+        ));
+    }
     Ok(BridgeLimits {
+        max_output_values: pick(output_values, base.max_output_values as u64)? as u32,
+        max_message_values,
+        max_pending_host_call_values,
         max_message_bytes,
         max_messages: pick(messages, base.max_messages as u64)? as u32,
         max_output_bytes: pick(output, base.max_output_bytes as u64)? as usize,
@@ -497,10 +520,31 @@ fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 7]) -> Result<Bri
     })
 }
 
-const BRIDGE_NAMES: [&str; 7] =
-    ["maxMessageBytes", "maxMessages", "maxOutputBytes", "maxLogEntries", "maxLogBytes", "maxPendingHostCallBytes", "maxPendingHostCalls"];
-const RUN_SANDBOX_BRIDGE_NAMES: [&str; 7] =
-    ["maxMessageBytes", "maxHostCalls", "maxOutputBytes", "maxLogEntries", "maxLogBytes", "maxPendingHostCallBytes", "maxPendingHostCalls"];
+const VALUE_NAMES: [&str; 3] = ["maxOutputValues", "maxMessageValues", "maxPendingHostCallValues"];
+const BRIDGE_NAMES: [&str; 10] = [
+    "maxMessageBytes",
+    "maxMessages",
+    "maxOutputBytes",
+    "maxLogEntries",
+    "maxLogBytes",
+    "maxPendingHostCallBytes",
+    "maxPendingHostCalls",
+    VALUE_NAMES[0],
+    VALUE_NAMES[1],
+    VALUE_NAMES[2],
+];
+const RUN_SANDBOX_BRIDGE_NAMES: [&str; 10] = [
+    "maxMessageBytes",
+    "maxHostCalls",
+    "maxOutputBytes",
+    "maxLogEntries",
+    "maxLogBytes",
+    "maxPendingHostCallBytes",
+    "maxPendingHostCalls",
+    VALUE_NAMES[0],
+    VALUE_NAMES[1],
+    VALUE_NAMES[2],
+];
 
 fn code_of(path: &str, code: &Raw) -> Result<String, OptionsError> {
     match code {
@@ -815,6 +859,25 @@ mod tests {
             (b.max_messages, b.max_output_bytes, b.max_log_entries, b.max_log_bytes, b.max_message_bytes, b.max_pending_host_call_bytes, b.max_pending_host_calls),
             (2, 1000, 3, 10, 500, 600, 4)
         );
+        let o = obj(&[("maxOutputValues", num(7.0)), ("maxMessageValues", num(8.0)), ("maxPendingHostCallValues", num(9.0))]);
+        let b = run_sandbox(&code(), &o).unwrap().bridge;
+        assert_eq!((b.max_output_values, b.max_message_values, b.max_pending_host_call_values), (7, 8, 9));
+        let engine = EngineConfig::from_raw(&obj(&[("defaultBridgeLimits", obj(&[("maxOutputValues", num(5.0))]))])).unwrap();
+        let p = engine.plan(&obj(&[("code", code()), ("bridgeLimits", obj(&[("maxMessageValues", num(6.0))]))])).unwrap();
+        assert_eq!((p.bridge.max_output_values, p.bridge.max_message_values), (5, 6));
+    }
+
+    #[test]
+    fn value_limits_have_defaults_and_one_message_fits_the_pending_budget() {
+        let b = run_sandbox(&code(), &Raw::Undefined).unwrap().bridge;
+        assert_eq!((b.max_output_values, b.max_message_values, b.max_pending_host_call_values), (32_768, 32_768, 131_072));
+        let e = |o: Raw| run_sandbox(&code(), &o).unwrap_err().message;
+        assert_eq!(e(obj(&[("maxOutputValues", num(0.0))])), "maxOutputValues must be a whole number from 1 to 4294967295, got 0");
+        let m = e(obj(&[("maxMessageValues", num(10.0)), ("maxPendingHostCallValues", num(9.0))]));
+        assert!(m.starts_with("maxPendingHostCallValues must be at least maxMessageValues (10 values)"), "{m}");
+        let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        let r = c.plan(&obj(&[("code", code()), ("bridgeLimits", obj(&[("maxPendingHostCallValues", num(1.0))]))])).unwrap_err();
+        assert_eq!(r.path, "request.bridgeLimits.maxPendingHostCallValues");
     }
 
     #[test]
