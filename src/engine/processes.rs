@@ -105,8 +105,11 @@ struct Host {
     health_frames: u64,
     done_frames: u64,
     last_start: u64,
-    solo: bool,
-    reserved: bool,
+    /// The run it serves alone (started again after its host ended), if any.
+    solo: Option<u64>,
+    /// It was started for a run that must run alone (not counted among the hosts the
+    /// engine keeps until it has served one).
+    for_solo: bool,
     /// Why the supervisor is ending it (`None`: it has not been told to end).
     end: Option<HostEnd>,
     /// Its I/O thread is reaping it: its pid may no longer be signalled.
@@ -121,12 +124,12 @@ struct Host {
 impl Host {
     fn view(&self) -> HostView {
         HostView {
-            serving: self.phase == HostPhase::Serving && self.end.is_none(),
+            serving: matches!(self.phase, HostPhase::Serving | HostPhase::Draining) && self.end.is_none() && self.shutdown_deadline.is_none(),
+            draining: self.phase == HostPhase::Draining,
             runs: self.runs.len(),
             warm: self.warm_left,
             last_start: self.last_start,
-            solo: self.solo,
-            reserved: self.reserved,
+            solo: self.solo.is_some(),
         }
     }
 
@@ -157,6 +160,9 @@ struct Run {
     alone: bool,
     started_sent: bool,
     overdue: bool,
+    /// Set when it was started again after its host ended: its answer if it cannot be
+    /// started again in time.
+    lost: Option<Failure>,
 }
 
 #[derive(Default)]
@@ -179,11 +185,15 @@ struct State {
     /// Runs holding a slot and waiting for a host; restarted runs go first.
     unplaced: VecDeque<u64>,
     hosts: Vec<Host>,
+    /// Hosts told to end and retired, not reaped yet.
+    dying: std::collections::HashSet<u64>,
     next_host: u64,
     next_wire: u32,
     starts_given: u64,
     starts: Starts,
     spawn_not_before: Option<Instant>,
+    /// Until when a spare host stands by (`policy::SPARE_AFTER_TROUBLE_MS`).
+    trouble_until: Option<Instant>,
     /// Set while no host can be started (after repeated failures): runs that no serving
     /// host can take get this failure at once instead of waiting out the backoff.
     cannot_start: Option<Failure>,
@@ -232,7 +242,9 @@ impl ProcessEngine {
         let host_config = WireStart {
             parent_pid: std::process::id(),
             memory_mb: config.memory_mb,
-            max_concurrent: per_host as u32,
+            // Its share of the slots, or more while other hosts are being replaced
+            // (`place_overflow`): the parent decides how many it runs.
+            max_concurrent: config.max_concurrent as u32,
             warm_pool_size: config.warm_pool_size.div_ceil(processes) as u32,
             // The parent admits runs; a slot freed in the host may still be in release when
             // the parent sends the next run, so the host may queue that one briefly.
@@ -254,11 +266,13 @@ impl ProcessEngine {
                 runs: HashMap::new(),
                 unplaced: VecDeque::new(),
                 hosts: Vec::new(),
+                dying: Default::default(),
                 next_host: 1,
                 next_wire: 1,
                 starts_given: 0,
                 starts: Starts::default(),
                 spawn_not_before: None,
+                trouble_until: None,
                 cannot_start: None,
                 timer_pending: false,
                 shut: false,
@@ -327,6 +341,7 @@ impl ProcessEngine {
             alone: false,
             started_sent: false,
             overdue: false,
+            lost: None,
         };
         match s.pool.admit(id, tenant, id, 0, usize::MAX) {
             Admission::Refused(_, failure) => {
@@ -367,7 +382,7 @@ impl ProcessEngine {
         let deadline = Instant::now() + timeout;
         let mut s = self.inner.state();
         loop {
-            if s.hosts.is_empty() {
+            if s.hosts.is_empty() && s.dying.is_empty() {
                 return true;
             }
             let now = Instant::now();
@@ -476,7 +491,9 @@ impl State {
             let now = self.now_ms();
             if let Some(h) = self.host_mut(key) {
                 h.runs.remove(&wire);
-                h.solo = false;
+                if h.solo == Some(id) {
+                    h.solo = None;
+                }
                 h.lingering.ended(run.memory_mb, now);
             }
         }
@@ -535,8 +552,8 @@ impl State {
                 return;
             }
         }
-        let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect).count();
-        for _ in live..self.config.processes {
+        let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect && !h.for_solo).count();
+        for _ in live..self.host_target() {
             let now = self.now_ms();
             if self.counters.started >= self.config.processes as u64 && !self.starts.may_replace(now) {
                 self.call_later(Duration::from_millis(policy::RESTART_PERIOD_MS));
@@ -544,6 +561,10 @@ impl State {
             }
             self.spawn_host();
         }
+    }
+
+    fn host_target(&self) -> usize {
+        policy::host_target(self.config.processes, self.trouble_until.is_some_and(|t| Instant::now() < t))
     }
 
     /// Calls `dispatch` again after `delay` (one pending call at a time).
@@ -565,7 +586,7 @@ impl State {
         }
     }
 
-    fn spawn_host(&mut self) {
+    fn spawn_host(&mut self) -> u64 {
         let key = self.next_host;
         self.next_host += 1;
         self.counters.started += 1;
@@ -583,8 +604,8 @@ impl State {
             health_frames: 0,
             done_frames: 0,
             last_start: 0,
-            solo: false,
-            reserved: false,
+            solo: None,
+            for_solo: false,
             end: None,
             reaping: false,
             shutdown_deadline: None,
@@ -594,6 +615,7 @@ impl State {
         let me = self.me.clone();
         let start = self.host_config.encode();
         spawner().run(Box::new(move || start_host(me, key, start)));
+        key
     }
 
     fn host_views(&self) -> Vec<HostView> {
@@ -606,26 +628,54 @@ impl State {
         while let Some(id) = self.pool.next_to_start() {
             self.take_slot(id);
         }
-        for h in &mut self.hosts {
-            h.reserved = false;
-        }
         let mut i = 0;
+        let mut waiting_alone = 0;
         while i < self.unplaced.len() {
             let id = self.unplaced[i];
-            let alone = self.runs.get(&id).is_some_and(|r| r.alone);
+            let Some(run) = self.runs.get_mut(&id) else {
+                self.unplaced.remove(i);
+                continue;
+            };
+            let alone = run.alone;
+            // A run started again gets what is left of its wall limit, counted from its
+            // first start; with too little left it fails with its host's end.
+            if let (Some(lost), Some(first)) = (run.lost.clone(), run.first_started) {
+                match policy::restart_wall_ms(run.wall_time_ms, first.elapsed().as_millis() as u64) {
+                    Some(left) => {
+                        if let Some(plan) = run.plan.as_mut() {
+                            plan.limits.wall_time_ms = left;
+                        }
+                    }
+                    None => {
+                        self.unplaced.remove(i);
+                        self.fail(id, lost);
+                        continue;
+                    }
+                }
+            }
             let views = self.host_views();
-            match policy::place(&views, self.per_host, alone) {
+            let placed = policy::place(&views, self.per_host, alone)
+                .or_else(|| policy::place_overflow(&views, self.config.max_concurrent, alone))
+                .or_else(|| policy::place_last_resort(&views, self.config.max_concurrent, alone));
+            match placed {
                 Some(h) => {
                     self.unplaced.remove(i);
                     self.start_on(h, id);
                 }
                 None if alone => {
-                    if let Some(h) = policy::host_to_reserve(&views) {
-                        self.hosts[h].reserved = true;
-                    }
+                    waiting_alone += 1;
                     i += 1;
                 }
                 None => break,
+            }
+        }
+        if !self.shut && self.invalid_config.is_none() {
+            let starting = self.hosts.iter().filter(|h| h.for_solo && h.phase == HostPhase::Starting && h.end.is_none()).count();
+            for _ in 0..policy::solo_hosts_to_start(waiting_alone, starting) {
+                let key = self.spawn_host();
+                if let Some(h) = self.host_mut(key) {
+                    h.for_solo = true;
+                }
             }
         }
         self.fail_if_no_host_can_start();
@@ -661,13 +711,19 @@ impl State {
         h.runs.insert(wire, id);
         h.warm_left = h.warm_left.saturating_sub(1);
         h.last_start = given;
-        h.solo = alone;
+        if alone {
+            h.solo = Some(id);
+        }
+        h.for_solo = false;
         if let Some(w) = &h.writer {
             w.send(&[&frame]);
         }
     }
 
     /// Tells host `key` to end for `end` (kept if it was told already): kills it.
+    /// Tells host `key` to end for `end` (kept if it was told already): kills it, and
+    /// settles its runs now, not once it is reaped: a dying host can take long to go (a
+    /// thread of it at idle priority on a busy machine holds up its exit).
     fn end_host(&mut self, key: u64, end: HostEnd) {
         let Some(h) = self.host_mut(key) else { return };
         if h.end.is_none() {
@@ -677,6 +733,12 @@ impl State {
             w.close();
         }
         h.kill();
+        // A host that never got ready is judged on its exit (its last words say why).
+        if h.phase != HostPhase::Starting {
+            let end = h.end.clone().unwrap_or(HostEnd::Shutdown);
+            self.dying.insert(key);
+            self.retire(key, end, "", "");
+        }
     }
 
     fn shutdown(&mut self) {
@@ -865,7 +927,7 @@ impl State {
         }
         let suspect_elsewhere = self.hosts.iter().any(|o| o.suspect && o.end.is_none());
         let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining).count();
-        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.config.processes {
+        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() {
             self.end_host(key, HostEnd::Surplus);
         }
     }
@@ -895,8 +957,12 @@ impl State {
         }
     }
 
-    /// A poll of host `key`: deadlines, memory, start and shutdown timeouts.
+    /// A poll of host `key`: deadlines, memory, start and shutdown timeouts (and runs
+    /// waiting to be started again whose time ran out, on any host's poll).
     fn tick(&mut self, key: u64, rss_mb: Option<u64>) {
+        if self.unplaced.iter().any(|id| self.runs.get(id).is_some_and(|r| r.lost.is_some())) {
+            self.dispatch();
+        }
         let Some(host) = self.host(key) else { return };
         if host.end.is_some() {
             if host.shutdown_deadline.is_some_and(|t| Instant::now() >= t) {
@@ -956,8 +1022,10 @@ impl State {
     /// Host `key` is gone (reaped, or never started: `spawn_error`): answer or restart
     /// its runs, count it, replace it.
     fn host_exited(&mut self, key: u64, status: Option<std::process::ExitStatus>, stderr_tail: &str, spawn_error: Option<String>) {
-        let Some(pos) = self.hosts.iter().position(|h| h.key == key) else { return };
-        let host = self.hosts.remove(pos);
+        if self.dying.remove(&key) {
+            return; // retired when it was told to end
+        }
+        let Some(host) = self.host(key) else { return };
         let reason = match (&spawn_error, status) {
             (Some(e), _) => format!("spawn failed: {e}"),
             (None, Some(st)) => exit_reason(st),
@@ -973,6 +1041,17 @@ impl State {
                 HostEnd::Crash { reason: reason.clone(), oom: policy::looks_like_oom(stderr_tail) }
             }
         };
+        self.retire(key, end, &reason, stderr_tail);
+    }
+
+    /// Host `key` is gone for `end` (or going: killed, not reaped yet): counts it, answers
+    /// or starts again its runs, replaces it.
+    fn retire(&mut self, key: u64, end: HostEnd, reason: &str, stderr_tail: &str) {
+        let Some(pos) = self.hosts.iter().position(|h| h.key == key) else { return };
+        let host = self.hosts.remove(pos);
+        if !matches!(end, HostEnd::Shutdown | HostEnd::Surplus) {
+            self.trouble_until = Some(Instant::now() + Duration::from_millis(policy::SPARE_AFTER_TROUBLE_MS));
+        }
         if let Some(k) = end.recycled_key() {
             // `stuck` was counted when the stuck thread was reported.
             if k != "stuck" {
@@ -1006,6 +1085,7 @@ impl State {
                         // It already said it started.
                         plan.started_event = false;
                     }
+                    run.lost = Some(policy::lost_run_failure(&end, view));
                     self.unplaced.push_front(id);
                 }
                 LostVerdict::Fail(f) => self.fail(id, f),
@@ -1013,7 +1093,7 @@ impl State {
         }
         if host.phase == HostPhase::Starting && !self.shut && self.invalid_config.is_none() {
             if let StartVerdict::GiveUp { after_ms } = self.starts.failed() {
-                self.cannot_start = Some(policy::start_failure(&reason, stderr_tail));
+                self.cannot_start = Some(policy::start_failure(reason, stderr_tail));
                 self.spawn_not_before = Some(Instant::now() + Duration::from_millis(after_ms));
             }
         }

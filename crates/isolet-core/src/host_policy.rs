@@ -42,6 +42,16 @@ pub fn suspect(elapsed_ms: u64, wall_time_ms: u64) -> bool {
     elapsed_ms >= wall_time_ms.saturating_add(SUSPECT_AFTER_MS)
 }
 
+/// For this long after a host ended badly (memory, a stuck or overdue run, a crash, a
+/// protocol breach), one host more than the engine keeps stands by: under a stream of
+/// hostile runs, hosts end faster than a replacement starts, and runs would wait for one.
+pub const SPARE_AFTER_TROUBLE_MS: u64 = 5_000;
+
+/// Hosts to keep starting or serving: `processes`, one more while there was trouble lately.
+pub fn host_target(processes: usize, recent_trouble: bool) -> usize {
+    processes + recent_trouble as usize
+}
+
 /// A host that does not report ready in this time is ended and replaced.
 pub const START_TIMEOUT_MS: u64 = 15_000;
 /// After a host exits, how long its run channel may stay open (held by a descendant,
@@ -344,8 +354,8 @@ pub struct HostView {
     /// It serves one run alone (a run started again after its host ended): it takes no
     /// other until that run ends.
     pub solo: bool,
-    /// It is kept free for a run that must run alone: it takes no new run.
-    pub reserved: bool,
+    /// It has a stuck thread (at idle priority) and is to end once its runs end.
+    pub draining: bool,
 }
 
 /// The host a run should start on, or `None` when none can take it now. A run that must
@@ -354,7 +364,7 @@ pub struct HostView {
 /// then the least busy, then the one given a run longest ago.
 pub fn place(hosts: &[HostView], per_host: usize, alone: bool) -> Option<usize> {
     let eligible = |h: &HostView| {
-        h.serving && !h.solo && if alone { h.runs == 0 } else { !h.reserved && h.runs < per_host }
+        h.serving && !h.draining && !h.solo && if alone { h.runs == 0 } else { h.runs < per_host }
     };
     let better = |a: &HostView, b: &HostView| {
         let (aw, bw) = (a.warm > 0, b.warm > 0);
@@ -375,16 +385,43 @@ pub fn place(hosts: &[HostView], per_host: usize, alone: bool) -> Option<usize> 
     best
 }
 
-/// The host to keep free for a run that must run alone when none is free now: the
-/// serving host with the fewest runs (it empties first).
-pub fn host_to_reserve(hosts: &[HostView]) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    for (i, h) in hosts.iter().enumerate() {
-        if h.serving && !h.solo && best.is_none_or(|b| h.runs < hosts[b].runs) {
-            best = Some(i);
-        }
+/// The host a run should start on when every serving host has its share of runs (some
+/// hosts are being replaced): any serving host below `max_runs` (the engine's concurrency
+/// cap, which admission already enforces), so no run waits for a host to start while
+/// another serves. `None` for a run that must run alone.
+pub fn place_overflow(hosts: &[HostView], max_runs: usize, alone: bool) -> Option<usize> {
+    if alone {
+        return None;
     }
-    best
+    place(hosts, max_runs, false)
+}
+
+/// The host a run should start on when no host takes runs but draining ones and ones
+/// serving a run alone (hosts end faster than replacements start, under a stream of
+/// hostile runs): one of those, rather than a wait of a host's start. A draining host's
+/// stuck thread is at idle priority; a run next to one started again alone is new, so
+/// nothing of it has been seen either and it would be started again too if that host
+/// ended. `None` once any other host takes runs, so those hosts go back to their state.
+pub fn place_last_resort(hosts: &[HostView], max_runs: usize, alone: bool) -> Option<usize> {
+    if alone || hosts.iter().any(|h| h.serving && !h.draining && !h.solo) {
+        return None;
+    }
+    let fallback: Vec<HostView> = hosts.iter().map(|h| HostView { draining: false, solo: false, ..*h }).collect();
+    place(&fallback, max_runs, false)
+}
+
+/// Hosts to start for runs that must run alone and find no empty host: one each, less
+/// those already starting for them (waiting for a busy host to empty could take the
+/// whole of its runs' limits; a host starts in tens of milliseconds).
+pub fn solo_hosts_to_start(waiting_alone: usize, starting_for_them: usize) -> usize {
+    waiting_alone.saturating_sub(starting_for_them)
+}
+
+/// The wall time a run started again may still have, `elapsed_ms` after it first started;
+/// `None` when too little is left to start it at all (it fails with its host's end).
+pub fn restart_wall_ms(wall_time_ms: u64, elapsed_ms: u64) -> Option<u64> {
+    let left = wall_time_ms.saturating_sub(elapsed_ms);
+    (left >= MIN_RESTART_WALL_MS).then_some(left)
 }
 
 // ---- ends ------------------------------------------------------------------------
@@ -623,6 +660,12 @@ mod tests {
     }
 
     #[test]
+    fn a_spare_host_stands_by_after_trouble() {
+        assert_eq!(host_target(2, false), 2);
+        assert_eq!(host_target(2, true), 3);
+    }
+
+    #[test]
     fn polling_is_fast_only_while_runs_are_in_flight() {
         assert_eq!(poll_period_ms(0), POLL_IDLE_MS);
         assert_eq!(poll_period_ms(3), POLL_BUSY_MS);
@@ -744,7 +787,7 @@ mod tests {
     }
 
     fn host(runs: usize, warm: u32, last_start: u64) -> HostView {
-        HostView { serving: true, runs, warm, last_start, solo: false, reserved: false }
+        HostView { serving: true, runs, warm, last_start, solo: false, draining: false }
     }
 
     #[test]
@@ -763,10 +806,31 @@ mod tests {
         assert_eq!(place(&hosts, 2, true), Some(1));
         let busy = [host(1, 1, 1), host(1, 0, 2)];
         assert_eq!(place(&busy, 2, true), None);
-        assert_eq!(host_to_reserve(&[host(2, 0, 1), host(1, 0, 2)]), Some(1));
-        let solo = [HostView { solo: true, ..host(1, 1, 1) }, HostView { reserved: true, ..host(1, 1, 1) }];
-        assert_eq!(place(&solo, 4, false), None, "solo and reserved hosts take no new run");
-        assert_eq!(host_to_reserve(&solo), Some(1));
+        let solo = [HostView { solo: true, ..host(1, 1, 1) }];
+        assert_eq!(place(&solo, 4, false), None, "a solo host takes no new run");
+        assert_eq!(solo_hosts_to_start(3, 1), 2);
+        let full = [host(2, 0, 1), HostView { serving: false, ..host(0, 0, 2) }];
+        assert_eq!(place(&full, 2, false), None);
+        assert_eq!(place_overflow(&full, 8, false), Some(0), "a serving host takes more while another is replaced");
+        assert_eq!(place_overflow(&full, 8, true), None);
+        assert_eq!(place_overflow(&[host(8, 0, 1)], 8, false), None);
+        let draining = [HostView { draining: true, ..host(1, 0, 1) }, HostView { serving: false, ..host(0, 0, 2) }];
+        assert_eq!(place_overflow(&draining, 8, false), None, "a draining host takes no run");
+        assert_eq!(place_last_resort(&draining, 8, false), Some(0), "unless nothing else serves");
+        let mixed = [draining[0], host(3, 0, 2)];
+        assert_eq!(place_last_resort(&mixed, 8, false), None);
+        let solo = [HostView { solo: true, ..host(1, 0, 1) }];
+        assert_eq!(place_last_resort(&solo, 8, false), Some(0));
+        assert_eq!(place_last_resort(&solo, 8, true), None);
+        assert_eq!(solo_hosts_to_start(1, 2), 0);
+    }
+
+    #[test]
+    fn a_run_started_again_gets_what_is_left_of_its_wall_limit_or_fails() {
+        assert_eq!(restart_wall_ms(5000, 1200), Some(3800));
+        assert_eq!(restart_wall_ms(5000, 5000 - MIN_RESTART_WALL_MS), Some(MIN_RESTART_WALL_MS));
+        assert_eq!(restart_wall_ms(5000, 4990), None);
+        assert_eq!(restart_wall_ms(100, 7000), None);
     }
 
     #[test]
