@@ -48,7 +48,30 @@ function load() {
   // ends the process right after Node's exit hooks (V8 cannot be torn down with a parked
   // isolate); it then needs the exit code.
   process.on('exit', (code) => binding.noteExit(typeof code === 'number' ? code : 0));
+  if (!binding.mainThreadGuarded()) guardMainThread();
   return binding;
+}
+
+// Loaded first in a `worker_threads` Worker: the process's exit happens on the main
+// thread, where Node's V8 teardown would free V8's process-wide state under a thread
+// quarantined in any Worker (a crash at exit). This file, loaded on the main thread too,
+// gives that thread isolet's exit hook (above); a Worker reaches that thread only
+// through the inspector's main-thread session. Without an inspector (a Node built
+// without one, or the permission model), a stuck thread-mode run in a Worker still
+// ends its process with a crash at exit; see the README.
+function guardMainThread() {
+  let session;
+  try {
+    const inspector = require('node:inspector');
+    session = new inspector.Session();
+    session.connectToMainThread();
+  } catch {
+    return;
+  }
+  const expression = `void require(${JSON.stringify(__filename)})`;
+  session.post('Runtime.evaluate', { expression, includeCommandLineAPI: true, silent: true }, () => {
+    session.disconnect();
+  });
 }
 
 module.exports = load();
