@@ -52,25 +52,37 @@ function load() {
   return binding;
 }
 
-// Loaded first in a `worker_threads` Worker: the process's exit happens on the main
-// thread, where Node's V8 teardown would free V8's process-wide state under a thread
-// quarantined in any Worker (a crash at exit). This file, loaded on the main thread too,
-// gives that thread isolet's exit hook (above); a Worker reaches that thread only
-// through the inspector's main-thread session. Without an inspector (a Node built
-// without one, or the permission model), a stuck thread-mode run in a Worker still
-// ends its process with a crash at exit; see the README.
+// Loaded first in a `worker_threads` Worker: the process exits from its main thread,
+// where Node's V8 teardown (V8::Dispose) would free V8's process-wide state under a
+// thread quarantined in any Worker (a crash at exit: SIGSEGV in the stuck thread on Node
+// 20-24, an abort in V8 on 26). Loading this file on the main thread too gives that
+// thread isolet's exit hook (above), which ends the process first with its own exit
+// code. A Worker can run code on the main thread only through the inspector's
+// main-thread session; Node runs it there between tasks, or at the next interrupt check.
 function guardMainThread() {
+  const failed = (why) =>
+    process.emitWarning(
+      `isolet could not load itself on the main thread (${why}); a thread-mode run stuck in this ` +
+        'Worker would crash the process at exit. Load isolet on the main thread too (e.g. `node --require isolet`), ' +
+        "or use isolation: 'process' in Workers.",
+      { code: 'ISOLET_MAIN_THREAD' },
+    );
   let session;
   try {
     const inspector = require('node:inspector');
     session = new inspector.Session();
     session.connectToMainThread();
-  } catch {
+  } catch (e) {
+    failed(e && e.code ? e.code : String(e));
     return;
   }
+  // The command-line API's `require` exists in every main-thread context, ESM or CJS.
   const expression = `void require(${JSON.stringify(__filename)})`;
-  session.post('Runtime.evaluate', { expression, includeCommandLineAPI: true, silent: true }, () => {
+  session.post('Runtime.evaluate', { expression, includeCommandLineAPI: true, silent: true }, (err, res) => {
     session.disconnect();
+    if (err || (res && res.exceptionDetails)) {
+      failed(err ? err.message : (res.exceptionDetails.exception && res.exceptionDetails.exception.description) || 'an exception');
+    }
   });
 }
 
