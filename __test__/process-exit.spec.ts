@@ -240,6 +240,32 @@ describe('process exit', () => {
       expect(r.stdout.trim()).toBe('SandboxOOMError SandboxTimeoutError');
     });
 
+    describe('under the permission model (no inspector: a Worker cannot reach the main thread)', () => {
+      const permission = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+      const flags = [permission, '--allow-fs-read=*', '--allow-worker', '--allow-addons', '--allow-child-process'];
+
+      it('a Worker warns that a stuck thread-mode run would crash the process at exit', () => {
+        const r = runMain(`${worker(`isolet.runSandbox('1 + 1', { isolation: 'thread' }).then((x) => console.log(x.output));`)}`, flags);
+        expect(r.signal, r.stderr).toBeNull();
+        expect(r.status, r.stderr).toBe(0);
+        expect(r.stdout.trim()).toBe('2');
+        expect(r.stderr).toContain('[ISOLET_MAIN_THREAD]');
+        expect(r.stderr).toContain('Load isolet on the main thread too');
+      });
+
+      it('with isolet loaded on the main thread as the warning advises, a stuck run in a Worker exits cleanly', () => {
+        const r = runMain(
+          `require(${JSON.stringify(root)});
+          ${worker(`${STUCK}.then((x) => console.log(x.error.name));`)}.on('exit', () => { process.exitCode = 14; });`,
+          flags,
+        );
+        expect(r.signal, r.stderr).toBeNull();
+        expect(r.status, r.stderr).toBe(14);
+        expect(r.stdout.trim()).toBe('SandboxTimeoutError');
+        expect(r.stderr).not.toContain('ISOLET_MAIN_THREAD');
+      });
+    });
+
     it('the main thread can load isolet after a Worker did, and both keep working', () => {
       const r = runMain(`
         ${worker(`${STUCK}.then((x) => parentPort.postMessage(x.error.name));`)}.on('message', async (m) => {
