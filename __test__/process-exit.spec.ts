@@ -197,6 +197,30 @@ describe('process exit', () => {
       expect(r.status, r.stderr).toBe(13);
     });
 
+    it('exits with its own code after four Workers loading isolet at once each quarantined a thread', () => {
+      const r = runMain(`
+        let left = 4;
+        for (let i = 0; i < 4; i++) {
+          ${worker(`${STUCK}.then((x) => console.log(x.error.name));`)}.on('exit', () => { if (--left === 0) process.exitCode = 17; });
+        }
+      `);
+      expect(r.signal, r.stderr).toBeNull();
+      expect(r.status, r.stderr).toBe(17);
+      expect(r.stdout.trim().split('\n')).toEqual(Array(4).fill('SandboxTimeoutError'));
+    });
+
+    it('exits with its own code when the main thread was blocked in a native call while a Worker quarantined a thread and ended', () => {
+      // The main thread cannot run JavaScript then: isolet reaches it once the call returns.
+      const r = runMain(`
+        ${worker(`${STUCK}.then((x) => { console.log(x.error.name); process.exit(0); });`)};
+        require('node:child_process').execSync('sleep 1');
+        process.exitCode = 16;
+      `);
+      expect(r.signal, r.stderr).toBeNull();
+      expect(r.status, r.stderr).toBe(16);
+      expect(r.stdout.trim()).toBe('SandboxTimeoutError');
+    });
+
     it('exits with its own code after a nested Worker quarantined a thread', () => {
       const inner = worker(`${STUCK}.then((x) => console.log('inner', x.error.name));`);
       const r = runMain(`
