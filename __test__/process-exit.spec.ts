@@ -188,6 +188,20 @@ describe('process exit', () => {
       expect(r.stdout.trim()).toBe('SandboxTimeoutError');
     });
 
+    it('exits with its own code when it ends while an unreferenced Worker\'s stuck run is still within its limit', () => {
+      // The closest race: the Worker's run (running, within its limit) is quarantined only
+      // when the main thread's teardown stops the Worker.
+      for (let i = 0; i < 3; i++) {
+        const r = runMain(`
+          const w = ${worker(`isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 60000, isolation: 'thread' }); setTimeout(() => parentPort.postMessage(isolet.processStats().liveThreads), 150);`)};
+          w.on('message', (m) => { console.log('live', m); w.unref(); process.exitCode = 20; });
+        `);
+        expect(r.signal, r.stderr).toBeNull();
+        expect(r.status, r.stderr).toBe(20);
+        expect(Number(r.stdout.trim().split(' ')[1])).toBeGreaterThanOrEqual(1);
+      }
+    });
+
     it('keeps the code of process.exit() on the main thread while a Worker holds a quarantined thread', () => {
       const r = runMain(`
         const w = ${worker(`${STUCK}.then((x) => { parentPort.postMessage(x.error.name); setInterval(() => {}, 1000); });`)};
