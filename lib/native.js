@@ -63,10 +63,15 @@ function guardMainThread() {
   const failed = (why) =>
     process.emitWarning(
       `isolet could not load itself on the main thread (${why}); a thread-mode run stuck in this ` +
-        'Worker would crash the process at exit. Load isolet on the main thread too (e.g. `node --require isolet`), ' +
-        "or use isolation: 'process' in Workers.",
+        'Worker would crash the process at exit. Load isolet on the main thread too (in the entry script, ' +
+        "or vitest's globalSetup), or use isolation: 'process' in Workers.",
       { code: 'ISOLET_MAIN_THREAD' },
     );
+  // Only this package's own file: never a bundle that inlined it (all of it would run).
+  if (__filename !== path.join(root, 'lib', 'native.js')) {
+    failed('lib/native.js is not in its package');
+    return;
+  }
   let session;
   try {
     const inspector = require('node:inspector');
@@ -81,7 +86,8 @@ function guardMainThread() {
   session.post('Runtime.evaluate', { expression, includeCommandLineAPI: true, silent: true }, (err, res) => {
     session.disconnect();
     if (err || (res && res.exceptionDetails)) {
-      failed(err ? err.message : (res.exceptionDetails.exception && res.exceptionDetails.exception.description) || 'an exception');
+      const thrown = res && res.exceptionDetails && res.exceptionDetails.exception;
+      failed(err ? err.message : (thrown && thrown.description) || 'an exception');
     }
   });
 }
