@@ -83,11 +83,21 @@ pub fn init(env: Env) -> Result<NativeInfo> {
         events::close_all_on_this_thread();
         keys::forget(owner as napi::sys::napi_env);
     })?;
+    if crate::limits::quarantine::on_main_thread() {
+        crate::limits::quarantine::set_main_guarded();
+    }
     Ok(NativeInfo {
         v8_version: crate::v8::version(),
         node_abi: env!("ISOLET_NODE_ABI").to_string(),
         node_version: env!("ISOLET_NODE_VERSION").to_string(),
     })
+}
+
+/// Whether isolet is loaded on the process's main thread too (see
+/// `quarantine::main_guarded`); lib/native.js loads it there when a Worker loads it first.
+#[napi]
+pub fn main_thread_guarded() -> bool {
+    crate::limits::quarantine::main_guarded()
 }
 
 #[napi(object)]

@@ -99,7 +99,8 @@ pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
     // A quarantined thread still owns a live isolate, and V8 (13+) aborts in V8::Dispose
     // when any isolate is left: the process leaves now, with the code its main thread was
     // exiting with. Only the main environment's teardown may end the process: a Worker's
-    // ending leaves the quarantined thread running (its process exits later).
+    // ending leaves the quarantined thread running (its process exits later, through
+    // here: lib/native.js loads isolet on the main thread when a Worker loads it first).
     if quarantine::quarantined() > 0 && quarantine::on_main_thread() {
         quarantine::exit_without_v8_teardown();
     }

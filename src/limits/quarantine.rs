@@ -7,7 +7,7 @@
 //! finishes on its own, V8 sees the pending termination, the thread disposes its isolate
 //! as after any run and leaves the count. Only a process boundary can reclaim one that
 //! never finishes.
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 static QUARANTINED: AtomicUsize = AtomicUsize::new(0);
@@ -15,6 +15,9 @@ static QUARANTINED: AtomicUsize = AtomicUsize::new(0);
 /// filter lets it change the scheduling of its main thread only): their ids, for the
 /// parent, which lowers them from outside.
 static NOT_LOWERED: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
+/// Whether isolet is loaded in the main thread's environment, whose teardown hook (see
+/// `engine::shutdown_all`) ends the process before V8's teardown.
+static MAIN_GUARDED: AtomicBool = AtomicBool::new(false);
 /// The code Node's main thread is exiting with, recorded by lib/native.js from
 /// `process.on('exit')`.
 static EXIT_CODE: AtomicI32 = AtomicI32::new(0);
@@ -24,6 +27,19 @@ static EXIT_CODE: AtomicI32 = AtomicI32::new(0);
 pub(crate) fn on_main_thread() -> bool {
     // SAFETY: gettid and getpid have no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t == libc::getpid() }
+}
+
+/// The main environment has isolet's teardown hook (called from that environment's load).
+pub(crate) fn set_main_guarded() {
+    MAIN_GUARDED.store(true, Ordering::SeqCst);
+}
+
+/// Whether the process's exit passes through isolet's hook before V8's teardown. Without
+/// it (isolet loaded only in `worker_threads` Workers), Node's `V8::Dispose` at exit frees
+/// V8's process-wide tables under a quarantined thread still running in its isolate
+/// (a crash in the stuck thread on Node 20-24, an abort in V8 on 26).
+pub(crate) fn main_guarded() -> bool {
+    MAIN_GUARDED.load(Ordering::SeqCst)
 }
 
 /// Records the main thread's exit code; a Worker's exit code is not the process's.
