@@ -724,7 +724,7 @@ export interface SandboxProcessStats {
   /** Process ids of the live and draining hosts. */
   pids: number[];
   /** What least privilege a host could apply on this system. */
-  lockdown: { seccomp: boolean; noNewPrivs: boolean; parentDeathSignal: boolean; reason?: string } | null;
+  lockdown: { seccomp: boolean; noNewPrivs: boolean; parentDeathSignal: boolean; reason?: string; ioUringRings: number } | null;
 }
 
 export declare class SandboxEngine {

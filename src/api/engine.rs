@@ -441,6 +441,8 @@ pub struct LockdownJs {
     pub no_new_privs: bool,
     pub parent_death_signal: bool,
     pub reason: Option<String>,
+    /// io_uring rings the host had open at lock-down (0: libuv runs without io_uring there).
+    pub io_uring_rings: u32,
 }
 
 /// Refuses a WebAssembly module that is not well-formed, has imports, or has a memory
@@ -641,6 +643,7 @@ impl NativeEngine {
                         no_new_privs: l.no_new_privs,
                         parent_death_signal: l.parent_death_signal,
                         reason: l.reason,
+                        io_uring_rings: l.io_uring_rings,
                     }),
                 };
                 (st.engine, Some(processes))

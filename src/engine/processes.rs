@@ -411,20 +411,17 @@ impl ProcessRun {
 
     pub(crate) fn reply(&self, reply: HostReply) {
         let Some(inner) = self.inner.upgrade() else { return };
-        let s = inner.state();
-        let Some(run) = s.runs.get(&self.id) else { return };
-        let Some((key, wire)) = run.on_host else { return };
-        let Some(writer) = s.host(key).and_then(|h| h.writer.clone()) else { return };
         let call_id = match &reply {
             HostReply::Fulfill { call_id, .. } | HostReply::Reject { call_id, .. } => *call_id,
         };
-        drop(s);
         let mut s = inner.state();
         let Some(run) = s.runs.get_mut(&self.id) else { return };
+        let Some((key, wire)) = run.on_host else { return };
         // A reply to a call not in flight (late, or never made) is dropped.
-        if run.on_host != Some((key, wire)) || !run.budget.answered(call_id) {
+        if !run.budget.answered(call_id) {
             return;
         }
+        let Some(writer) = s.host(key).and_then(|h| h.writer.clone()) else { return };
         match reply {
             HostReply::Fulfill { value, .. } => {
                 let head = frame::header_only(Kind::Fulfill, wire, call_id, value.len());
