@@ -48,6 +48,8 @@ pub(crate) struct Spawned {
 pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, String)]) -> io::Result<Spawned> {
     let (parent_end, child_end) = UnixStream::pair()?;
     let child_fd: RawFd = child_end.as_raw_fd();
+    // Built here: the child may only make async-signal-safe calls between fork and exec.
+    let before_exec = isolet_core::syscall_policy::compile_before_exec().ok();
     let mut cmd = Command::new(&command.exec_path);
     cmd.args(options).arg(&command.script).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
@@ -65,6 +67,13 @@ pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, Str
                 return Err(io::Error::last_os_error());
             }
             close_from(HOST_CHANNEL_FD + 1);
+            if let Some(program) = &before_exec {
+                // Without seccomp here the host still starts; its lock-down reports the rings.
+                let fprog = libc::sock_fprog { len: program.len() as libc::c_ushort, filter: program.as_ptr() as *mut libc::sock_filter };
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 {
+                    libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog as *const libc::sock_fprog);
+                }
+            }
             Ok(())
         });
     }

@@ -88,6 +88,9 @@ pub const CLONE_NEW_NAMESPACES: &[u32] = &[
 const PRIO_PROCESS: u32 = 0;
 const IOPRIO_WHO_PROCESS: u32 = 1;
 
+/// Refused in a sandbox host from before it execs `node` (see `compile_before_exec`).
+pub const REFUSED_BEFORE_EXEC: &[&str] = &["io_uring_setup", "io_uring_enter", "io_uring_register"];
+
 /// The deny list. Everything not listed (or not matching its `when`) is allowed.
 pub const REFUSED: &[Refused] = &[
     // --- New programs and processes -------------------------------------------------
@@ -545,12 +548,39 @@ mod linux {
         programs.push(x32_guard());
         Ok(CompiledPolicy { programs, installed, absent })
     }
+
+    /// The filter a sandbox host gets before it execs `node`: io_uring refused
+    /// (`EPERM`), so libuv never creates the rings it would otherwise open at start-up
+    /// (and that would have to stay usable after lock-down, out of seccomp's sight);
+    /// libuv falls back to plain epoll when `io_uring_setup` fails.
+    pub fn compile_before_exec() -> Result<BpfProgram, CompileError> {
+        let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| CompileError(e.to_string()))?;
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+        for name in super::REFUSED_BEFORE_EXEC {
+            let nr = syscall_number(name).ok_or_else(|| CompileError(format!("no system call `{name}` here")))?;
+            rules.insert(nr, Vec::new());
+        }
+        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+            .map_err(|e| CompileError(e.to_string()))?;
+        BpfProgram::try_from(filter).map_err(|e| CompileError(e.to_string()))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_filter_before_exec_compiles_and_refuses_io_uring_only() {
+        let program = compile_before_exec().expect("compiles on this architecture");
+        assert!(!program.is_empty());
+        assert_eq!(REFUSED_BEFORE_EXEC, ["io_uring_setup", "io_uring_enter", "io_uring_register"]);
+        for name in REFUSED_BEFORE_EXEC {
+            assert!(REFUSED.iter().any(|r| r.syscall == *name), "{name} is refused after lock-down too");
+        }
+    }
 
     /// The calls issue 8 and the design name; each must stay in the list.
     const REQUIRED: &[&str] = &[
