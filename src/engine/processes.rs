@@ -187,6 +187,8 @@ struct State {
     hosts: Vec<Host>,
     /// Hosts told to end and retired, not reaped yet.
     dying: std::collections::HashSet<u64>,
+    /// Hosts that could not even be handed to the spawner thread (none exists).
+    unstartable: Vec<u64>,
     next_host: u64,
     next_wire: u32,
     starts_given: u64,
@@ -267,6 +269,7 @@ impl ProcessEngine {
                 unplaced: VecDeque::new(),
                 hosts: Vec::new(),
                 dying: Default::default(),
+                unstartable: Vec::new(),
                 next_host: 1,
                 next_wire: 1,
                 starts_given: 0,
@@ -611,7 +614,11 @@ impl State {
         });
         let me = self.me.clone();
         let start = self.host_config.encode();
-        spawner().run(Box::new(move || start_host(me, key, start)));
+        if !spawner().run(Box::new(move || start_host(me, key, start))) {
+            // Settled later, never here: the caller holds the state lock and may be in a loop.
+            self.unstartable.push(key);
+            self.call_later(Duration::from_millis(1));
+        }
         key
     }
 
@@ -621,6 +628,9 @@ impl State {
 
     /// Gives runs holding a slot a host, and slots to queued runs.
     fn dispatch(&mut self) {
+        for key in std::mem::take(&mut self.unstartable) {
+            self.host_exited(key, None, "", Some("no thread to start sandbox hosts".into()));
+        }
         self.ensure_hosts();
         while let Some(id) = self.pool.next_to_start() {
             self.take_slot(id);
@@ -696,7 +706,11 @@ impl State {
         self.starts_given += 1;
         let given = self.starts_given;
         let Some(run) = self.runs.get_mut(&id) else { return };
-        let Some(plan) = run.plan.as_ref() else { return };
+        let Some(plan) = run.plan.as_ref() else {
+            // Not reachable: only runs nothing was seen of wait for a host.
+            self.fail(id, Failure::new(ErrorKind::Internal, "a run without a plan waited for a host"));
+            return;
+        };
         let frame = plan.encode(wire);
         let now = Instant::now();
         run.on_host = Some((self.hosts[host_index].key, wire));
@@ -779,7 +793,7 @@ impl State {
             };
         }
         let Some(id) = host.runs.get(&h.run_id) else { return Err("a frame for no run in flight".into()) };
-        let run = &self.runs[id];
+        let run = self.runs.get(id).ok_or("a frame for no run in flight")?;
         Ok(policy::frame_limit(&run.bridge))
     }
 
@@ -795,7 +809,6 @@ impl State {
                     return Err("a second ready".into());
                 }
                 host.phase = HostPhase::Serving;
-                host.pid = Some(ready.pid).filter(|_| host.pid.is_none()).or(host.pid);
                 host.ready_rss_mb = rss_mb;
                 host.health = ready.health;
                 host.stuck_at_ready = ready.health.stuck;
@@ -807,6 +820,10 @@ impl State {
                 return Ok(());
             }
             Kind::Invalid => {
+                // Only before ready: no sandboxed code has run in the host yet.
+                if self.host(key).is_some_and(|h| h.phase != HostPhase::Starting) {
+                    return Err("an invalid frame after ready".into());
+                }
                 let why = frame::decode_invalid(&payload).map_err(bad)?.to_string();
                 self.invalid_config.get_or_insert(why);
                 self.end_host(key, HostEnd::Shutdown);
@@ -1055,8 +1072,8 @@ impl State {
                 *self.counters.recycled.entry(k).or_insert(0) += 1;
             }
         }
-        self.counters.retired_warm_starts += host.health.warm_starts;
-        self.counters.retired_cold_starts += host.health.cold_starts;
+        self.counters.retired_warm_starts = self.counters.retired_warm_starts.saturating_add(host.health.warm_starts);
+        self.counters.retired_cold_starts = self.counters.retired_cold_starts.saturating_add(host.health.cold_starts);
         let in_host = host.runs.len();
         let mut lost: Vec<(u32, u64)> = host.runs.into_iter().collect();
         lost.sort_unstable();
@@ -1071,6 +1088,15 @@ impl State {
                 elapsed_ms: run.first_started.map(|t| t.elapsed().as_millis() as u64).unwrap_or(0),
                 alone: run.alone,
             };
+            // A run the caller stopped (abort, shutdown) is answered as such, never started again.
+            if let Some(reason) = run.life.stop_reason() {
+                let failure = match reason {
+                    StopReason::Shutdown => shut_down_failure(),
+                    _ => Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"),
+                };
+                self.fail(id, failure);
+                continue;
+            }
             match policy::lost_run_verdict(&end, view, in_host) {
                 LostVerdict::Restart { wall_time_ms, alone } => {
                     run.restarts += 1;
@@ -1123,8 +1149,8 @@ impl State {
             ..Default::default()
         };
         for h in &self.hosts {
-            e.warm_starts += h.health.warm_starts;
-            e.cold_starts += h.health.cold_starts;
+            e.warm_starts = e.warm_starts.saturating_add(h.health.warm_starts);
+            e.cold_starts = e.cold_starts.saturating_add(h.health.cold_starts);
             if h.end.is_none() {
                 e.warm += h.health.warm as usize;
                 e.warming += h.health.warming as usize;
@@ -1216,16 +1242,12 @@ fn spawner() -> &'static Spawner {
 }
 
 impl Spawner {
-    fn run(&self, job: Job) {
-        let job = match lock(&self.jobs).as_ref() {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => return,
-                Err(mpsc::SendError(job)) => job,
-            },
-            None => job,
-        };
-        // No spawner thread could be made: start it here.
-        job();
+    /// Queues `job`; false when there is no spawner thread (none could be made).
+    fn run(&self, job: Job) -> bool {
+        match lock(&self.jobs).as_ref() {
+            Some(tx) => tx.send(job).is_ok(),
+            None => false,
+        }
     }
 }
 
@@ -1278,12 +1300,21 @@ fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
     let writer = writer.ok();
     let spawned = Arc::new(Mutex::new(Some(spawned)));
     let for_thread = spawned.clone();
+    let closer = writer.clone();
+    let me_again = me.clone();
     if io.spawn(move || io_loop(me, key, for_thread, writer)).is_err() {
-        // No thread to serve it: end it here.
+        // No thread to serve it: end it here, and settle it as a start that failed.
+        if let Some(w) = closer {
+            w.close();
+        }
         if let Some(mut sp) = lock(&spawned).take() {
             let _ = sp.child.kill();
-            let _ = sp.child.wait();
+            let status = sp.child.wait().ok();
             LIVE_HOSTS.fetch_sub(1, Ordering::SeqCst);
+            if let Some(inner) = me_again.upgrade() {
+                inner.state().host_exited(key, status, "", Some("no I/O thread".into()));
+                inner.changed.notify_all();
+            }
         }
     }
 }
@@ -1301,6 +1332,8 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
     let mut stderr_open = true;
     let mut reading = true;
     let mut exited_at: Option<Instant> = None;
+    // Ticks (memory, deadlines) once per poll period, however often the host wakes us.
+    let mut last_tick = Instant::now();
     loop {
         let period = match me.upgrade() {
             Some(inner) => inner.state().poll_period(key),
@@ -1316,7 +1349,8 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
         let fds = [
             if reading { chan_fd } else { -1 },
             if stderr_open { stderr.fd() } else { -1 },
-            pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
+            // Readable for good once the host exited: polled until then only.
+            if exited_at.is_none() { pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()) } else { -1 },
         ];
         let ready = host::poll_readable(&fds, timeout);
         if ready[1] {
@@ -1356,27 +1390,27 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
         if exited_at.is_none() {
             let gone = match &pidfd {
                 Some(_) => ready[2],
-                None => matches!(sp.child.try_wait(), Ok(Some(_))),
+                None => host::exited_unreaped(pid),
             };
             if gone {
                 exited_at = Some(Instant::now());
             }
         }
-        if eof {
-            // Its end of the channel closed: it has exited, or it is ended now.
-            reading = false;
+        if eof || (exited_at.is_some() && !reading) {
+            // Its end of the channel closed (it has exited, or it is ended now), or it
+            // exited and nothing more is read from it.
             break;
         }
         if exited_at.is_some_and(|t| t.elapsed() >= Duration::from_millis(policy::EXIT_CLOSE_GRACE_MS)) {
             break;
         }
-        if exited_at.is_none() {
+        if exited_at.is_none() && last_tick.elapsed() >= Duration::from_millis(period) {
+            last_tick = Instant::now();
             let mb = rss.mb();
             let Some(inner) = me.upgrade() else { break };
             inner.state().tick(key, mb);
         }
     }
-    let _ = reading;
     if let Some(w) = &writer {
         w.close();
     }
@@ -1388,8 +1422,12 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
     let _ = sp.child.kill();
     let status = sp.child.wait().ok();
     LIVE_HOSTS.fetch_sub(1, Ordering::SeqCst);
-    // What it wrote last (a V8 OOM message comes right before the end).
-    while stderr_open && host::poll_readable(&[stderr.fd()], 0)[0] {
+    // What it wrote last (a V8 OOM message comes right before the end); bounded, as a
+    // descendant may hold the pipe open where lock-down is unavailable.
+    for _ in 0..16 {
+        if !stderr_open || !host::poll_readable(&[stderr.fd()], 0)[0] {
+            break;
+        }
         stderr_open = stderr.read_some();
     }
     drop(sp.channel);

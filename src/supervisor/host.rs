@@ -83,19 +83,35 @@ pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, Str
     Ok(Spawned { child, channel: parent_end, stderr })
 }
 
-/// Closes every descriptor from `first` up (in a forked child, before exec).
+/// Marks every descriptor from `first` up close-on-exec (in a forked child, before exec):
+/// they close when `node` starts. Marked, not closed: std's own pipe that reports an exec
+/// failure to the parent must stay open until then.
 fn close_from(first: RawFd) {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: plain system calls on descriptor numbers.
     unsafe {
-        if libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0 as libc::c_uint) == 0 {
+        if libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
             return;
         }
-        // Kernels before 5.9: close them one by one, up to the descriptor limit.
+        // Kernels before 5.11: one by one, up to the descriptor limit.
         let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(1 << 20) as RawFd } else { 65536 };
         for fd in first..max {
-            libc::close(fd);
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
         }
+    }
+}
+
+/// Whether child `pid` has exited, without reaping it (its pid stays ours until the
+/// caller waits for it): for kernels without pidfds.
+pub(crate) fn exited_unreaped(pid: u32) -> bool {
+    // SAFETY: a zeroed siginfo_t is a valid out-parameter; WNOWAIT leaves the child waitable.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) == 0 && info.si_pid() != 0
     }
 }
 
@@ -146,7 +162,9 @@ impl RssReader {
 /// once if the socket takes it whole, else (what is left of it, and everything after it)
 /// waits for the host's writer thread, which blocks for it. Order is kept.
 pub(crate) struct HostWriter {
-    fd: RawFd,
+    /// A descriptor of its own for the socket (a dup): valid as long as the writer lives,
+    /// whenever the caller closes its end, so a late write can never reach a reused number.
+    fd: OwnedFd,
     state: Mutex<WriterState>,
     wake: Condvar,
 }
@@ -158,11 +176,10 @@ struct WriterState {
 }
 
 impl HostWriter {
-    /// A writer on `channel`'s descriptor (kept open by the caller for the writer's life),
-    /// with its thread.
+    /// A writer on `channel`'s socket, with its thread.
     pub(crate) fn start(channel: &UnixStream) -> io::Result<Arc<HostWriter>> {
         let w = Arc::new(HostWriter {
-            fd: channel.as_raw_fd(),
+            fd: OwnedFd::from(channel.try_clone()?),
             state: Mutex::new(WriterState { queue: VecDeque::new(), closed: false }),
             wake: Condvar::new(),
         });
@@ -182,7 +199,7 @@ impl HostWriter {
             // The fast path: straight into the socket, as far as it takes it.
             while rest < parts.len() {
                 let part = parts[rest];
-                let n = send_some(self.fd, part, libc::MSG_DONTWAIT);
+                let n = send_some(self.fd.as_raw_fd(), part, libc::MSG_DONTWAIT);
                 match n {
                     Ok(n) if n == part.len() => rest += 1,
                     Ok(n) => {
@@ -217,8 +234,8 @@ impl HostWriter {
             return;
         }
         if s.queue.is_empty() {
-            match send_some(self.fd, head, libc::MSG_DONTWAIT) {
-                Ok(n) if n == head.len() => match send_some(self.fd, &body, libc::MSG_DONTWAIT) {
+            match send_some(self.fd.as_raw_fd(), head, libc::MSG_DONTWAIT) {
+                Ok(n) if n == head.len() => match send_some(self.fd.as_raw_fd(), &body, libc::MSG_DONTWAIT) {
                     Ok(m) if m == body.len() => return,
                     Ok(m) => s.queue.push_back((body, m)),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.queue.push_back((body, 0)),
@@ -250,12 +267,15 @@ impl HostWriter {
         self.wake.notify_one();
     }
 
-    /// Nothing more is sent; the thread ends (what waits is dropped).
+    /// Nothing more is sent; the thread ends (what waits is dropped). A write blocked on
+    /// a host that reads no more is woken by shutting the socket down.
     pub(crate) fn close(&self) {
         let mut s = lock(&self.state);
         s.closed = true;
         s.queue.clear();
         drop(s);
+        // SAFETY: shutdown on a socket descriptor we own.
+        unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_RDWR) };
         self.wake.notify_all();
     }
 
@@ -277,7 +297,10 @@ impl HostWriter {
             };
             let mut failed = false;
             while at < buf.len() {
-                match send_some(self.fd, &buf[at..], 0) {
+                if lock(&self.state).closed {
+                    return;
+                }
+                match send_some(self.fd.as_raw_fd(), &buf[at..], 0) {
                     Ok(n) => at += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => {
@@ -287,7 +310,7 @@ impl HostWriter {
                 }
             }
             let mut s = lock(&self.state);
-            if failed {
+            if failed || s.closed {
                 s.closed = true;
                 s.queue.clear();
                 return;
@@ -403,23 +426,33 @@ pub(crate) struct StderrTail {
     pipe: ChildStderr,
     tail: Vec<u8>,
     max: usize,
+    /// Bytes read so far; past `MAX_STDERR_READ` the pipe is no longer read (a host
+    /// flooding it would otherwise keep the parent's I/O thread busy).
+    read: usize,
 }
+
+/// Most of a host's stderr the parent reads over its life.
+const MAX_STDERR_READ: usize = 16 << 20;
 
 impl StderrTail {
     pub(crate) fn new(pipe: ChildStderr, max: usize) -> StderrTail {
-        StderrTail { pipe, tail: Vec::new(), max }
+        StderrTail { pipe, tail: Vec::new(), max, read: 0 }
     }
 
     pub(crate) fn fd(&self) -> RawFd {
         self.pipe.as_raw_fd()
     }
 
-    /// Reads what is there; false at end of file.
+    /// Reads what is there; false at end of file (or once enough was read).
     pub(crate) fn read_some(&mut self) -> bool {
-        let mut chunk = [0u8; 4096];
+        let mut chunk = [0u8; 64 * 1024];
         match self.pipe.read(&mut chunk) {
             Ok(0) => false,
             Ok(n) => {
+                self.read += n;
+                if self.read > MAX_STDERR_READ {
+                    return false;
+                }
                 self.tail.extend_from_slice(&chunk[..n]);
                 if self.tail.len() > self.max {
                     let cut = self.tail.len() - self.max;
