@@ -15,6 +15,9 @@ const HOSTILE: Record<string, { code: string; wallTimeMs: number }> = {
   'a heap bomb': { code: 'const a = []; for (;;) a.push(new Array(1e5).fill(1))', wallTimeMs: 3000 },
   // One allocation past the heap limit: the host's resident memory passes its budget.
   'a single huge allocation': { code: "return JSON.parse('[' + '1,'.repeat(5e7) + '1]').length", wallTimeMs: 5000 },
+  // A flattened 256 MB string under a 64 MB limit (a rope costs nothing until flattened):
+  // ended at its heap ceiling, or by its host's memory budget if that comes first.
+  'a host-memory bomb (a flattened string)': { code: "const s = 'x'.repeat(2 ** 28); return (s + 'y').charCodeAt(10)", wallTimeMs: 5000 },
   // A built-in that ignores termination: its thread is stuck for good.
   'an unstoppable built-in': { code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', wallTimeMs: 300 },
 };

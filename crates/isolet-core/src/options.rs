@@ -483,29 +483,18 @@ fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 10]) -> Result<Br
     let max_message_bytes = pick(message, base.max_message_bytes as u64)? as usize;
     let max_pending_host_call_bytes = pick(pending_bytes, base.max_pending_host_call_bytes as u64)? as usize;
     // One message must fit in the budget, or every call of that size would fail.
-    if max_pending_host_call_bytes < max_message_bytes {
-        let path = f.path(pending_bytes);
-        return Err(err(
-            &path,
-            format!(
-                "{path} must be at least {} ({} bytes) so that one message fits, got {max_pending_host_call_bytes}",
-                f.path(message),
-                max_message_bytes
-            ),
-        ));
-    }
+    let fits = |pending_name: &str, pending: u64, message_name: &str, message: u64, unit: &str| {
+        if pending >= message {
+            return Ok(());
+        }
+        let path = f.path(pending_name);
+        let message = format!("{path} must be at least {} ({message} {unit}) so that one message fits, got {pending}", f.path(message_name));
+        Err(err(&path, message))
+    };
+    fits(pending_bytes, max_pending_host_call_bytes as u64, message, max_message_bytes as u64, "bytes")?;
     let max_message_values = pick(message_values, base.max_message_values as u64)? as u32;
     let max_pending_host_call_values = pick(pending_values, base.max_pending_host_call_values as u64)? as u32;
-    if max_pending_host_call_values < max_message_values {
-        let path = f.path(pending_values);
-        return Err(err(
-            &path,
-            format!(
-                "{path} must be at least {} ({max_message_values} values) so that one message fits, got {max_pending_host_call_values}",
-                f.path(message_values)
-            ),
-        ));
-    }
+    fits(pending_values, max_pending_host_call_values as u64, message_values, max_message_values as u64, "values")?;
     Ok(BridgeLimits {
         max_output_values: pick(output_values, base.max_output_values as u64)? as u32,
         max_message_values,
