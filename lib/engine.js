@@ -156,8 +156,7 @@ class SandboxEngine {
     } catch (err) {
       throw errorFromThrown(err);
     }
-    this._config = this._settings.config;
-    this._isolation = this._config.isolation;
+    this._isolation = this._settings.isolation;
     // Checked natively above: an own array of own { name, source } entries.
     const wasmModules = own(config, 'wasmModules') ?? [];
     this._wasmConfig = [];
@@ -181,7 +180,7 @@ class SandboxEngine {
       try {
         // Well-formed, no imports, memory within a run's budget (isolet-core wasm);
         // checked here whatever the isolation, compiled once by setWasmModules.
-        native.checkWasmModule(m.name, m.bytes, this._config.memoryMb);
+        native.checkWasmModule(m.name, m.bytes, this._settings.memoryMb);
       } catch (err) {
         throw new SandboxValidationError(err.message);
       }
@@ -200,7 +199,7 @@ class SandboxEngine {
       throw new SandboxValidationError(err.message);
     }
     this._state = 'ready';
-    this._log('info', `isolet engine ready (${this._isolation} isolation): ${this._config.warmPoolSize} warm, ${this._config.maxConcurrentIsolates} concurrent`);
+    this._log('info', `isolet engine ready (${this._isolation} isolation): ${this._settings.warmPoolSize} warm, ${this._settings.maxConcurrentIsolates} concurrent`);
   }
 
   /** Starts an execution; returns its session at once (never throws). */
@@ -305,9 +304,8 @@ class SandboxEngine {
       }
       shaped = { ...shaped, data: dataValues };
     }
-    const plan = this._settings.plan(shaped);
-    // Checked natively with the rest; handed over as they are, not copied again.
-    if (dataValues !== undefined) plan.dataValues = dataValues;
+    // The values are checked natively with the rest and copied into the plan once.
+    const plan = this._settings.plan(shaped, dataValues);
     const handlers =
       requestTools.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, requestTools.handlers);
     return { plan, handlers };

@@ -26,7 +26,7 @@ function statsOf(s) {
  * `{ ok: true, value, stats, logs } | { ok: false, error, stats, logs }` and never rejects.
  *
  * @param {object} engine a NativeEngine (either isolation mode)
- * @param {object} plan a checked run plan (native `planRun` / `EngineSettings.plan`):
+ * @param {object} plan a native RunPlan (`planRun` / `EngineSettings.plan`):
  *   every limit is filled in. Its tool policy is enforced natively: only allowed tools
  *   exist in the sandbox, and calls over `maxCallsPerTool` never reach this thread.
  * @param {object} hooks
@@ -131,13 +131,12 @@ function execute(engine, plan, hooks = {}) {
     handle.reject(ev.callId, name, message);
   };
 
-  // `started` costs a wake-up of this thread mid-run; ask for it only if someone listens.
-  if (plan.startedEvent === undefined) plan.startedEvent = hooks.onEvent !== undefined;
   try {
     // Host calls, data requests and the result run in the caller's async context (its
     // AsyncLocalStorage stores), not in that of whoever made the engine: events of all
     // runs arrive through one channel per engine.
-    handle = engine.submit(plan, AsyncResource.bind(onNativeEvent));
+    // `started` costs a wake-up of this thread mid-run: asked for only if someone listens.
+    handle = engine.submit(plan, AsyncResource.bind(onNativeEvent), hooks.onEvent !== undefined);
   } catch (err) {
     ctx._end();
     resolveDone({ ok: false, error: errorFromThrown(err), stats: statsOf(), logs: [] });

@@ -1,5 +1,6 @@
 //! `NativeEngine` and `RunHandle`: the bindings `lib/engine.js` and
 //! `lib/run-sandbox.js` build on.
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -8,17 +9,15 @@ use napi::bindgen_prelude::*;
 use napi::{sys, JsValue};
 use napi_derive::napi;
 
-use isolet_core::frame::WirePlan;
 use isolet_core::queue::{Tenant, TenantCounts};
-use isolet_core::{check_global_name, BridgeLimits, EngineConfig, ExecMode, IsolateLimits, Isolation, RunPlan, ToolCalls};
+use isolet_core::{check_global_name, EngineConfig, ExecMode, Isolation, RunPlan};
 
 use super::events::Dispatcher;
-use super::keys::{Key, Keys};
 use super::options::raw_of;
 use super::{options_error, validation_error};
-use crate::engine::{Engine, EngineConfig as PoolConfig, ProcessConfig, ProcessEngine, ProcessRun};
+use crate::engine::{Engine, ProcessEngine, ProcessRun};
 use crate::isolate::{HostReply, RunShared, RunSpec};
-use crate::v8::{DataAnswer, Mode, WasmModule};
+use crate::v8::{DataAnswer, WasmModule};
 
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -27,20 +26,6 @@ static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 #[napi]
 pub struct EngineSettings {
     config: EngineConfig,
-}
-
-/// The parts of a checked engine config that JS uses to choose and size its backend.
-#[napi(object)]
-pub struct EngineConfigJs {
-    pub memory_mb: u32,
-    pub max_concurrent_isolates: u32,
-    pub warm_pool_size: u32,
-    pub max_queue_size: u32,
-    pub processes: u32,
-    /// `process` or `thread`.
-    pub isolation: String,
-    /// Names of the WebAssembly modules, in order.
-    pub wasm_modules: Vec<String>,
 }
 
 #[napi]
@@ -52,232 +37,123 @@ impl EngineSettings {
         Ok(EngineSettings { config: EngineConfig::from_raw(&raw).map_err(options_error)? })
     }
 
+    /// `process` or `thread`.
     #[napi(getter)]
-    pub fn config(&self) -> EngineConfigJs {
-        let c = &self.config;
-        EngineConfigJs {
-            memory_mb: c.memory_mb,
-            max_concurrent_isolates: c.max_concurrent_isolates,
-            warm_pool_size: c.warm_pool_size,
-            max_queue_size: c.max_queue_size,
-            processes: c.processes,
-            isolation: c.isolation.as_str().to_string(),
-            wasm_modules: c.wasm_modules.clone(),
-        }
+    pub fn isolation(&self) -> &'static str {
+        self.config.isolation.as_str()
+    }
+
+    #[napi(getter)]
+    pub fn memory_mb(&self) -> u32 {
+        self.config.memory_mb
+    }
+
+    #[napi(getter)]
+    pub fn warm_pool_size(&self) -> u32 {
+        self.config.warm_pool_size
+    }
+
+    #[napi(getter)]
+    pub fn max_concurrent_isolates(&self) -> u32 {
+        self.config.max_concurrent_isolates
     }
 
     /// Checks `engine.submit(request)` (with `tools` as the request's own tool names and
-    /// `data` values serialized) and returns the run's plan.
+    /// `data` values serialized) and returns the run's plan. `data` is the same object of
+    /// Buffers as `request.data`: its bytes are copied into the plan once, here.
     #[napi]
-    pub fn plan(&self, request: Unknown) -> Result<RunPlanOut, String> {
+    pub fn plan(&self, env: &Env, request: Unknown, data: Option<Unknown>) -> Result<RunPlanJs, String> {
         let raw = raw_of(&request, 0).map_err(super::internal_error)?;
-        Ok(self.config.plan(&raw).map_err(options_error)?.into())
+        let mut plan = self.config.plan(&raw).map_err(options_error)?;
+        if let Some(data) = data {
+            plan.data_values = data_values_of(env.raw(), data.raw()).map_err(super::internal_error)?;
+        }
+        Ok(RunPlanJs { plan: Arc::new(plan) })
     }
 }
 
 /// Checks `runSandbox(code, options)` (with `capabilities` as the capability names) and
 /// returns the run's plan.
 #[napi]
-pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanOut, String> {
+pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
     let code = raw_of(&code, 0).map_err(super::internal_error)?;
     let options = raw_of(&options, 0).map_err(super::internal_error)?;
-    Ok(isolet_core::options::run_sandbox(&code, &options).map_err(options_error)?.into())
+    let plan = isolet_core::options::run_sandbox(&code, &options).map_err(options_error)?;
+    Ok(RunPlanJs { plan: Arc::new(plan) })
 }
 
-/// A checked run, as produced by `planRun` or `EngineSettings.plan`: what `submit` takes
-/// (and what travels to a sandbox host process). Every value is filled in; JS reads the
-/// limits it needs (time, memory, message size) from here, never from defaults of its own.
-/// A plain JS object, read by `submit` with cached property names (see `keys`) on every run.
+/// A checked run, as `planRun` and `EngineSettings.plan` return it: what `submit` takes,
+/// in either isolation mode, with every limit filled in. JS reads the limits it needs
+/// (time, message size, pending calls) from here, never from defaults of its own; only
+/// the code is set again, once TypeScript is stripped. Submitting it shares the plan with
+/// the run (no copy of its code or data).
+#[napi(js_name = "RunPlan")]
 pub struct RunPlanJs {
-    pub code: String,
-    /// `script` (completion value) or `asyncBody` (only `return` gives output).
-    pub mode: String,
-    /// `javascript` or `typescript`; JS strips types before submitting.
-    pub language: String,
-    /// runSandbox only: `process` or `thread`.
-    pub isolation: Option<String>,
-    pub memory_mb: u32,
-    pub wall_time_ms: f64,
-    pub cpu_time_ms: Option<f64>,
-    pub max_message_bytes: f64,
-    pub max_messages: u32,
-    pub max_output_bytes: f64,
-    pub max_log_entries: u32,
-    pub max_log_bytes: f64,
-    pub max_pending_host_call_bytes: f64,
-    pub max_pending_host_calls: u32,
-    pub max_output_values: u32,
-    pub max_message_values: u32,
-    pub max_pending_host_call_values: u32,
-    /// Host functions installed in the sandbox (only these are visible), in order.
-    pub tools: Vec<String>,
-    /// Per tool (same order), its `maxCallsPerTool`, or null.
-    pub max_calls: Vec<Option<u32>>,
-    pub data_object: bool,
-    /// `data` values given up front (serialized); reading them needs no round trip.
-    /// Checked by the plan but not copied into it: JS sets the same buffers here.
-    pub data_values: Option<Vec<(String, Vec<u8>)>>,
-    /// Instantiate the engine's WebAssembly modules (see `setWasmModules`).
-    pub wasm: bool,
-    /// Also send each console entry as a `console` event.
-    pub stream_console: bool,
-    /// Send the `started` event (default true). Callers that ignore it turn it off:
-    /// it costs a wake-up of Node's thread in the middle of every run.
-    pub started_event: Option<bool>,
-    /// Whose run it is: queued runs are served in turn across tenants.
-    pub tenant: Option<String>,
+    plan: Arc<RunPlan>,
 }
 
+#[napi]
 impl RunPlanJs {
-    /// The plan's mode and limits, as the run (thread mode) and the `Run` frame (process
-    /// mode) both take them; a plan that no checked plan could be is refused.
-    pub(crate) fn checked_parts(&self) -> Result<(ExecMode, IsolateLimits, BridgeLimits)> {
-        let mode = match self.mode.as_str() {
-            "script" => ExecMode::Script,
-            "asyncBody" => ExecMode::AsyncBody,
-            other => return Err(validation_error(format!("unknown mode `{other}`"))),
-        };
-        if self.max_calls.len() != self.tools.len() {
-            return Err(validation_error("a run plan needs one maxCalls entry per tool"));
+    #[napi(getter)]
+    pub fn code(&self) -> String {
+        self.plan.code.clone()
+    }
+
+    /// The code to run instead (JavaScript stripped of its types). A run already
+    /// submitted keeps the code it had.
+    #[napi(setter)]
+    pub fn set_code(&mut self, code: String) {
+        Arc::make_mut(&mut self.plan).code = code;
+    }
+
+    /// `script` (completion value) or `asyncBody` (only `return` gives output).
+    #[napi(getter)]
+    pub fn mode(&self) -> &'static str {
+        match self.plan.mode {
+            ExecMode::Script => "script",
+            ExecMode::AsyncBody => "asyncBody",
         }
-        let limits = IsolateLimits { memory_mb: self.memory_mb, wall_time_ms: self.wall_time_ms as u64, cpu_time_ms: self.cpu_time_ms.map(|v| v as u64) };
-        let bridge = BridgeLimits {
-            max_message_bytes: self.max_message_bytes as usize,
-            max_messages: self.max_messages,
-            max_output_bytes: self.max_output_bytes as usize,
-            max_log_entries: self.max_log_entries as usize,
-            max_log_bytes: self.max_log_bytes as usize,
-            max_pending_host_call_bytes: self.max_pending_host_call_bytes as usize,
-            max_pending_host_calls: self.max_pending_host_calls,
-            max_output_values: self.max_output_values,
-            max_message_values: self.max_message_values,
-            max_pending_host_call_values: self.max_pending_host_call_values,
-        };
-        Ok((mode, limits, bridge))
+    }
+
+    /// `javascript` or `typescript`; JS strips types before submitting.
+    #[napi(getter)]
+    pub fn language(&self) -> &'static str {
+        self.plan.language
+    }
+
+    /// runSandbox only: `process` or `thread`.
+    #[napi(getter)]
+    pub fn isolation(&self) -> Option<&'static str> {
+        self.plan.isolation.map(Isolation::as_str)
+    }
+
+    #[napi(getter)]
+    pub fn wall_time_ms(&self) -> f64 {
+        self.plan.limits.wall_time_ms as f64
+    }
+
+    #[napi(getter)]
+    pub fn max_message_bytes(&self) -> f64 {
+        self.plan.bridge.max_message_bytes as f64
+    }
+
+    #[napi(getter)]
+    pub fn max_pending_host_call_bytes(&self) -> f64 {
+        self.plan.bridge.max_pending_host_call_bytes as f64
+    }
+
+    #[napi(getter)]
+    pub fn max_pending_host_calls(&self) -> u32 {
+        self.plan.bridge.max_pending_host_calls
     }
 }
 
-impl TypeName for RunPlanJs {
-    fn type_name() -> &'static str {
-        "RunPlanJs"
-    }
-
-    fn value_type() -> napi::ValueType {
-        napi::ValueType::Object
-    }
-}
-
-impl ValidateNapiValue for RunPlanJs {}
-
-/// A run plan field of the wrong type (a plan not made by `planRun`/`EngineSettings.plan`).
-fn plan_field_error(key: Key, expected: &str) -> Error {
-    validation_error(format!("run plan: `{}` must be {expected}", key.name()))
-}
-
-impl FromNapiValue for RunPlanJs {
-    unsafe fn from_napi_value(env: napi::sys::napi_env, o: napi::sys::napi_value) -> Result<Self> {
-        use super::keys::value as v;
-        if v::type_of(env, o)? != napi::sys::ValueType::napi_object {
-            return Err(validation_error("a run plan must be an object"));
-        }
-        // SAFETY: napi calls this on the env's thread inside the binding's handle scope.
-        let keys = unsafe { Keys::of(env) }?;
-        let string = |key: Key| -> Result<String> { v::to_string(env, keys.get(o, key)?)?.ok_or_else(|| plan_field_error(key, "a string")) };
-        let opt_string = |key: Key| -> Result<Option<String>> {
-            let value = keys.get(o, key)?;
-            if v::is_nullish(env, value)? {
-                return Ok(None);
-            }
-            v::to_string(env, value)?.map(Some).ok_or_else(|| plan_field_error(key, "a string"))
-        };
-        let number = |key: Key| -> Result<f64> { v::to_f64(env, keys.get(o, key)?)?.ok_or_else(|| plan_field_error(key, "a number")) };
-        let opt_number = |key: Key| -> Result<Option<f64>> {
-            let value = keys.get(o, key)?;
-            if v::is_nullish(env, value)? {
-                return Ok(None);
-            }
-            v::to_f64(env, value)?.map(Some).ok_or_else(|| plan_field_error(key, "a number"))
-        };
-        let count = |key: Key| -> Result<u32> {
-            let n = number(key)?;
-            if n.is_finite() && n >= 0.0 && n <= u32::MAX as f64 {
-                Ok(n as u32)
-            } else {
-                Err(plan_field_error(key, "a count"))
-            }
-        };
-        let flag = |key: Key| -> Result<bool> { v::to_bool(env, keys.get(o, key)?)?.ok_or_else(|| plan_field_error(key, "a boolean")) };
-        let opt_flag = |key: Key| -> Result<Option<bool>> {
-            let value = keys.get(o, key)?;
-            if v::is_nullish(env, value)? {
-                return Ok(None);
-            }
-            v::to_bool(env, value)?.map(Some).ok_or_else(|| plan_field_error(key, "a boolean"))
-        };
-
-        let tools_value = keys.get(o, Key::Tools)?;
-        let tools_len = v::array_len(env, tools_value)?.ok_or_else(|| plan_field_error(Key::Tools, "an array"))?;
-        let mut tools = Vec::with_capacity(tools_len as usize);
-        for i in 0..tools_len {
-            let item = v::element(env, tools_value, i)?;
-            tools.push(v::to_string(env, item)?.ok_or_else(|| plan_field_error(Key::Tools, "an array of strings"))?);
-        }
-        let max_value = keys.get(o, Key::MaxCalls)?;
-        let max_len = v::array_len(env, max_value)?.ok_or_else(|| plan_field_error(Key::MaxCalls, "an array"))?;
-        let mut max_calls = Vec::with_capacity(max_len as usize);
-        for i in 0..max_len {
-            let item = v::element(env, max_value, i)?;
-            if v::is_nullish(env, item)? {
-                max_calls.push(None);
-                continue;
-            }
-            let n = v::to_f64(env, item)?.ok_or_else(|| plan_field_error(Key::MaxCalls, "an array of counts or nulls"))?;
-            if !(n.is_finite() && n >= 0.0 && n <= u32::MAX as f64) {
-                return Err(plan_field_error(Key::MaxCalls, "an array of counts or nulls"));
-            }
-            max_calls.push(Some(n as u32));
-        }
-        let data_value = keys.get(o, Key::DataValues)?;
-        let data_values = if v::is_nullish(env, data_value)? {
-            None
-        } else {
-            Some(data_values_of(env, data_value)?)
-        };
-        Ok(RunPlanJs {
-            code: string(Key::Code)?,
-            mode: string(Key::Mode)?,
-            language: string(Key::Language)?,
-            isolation: opt_string(Key::Isolation)?,
-            memory_mb: count(Key::MemoryMb)?,
-            wall_time_ms: number(Key::WallTimeMs)?,
-            cpu_time_ms: opt_number(Key::CpuTimeMs)?,
-            max_message_bytes: number(Key::MaxMessageBytes)?,
-            max_messages: count(Key::MaxMessages)?,
-            max_output_bytes: number(Key::MaxOutputBytes)?,
-            max_log_entries: count(Key::MaxLogEntries)?,
-            max_log_bytes: number(Key::MaxLogBytes)?,
-            max_pending_host_call_bytes: number(Key::MaxPendingHostCallBytes)?,
-            max_pending_host_calls: count(Key::MaxPendingHostCalls)?,
-            max_output_values: count(Key::MaxOutputValues)?,
-            max_message_values: count(Key::MaxMessageValues)?,
-            max_pending_host_call_values: count(Key::MaxPendingHostCallValues)?,
-            tools,
-            max_calls,
-            data_object: flag(Key::DataObject)?,
-            data_values,
-            wasm: flag(Key::Wasm)?,
-            stream_console: flag(Key::StreamConsole)?,
-            started_event: opt_flag(Key::StartedEvent)?,
-            tenant: opt_string(Key::Tenant)?,
-        })
-    }
-}
-
-/// A plan's `dataValues`: own string keys to Buffers, copied.
-fn data_values_of(env: napi::sys::napi_env, object: napi::sys::napi_value) -> Result<Vec<(String, Vec<u8>)>> {
+/// A `data` object of serialized values: own string keys to Buffers, copied.
+fn data_values_of(env: napi::sys::napi_env, object: napi::sys::napi_value) -> Result<BTreeMap<String, Vec<u8>>> {
     use super::keys::value as v;
+    let not_bytes = || validation_error("request.data must be an object of serialized values");
     if v::type_of(env, object)? != napi::sys::ValueType::napi_object {
-        return Err(plan_field_error(Key::DataValues, "an object"));
+        return Err(not_bytes());
     }
     let mut names = std::ptr::null_mut();
     // SAFETY: on the env's thread; `object` is a live object of this scope.
@@ -292,82 +168,17 @@ fn data_values_of(env: napi::sys::napi_env, object: napi::sys::napi_value) -> Re
         )
     })?;
     let len = v::array_len(env, names)?.unwrap_or(0);
-    let mut out = Vec::with_capacity(len as usize);
+    let mut out = BTreeMap::new();
     for i in 0..len {
         let name = v::element(env, names, i)?;
         let mut value = std::ptr::null_mut();
         // SAFETY: as above; `name` is one of the object's own keys.
         super::keys::check_status(unsafe { napi::sys::napi_get_property(env, object, name, &mut value) })?;
-        let key = v::to_string(env, name)?.ok_or_else(|| plan_field_error(Key::DataValues, "an object of Buffers"))?;
-        let bytes = v::to_bytes(env, value)?.ok_or_else(|| plan_field_error(Key::DataValues, "an object of Buffers"))?;
-        out.push((key, bytes));
+        let key = v::to_string(env, name)?.ok_or_else(not_bytes)?;
+        let bytes = v::to_bytes(env, value)?.ok_or_else(not_bytes)?;
+        out.insert(key, bytes);
     }
     Ok(out)
-}
-
-/// A run plan as `planRun` and `EngineSettings.plan` return it: the fields of `RunPlanJs`
-/// (without `dataValues` and `startedEvent`, which JS adds). Made by napi-rs's own
-/// conversion, one `napi_define_properties` call, which measured a little faster than
-/// the cached names `submit` reads `RunPlanJs` with.
-#[napi(object, object_from_js = false, js_name = "RunPlan")]
-pub struct RunPlanOut {
-    pub code: String,
-    pub mode: String,
-    pub language: String,
-    pub isolation: Option<String>,
-    pub memory_mb: u32,
-    pub wall_time_ms: f64,
-    pub cpu_time_ms: Option<f64>,
-    pub max_message_bytes: f64,
-    pub max_messages: u32,
-    pub max_output_bytes: f64,
-    pub max_log_entries: u32,
-    pub max_log_bytes: f64,
-    pub max_pending_host_call_bytes: f64,
-    pub max_pending_host_calls: u32,
-    pub max_output_values: u32,
-    pub max_message_values: u32,
-    pub max_pending_host_call_values: u32,
-    pub tools: Vec<String>,
-    pub max_calls: Vec<Option<u32>>,
-    pub data_object: bool,
-    pub wasm: bool,
-    pub stream_console: bool,
-    pub tenant: Option<String>,
-}
-
-impl From<RunPlan> for RunPlanOut {
-    fn from(p: RunPlan) -> Self {
-        let (l, b) = (p.limits, p.bridge);
-        RunPlanOut {
-            code: p.code,
-            mode: match p.mode {
-                ExecMode::Script => "script".into(),
-                ExecMode::AsyncBody => "asyncBody".into(),
-            },
-            language: p.language.to_string(),
-            isolation: p.isolation.map(|i| i.as_str().to_string()),
-            memory_mb: l.memory_mb,
-            wall_time_ms: l.wall_time_ms as f64,
-            cpu_time_ms: l.cpu_time_ms.map(|v| v as f64),
-            max_message_bytes: b.max_message_bytes as f64,
-            max_messages: b.max_messages,
-            max_output_bytes: b.max_output_bytes as f64,
-            max_log_entries: b.max_log_entries as u32,
-            max_log_bytes: b.max_log_bytes as f64,
-            max_pending_host_call_bytes: b.max_pending_host_call_bytes as f64,
-            max_pending_host_calls: b.max_pending_host_calls,
-            max_output_values: b.max_output_values,
-            max_message_values: b.max_message_values,
-            max_pending_host_call_values: b.max_pending_host_call_values,
-            tools: p.tools,
-            max_calls: p.max_calls,
-            data_object: p.data_object,
-            wasm: p.wasm,
-            stream_console: p.stream_console,
-            tenant: p.tenant,
-        }
-    }
 }
 
 #[napi(object)]
@@ -526,25 +337,8 @@ impl NativeEngine {
         let c = &settings.config;
         let owner = env.raw() as usize;
         let backend = match c.isolation {
-            Isolation::Thread => Backend::Threads(Engine::new(
-                PoolConfig {
-                    memory_mb: c.memory_mb,
-                    max_concurrent: c.max_concurrent_isolates as usize,
-                    warm_pool_size: c.warm_pool_size as usize,
-                    max_queue: c.max_queue_size as usize,
-                },
-                owner,
-            )),
-            Isolation::Process => Backend::Processes(ProcessEngine::new(
-                ProcessConfig {
-                    memory_mb: c.memory_mb,
-                    max_concurrent: c.max_concurrent_isolates as usize,
-                    warm_pool_size: c.warm_pool_size as usize,
-                    max_queue: c.max_queue_size as usize,
-                    processes: c.processes as usize,
-                },
-                owner,
-            )),
+            Isolation::Thread => Backend::Threads(Engine::new(c.pool(), owner)),
+            Isolation::Process => Backend::Processes(ProcessEngine::new(c.pool(), c.processes as usize, owner)),
         };
         let dispatcher = Dispatcher::new(&env)?;
         Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher })
@@ -597,26 +391,24 @@ impl NativeEngine {
     }
 
     /// Queues a planned run (see `planRun`, `EngineSettings.plan`); its events go to
-    /// `on_event`, always later than this call returns (never from inside it).
+    /// `on_event`, always later than this call returns (never from inside it). The
+    /// `started` event is sent unless `started_event` is false: it costs a wake-up of
+    /// Node's thread in the middle of every run, so callers that ignore it turn it off.
     #[napi]
-    pub fn submit(&self, plan: RunPlanJs, on_event: Function) -> Result<RunHandle> {
-        let started_event = plan.started_event.unwrap_or(true);
+    pub fn submit(&self, plan: &RunPlanJs, on_event: Function, started_event: Option<bool>) -> Result<RunHandle> {
+        let started_event = started_event.unwrap_or(true);
         let id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
+        let tenant = Tenant::from(plan.plan.tenant.as_deref());
+        let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
         let control: Arc<dyn RunControl> = match &self.backend {
             Backend::Threads(engine) => {
-                let tenant = Tenant::from(plan.tenant.as_deref());
-                let spec = self.spec_of(plan)?;
-                let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
-                let run = RunShared::new(id, spec, sink);
+                let modules = self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner);
+                let run = RunShared::new(id, RunSpec::new(plan.plan.clone(), &modules), sink);
+                drop(modules);
                 engine.submit(run.clone(), tenant);
                 Arc::new(ThreadRun { run, engine: engine.clone() })
             }
-            Backend::Processes(engine) => {
-                let tenant = Tenant::from(plan.tenant.as_deref());
-                let wire = wire_plan_of(plan)?;
-                let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
-                engine.submit(id, tenant, wire, sink)
-            }
+            Backend::Processes(engine) => engine.submit(id, tenant, plan.plan.clone(), started_event, sink),
         };
         Ok(RunHandle { run: control })
     }
@@ -685,48 +477,6 @@ impl NativeEngine {
         };
         AsyncTask::new(WaitIdle { backend, timeout: Duration::from_millis(timeout_ms as u64) })
     }
-}
-
-impl NativeEngine {
-    /// The plan was made by isolet-core; here it only changes representation.
-    fn spec_of(&self, p: RunPlanJs) -> Result<RunSpec> {
-        let (mode, limits, bridge) = p.checked_parts()?;
-        let mode = match mode {
-            ExecMode::Script => Mode::Script,
-            ExecMode::AsyncBody => Mode::AsyncBody,
-        };
-        let wasm_modules = if p.wasm { self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner).clone() } else { Vec::new() };
-        Ok(RunSpec {
-            code: p.code,
-            mode,
-            limits,
-            bridge,
-            tool_calls: ToolCalls::new(p.max_calls),
-            capabilities: p.tools,
-            data_object: p.data_object,
-            data_values: p.data_values.unwrap_or_default().into_iter().collect(),
-            wasm_modules,
-            stream_console: p.stream_console,
-        })
-    }
-}
-
-/// The `Run` frame's plan of a checked plan (what a sandbox host submits to its engine).
-fn wire_plan_of(plan: RunPlanJs) -> Result<WirePlan> {
-    let (mode, limits, bridge) = plan.checked_parts()?;
-    Ok(WirePlan {
-        code: plan.code,
-        mode,
-        limits,
-        bridge,
-        tools: plan.tools,
-        max_calls: plan.max_calls,
-        data_object: plan.data_object,
-        data_values: plan.data_values.unwrap_or_default(),
-        wasm: plan.wasm,
-        stream_console: plan.stream_console,
-        started_event: plan.started_event.unwrap_or(true),
-    })
 }
 
 pub struct Ready {

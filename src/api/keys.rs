@@ -1,8 +1,7 @@
-//! Property names of the hot paths (run plans in and out of `planRun` and `submit`, run
-//! events), made once per Node environment as internalized strings and kept in one array.
-//! `napi_set_named_property` / `napi_get_named_property` make and internalize the name
-//! from UTF-8 on every call: for a plan's 22 fields, twice per run, that string-table
-//! lookup was the largest single cost of `planRun` + `submit` on Node's thread.
+//! Property names of the hot path (run events), made once per Node environment as
+//! internalized strings and kept in one array. `napi_set_named_property` makes and
+//! internalizes the name from UTF-8 on every call: that string-table lookup was the
+//! largest single cost of building an event on Node's thread.
 use std::cell::Cell;
 use std::ptr;
 
@@ -44,36 +43,6 @@ keys! {
     HostCall = "hostCall",
     DataRequest = "dataRequest",
     Done = "done",
-    // run plans
-    Code = "code",
-    Mode = "mode",
-    Language = "language",
-    Isolation = "isolation",
-    MemoryMb = "memoryMb",
-    MaxMessageBytes = "maxMessageBytes",
-    MaxMessages = "maxMessages",
-    MaxOutputBytes = "maxOutputBytes",
-    MaxLogEntries = "maxLogEntries",
-    MaxLogBytes = "maxLogBytes",
-    MaxPendingHostCallBytes = "maxPendingHostCallBytes",
-    MaxPendingHostCalls = "maxPendingHostCalls",
-    MaxOutputValues = "maxOutputValues",
-    MaxMessageValues = "maxMessageValues",
-    MaxPendingHostCallValues = "maxPendingHostCallValues",
-    Tools = "tools",
-    MaxCalls = "maxCalls",
-    DataObject = "dataObject",
-    DataValues = "dataValues",
-    Wasm = "wasm",
-    StreamConsole = "streamConsole",
-    StartedEvent = "startedEvent",
-    Tenant = "tenant",
-}
-
-impl Key {
-    pub(crate) fn name(self) -> &'static str {
-        NAMES[self as usize]
-    }
 }
 
 thread_local! {
@@ -186,25 +155,6 @@ impl Keys {
         }
         Ok(object)
     }
-
-    /// `object[key]` when it is an own property, else undefined: a key someone put on
-    /// Object.prototype is not a field (a plan omits its empty optional fields, such as
-    /// `dataValues`, and an inherited one would be read as the run's).
-    pub(crate) fn get(&self, object: sys::napi_value, key: Key) -> Result<sys::napi_value> {
-        let name = self.key(key)?;
-        let mut value = ptr::null_mut();
-        let mut is_own = false;
-        // SAFETY: `object` is a live value of this env's current scope.
-        unsafe {
-            check(sys::napi_has_own_property(self.env, object, name, &mut is_own))?;
-            if is_own {
-                check(sys::napi_get_property(self.env, object, name, &mut value))?;
-            } else {
-                check(sys::napi_get_undefined(self.env, &mut value))?;
-            }
-        }
-        Ok(value)
-    }
 }
 
 /// Forgets this thread's table (its environment is being torn down).
@@ -290,11 +240,6 @@ pub(crate) mod value {
         Ok(t)
     }
 
-    pub(crate) fn is_nullish(env: sys::napi_env, v: sys::napi_value) -> Result<bool> {
-        let t = type_of(env, v)?;
-        Ok(t == sys::ValueType::napi_undefined || t == sys::ValueType::napi_null)
-    }
-
     pub(crate) fn to_string(env: sys::napi_env, v: sys::napi_value) -> Result<Option<String>> {
         if type_of(env, v)? != sys::ValueType::napi_string {
             return Ok(None);
@@ -307,24 +252,6 @@ pub(crate) mod value {
         buf.truncate(written);
         // V8 wrote UTF-8 (lone surrogates as U+FFFD).
         Ok(Some(String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())))
-    }
-
-    pub(crate) fn to_f64(env: sys::napi_env, v: sys::napi_value) -> Result<Option<f64>> {
-        if type_of(env, v)? != sys::ValueType::napi_number {
-            return Ok(None);
-        }
-        let mut n = 0.0;
-        check(unsafe { sys::napi_get_value_double(env, v, &mut n) })?;
-        Ok(Some(n))
-    }
-
-    pub(crate) fn to_bool(env: sys::napi_env, v: sys::napi_value) -> Result<Option<bool>> {
-        if type_of(env, v)? != sys::ValueType::napi_boolean {
-            return Ok(None);
-        }
-        let mut b = false;
-        check(unsafe { sys::napi_get_value_bool(env, v, &mut b) })?;
-        Ok(Some(b))
     }
 
     pub(crate) fn array_len(env: sys::napi_env, v: sys::napi_value) -> Result<Option<u32>> {

@@ -6,8 +6,8 @@
 pub(crate) mod pool;
 pub(crate) mod processes;
 
-pub(crate) use pool::{Engine, EngineConfig};
-pub(crate) use processes::{ProcessConfig, ProcessEngine, ProcessRun};
+pub(crate) use pool::Engine;
+pub(crate) use processes::{ProcessEngine, ProcessRun};
 
 /// Shuts every engine of environment `env` down (see `pool::shutdown_all`), ending the
 /// hosts of its process engines.

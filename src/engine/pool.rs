@@ -16,15 +16,6 @@ use crate::isolate::{IsolateThread, RunShared, StopReason};
 use crate::limits::{lock, quarantine};
 use crate::v8::SandboxConfig;
 
-#[derive(Debug, Clone)]
-pub(crate) struct EngineConfig {
-    /// Memory of warm isolates; runs asking for another limit get a cold isolate.
-    pub memory_mb: u32,
-    pub max_concurrent: usize,
-    pub warm_pool_size: usize,
-    pub max_queue: usize,
-}
-
 /// Counters kept as runs come and go; `Engine::stats` adds the derived counts.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EngineStats {
@@ -132,13 +123,8 @@ fn could_not_start() -> Failure {
 
 impl Engine {
     /// `env` identifies the Node environment that owns the engine (see `shutdown_all`).
-    pub(crate) fn new(config: EngineConfig, env: usize) -> Engine {
-        let pool = Pool::new(PoolConfig {
-            memory_mb: config.memory_mb,
-            max_concurrent: config.max_concurrent,
-            warm_pool_size: config.warm_pool_size,
-            max_queue: config.max_queue,
-        });
+    pub(crate) fn new(config: PoolConfig, env: usize) -> Engine {
+        let pool = Pool::new(config);
         let inner = Arc::new(Inner { pool: Mutex::new(pool), idle: Condvar::new(), idle_waiters: AtomicUsize::new(0) });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
@@ -252,7 +238,7 @@ impl Engine {
             return;
         }
         let mut run = run;
-        while let Some(warm) = pool.take_warm(run.spec.limits.memory_mb) {
+        while let Some(warm) = pool.take_warm(run.spec.plan.limits.memory_mb) {
             match warm.send(run) {
                 Ok(()) => {
                     pool.count_start(true);
@@ -276,7 +262,7 @@ impl Engine {
     /// back through `finished`), a warm one is retried by the next finished run.
     fn launch(&self, launch: Launch) {
         for run in launch.cold {
-            let config = sandbox_config(run.spec.limits.memory_mb);
+            let config = sandbox_config(run.spec.plan.limits.memory_mb);
             if self.spawn(config, JobSource::Now(run.clone())).is_err() {
                 self.inner.thread_not_started(false);
                 run.refuse(could_not_start());

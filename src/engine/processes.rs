@@ -14,30 +14,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WireLockdown, WirePlan, WireReady, WireStart};
+use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WireLockdown, WireReady, WireStart};
 use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, Lingering, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict};
 use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant};
 use isolet_core::run_state::{Ending, RunState, StopReason};
-use isolet_core::{ErrorKind, Failure};
+use isolet_core::{ErrorKind, Failure, RunPlan};
 
 use crate::isolate::{Completion, EventSink, HostReply};
 use crate::isolate::run::ExecStats;
 use crate::limits::lock;
 use crate::supervisor::host::{self, FrameStream, HostWriter, Read1, RssReader, StderrTail};
 use crate::v8::DataAnswer;
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ProcessConfig {
-    /// Memory of warm isolates.
-    pub memory_mb: u32,
-    /// Runs executing at once, over all hosts.
-    pub max_concurrent: usize,
-    /// Warm isolates, over all hosts.
-    pub warm_pool_size: usize,
-    pub max_queue: usize,
-    /// Hosts kept running.
-    pub processes: usize,
-}
 
 /// Sandbox host processes alive in this process, over all engines.
 static LIVE_HOSTS: AtomicUsize = AtomicUsize::new(0);
@@ -144,7 +131,9 @@ impl Host {
 struct Run {
     sink: Arc<dyn EventSink>,
     /// The plan, kept for a restart until something of the run is seen outside.
-    plan: Option<WirePlan>,
+    plan: Option<Arc<RunPlan>>,
+    /// Send the `started` event (the caller's choice; off once it was sent).
+    started_event: bool,
     memory_mb: u32,
     wall_time_ms: u64,
     bridge: isolet_core::BridgeLimits,
@@ -177,7 +166,10 @@ struct Counters {
 }
 
 struct State {
-    config: ProcessConfig,
+    /// The engine's pool over all hosts.
+    config: PoolConfig,
+    /// Hosts kept running.
+    processes: usize,
     per_host: usize,
     host_config: WireStart,
     pool: Pool<u64, ()>,
@@ -238,30 +230,29 @@ fn shut_down_failure() -> Failure {
 
 impl ProcessEngine {
     /// `env` identifies the Node environment that owns the engine (see `end_all`).
-    pub(crate) fn new(config: ProcessConfig, env: usize) -> ProcessEngine {
-        let processes = config.processes.clamp(1, config.max_concurrent.max(1));
+    /// `processes`: hosts kept running, `config` the pool over all of them.
+    pub(crate) fn new(config: PoolConfig, processes: usize, env: usize) -> ProcessEngine {
+        let processes = processes.clamp(1, config.max_concurrent.max(1));
         let per_host = config.max_concurrent.div_ceil(processes);
         let host_config = WireStart {
             parent_pid: std::process::id(),
-            memory_mb: config.memory_mb,
-            // Its share of the slots, or more while other hosts are being replaced
-            // (`place_overflow`): the parent decides how many it runs.
-            max_concurrent: config.max_concurrent as u32,
-            warm_pool_size: config.warm_pool_size.div_ceil(processes) as u32,
-            // The parent admits runs; a slot freed in the host may still be in release when
-            // the parent sends the next run, so the host may queue that one briefly.
-            max_queue: per_host as u32,
+            pool: PoolConfig {
+                memory_mb: config.memory_mb,
+                // Its share of the slots, or more while other hosts are being replaced
+                // (`place_overflow`): the parent decides how many it runs.
+                max_concurrent: config.max_concurrent,
+                warm_pool_size: config.warm_pool_size.div_ceil(processes),
+                // The parent admits runs; a slot freed in the host may still be in release
+                // when the parent sends the next run, so the host may queue that one briefly.
+                max_queue: per_host,
+            },
             wasm_modules: Vec::new(),
         };
-        let pool = Pool::new(PoolConfig {
-            memory_mb: config.memory_mb,
-            max_concurrent: config.max_concurrent,
-            warm_pool_size: 0,
-            max_queue: config.max_queue,
-        });
+        let pool = Pool::new(PoolConfig { warm_pool_size: 0, ..config });
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| Inner {
             state: Mutex::new(State {
-                config: ProcessConfig { processes, ..config },
+                config,
+                processes,
                 per_host,
                 host_config,
                 pool,
@@ -323,8 +314,8 @@ impl ProcessEngine {
         }
     }
 
-    /// Admits a run; its events go to `sink`. `plan.started_event` is the caller's.
-    pub(crate) fn submit(&self, id: u64, tenant: Tenant, plan: WirePlan, sink: Arc<dyn EventSink>) -> Arc<ProcessRun> {
+    /// Admits a run; its events go to `sink` (`started` only if `started_event`).
+    pub(crate) fn submit(&self, id: u64, tenant: Tenant, plan: Arc<RunPlan>, started_event: bool, sink: Arc<dyn EventSink>) -> Arc<ProcessRun> {
         let handle = Arc::new(ProcessRun { id, inner: Arc::downgrade(&self.inner) });
         let mut s = self.inner.state();
         let run = Run {
@@ -335,6 +326,7 @@ impl ProcessEngine {
             stream_console: plan.stream_console,
             budget: EventBudget::new(plan.bridge, plan.stream_console),
             plan: Some(plan),
+            started_event,
             life: RunState::new(),
             on_host: None,
             first_started: None,
@@ -555,7 +547,7 @@ impl State {
         let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect && !h.for_solo).count();
         for _ in live..self.host_target() {
             let now = self.now_ms();
-            if self.counters.started >= self.config.processes as u64 && !self.starts.may_replace(now) {
+            if self.counters.started >= self.processes as u64 && !self.starts.may_replace(now) {
                 self.call_later(Duration::from_millis(policy::RESTART_PERIOD_MS));
                 return;
             }
@@ -564,7 +556,7 @@ impl State {
     }
 
     fn host_target(&self) -> usize {
-        policy::host_target(self.config.processes, self.trouble_until.is_some_and(|t| Instant::now() < t))
+        policy::host_target(self.processes, self.trouble_until.is_some_and(|t| Instant::now() < t))
     }
 
     /// Calls `dispatch` again after `delay` (one pending call at a time).
@@ -650,7 +642,8 @@ impl State {
                 match policy::restart_wall_ms(run.wall_time_ms, first.elapsed().as_millis() as u64) {
                     Some(left) => {
                         if let Some(plan) = run.plan.as_mut() {
-                            plan.limits.wall_time_ms = left;
+                            // A copy only for a run that is started again (rare).
+                            Arc::make_mut(plan).limits.wall_time_ms = left;
                         }
                     }
                     None => {
@@ -711,7 +704,7 @@ impl State {
             self.fail(id, Failure::new(ErrorKind::Internal, "a run without a plan waited for a host"));
             return;
         };
-        let frame = plan.encode(wire);
+        let frame = frame::encode_run(wire, plan, run.started_event);
         let now = Instant::now();
         run.on_host = Some((self.hosts[host_index].key, wire));
         run.first_started.get_or_insert(now);
@@ -947,7 +940,7 @@ impl State {
     }
 
     fn note_health(&mut self, key: u64, health: WireHealth) {
-        let warm_cap = self.host_config.warm_pool_size;
+        let warm_cap = self.host_config.pool.warm_pool_size as u32;
         let Some(host) = self.host_mut(key) else { return };
         host.health = health;
         // As reported by the host (untrusted), but never more than it was configured
@@ -1104,10 +1097,10 @@ impl State {
                     run.overdue = false;
                     run.budget = EventBudget::new(run.bridge, run.stream_console);
                     if let Some(plan) = run.plan.as_mut() {
-                        plan.limits.wall_time_ms = wall_time_ms;
-                        // It already said it started.
-                        plan.started_event = false;
+                        Arc::make_mut(plan).limits.wall_time_ms = wall_time_ms;
                     }
+                    // It already said it started.
+                    run.started_event = false;
                     run.lost = Some(policy::lost_run_failure(&end, view));
                     self.unplaced.push_front(id);
                 }

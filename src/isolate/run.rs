@@ -15,34 +15,35 @@ use std::time::{Duration, Instant};
 
 use isolet_core::limits::{MAX_DATA_KEY_BYTES, MAX_REJECTION_MESSAGE_BYTES};
 use isolet_core::run_state::{Ending, LifecycleError, Phase, RunState, StopDecision, Step};
-use isolet_core::{BridgeLimits, ErrorKind, Failure, IsolateLimits, LogBuffer, LogEntry, LogLevel, PendingCalls};
+use isolet_core::{BridgeLimits, ErrorKind, Failure, LogBuffer, LogEntry, LogLevel, PendingCalls, RunPlan, ToolCalls};
 
 pub(crate) use isolet_core::run_state::StopReason;
 
 use crate::limits::cpu::ThreadClock;
 use crate::limits::lock;
 use crate::limits::watchdog::{Observation, Watched};
-use crate::v8::{DataAnswer, IsolateHandle, Mode, WasmModule};
+use crate::v8::{DataAnswer, IsolateHandle, WasmModule};
 
-/// Everything needed to execute one request.
+/// One run as its isolate executes it: the checked plan (shared with whoever submitted
+/// it: a restart or a second look costs no copy) and what the run keeps while it runs.
 pub(crate) struct RunSpec {
-    pub code: String,
-    pub mode: Mode,
-    pub limits: IsolateLimits,
-    pub bridge: BridgeLimits,
-    /// Host functions to install, by global name; the index is the call's `fn_index`.
-    /// Only tools the request's policy allows are here (denied ones are not visible).
-    pub capabilities: Vec<String>,
-    /// Calls per capability against its `maxCallsPerTool` (same index).
-    pub tool_calls: isolet_core::ToolCalls,
-    /// Install the read-only `data` global.
-    pub data_object: bool,
-    /// Serialized `data` values known up front.
-    pub data_values: HashMap<String, Vec<u8>>,
-    /// WebAssembly modules to instantiate under `wasm.<name>`.
+    /// Its `tools` are the host functions installed, by global name; the index is a call's
+    /// `fn_index`. Only tools the request's policy allows are there (denied ones are not
+    /// visible).
+    pub plan: Arc<RunPlan>,
+    /// Calls per tool against its `maxCallsPerTool` (same index).
+    pub tool_calls: ToolCalls,
+    /// WebAssembly modules to instantiate under `wasm.<name>` (none unless `plan.wasm`).
     pub wasm_modules: Vec<(String, Arc<WasmModule>)>,
-    /// Send console entries as they happen (sessions) instead of only at the end.
-    pub stream_console: bool,
+}
+
+impl RunSpec {
+    /// `engine_modules`: the engine's compiled WebAssembly modules.
+    pub(crate) fn new(plan: Arc<RunPlan>, engine_modules: &[(String, Arc<WasmModule>)]) -> RunSpec {
+        let tool_calls = ToolCalls::new(plan.max_calls.clone());
+        let wasm_modules = if plan.wasm { engine_modules.to_vec() } else { Vec::new() };
+        RunSpec { plan, tool_calls, wasm_modules }
+    }
 }
 
 /// Statistics reported with every result and error.
@@ -178,8 +179,8 @@ pub(crate) struct RunShared {
 
 impl RunShared {
     pub(crate) fn new(id: u64, spec: RunSpec, sink: Arc<dyn EventSink>) -> Arc<RunShared> {
-        let logs = LogBuffer::new(spec.bridge.max_log_entries, spec.bridge.max_log_bytes);
-        let inbox = Inbox::new(&spec.bridge);
+        let logs = LogBuffer::new(spec.plan.bridge.max_log_entries, spec.plan.bridge.max_log_bytes);
+        let inbox = Inbox::new(&spec.plan.bridge);
         let life = Life {
             state: RunState::new(),
             isolate: None,
@@ -335,7 +336,7 @@ impl RunShared {
     /// and counts its thread as quarantined. Returns whether the thread is counted
     /// (now or by an earlier abandonment).
     pub(crate) fn abandon_after_fatal_oom(&self) -> bool {
-        let failure = Failure::out_of_memory(self.spec.limits.memory_mb);
+        let failure = Failure::out_of_memory(self.spec.plan.limits.memory_mb);
         let ended = self.end(Ending::Abandoned, |_| Completion {
             result: Err(failure),
             stats: ExecStats::default(),
@@ -383,8 +384,8 @@ impl RunShared {
     /// The failure matching a stop reason.
     pub(crate) fn failure_for(&self, reason: StopReason) -> Failure {
         match reason {
-            StopReason::WallTimeout => Failure::wall_timeout(self.spec.limits.wall_time_ms),
-            StopReason::CpuTimeout => Failure::cpu_timeout(self.spec.limits.cpu_time_ms.unwrap_or(0)),
+            StopReason::WallTimeout => Failure::wall_timeout(self.spec.plan.limits.wall_time_ms),
+            StopReason::CpuTimeout => Failure::cpu_timeout(self.spec.plan.limits.cpu_time_ms.unwrap_or(0)),
             StopReason::Aborted => Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"),
             StopReason::Shutdown => Failure::new(ErrorKind::Aborted, "The sandbox engine was shut down"),
         }
@@ -456,7 +457,7 @@ impl RunShared {
     /// Answers data request `id`; false when no such request is waiting. An answer
     /// larger than `maxMessageBytes` is replaced by an error the sandbox sees.
     pub(crate) fn push_answer(&self, id: u32, answer: DataAnswer) -> bool {
-        let max = self.spec.bridge.max_message_bytes;
+        let max = self.spec.plan.bridge.max_message_bytes;
         let answer = match answer {
             DataAnswer::Value(v) if v.len() > max => {
                 DataAnswer::Error(format!("data answer of {} bytes exceeds maxMessageBytes ({max})", v.len()))
@@ -501,7 +502,7 @@ impl RunShared {
     pub(crate) fn count_message(&self) -> bool {
         // Past the limit the count stops growing: a run refused in a loop for hours never
         // wraps it back under. Only the isolate thread counts, so load-then-add is exact.
-        if self.messages.load(Ordering::SeqCst) >= self.spec.bridge.max_messages {
+        if self.messages.load(Ordering::SeqCst) >= self.spec.plan.bridge.max_messages {
             return false;
         }
         self.messages.fetch_add(1, Ordering::SeqCst);
@@ -509,12 +510,12 @@ impl RunShared {
     }
 
     pub(crate) fn messages(&self) -> u32 {
-        self.messages.load(Ordering::SeqCst).min(self.spec.bridge.max_messages)
+        self.messages.load(Ordering::SeqCst).min(self.spec.plan.bridge.max_messages)
     }
 
     pub(crate) fn log(&self, level: LogLevel, message: &str) {
         let mut logs = lock(&self.logs);
-        if logs.push(level, message) && self.spec.stream_console {
+        if logs.push(level, message) && self.spec.plan.stream_console {
             // Stream the entry as kept (truncated to the byte budget), never the original.
             let kept = logs.last().map(|e| e.message.clone()).unwrap_or_default();
             drop(logs);
@@ -529,7 +530,7 @@ impl RunShared {
 
     /// Blocking data request from the isolate thread.
     pub(crate) fn request_data(&self, key: &str) -> DataAnswer {
-        if let Some(value) = self.spec.data_values.get(key) {
+        if let Some(value) = self.spec.plan.data_values.get(key) {
             return DataAnswer::Value(value.clone());
         }
         if key.len() > MAX_DATA_KEY_BYTES {
@@ -539,7 +540,7 @@ impl RunShared {
         if !self.count_message() {
             return DataAnswer::Error(format!(
                 "Bridge message limit of {} per execution exceeded",
-                self.spec.bridge.max_messages
+                self.spec.plan.bridge.max_messages
             ));
         }
         let id = self.next_data_id.fetch_add(1, Ordering::SeqCst);
@@ -572,7 +573,7 @@ impl Watched for RunShared {
         if life.state.has_ended() {
             return None;
         }
-        let limits = &self.spec.limits;
+        let limits = &self.spec.plan.limits;
         Some(Observation {
             wall_limit: Duration::from_millis(limits.wall_time_ms),
             cpu_limit: limits.cpu_time_ms.map(Duration::from_millis),

@@ -58,9 +58,9 @@ impl SandboxHost for ThreadHost {
         let refuse = |name: &'static str, message: String| Err(Refusal { name, message });
         let Some(run) = self.current() else { return refuse("Error", "the execution has ended".into()) };
         if !run.count_message() {
-            return refuse("RangeError", format!("Bridge message limit of {} per execution exceeded", run.spec.bridge.max_messages));
+            return refuse("RangeError", format!("Bridge message limit of {} per execution exceeded", run.spec.plan.bridge.max_messages));
         }
-        let Some(name) = run.spec.capabilities.get(fn_index as usize) else {
+        let Some(name) = run.spec.plan.tools.get(fn_index as usize) else {
             return refuse("Error", "unknown host function".into());
         };
         if let Err(message) = run.spec.tool_calls.admit(fn_index as usize, name) {
@@ -68,7 +68,7 @@ impl SandboxHost for ThreadHost {
         }
         // Counted before anything is copied for the host: what the arguments cost it
         // once deserialized is their values, not their bytes.
-        let max_values = run.spec.bridge.max_message_values;
+        let max_values = run.spec.plan.bridge.max_message_values;
         let values = match isolet_core::count_values(args, max_values as u64) {
             Ok(n) => n,
             Err(isolet_core::CountError::TooMany { .. }) => {
@@ -210,10 +210,10 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
 
 fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     let spec = &run.spec;
-    sandbox.set_copy_limits(spec.bridge.max_message_bytes, spec.bridge.max_output_bytes, run.log_room());
+    sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes, run.log_room());
     // Names were checked when the request was admitted; dotted ones go into namespaces.
     let mut namespaces: Vec<(&str, Vec<(&str, u32)>)> = Vec::new();
-    for (index, name) in spec.capabilities.iter().enumerate() {
+    for (index, name) in spec.plan.tools.iter().enumerate() {
         match name.split_once('.') {
             None => {
                 if !sandbox.add_host_function(name, index as u32) {
@@ -231,7 +231,7 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
             return Step::Terminated;
         }
     }
-    if spec.data_object && !sandbox.add_data_object("data") {
+    if spec.plan.data_object && !sandbox.add_data_object("data") {
         return Step::Terminated;
     }
     for (name, module) in &spec.wasm_modules {
@@ -239,7 +239,7 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
             return Step::Threw(thrown);
         }
     }
-    let mut step = sandbox.run(&spec.code, spec.mode);
+    let mut step = sandbox.run(&spec.plan.code, spec.plan.mode);
     let mut replies = VecDeque::new();
     while matches!(step, Step::Pending) {
         if run.should_stop() {
@@ -263,9 +263,9 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
     // `None`: V8 terminated the run; which limit (if any) did it is decided below.
     let outcome: Option<Result<Vec<u8>, Failure>> = match step {
         Step::Settled => match sandbox.take_result() {
-            Output::Value(bytes) => Some(output_within_values(bytes, run.spec.bridge.max_output_values)),
+            Output::Value(bytes) => Some(output_within_values(bytes, run.spec.plan.bridge.max_output_values)),
             Output::Threw(thrown) => Some(Err(Failure::threw(thrown))),
-            Output::TooLarge => Some(Err(Failure::too_many_output_bytes(run.spec.bridge.max_output_bytes))),
+            Output::TooLarge => Some(Err(Failure::too_many_output_bytes(run.spec.plan.bridge.max_output_bytes))),
             Output::Terminated => None,
         },
         Step::Threw(thrown) => Some(Err(Failure::threw(thrown))),
@@ -276,11 +276,11 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
     // allocation passed the ceiling with no GC since (V8 grants it past the limit) fails
     // like one stopped at the limit.
     let over_ceiling = isolet_core::seam_policy::over_heap_ceiling(
-        run.spec.limits.memory_mb as usize * 1024 * 1024,
+        run.spec.plan.limits.memory_mb as usize * 1024 * 1024,
         sandbox.heap().peak_young_large,
     );
     if sandbox.hit_memory_limit() || over_ceiling {
-        return Err(Failure::out_of_memory(run.spec.limits.memory_mb));
+        return Err(Failure::out_of_memory(run.spec.plan.limits.memory_mb));
     }
     match (outcome, run.stop_reason()) {
         // A syntax error stands even if a stop raced with it: the code never ran.

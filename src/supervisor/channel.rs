@@ -17,13 +17,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WireLockdown, WirePlan, WireReady, WireStart, WireStats, HEADER_BYTES};
-use isolet_core::{ErrorKind, ExecMode, Failure, LogLevel, ToolCalls};
+use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WireLockdown, WireReady, WireStart, WireStats, HEADER_BYTES};
+use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use crate::engine::Engine;
 use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
 use crate::limits::lock;
-use crate::v8::{DataAnswer, Mode, WasmModule};
+use crate::v8::{DataAnswer, WasmModule};
 
 /// A tail up to this size is copied behind its head, so the frame is one write.
 const COPY_TAIL_BYTES: usize = 64 * 1024;
@@ -68,16 +68,8 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     // owned by nothing else here; ManuallyDrop never closes it.
     let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
     let start = read_start(&file);
-    let engine = Engine::new(
-        crate::engine::EngineConfig {
-            memory_mb: start.memory_mb,
-            max_concurrent: start.max_concurrent as usize,
-            warm_pool_size: start.warm_pool_size as usize,
-            max_queue: start.max_queue as usize,
-        },
-        env,
-    );
-    let heap_limit = start.memory_mb as usize * 1024 * 1024;
+    let engine = Engine::new(start.pool, env);
+    let heap_limit = start.pool.memory_mb as usize * 1024 * 1024;
     let wasm_modules = match WasmModule::compile_all(&start.wasm_modules, heap_limit) {
         Ok(m) => m,
         Err((name, thrown)) => {
@@ -280,38 +272,16 @@ impl Channel {
 
     fn submit(self: &Arc<Self>, run_id: u32, payload: &[u8]) {
         let sink = |started_event| Arc::new(ChannelSink { ch: self.clone(), run_id, started_event });
-        let plan = match WirePlan::decode(payload) {
-            Ok(p) if p.max_calls.len() == p.tools.len() => p,
-            Ok(_) => return sink(false).refused("a run plan needs one maxCalls entry per tool"),
+        let (plan, started_event) = match frame::decode_run(payload) {
+            Ok(decoded) => decoded,
             Err(e) => return sink(false).refused(&format!("a run frame is malformed: {e}")),
         };
-        let started_event = plan.started_event;
-        let spec = self.spec_of(plan);
+        let spec = RunSpec::new(Arc::new(plan), &self.wasm_modules);
         let run = RunShared::new(run_id as u64, spec, sink(started_event));
         // In the map before the engine sees it: its first event may come at once.
         lock(&self.runs).insert(run_id, run.clone());
         // The parent served tenants in turn already.
         self.engine.submit(run, isolet_core::queue::Tenant::SHARED);
-    }
-
-    /// The plan was checked in the parent by isolet-core; here it only changes
-    /// representation.
-    fn spec_of(&self, p: WirePlan) -> RunSpec {
-        RunSpec {
-            code: p.code,
-            mode: match p.mode {
-                ExecMode::Script => Mode::Script,
-                ExecMode::AsyncBody => Mode::AsyncBody,
-            },
-            limits: p.limits,
-            bridge: p.bridge,
-            tool_calls: ToolCalls::new(p.max_calls),
-            capabilities: p.tools,
-            data_object: p.data_object,
-            data_values: p.data_values.into_iter().collect(),
-            wasm_modules: if p.wasm { self.wasm_modules.clone() } else { Vec::new() },
-            stream_console: p.stream_console,
-        }
     }
 }
 

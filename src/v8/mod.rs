@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use isolet_core::seam_policy::{self, SeamText, ThrownKind};
-use isolet_core::Thrown;
+use isolet_core::{ExecMode, Thrown};
 
 /// What the isolate thread's owner provides to the sandbox: callbacks V8 makes.
 pub(crate) trait SandboxHost: Send + Sync {
@@ -42,15 +42,6 @@ pub(crate) enum DataAnswer {
     Value(Vec<u8>),
     Error(String),
     Terminated,
-}
-
-/// How code is run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// Classic script: the completion value is the result.
-    Script,
-    /// Async function body: only `return` gives a result.
-    AsyncBody,
 }
 
 /// Where a run stands after `run` or `poll`.
@@ -589,11 +580,11 @@ impl Sandbox {
         })
     }
 
-    pub(crate) fn run(&mut self, code: &str, mode: Mode) -> Step {
+    pub(crate) fn run(&mut self, code: &str, mode: ExecMode) -> Step {
         let mut err = empty_error();
         let wrapped = match mode {
-            Mode::Script => seam_policy::script_source(code),
-            Mode::AsyncBody => seam_policy::async_body_source(code),
+            ExecMode::Script => seam_policy::script_source(code),
+            ExecMode::AsyncBody => seam_policy::async_body_source(code),
         };
         let (source, origin) = (&wrapped.source, seam_policy::SCRIPT_NAME);
         // SAFETY: live sandbox, valid buffers.

@@ -9,7 +9,11 @@
 //! built from a few primitives (u8, u32, u64, f64, length-prefixed bytes). The child is
 //! untrusted: every decoder here checks lengths and returns `FrameError` rather than
 //! panicking or reading past the payload.
-use crate::{BridgeLimits, ErrorKind, ExecMode, Failure, IsolateLimits, LogEntry, LogLevel, Thrown};
+use std::collections::BTreeMap;
+
+use crate::options::LANGUAGES;
+use crate::queue::PoolConfig;
+use crate::{BridgeLimits, ErrorKind, ExecMode, Failure, IsolateLimits, Isolation, LogEntry, LogLevel, RunPlan, Thrown};
 
 pub const HEADER_BYTES: usize = 16;
 /// Offset of the payload length in the header (JS reads only this field to frame).
@@ -264,115 +268,127 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A run as it travels to a sandbox host: a checked plan (`RunPlan`'s fields plus the
-/// up-front `data` values), already in the engine's terms.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WirePlan {
-    pub code: String,
-    pub mode: ExecMode,
-    pub limits: IsolateLimits,
-    pub bridge: BridgeLimits,
-    pub tools: Vec<String>,
-    pub max_calls: Vec<Option<u32>>,
-    pub data_object: bool,
-    pub data_values: Vec<(String, Vec<u8>)>,
-    pub wasm: bool,
-    pub stream_console: bool,
-    pub started_event: bool,
+/// `Run`: a checked plan as it travels to a sandbox host, and whether the caller wants
+/// the `started` event (a choice of the submission, not of the plan).
+pub fn encode_run(run_id: u32, plan: &RunPlan, started_event: bool) -> Vec<u8> {
+    let data_bytes: usize = plan.data_values.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    let mut w = FrameWriter::new(Kind::Run, run_id, 0, plan.code.len() + data_bytes + 160);
+    w.str(&plan.code).u8(match plan.mode {
+        ExecMode::Script => 0,
+        ExecMode::AsyncBody => 1,
+    });
+    w.str(plan.language);
+    w.u8(match plan.isolation {
+        None => 0,
+        Some(Isolation::Process) => 1,
+        Some(Isolation::Thread) => 2,
+    });
+    let (l, b) = (&plan.limits, &plan.bridge);
+    w.u32(l.memory_mb).u64(l.wall_time_ms);
+    match l.cpu_time_ms {
+        Some(v) => w.u8(1).u64(v),
+        None => w.u8(0),
+    };
+    w.u64(b.max_message_bytes as u64).u32(b.max_messages).u64(b.max_output_bytes as u64);
+    w.u64(b.max_log_entries as u64).u64(b.max_log_bytes as u64);
+    w.u64(b.max_pending_host_call_bytes as u64).u32(b.max_pending_host_calls);
+    w.u32(b.max_output_values).u32(b.max_message_values).u32(b.max_pending_host_call_values);
+    w.u32(plan.tools.len() as u32);
+    for t in &plan.tools {
+        w.str(t);
+    }
+    w.u32(plan.max_calls.len() as u32);
+    for m in &plan.max_calls {
+        w.opt_u32(*m);
+    }
+    w.bool(plan.data_object).u32(plan.data_values.len() as u32);
+    for (k, v) in &plan.data_values {
+        w.str(k).bytes(v);
+    }
+    w.bool(plan.wasm).bool(plan.stream_console);
+    match &plan.tenant {
+        Some(t) => w.u8(1).str(t),
+        None => w.u8(0),
+    };
+    w.bool(started_event);
+    w.finish()
 }
 
-impl WirePlan {
-    pub fn encode(&self, run_id: u32) -> Vec<u8> {
-        let data_bytes: usize = self.data_values.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
-        let mut w = FrameWriter::new(Kind::Run, run_id, 0, self.code.len() + data_bytes + 128);
-        w.str(&self.code).u8(match self.mode {
-            ExecMode::Script => 0,
-            ExecMode::AsyncBody => 1,
-        });
-        let (l, b) = (&self.limits, &self.bridge);
-        w.u32(l.memory_mb).u64(l.wall_time_ms);
-        match l.cpu_time_ms {
-            Some(v) => w.u8(1).u64(v),
-            None => w.u8(0),
-        };
-        w.u64(b.max_message_bytes as u64).u32(b.max_messages).u64(b.max_output_bytes as u64);
-        w.u64(b.max_log_entries as u64).u64(b.max_log_bytes as u64);
-        w.u64(b.max_pending_host_call_bytes as u64).u32(b.max_pending_host_calls);
-        w.u32(b.max_output_values).u32(b.max_message_values).u32(b.max_pending_host_call_values);
-        w.u32(self.tools.len() as u32);
-        for t in &self.tools {
-            w.str(t);
-        }
-        w.u32(self.max_calls.len() as u32);
-        for m in &self.max_calls {
-            w.opt_u32(*m);
-        }
-        w.bool(self.data_object).u32(self.data_values.len() as u32);
-        for (k, v) in &self.data_values {
-            w.str(k).bytes(v);
-        }
-        w.bool(self.wasm).bool(self.stream_console).bool(self.started_event);
-        w.finish()
+/// A `Run` frame's plan and `started` choice. A plan no checked plan could be (a language
+/// isolet does not know, a call limit per tool missing) is refused like a malformed frame.
+pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
+    let mut r = Reader::new(payload);
+    let code = r.str()?.to_string();
+    let mode = match r.u8()? {
+        0 => ExecMode::Script,
+        1 => ExecMode::AsyncBody,
+        _ => return Err(FrameError::Invalid("mode")),
+    };
+    let language = r.str()?;
+    let language = *LANGUAGES.iter().find(|l| **l == language).ok_or(FrameError::Invalid("language"))?;
+    let isolation = match r.u8()? {
+        0 => None,
+        1 => Some(Isolation::Process),
+        2 => Some(Isolation::Thread),
+        _ => return Err(FrameError::Invalid("isolation")),
+    };
+    let memory_mb = r.u32()?;
+    let wall_time_ms = r.u64()?;
+    let cpu_time_ms = if r.bool()? { Some(r.u64()?) } else { None };
+    let bridge = BridgeLimits {
+        max_message_bytes: r.u64()? as usize,
+        max_messages: r.u32()?,
+        max_output_bytes: r.u64()? as usize,
+        max_log_entries: r.u64()? as usize,
+        max_log_bytes: r.u64()? as usize,
+        max_pending_host_call_bytes: r.u64()? as usize,
+        max_pending_host_calls: r.u32()?,
+        max_output_values: r.u32()?,
+        max_message_values: r.u32()?,
+        max_pending_host_call_values: r.u32()?,
+    };
+    // Counts are bounded by the payload (each entry takes at least one byte), so a
+    // bad count cannot make us reserve much.
+    let n = r.u32()? as usize;
+    let mut tools = Vec::with_capacity(n.min(payload.len()));
+    for _ in 0..n {
+        tools.push(r.str()?.to_string());
     }
-
-    pub fn decode(payload: &[u8]) -> Result<WirePlan, FrameError> {
-        let mut r = Reader::new(payload);
-        let code = r.str()?.to_string();
-        let mode = match r.u8()? {
-            0 => ExecMode::Script,
-            1 => ExecMode::AsyncBody,
-            _ => return Err(FrameError::Invalid("mode")),
-        };
-        let memory_mb = r.u32()?;
-        let wall_time_ms = r.u64()?;
-        let cpu_time_ms = if r.bool()? { Some(r.u64()?) } else { None };
-        let bridge = BridgeLimits {
-            max_message_bytes: r.u64()? as usize,
-            max_messages: r.u32()?,
-            max_output_bytes: r.u64()? as usize,
-            max_log_entries: r.u64()? as usize,
-            max_log_bytes: r.u64()? as usize,
-            max_pending_host_call_bytes: r.u64()? as usize,
-            max_pending_host_calls: r.u32()?,
-            max_output_values: r.u32()?,
-            max_message_values: r.u32()?,
-            max_pending_host_call_values: r.u32()?,
-        };
-        // Counts are bounded by the payload (each entry takes at least one byte), so a
-        // bad count cannot make us reserve much.
-        let n = r.u32()? as usize;
-        let mut tools = Vec::with_capacity(n.min(payload.len()));
-        for _ in 0..n {
-            tools.push(r.str()?.to_string());
-        }
-        let n = r.u32()? as usize;
-        let mut max_calls = Vec::with_capacity(n.min(payload.len()));
-        for _ in 0..n {
-            max_calls.push(r.opt_u32()?);
-        }
-        let data_object = r.bool()?;
-        let n = r.u32()? as usize;
-        let mut data_values = Vec::with_capacity(n.min(payload.len()));
-        for _ in 0..n {
-            let k = r.str()?.to_string();
-            data_values.push((k, r.bytes()?.to_vec()));
-        }
-        let (wasm, stream_console, started_event) = (r.bool()?, r.bool()?, r.bool()?);
-        r.end()?;
-        Ok(WirePlan {
-            code,
-            mode,
-            limits: IsolateLimits { memory_mb, wall_time_ms, cpu_time_ms },
-            bridge,
-            tools,
-            max_calls,
-            data_object,
-            data_values,
-            wasm,
-            stream_console,
-            started_event,
-        })
+    let n = r.u32()? as usize;
+    if n != tools.len() {
+        return Err(FrameError::Invalid("one maxCalls entry per tool"));
     }
+    let mut max_calls = Vec::with_capacity(n);
+    for _ in 0..n {
+        max_calls.push(r.opt_u32()?);
+    }
+    let data_object = r.bool()?;
+    let n = r.u32()? as usize;
+    let mut data_values = BTreeMap::new();
+    for _ in 0..n {
+        let k = r.str()?.to_string();
+        data_values.insert(k, r.bytes()?.to_vec());
+    }
+    let (wasm, stream_console) = (r.bool()?, r.bool()?);
+    let tenant = if r.bool()? { Some(r.str()?.to_string()) } else { None };
+    let started_event = r.bool()?;
+    r.end()?;
+    let plan = RunPlan {
+        code,
+        mode,
+        language,
+        isolation,
+        limits: IsolateLimits { memory_mb, wall_time_ms, cpu_time_ms },
+        bridge,
+        tools,
+        max_calls,
+        data_object,
+        data_values,
+        wasm,
+        stream_console,
+        tenant,
+    };
+    Ok((plan, started_event))
 }
 
 /// The sandbox host's counts that the supervisor keeps (stuck threads and its engine's
@@ -637,10 +653,8 @@ pub fn decode_answer(payload: &[u8]) -> Result<WireAnswer<'_>, FrameError> {
 pub struct WireStart {
     /// The parent's pid, which the host checks at lock-down (see `lock_down`).
     pub parent_pid: u32,
-    pub memory_mb: u32,
-    pub max_concurrent: u32,
-    pub warm_pool_size: u32,
-    pub max_queue: u32,
+    /// The host's own pool: its share of the engine's slots.
+    pub pool: PoolConfig,
     /// WebAssembly modules (name, bytes), compiled once by the host.
     pub wasm_modules: Vec<(String, Vec<u8>)>,
 }
@@ -649,7 +663,8 @@ impl WireStart {
     pub fn encode(&self) -> Vec<u8> {
         let bytes: usize = self.wasm_modules.iter().map(|(n, b)| n.len() + b.len() + 8).sum();
         let mut w = FrameWriter::new(Kind::Start, 0, 0, bytes + 32);
-        w.u32(self.parent_pid).u32(self.memory_mb).u32(self.max_concurrent).u32(self.warm_pool_size).u32(self.max_queue);
+        let p = &self.pool;
+        w.u32(self.parent_pid).u32(p.memory_mb).u64(p.max_concurrent as u64).u64(p.warm_pool_size as u64).u64(p.max_queue as u64);
         w.u32(self.wasm_modules.len() as u32);
         for (name, b) in &self.wasm_modules {
             w.str(name).bytes(b);
@@ -659,7 +674,8 @@ impl WireStart {
 
     pub fn decode(payload: &[u8]) -> Result<WireStart, FrameError> {
         let mut r = Reader::new(payload);
-        let (parent_pid, memory_mb, max_concurrent, warm_pool_size, max_queue) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+        let parent_pid = r.u32()?;
+        let pool = PoolConfig { memory_mb: r.u32()?, max_concurrent: r.u64()? as usize, warm_pool_size: r.u64()? as usize, max_queue: r.u64()? as usize };
         let n = r.u32()? as usize;
         let mut wasm_modules = Vec::with_capacity(n.min(payload.len()));
         for _ in 0..n {
@@ -667,7 +683,7 @@ impl WireStart {
             wasm_modules.push((name, r.bytes()?.to_vec()));
         }
         r.end()?;
-        Ok(WireStart { parent_pid, memory_mb, max_concurrent, warm_pool_size, max_queue, wasm_modules })
+        Ok(WireStart { parent_pid, pool, wasm_modules })
     }
 }
 
@@ -778,10 +794,12 @@ mod tests {
         (h, &frame[HEADER_BYTES..])
     }
 
-    fn plan() -> WirePlan {
-        WirePlan {
+    fn plan() -> RunPlan {
+        RunPlan {
             code: "return 1 + ünïcode".into(),
             mode: ExecMode::AsyncBody,
+            language: "typescript",
+            isolation: Some(Isolation::Thread),
             limits: IsolateLimits { memory_mb: 64, wall_time_ms: 5000, cpu_time_ms: Some(77) },
             bridge: BridgeLimits {
                 max_message_bytes: 1 << 24,
@@ -798,16 +816,17 @@ mod tests {
             tools: vec!["a".into(), "b.c".into()],
             max_calls: vec![Some(3), None],
             data_object: true,
-            data_values: vec![("k".into(), vec![1, 2, 3]), ("__proto__".into(), vec![])],
+            data_values: [("k".to_string(), vec![1, 2, 3]), ("__proto__".to_string(), vec![])].into_iter().collect(),
             wasm: false,
             stream_console: true,
-            started_event: false,
+            tenant: Some("team-a".into()),
         }
     }
 
     #[test]
     fn control_frames_round_trip_and_truncations_are_errors() {
-        let start = WireStart { parent_pid: 7, memory_mb: 64, max_concurrent: 2, warm_pool_size: 1, max_queue: 2, wasm_modules: vec![("m".into(), vec![0, 97, 115, 109])] };
+        let pool = PoolConfig { memory_mb: 64, max_concurrent: 2, warm_pool_size: 1, max_queue: 2 };
+        let start = WireStart { parent_pid: 7, pool, wasm_modules: vec![("m".into(), vec![0, 97, 115, 109])] };
         let frame = start.encode();
         let (h, body) = payload(&frame);
         assert_eq!((h.kind, h.run_id), (Kind::Start, 0));
@@ -858,26 +877,39 @@ mod tests {
     #[test]
     fn plans_round_trip() {
         let p = plan();
-        let frame = p.encode(42);
+        let frame = encode_run(42, &p, false);
         let (h, body) = payload(&frame);
         assert_eq!((h.kind, h.run_id), (Kind::Run, 42));
-        assert_eq!(WirePlan::decode(body).unwrap(), p);
-        let mut no_cpu = plan();
-        no_cpu.limits.cpu_time_ms = None;
-        no_cpu.mode = ExecMode::Script;
-        assert_eq!(WirePlan::decode(payload(&no_cpu.encode(1)).1).unwrap(), no_cpu);
+        assert_eq!(decode_run(body).unwrap(), (p, false));
+        let mut other = plan();
+        other.limits.cpu_time_ms = None;
+        other.mode = ExecMode::Script;
+        other.language = "javascript";
+        other.isolation = None;
+        other.tenant = None;
+        assert_eq!(decode_run(payload(&encode_run(1, &other, true)).1).unwrap(), (other, true));
+    }
+
+    #[test]
+    fn a_plan_no_check_could_make_is_refused() {
+        let mut p = plan();
+        p.max_calls.pop();
+        assert_eq!(decode_run(payload(&encode_run(1, &p, true)).1), Err(FrameError::Invalid("one maxCalls entry per tool")));
+        let mut p = plan();
+        p.language = "python";
+        assert_eq!(decode_run(payload(&encode_run(1, &p, true)).1), Err(FrameError::Invalid("language")));
     }
 
     #[test]
     fn every_truncation_of_a_plan_is_an_error_not_a_panic() {
-        let frame = plan().encode(1);
+        let frame = encode_run(1, &plan(), true);
         let body = &frame[HEADER_BYTES..];
         for n in 0..body.len() {
-            assert!(WirePlan::decode(&body[..n]).is_err(), "prefix of {n} bytes");
+            assert!(decode_run(&body[..n]).is_err(), "prefix of {n} bytes");
         }
         let mut longer = body.to_vec();
         longer.push(0);
-        assert_eq!(WirePlan::decode(&longer), Err(FrameError::Trailing(1)));
+        assert_eq!(decode_run(&longer), Err(FrameError::Trailing(1)));
     }
 
     #[test]
@@ -885,10 +917,10 @@ mod tests {
         // tools count u32::MAX with nothing behind it: Truncated, after reserving at
         // most the payload's length.
         let mut w = FrameWriter::new(Kind::Run, 1, 0, 0);
-        w.str("").u8(0).u32(8).u64(1).u8(0);
+        w.str("").u8(0).str("javascript").u8(0).u32(8).u64(1).u8(0);
         w.u64(1).u32(1).u64(1).u64(1).u64(1).u64(1).u32(1).u32(1).u32(1).u32(1).u32(u32::MAX);
         let frame = w.finish();
-        assert_eq!(WirePlan::decode(&frame[HEADER_BYTES..]), Err(FrameError::Truncated));
+        assert_eq!(decode_run(&frame[HEADER_BYTES..]), Err(FrameError::Truncated));
     }
 
     fn done(result: Result<(), Failure>) -> WireDone {
@@ -964,7 +996,7 @@ mod tests {
             let len = (x % 64) as usize;
             let bytes: Vec<u8> = (0..len).map(|i| (x >> (i % 8 * 8)) as u8 ^ i as u8).collect();
             let _ = Header::decode(&bytes);
-            let _ = WirePlan::decode(&bytes);
+            let _ = decode_run(&bytes);
             let _ = WireDone::decode(&bytes, 100, 1 << 20);
             let _ = WireHealth::decode(&bytes);
             let _ = decode_host_call(&bytes);

@@ -8,7 +8,7 @@
 //! or [`EngineConfig`], or an [`OptionsError`] that names the option path and the value
 //! given; an unknown name suggests the nearest known one. This is the "raw vs derived"
 //! split of ripgrep's lowargs/hiargs: nothing downstream re-checks or re-defaults.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -467,6 +467,9 @@ pub struct RunPlan {
     /// Per installed tool (same order), the most calls it may take.
     pub max_calls: Vec<Option<u32>>,
     pub data_object: bool,
+    /// `data` values given up front (serialized), by key: reading them needs no round
+    /// trip. The options checks see only their types; the bytes are set by the binding.
+    pub data_values: BTreeMap<String, Vec<u8>>,
     /// Instantiate the engine's WebAssembly modules.
     pub wasm: bool,
     /// Send console entries as they happen (sessions).
@@ -569,6 +572,7 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         max_calls: vec![None; tools.len()],
         tools,
         data_object: false,
+        data_values: BTreeMap::new(),
         wasm: false,
         stream_console: false,
         tenant: f.label("tenant")?,
@@ -596,6 +600,16 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// The size of the engine's pool of isolates (in this process, or in each host).
+    pub fn pool(&self) -> crate::queue::PoolConfig {
+        crate::queue::PoolConfig {
+            memory_mb: self.memory_mb,
+            max_concurrent: self.max_concurrent_isolates as usize,
+            warm_pool_size: self.warm_pool_size as usize,
+            max_queue: self.max_queue_size as usize,
+        }
+    }
+
     /// Checks `new SandboxEngine(config)`. `config.tools` holds the tool names (JS
     /// flattened the functions); `config.wasmModules` entries are `{ name, source }`.
     pub fn from_raw(config: &Raw) -> Result<EngineConfig, OptionsError> {
@@ -673,6 +687,7 @@ impl EngineConfig {
             tools: policy.0,
             max_calls: policy.1,
             data_object: true,
+            data_values: BTreeMap::new(),
             wasm: !self.wasm_modules.is_empty(),
             stream_console: true,
             tenant: f.label("tenant")?,
