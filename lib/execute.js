@@ -35,12 +35,20 @@ function statsOf(s) {
  */
 function execute(engine, plan, hooks = {}) {
   const handlers = hooks.handlers || {};
-  const maxReply = plan.maxMessageBytes;
   // What capabilities of this run see through currentRun(): its end signal and budgets.
-  const ctx = new RunContext({
-    maxPendingHostCallBytes: plan.maxPendingHostCallBytes,
-    maxPendingHostCalls: plan.maxPendingHostCalls,
-  });
+  // Made at the first host call (most runs make none), with the reply limit.
+  let ctx = null;
+  let maxReply = 0;
+  const context = () => {
+    if (ctx === null) {
+      ctx = new RunContext({ maxPendingHostCallBytes: plan.maxPendingHostCallBytes, maxPendingHostCalls: plan.maxPendingHostCalls });
+      maxReply = plan.maxMessageBytes;
+    }
+    return ctx;
+  };
+  const endContext = () => {
+    if (ctx !== null) ctx._end();
+  };
   let resolveDone;
   const done = new Promise((resolve) => {
     resolveDone = resolve;
@@ -55,7 +63,7 @@ function execute(engine, plan, hooks = {}) {
         break;
       case 'done':
         finished = true;
-        ctx._end();
+        endContext();
         resolveDone(finish(ev));
         break;
       default:
@@ -83,7 +91,7 @@ function execute(engine, plan, hooks = {}) {
     // round trip. A thenable is awaited as before.
     let result;
     try {
-      result = callInRun(ctx, fn, args);
+      result = callInRun(context(), fn, args);
       if (result !== null && (typeof result === 'object' || typeof result === 'function') && typeof result.then === 'function') {
         Promise.resolve(result).then((value) => reply(ev, value), (err) => replyError(ev, err));
         return;
@@ -131,14 +139,17 @@ function execute(engine, plan, hooks = {}) {
     handle.reject(ev.callId, name, message);
   };
 
+  // Not AsyncResource.bind: up to Node 24 it defines a deprecated `asyncResource`
+  // accessor pair on every bound function, a tenth of this thread's CPU per trivial run.
+  const scope = new AsyncResource('isolet.run');
   try {
     // Host calls, data requests and the result run in the caller's async context (its
     // AsyncLocalStorage stores), not in that of whoever made the engine: events of all
     // runs arrive through one channel per engine.
     // `started` costs a wake-up of this thread mid-run: asked for only if someone listens.
-    handle = engine.submit(plan, AsyncResource.bind(onNativeEvent), hooks.onEvent !== undefined);
+    handle = engine.submit(plan, (ev) => scope.runInAsyncScope(onNativeEvent, null, ev), hooks.onEvent !== undefined);
   } catch (err) {
-    ctx._end();
+    endContext();
     resolveDone({ ok: false, error: errorFromThrown(err), stats: statsOf(), logs: [] });
     return { done, handle: null };
   }

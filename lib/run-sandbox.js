@@ -45,9 +45,9 @@ function isPlainObject(v) {
 /**
  * Checks `code` and `options` (natively, under the option names) and returns the run's
  * plan and host functions. Only type shaping happens here: capabilities become names and
- * handlers, the signal is checked to be an AbortSignal, TypeScript is stripped.
+ * handlers, the signal is checked to be an AbortSignal. TypeScript is stripped later.
  */
-async function planOf(code, options) {
+function planOf(code, options) {
   let tools = { names: [], handlers: Object.create(null) };
   let shaped = options;
   if (isPlainObject(options)) {
@@ -60,12 +60,7 @@ async function planOf(code, options) {
     if (capabilities !== undefined) tools = normalizeTools(capabilities);
     shaped = { ...options, signal: undefined, capabilities: capabilities === undefined ? undefined : tools.names };
   }
-  const plan = native.planRun(code, shaped);
-  if (plan.language === 'typescript') {
-    // Large input is stripped on a worker thread, within the run's wall-clock limit.
-    plan.code = await stripTypes(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody', timeoutMs: plan.wallTimeMs });
-  }
-  return { plan, handlers: tools.handlers };
+  return { plan: native.planRun(code, shaped), handlers: tools.handlers };
 }
 
 /**
@@ -75,7 +70,12 @@ async function planOf(code, options) {
 async function runSandbox(code, options = undefined) {
   let planned;
   try {
-    planned = await planOf(code, options);
+    planned = planOf(code, options);
+    const plan = planned.plan;
+    if (plan.language === 'typescript') {
+      // Large input is stripped on a worker thread, within the run's wall-clock limit.
+      plan.code = await stripTypes(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody', timeoutMs: plan.wallTimeMs });
+    }
   } catch (err) {
     return failure(errorFromThrown(err));
   }
@@ -83,16 +83,19 @@ async function runSandbox(code, options = undefined) {
   const signal = isPlainObject(options) ? own(options, 'signal') : undefined;
   if (signal && signal.aborted) return failure(new SandboxAbortedError('Execution was aborted before it started'));
   const { done, handle } = execute(getDefaultEngine(plan.isolation), plan, { handlers });
+  if (!signal) return record(await done);
   const onAbort = () => handle && handle.abort();
-  if (signal) signal.addEventListener('abort', onAbort, { once: true });
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
-    const r = await done;
-    return r.ok
-      ? { success: true, output: r.value, stats: r.stats, logs: r.logs }
-      : { success: false, error: r.error, stats: r.stats, logs: r.logs };
+    return record(await done);
   } finally {
-    if (signal) signal.removeEventListener('abort', onAbort);
+    signal.removeEventListener('abort', onAbort);
   }
+}
+
+/** runSandbox's result record of an `execute` result. */
+function record(r) {
+  return r.ok ? { success: true, output: r.value, stats: r.stats, logs: r.logs } : { success: false, error: r.error, stats: r.stats, logs: r.logs };
 }
 
 function failure(error) {
