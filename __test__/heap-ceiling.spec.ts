@@ -34,6 +34,8 @@ const UNDER: Array<[string, string, unknown, number]> = [
   ['56 arrays of 1 MB', 'const a = []; for (let i = 0; i < 56; i++) a.push(new Array(128 * 1024).fill(i + 0.5)); a.length', 56, 56 * MiB],
   ['an array of 4e6 doubles', 'const a = []; for (let i = 0; i < 4e6; i++) a.push(i + 0.5); a.length', 4e6, 32 * MiB],
   ['a parsed JSON array of 2e6 numbers', "JSON.parse('[' + '1,'.repeat(2e6) + '1]').length", 2e6 + 1, 16 * MiB],
+  // Commas in a JSON string are text, not values: the parse guard does not count them.
+  ['a parsed JSON string of 3e6 commas', "JSON.parse(JSON.stringify('a,'.repeat(3e6))).length", 6e6, 6 * MiB],
 ];
 
 type Outcome = { ok: boolean; name?: string; message?: string; output?: unknown; heap: number };
@@ -93,5 +95,40 @@ describe('the heap limit is a ceiling', () => {
     expect(r.success && r.output).toBe(98);
     expect(r.stats.heapUsedBytes).toBeGreaterThanOrEqual(128 * MiB);
     expect(r.stats.heapUsedBytes).toBeLessThanOrEqual(256 * MiB + 32 * MiB);
+  });
+
+  // V8's JSON parser keeps a handle per value outside the heap and checks no interrupt, so
+  // the heap limit could not stop it: 30 M values took a thread-mode parent 745 MB past
+  // its peak for 3.3 s before the run failed. A text with more values than the limit can
+  // hold (isolet-core `max_json_values`: memoryMb / 16 B) now ends the run before the parse.
+  it('thread mode: JSON.parse of more values than the limit can hold ends the run before it costs the parent', () => {
+    const script = `const isolet = require(${JSON.stringify(root)});
+      const fs = require('node:fs');
+      const peakMb = () => Number(/VmHWM:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
+      (async () => {
+        await isolet.runSandbox('1', { isolation: 'thread' });
+        const before = peakMb();
+        const r = await isolet.runSandbox("JSON.parse('[' + '1,'.repeat(3e7) + '1]').length", { isolation: 'thread', memoryLimitMb: ${LIMIT_MB}, timeoutMs: 20000 });
+        console.log(JSON.stringify({ name: r.success ? null : r.error.name, growth: peakMb() - before }));
+        process.exit(0);
+      })();`;
+    const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+    expect(child.stderr).toBe('');
+    const { name, growth } = JSON.parse(child.stdout);
+    expect(name).toBe('SandboxOOMError');
+    // The 60 MB text itself is within the ceiling; twice the limit bounds the rest.
+    expect(growth).toBeLessThan(2 * LIMIT_MB);
+  });
+
+  it('JSON.parse in front of the built-in behaves as the built-in', async () => {
+    const code = `let n = 0;
+      const text = { toString() { n++; return '{"a":1,"b":[2,3]}'; } };
+      const revived = JSON.parse(text, (k, v) => (typeof v === 'number' ? v * 10 : v));
+      let syntax; try { JSON.parse('{bad'); } catch (e) { syntax = e.name; }
+      [revived, n, syntax, JSON.parse.name, JSON.parse.length, Object.keys(JSON), JSON.parse('"x"')]`;
+    for (const isolation of ['thread', 'process'] as const) {
+      const r = await runSandbox(code, { isolation });
+      expect(r.success && r.output).toEqual([{ a: 10, b: [20, 30] }, 1, 'SyntaxError', 'parse', 2, [], 'x']);
+    }
   });
 });

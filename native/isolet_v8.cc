@@ -909,6 +909,78 @@ bool GuardResizableBuffers(Isolate* isolate, Local<Context> ctx) {
   return true;
 }
 
+// Whether `text` holds more places where a JSON value or key can start than the run's
+// bound (Rust counts: isolet_json_scan_feed). A text whose characters alone pass the heap
+// ceiling is over it without being read: flattening it to read it would allocate that much.
+bool JsonTextTooLarge(isolet_sandbox* sb, Isolate* isolate, Local<String> text) {
+  size_t length = static_cast<size_t>(text->Length());
+  bool one_byte = text->IsOneByte();
+  if (length * (one_byte ? 1 : 2) > sb->config.heap_ceiling_bytes) return true;
+  isolet_json_scan scan = {0, sb->config.max_json_values, 0, 0, 0};
+  constexpr size_t kPiece = 8192;
+  if (one_byte) {
+    uint8_t piece[kPiece];
+    for (size_t at = 0; at < length; at += kPiece) {
+      size_t n = std::min(kPiece, length - at);
+#if ISOLET_V8_AT_LEAST(13, 6)
+      text->WriteOneByteV2(isolate, static_cast<uint32_t>(at), static_cast<uint32_t>(n), piece);
+#else
+      text->WriteOneByte(isolate, piece, static_cast<int>(at), static_cast<int>(n), String::NO_NULL_TERMINATION);
+#endif
+      if (!isolet_json_scan_feed(&scan, piece, n, 1)) return true;
+    }
+  } else {
+    uint16_t piece[kPiece];
+    for (size_t at = 0; at < length; at += kPiece) {
+      size_t n = std::min(kPiece, length - at);
+#if ISOLET_V8_AT_LEAST(13, 6)
+      text->WriteV2(isolate, static_cast<uint32_t>(at), static_cast<uint32_t>(n), piece);
+#else
+      text->Write(isolate, piece, static_cast<int>(at), static_cast<int>(n), String::NO_NULL_TERMINATION);
+#endif
+      if (!isolet_json_scan_feed(&scan, piece, n, 2)) return true;
+    }
+  }
+  return !isolet_json_scan_feed(&scan, nullptr, 0, 1);
+}
+
+// JSON.parse in front of the built-in (data: the original). V8's parser keeps a handle per
+// value outside the heap and checks no interrupt while it parses, so the heap limit
+// cannot stop it: a text with more values than the run's memory could hold ends the run
+// as out of memory before the parse starts. The text is converted once, as the built-in
+// would (ToString first), and handed on with the reviver.
+void ParseJson(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  Local<Value> given = info.Length() > 0 ? info[0] : Local<Value>(v8::Undefined(isolate));
+  Local<String> text;
+  if (!given->ToString(ctx).ToLocal(&text)) return;
+  if (JsonTextTooLarge(sb, isolate, text)) {
+    OverCeiling(sb);
+    return;
+  }
+  Local<Value> argv[] = {text, info.Length() > 1 ? info[1] : Local<Value>(v8::Undefined(isolate))};
+  Local<Value> result;
+  if (info.Data().As<v8::Function>()->Call(ctx, info.This(), 2, argv).ToLocal(&result)) {
+    info.GetReturnValue().Set(result);
+  }
+}
+
+// Puts ParseJson in place of JSON.parse (same name, length and attributes).
+bool GuardJsonParse(Isolate* isolate, Local<Context> ctx) {
+  Local<Value> json, parse;
+  Local<String> key = Utf8(isolate, "parse");
+  if (!ctx->Global()->Get(ctx, Utf8(isolate, "JSON")).ToLocal(&json) || !json->IsObject() ||
+      !json.As<Object>()->Get(ctx, key).ToLocal(&parse) || !parse->IsFunction())
+    return false;
+  Local<v8::Function> guard;
+  if (!v8::Function::New(ctx, ParseJson, parse, 2, v8::ConstructorBehavior::kThrow).ToLocal(&guard))
+    return false;
+  guard->SetName(key);
+  return json.As<Object>()->DefineOwnProperty(ctx, key, guard, v8::DontEnum).FromMaybe(false);
+}
+
 // Enters the sandbox's isolate and context for the current scope.
 #define ENTER(sb)                                        \
   Isolate* isolate = (sb)->isolate;                      \
@@ -989,7 +1061,7 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
     HandleScope handle_scope(isolate);
     Local<Context> ctx = Context::New(isolate);
     Context::Scope context_scope(ctx);
-    guarded = GuardResizableBuffers(isolate, ctx);
+    guarded = GuardResizableBuffers(isolate, ctx) && GuardJsonParse(isolate, ctx);
     Local<Value> wasm_ns, instance;
     if (ctx->Global()->Get(ctx, Utf8(isolate, "WebAssembly")).ToLocal(&wasm_ns) && wasm_ns->IsObject() &&
         wasm_ns.As<Object>()->Get(ctx, Utf8(isolate, "Instance")).ToLocal(&instance) &&

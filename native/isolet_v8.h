@@ -138,7 +138,25 @@ typedef struct {
   size_t max_console_value_bytes;
   // Bytes of a data key copied out of the heap (enough for Rust to refuse a longer key).
   size_t max_data_key_bytes;
+  // A JSON.parse text with more places where a value or key can start ends the run as
+  // out of memory before the parse (V8's parser keeps a handle per value outside the
+  // heap and checks no interrupt; see isolet_json_scan_feed).
+  uint64_t max_json_values;
 } isolet_sandbox_config;
+
+// A JSON.parse text's scan, fed in pieces (defined on the Rust side, src/v8/mod.rs;
+// layout: isolet-core's seam_policy::JsonScan). Start it as {0, max_values, 0, 0, 0}.
+typedef struct {
+  uint64_t values;
+  uint64_t max_values;
+  uint8_t in_string;
+  uint8_t escaped;
+  uint8_t started;
+} isolet_json_scan;
+// Counts `len` characters (`char_size` 1: one-byte, 2: UTF-16 units); returns 0 once the
+// text holds more than `max_values`, else 1.
+int32_t isolet_json_scan_feed(isolet_json_scan* scan, const void* chars, size_t len,
+                              uint32_t char_size);
 
 // Main thread, once, while Node's JS is running (at addon load): captures Node's platform.
 // `main_uses_node_snapshot`: Node's main isolate started from Node's startup snapshot

@@ -87,6 +87,7 @@ pub struct isolet_sandbox_config {
     pub max_error_text_bytes: usize,
     pub max_console_value_bytes: usize,
     pub max_data_key_bytes: usize,
+    pub max_json_values: u64,
 }
 
 extern "C" {

@@ -364,6 +364,21 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
     }
 }
 
+/// The seam's `JSON.parse` guard counts its text here (`isolet_json_scan` in
+/// `native/isolet_v8.h` is `seam_policy::JsonScan`).
+#[no_mangle]
+pub extern "C" fn isolet_json_scan_feed(scan: *mut seam_policy::JsonScan, chars: *const c_void, len: usize, char_size: u32) -> i32 {
+    // SAFETY: the seam passes its own scan and `len` characters of `char_size` bytes each,
+    // alive for the call (a buffer it just wrote).
+    let scan = unsafe { &mut *scan };
+    let within = match char_size {
+        1 => scan.feed(unsafe { bytes(chars.cast::<u8>(), len) }),
+        _ if len == 0 => scan.feed::<u16>(&[]),
+        _ => scan.feed(unsafe { std::slice::from_raw_parts(chars.cast::<u16>(), len) }),
+    };
+    i32::from(within)
+}
+
 /// The seam's allocator for serialized values (`isolet_value` in `native/isolet_v8.h`):
 /// blocks of `u8` from Rust's global allocator, so `take_value` adopts one as a `Vec`.
 #[no_mangle]
@@ -472,6 +487,7 @@ impl Sandbox {
             max_console_value_bytes: seam_policy::MAX_CONSOLE_VALUE_BYTES,
             // One byte more than a key may have, so an overlong key is seen as such.
             max_data_key_bytes: isolet_core::limits::MAX_DATA_KEY_BYTES + 1,
+            max_json_values: seam_policy::max_json_values(config.heap_limit_bytes),
         };
         // SAFETY: config is valid for the call; the seam copies it.
         let raw = unsafe { ffi::isolet_sandbox_new(&raw_config) };

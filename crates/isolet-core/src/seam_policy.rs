@@ -31,6 +31,70 @@ pub fn over_heap_ceiling(limit_bytes: usize, peak_young_large_bytes: usize) -> b
     peak_young_large_bytes > heap_ceiling_bytes(limit_bytes)
 }
 
+/// Bytes V8's JSON parser may keep outside the heap per value or key while it parses (a
+/// handle and its slot on the parser's stacks: a Node 20 parent held ~14 B per element
+/// of `JSON.parse('[' + '1,'.repeat(1e8) + '1]')`), rounded up. The parser checks no
+/// interrupt either, so the heap limit cannot stop it before it is done.
+pub const JSON_BYTES_PER_VALUE: usize = 16;
+
+/// The most values and keys a `JSON.parse` text may hold under a heap limit of
+/// `limit_bytes`: past it the parse could keep more outside the heap than the run may
+/// hold in it, and its result (at least 8 bytes a value) would not fit anyway. The seam
+/// ends such a run as out of memory before the parse starts, as the heap limit would.
+pub fn max_json_values(limit_bytes: usize) -> u64 {
+    (limit_bytes / JSON_BYTES_PER_VALUE) as u64
+}
+
+/// Counts, over a JSON text fed in pieces, the places where a value or key can start
+/// (the text's start and every `[`, `{`, `,` and `:` outside a string): an upper bound
+/// on the handles V8's parser makes for it, whatever the text is (invalid text counts
+/// the same way; the parser then throws its own SyntaxError). The seam keeps one in C
+/// memory (`isolet_json_scan`), so its layout is fixed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct JsonScan {
+    /// Starts counted so far, the text's start included once `feed` has run.
+    pub values: u64,
+    /// Past this many the text is refused (`max_json_values`).
+    pub max_values: u64,
+    pub in_string: bool,
+    /// The previous character was a backslash inside a string.
+    pub escaped: bool,
+    pub started: bool,
+}
+
+impl JsonScan {
+    pub fn new(max_values: u64) -> JsonScan {
+        JsonScan { max_values, ..JsonScan::default() }
+    }
+
+    /// Counts `chars` (one-byte or UTF-16 code units); false once the text holds more
+    /// than `max_values` (the rest need not be read).
+    pub fn feed<C: Copy + Into<u32>>(&mut self, chars: &[C]) -> bool {
+        if !self.started {
+            self.started = true;
+            self.values += 1;
+        }
+        for &c in chars {
+            let c = c.into();
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == u32::from(b'\\') {
+                    self.escaped = true;
+                } else if c == u32::from(b'"') {
+                    self.in_string = false;
+                }
+            } else if c == u32::from(b'"') {
+                self.in_string = true;
+            } else if matches!(c, 0x5b | 0x7b | 0x2c | 0x3a) {
+                self.values += 1;
+            }
+        }
+        self.values <= self.max_values
+    }
+}
+
 /// Longest text copied out of a thrown value, for each of name, message and stack.
 pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 /// Longest text one console argument is formatted into (the run's log room may be less:
@@ -209,6 +273,39 @@ pub fn thrown_name(kind: ThrownKind, name: Option<&str>, constructor: Option<&st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_text_is_counted_by_where_values_and_keys_start_never_inside_strings() {
+        let count = |text: &str| {
+            let mut scan = JsonScan::new(u64::MAX);
+            assert!(scan.feed(text.as_bytes()));
+            scan.values
+        };
+        assert_eq!(count("1"), 1);
+        assert_eq!(count("[1,2,3]"), 4);
+        assert_eq!(count(r#"{"a":1,"b":[true,null]}"#), 7);
+        // Commas, colons and brackets in strings, escaped quotes included, are text.
+        assert_eq!(count(r#"["a,b:[{", "\",[" , "\\"]"#), 4);
+        assert_eq!(count(&format!("[{}1]", "1,".repeat(1000))), 1002);
+        // Pieces may split an escape or a string anywhere.
+        let text: Vec<u16> = r#"["x\",", 1]"#.encode_utf16().collect();
+        for cut in 0..text.len() {
+            let mut scan = JsonScan::new(u64::MAX);
+            scan.feed(&text[..cut]);
+            scan.feed(&text[cut..]);
+            assert_eq!(scan.values, 3, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_json_text_past_its_bound_is_refused_once_it_passes() {
+        let limit = 64 * 1024 * 1024;
+        assert_eq!(max_json_values(limit), 4 * 1024 * 1024);
+        let mut scan = JsonScan::new(3);
+        assert!(scan.feed(b"[1,2"));
+        assert!(!scan.feed(b",3]"));
+        assert!(JsonScan::new(1).feed(b"\"[,,,,]\""));
+    }
 
     #[test]
     fn heap_ceiling_is_the_limit_plus_an_eighth() {
