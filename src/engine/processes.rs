@@ -672,6 +672,12 @@ impl State {
         if !self.shut && self.invalid_config.is_none() {
             let starting = self.hosts.iter().filter(|h| h.for_solo && h.phase == HostPhase::Starting && h.end.is_none()).count();
             for _ in 0..policy::solo_hosts_to_start(waiting_alone, starting) {
+                // Hosts for runs started again are replacements too: a stream of
+                // host-ending runs gets no more starts than the restart rate.
+                if !self.starts.may_replace(self.now_ms()) {
+                    self.call_later(Duration::from_millis(policy::RESTART_PERIOD_MS));
+                    break;
+                }
                 let key = self.spawn_host();
                 if let Some(h) = self.host_mut(key) {
                     h.for_solo = true;

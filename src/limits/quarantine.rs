@@ -93,13 +93,26 @@ pub(crate) fn take_not_lowered() -> Vec<libc::pid_t> {
 /// Lowers thread `tid` of process `pid` (a child of ours) to SCHED_IDLE, if it is one of
 /// that process's threads. False when it is not, or the call failed.
 pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
-    if tid == 0 || !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+    let task = format!("/proc/{pid}/task/{tid}");
+    if tid == 0 || !std::path::Path::new(&task).exists() {
         return false;
     }
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: a system call on a thread id of our own child; lowering a thread's
-    // priority needs no privilege and harms no one but that child.
-    unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_IDLE, &param) == 0 }
+    let idle = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a system call on a thread id that was our child's a moment ago; lowering a
+    // thread's priority needs no privilege.
+    if unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_IDLE, &idle) } != 0 {
+        return false;
+    }
+    // The thread may have ended and its id gone to another process's new thread between
+    // the check and the call (a host reporting a thread that it then ends): that thread
+    // gets the ordinary policy back.
+    if !std::path::Path::new(&task).exists() {
+        let ordinary = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as above; SCHED_OTHER at priority 0 is every ordinary thread's policy.
+        unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_OTHER, &ordinary) };
+        return false;
+    }
+    true
 }
 
 /// A quarantined thread finished on its own and disposed its isolate.
