@@ -240,7 +240,18 @@ const BUILD_GRAPH = `function buildGraph(n) {
 // eslint-disable-next-line no-new-func
 const buildGraph = new Function(`${BUILD_GRAPH}; return buildGraph;`)();
 const BIG = 32 * 1024 * 1024;
-const BIG_LIMITS = { memoryLimitMb: 1024, maxOutputBytes: 64 << 20, maxMessageBytes: 64 << 20, timeoutMs: 20000 };
+// The graph holds about 1.4 M values (each key, element and object counts): past the
+// default value limits (32,768 per result or message), so they are raised with the bytes.
+const BIG_VALUES = 1 << 22;
+const BIG_LIMITS = {
+  memoryLimitMb: 1024,
+  maxOutputBytes: 64 << 20,
+  maxMessageBytes: 64 << 20,
+  maxOutputValues: BIG_VALUES,
+  maxMessageValues: BIG_VALUES,
+  maxPendingHostCallValues: BIG_VALUES,
+  timeoutMs: 20000,
+};
 
 /**
  * Copy throughput of one direction: each contestant has `copy()` (the run that moves
@@ -654,6 +665,61 @@ function verdicts() {
   return lines;
 }
 
+/** The default engine's hosts (isolet-core's `processes` default). */
+const DEFAULT_PROCESSES = 2;
+
+/** Issue 19's goals: each a ratio against the peer measured in the same run. */
+function ratioVerdicts() {
+  const lines = [];
+  const say = (goal, met, detail) => lines.push(`- ${met === null ? 'N/A    ' : met ? 'MET    ' : 'NOT MET'} ${goal}: ${detail}`);
+  const t = isoletName('thread');
+  const p = isoletName('process');
+  const x = (v) => `${v.toFixed(2)}x`;
+  const ratioOf = (metric, a, b) => {
+    const va = get(metric, a);
+    const vb = get(metric, b);
+    return va === undefined || vb === undefined ? undefined : va / vb;
+  };
+  const quick = 'quickjs-emscripten';
+  const warmP = ratioOf(M_WARM, p, quick);
+  const warmT = ratioOf(M_WARM, t, quick);
+  if (warmP === undefined) say('trivial run p50, warm pool: process <= 0.5x, thread <= 0.4x QuickJS', null, 'quickjs-emscripten not measured');
+  else {
+    say('trivial run p50, warm pool: process <= 0.5x QuickJS', warmP <= 0.5, `${x(warmP)} (${fmt(get(M_WARM, p), 'ms')} vs ${fmt(get(M_WARM, quick), 'ms')})`);
+    say('trivial run p50, warm pool: thread <= 0.4x QuickJS', warmT <= 0.4, `${x(warmT)} (${fmt(get(M_WARM, t), 'ms')})`);
+  }
+  if (!ivm) {
+    say('the goals against isolated-vm', null, 'isolated-vm not measured');
+  } else {
+    const tp = ratioOf(M_TPUT, p, IVM);
+    say('fresh-isolate runs/s, 8 in flight: process >= 2x isolated-vm', tp >= 2, `${x(tp)} (${Math.round(get(M_TPUT, p))} vs ${Math.round(get(M_TPUT, IVM))} runs/s)`);
+    const cb = `${IVM} (sync Callback)`;
+    const callP = ratioOf(M_CALL, p, cb);
+    const callT = ratioOf(M_CALL, t, cb);
+    say('host-call round trip p50: process <= 1.0x isolated-vm sync Callback', callP <= 1, `${x(callP)} (${fmt(get(M_CALL, p), 'µs')} vs ${fmt(get(M_CALL, cb), 'µs')})`);
+    say('host-call round trip p50: thread <= 0.5x isolated-vm sync Callback', callT <= 0.5, `${x(callT)} (${fmt(get(M_CALL, t), 'µs')})`);
+    for (const [metric, ivmName] of [[M_GRAPH_OUT, `${IVM} (copy: true, ExternalCopy)`], [M_GRAPH_IN, `${IVM} (global.set copy: true, ExternalCopy)`]]) {
+      const r = ratioOf(metric, p, ivmName);
+      say(`${metric}: process >= 2x isolated-vm ExternalCopy`, r >= 2, `${x(r)} (${Math.round(get(metric, p))} vs ${Math.round(get(metric, ivmName))} MB/s)`);
+    }
+    const rssT = ratioOf(M_RSS_ISO, t, IVM);
+    say('RSS per warm idle isolate, thread <= isolated-vm', rssT <= 1, `${x(rssT)} (${fmt(get(M_RSS_ISO, t), 'MB')} vs ${fmt(get(M_RSS_ISO, IVM), 'MB')})`);
+  }
+  const bt = get(M_CALL_BATCH, t);
+  const bp = get(M_CALL_BATCH, p);
+  say('many calls in flight batched per wake-up (cheaper per call than one in flight)', bt < get(M_CALL, t) && bp < get(M_CALL, p), `thread ${fmt(bt, 'µs')}, process ${fmt(bp, 'µs')} per call`);
+  const floorOf = (m) => get(m, m === M_STR_OUT || m === M_STR_IN ? 'node:vm floor (v8.serialize + deserialize)' : 'node:vm floor (structuredClone)');
+  const flat = [M_U8_OUT, M_U8_IN, M_STR_OUT, M_STR_IN].map((m) => [m.replace(/ of the sandbox| the sandbox|32 MB /g, ''), get(m, t) / floorOf(m), get(m, p) / floorOf(m)]);
+  say('typed arrays and strings >= 1x the structuredClone floor, both modes', flat.every(([, a, b]) => a >= 1 && b >= 1), flat.map(([m, a, b]) => `${m} thread ${x(a)} process ${x(b)}`).join(', '));
+  const parity = get(M_CPU, 'node:vm (no isolation)') / get(M_CPU, t);
+  say('compute at parity with node:vm (>= 0.95x)', parity >= 0.95, `thread ${x(parity)}`);
+  const perIso = get(M_RSS_ISO, 'isolet, process (per warm isolate in a host)');
+  const idleHost = get(M_RSS_PROC, 'isolet, process: idle host, no warm isolates');
+  const share = perIso + (DEFAULT_PROCESSES * idleHost) / 40;
+  say('RSS per warm idle isolate, process, its share of the hosts counted (pool of 40) <= 1.5 MB', share <= 1.5, `${fmt(share, 'MB')} (${fmt(perIso, 'MB')} + ${DEFAULT_PROCESSES} hosts x ${fmt(idleHost, 'MB')} / 40)`);
+  return lines;
+}
+
 (async () => {
   if (quickjsModule) QuickJS = await quickjsModule.getQuickJS();
   const started = now();
@@ -671,8 +737,12 @@ function verdicts() {
   printTable();
   const missing = [['isolated-vm', ivm], ['quickjs-emscripten', quickjsModule]].filter(([, m]) => !m).map(([n]) => n);
   if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}${process.env.ISOLET_BENCH_INSTALL_NOTE ? `: ${process.env.ISOLET_BENCH_INSTALL_NOTE}` : ''})`);
-  console.log('\nGoals of issue 12:');
-  if (ONLY === null) for (const line of verdicts()) console.log(line);
+  if (ONLY === null) {
+    console.log('\nGoals of issue 12:');
+    for (const line of verdicts()) console.log(line);
+    console.log('\nGoals of issue 19 (ratios to the peer in this run):');
+    for (const line of ratioVerdicts()) console.log(line);
+  }
   process.exit(0);
 })().catch((err) => {
   console.error(err);
