@@ -6,9 +6,9 @@
 const BODY_PREFIX = 'async function isolet_body() {\n';
 const BODY_SUFFIX = '\n}';
 
-/** The 1-based line of the wrapper's closing brace, as amaro counts lines. */
+/** The 1-based line of the wrapper's closing brace (the prefix is line 1), as amaro counts lines. */
 function suffixLine(code) {
-  return 2 + (code.match(/\r\n|\r|\n/g) || []).length;
+  return 3 + (code.match(/\r\n|\r|\n/g) || []).length;
 }
 
 /**
