@@ -80,10 +80,15 @@ beforeAll(async () => {
   project = path.join(work, 'my-app');
   fs.mkdirSync(project);
   fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'my-app', version: '1.0.0', private: true, type: 'module' }) + '\n');
-  const pkg = given ? fs.realpathSync(path.join(given, 'node_modules', 'isolet')) : ROOT;
-  link(pkg, path.join(project, 'node_modules', 'isolet'));
-  // As npm links a dependency's bin, for `npx isolet`.
-  link(path.join('..', 'isolet', 'bin', 'isolet.js'), path.join(project, 'node_modules', '.bin', 'isolet'));
+  if (given) {
+    // The install as npm left it (isolet, its dependencies, .bin), copied so that the peers
+    // linked below are its siblings, as they would be after `npm install <peer>`.
+    fs.cpSync(path.join(given, 'node_modules'), path.join(project, 'node_modules'), { recursive: true, verbatimSymlinks: true });
+  } else {
+    link(ROOT, path.join(project, 'node_modules', 'isolet'));
+    // As npm links a dependency's bin, for `npx isolet`.
+    link(path.join('..', 'isolet', 'bin', 'isolet.js'), path.join(project, 'node_modules', '.bin', 'isolet'));
+  }
   for (const peer of ['@cloudflare/codemode', '@modelcontextprotocol/sdk', 'ai', 'zod', 'openai']) {
     link(path.join(ROOT, 'node_modules', peer), path.join(project, 'node_modules', peer));
   }
