@@ -169,7 +169,10 @@ describe('isolet run', () => {
       [['run', '-', '--timeout-ms', 'soon'], /--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'/],
       [['run', '-', '--memory-mb', '0'], /--memory-mb must be a whole number from 8 to 8192, got 0/],
       [['run', '-', '--language', 'python'], /--language must be 'javascript' or 'typescript', got 'python'/],
-      [['run', '-', '--bogus'], /--bogus is not a known option of isolet run; see isolet run --help/],
+      [['run', '-', '--bogus'], /--bogus is not a known option of isolet run\n/],
+      [['run', '-', '--timeout-ms'], /--timeout-ms needs a value\n/],
+      [['run', '-', '--timeout-ms', '-5'], /--timeout-ms needs a value; for one starting with a dash, write --timeout-ms=-5\n/],
+      [['run', '-', '--help=yes'], /--help takes no value\n/],
       [['run', '-', '--timeout', '300'], /--timeout is not a known option of isolet run; did you mean --timeout-ms\?/],
       [['mcp', '--memory', '32'], /--memory is not a known option of isolet mcp; did you mean --memory-mb\?/],
       [['run', path.join(dir, 'missing.js')], /cannot read .*missing\.js: ENOENT/],
@@ -181,13 +184,41 @@ describe('isolet run', () => {
       [['run', '-', '--allow-origin', 'ftp://x'], /--allow-origin: .*http: or https:/],
       [['run', '-', '--config', write('ftp-config.json', '{"allowOrigins": ["ftp://x"]}')], /ftp-config\.json: allowOrigins: .*http: or https:/],
       [['run', '-', '--config', write('dir-config.json', `{"readDir": ${JSON.stringify(path.join(dir, 'no-such-dir'))}}`)], /dir-config\.json: readDir .*no-such-dir: /],
-      [['frobnicate'], /unknown command "frobnicate"/],
+      [['frobnicate'], /"frobnicate" is not a command of isolet; its commands: run, mcp, autofix, help/],
+      [['rn', 'x.js'], /"rn" is not a command of isolet; did you mean run\?/],
+      [[], /a command is needed: run, mcp, autofix, help/],
     ];
     for (const [args, message] of cases) {
       const r = await isolet(args);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(message);
+      // One line naming the problem, then where the help is: never the whole usage, and
+      // never Node's argument parser's own text.
+      const command = args[0] === 'run' || args[0] === 'mcp' ? `isolet ${args[0]}` : 'isolet';
+      const lines = r.stderr.split('\n');
+      expect(lines, args.join(' ')).toHaveLength(3);
+      expect(lines[0].startsWith(`${command}: `), r.stderr).toBe(true);
+      expect(lines.slice(1)).toEqual([`see ${command} --help`, '']);
+      expect(r.stderr).not.toMatch(/usage:|ERR_PARSE_ARGS|To specify an option argument/);
     }
+  });
+
+  it('a bad value in --config is blamed on its key there, not on the flag', async () => {
+    const config = write('fast-config.json', '{"timeoutMs": "fast"}');
+    const r = await isolet(['run', '-', '--config', config]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split('\n')[0]).toBe(`isolet run: --config ${config}: timeoutMs must be a whole number from 1 to 2147483647, got 'fast'`);
+  });
+
+  it('TypeScript piped without --language: the syntax error comes with a hint, plain JavaScript errors without', async () => {
+    const ts = await isolet(['run', '-'], 'const n: number = 6 * 7;\nreturn n');
+    expect(ts.code).toBe(3);
+    expect(ts.stderr).toMatch(/SyntaxError: .*\(line 1, column 7\)\nisolet run: this looks like TypeScript; pass --language typescript\n$/);
+    const js = await isolet(['run', '-'], 'const n = 6 * ;\nreturn n');
+    expect(js.code).toBe(3);
+    expect(js.stderr).not.toContain('--language');
+    const given = await isolet(['run', '-', '--language', 'javascript'], 'const n: number = 6 * 7;\nreturn n');
+    expect(given.stderr).not.toContain('pass --language');
   });
 
   it('--help lists every command; each command has its own help', async () => {
@@ -198,12 +229,12 @@ describe('isolet run', () => {
     expect(run.code).toBe(0);
     for (const flag of ['--timeout-ms', '--memory-mb', '--language', '--isolation', '--config', '--read-dir', '--allow-origin']) expect(run.stdout).toContain(flag);
     expect(run.stdout).toMatch(/exit codes: 0 success, 1 the code threw/);
-    expect(run.stdout).toContain('(default: typescript for .ts/.mts/.cts files, else javascript)');
+    expect(run.stdout).toMatch(/\(default: typescript for \.ts\/\.mts\/\.cts\s+files, else javascript\)/);
     const mcp = await isolet(['mcp', '--help']);
     expect(mcp.code).toBe(0);
     expect(mcp.stdout).toContain('run_code');
-    // No file there: the language is the call's.
-    expect(mcp.stdout).toContain("(default: the run_code call's language, else javascript)");
-    expect(mcp.stdout).not.toContain('.ts/');
+    // No file there: the flag is the language of calls that name none.
+    expect(mcp.stdout).toContain('the language of run_code calls that name none');
+    expect(mcp.stdout).not.toMatch(/\.ts\/|extension/);
   });
 });

@@ -1,28 +1,18 @@
 // isolet/codemode: the Executor contract of @cloudflare/codemode, and the real package's
 // createCodeTool (with the real `ai` and `zod`) driving isolet's executor.
 
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxValidationError } from '..';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
-import * as nodeModule from 'node:module';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 
 import { IsoletExecutor, createExecutor, normalizeCode, DEFAULT_CODEMODE_TIMEOUT_MS, type Executor, type ResolvedProvider } from '../lib/codemode';
 
-// The real package imports `cloudflare:workers` at load; this test-only hook resolves it
-// to a stand-in. Node 26 deprecates module.register (20.6+) for module.registerHooks (22.15+).
-const registerHooks = (nodeModule as any).registerHooks;
-if (typeof registerHooks === 'function') {
-  const stub = pathToFileURL(path.join(__dirname, 'support', 'cloudflare-workers-stub.mjs')).href;
-  registerHooks({
-    resolve: (specifier: string, context: unknown, next: (s: string, c: unknown) => unknown) =>
-      specifier === 'cloudflare:workers' ? { url: stub, shortCircuit: true } : next(specifier, context),
-  });
-} else {
-  nodeModule.register(pathToFileURL(path.join(__dirname, 'support', 'cloudflare-workers-hook.mjs')));
-}
+// The real package imports `cloudflare:workers` at load: the shipped hook
+// (isolet/codemode/register, what a user passes to `node --import`) resolves it to a
+// stand-in before the package is first imported below.
+beforeAll(() => import('../lib/codemode/register.mjs'));
 
 // Loaded by a computed name: the package's own .d.ts files need the Workers type globals.
 const load = (name: string): Promise<any> => import(name);

@@ -66,7 +66,7 @@ exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs approval or
 }
 
 function usageError(message) {
-  process.stderr.write(`isolet: ${message}\n\n${autofixUsage()}\n`);
+  process.stderr.write(require('../lib/cli/options').usageText('isolet autofix', message));
   return EXIT_USAGE;
 }
 
@@ -242,11 +242,19 @@ commands:
 
 isolet <command> --help describes each command's options and exit codes.`;
 
+const COMMANDS = ['run', 'mcp', 'autofix', 'help'];
+
+function commandError(message) {
+  process.stderr.write(`isolet: ${message}\nsee isolet --help\n`);
+  return EXIT_USAGE;
+}
+
 async function main(argv) {
   const [command, ...rest] = argv;
-  if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
-    (command === undefined ? process.stderr : process.stdout).write(HELP + '\n');
-    return command === undefined ? EXIT_USAGE : 0;
+  if (command === undefined) return commandError(`a command is needed: ${COMMANDS.join(', ')}`);
+  if (command === '-h' || command === '--help' || command === 'help') {
+    process.stdout.write(HELP + '\n');
+    return 0;
   }
   if (command === '-v' || command === '--version') {
     process.stdout.write(require('../package.json').version + '\n');
@@ -255,8 +263,8 @@ async function main(argv) {
   if (command === 'autofix') return autofixCommand(rest);
   if (command === 'run') return require('../lib/cli/run').runCommand(rest);
   if (command === 'mcp') return require('../lib/cli/mcp').mcpCommand(rest);
-  process.stderr.write(`isolet: unknown command "${command}"\n\n${HELP}\n`);
-  return EXIT_USAGE;
+  if (command.startsWith('-')) return commandError(`${command} is not a known option of isolet; options come after the command`);
+  return commandError(require('../lib/native').unknownCommandMessage('isolet', command, COMMANDS));
 }
 
 main(process.argv.slice(2)).then(

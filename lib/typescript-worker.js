@@ -3,10 +3,13 @@
 // never blocks the host's event loop. One request at a time, answered in order.
 const { parentPort } = require('node:worker_threads');
 const amaro = require('amaro');
+const { stripBody } = require('./typescript-body');
 
-parentPort.on('message', ({ id, source }) => {
+const transform = (source) => amaro.transformSync(source, { mode: 'strip-only' }).code;
+
+parentPort.on('message', ({ id, code, asyncBody }) => {
   try {
-    parentPort.postMessage({ id, code: amaro.transformSync(source, { mode: 'strip-only' }).code });
+    parentPort.postMessage({ id, code: asyncBody ? stripBody(transform, code) : transform(code) });
   } catch (err) {
     const e = err || {};
     parentPort.postMessage({

@@ -6,11 +6,7 @@
 const path = require('node:path');
 const { SandboxValidationError, SandboxTimeoutError } = require('./errors');
 const { own } = require('./own');
-
-// Async-body code may `return` and `await` at top level, which a parser rejects outside a
-// function; it is parsed inside this one-line wrapper, which is cut off again afterwards.
-const BODY_PREFIX = 'async function isolet_body() {\n';
-const BODY_SUFFIX = '\n}';
+const { stripBody, BODY_LINE_OFFSET } = require('./typescript-body');
 
 const HINT = {
   UnsupportedSyntax: ' (isolet only erases types; enums, namespaces and parameter properties need a code transform: use a const object, a module-level object and explicit fields instead)',
@@ -45,18 +41,13 @@ function discardAmaro() {
 function toJavaScript(code, options = {}) {
   if (own(options, 'language') !== 'typescript') return code;
   const wrap = own(options, 'asyncBody') === true;
-  let out;
+  const transform = (source) => loadAmaro().transformSync(source, { mode: 'strip-only' }).code;
   try {
-    out = loadAmaro().transformSync(wrap ? BODY_PREFIX + code + BODY_SUFFIX : code, { mode: 'strip-only' }).code;
+    return wrap ? stripBody(transform, code) : transform(code);
   } catch (err) {
     if (!err || typeof err.startLine !== 'number') discardAmaro();
-    throw syntaxError(err, wrap ? 1 : 0);
+    throw syntaxError(err, wrap ? BODY_LINE_OFFSET : 0);
   }
-  return unwrap(out, wrap);
-}
-
-function unwrap(out, wrap) {
-  return wrap ? out.slice(out.indexOf('\n') + 1, out.length - BODY_SUFFIX.length) : out;
 }
 
 /** Input up to this many UTF-16 units is stripped inline (well under a millisecond). */
@@ -103,7 +94,7 @@ function post(job) {
   job.id = s.nextId++;
   s.pending.set(job.id, job);
   s.worker.ref();
-  s.worker.postMessage({ id: job.id, source: job.source });
+  s.worker.postMessage({ id: job.id, code: job.code, asyncBody: job.asyncBody });
 }
 
 /**
@@ -147,14 +138,15 @@ function stripTypes(code, options = {}) {
   return new Promise((resolve, reject) => {
     let timer = null;
     const job = {
-      source: wrap ? BODY_PREFIX + code + BODY_SUFFIX : code,
-      lineOffset: wrap ? 1 : 0,
+      code,
+      asyncBody: wrap,
+      lineOffset: wrap ? BODY_LINE_OFFSET : 0,
       stripper: null,
       id: 0,
       settle: (error, out) => {
         if (timer !== null) clearTimeout(timer);
         if (error) reject(error);
-        else resolve(unwrap(out, wrap));
+        else resolve(out);
       },
     };
     const timeoutMs = own(options, 'timeoutMs');

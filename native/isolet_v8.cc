@@ -417,6 +417,7 @@ void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> except
   SetText(&err->message, text);
   err->line = 0;
   err->column = 0;
+  err->position = -1;
   if (!message.IsEmpty()) {
     err->line = message->GetLineNumber(ctx).FromMaybe(0);
     err->column = message->GetStartColumn(ctx).FromMaybe(-1) + 1;
@@ -989,6 +990,27 @@ bool GuardJsonParse(Isolate* isolate, Local<Context> ctx) {
   Local<Context> ctx = (sb)->context.Get(isolate);       \
   Context::Scope context_scope(ctx)
 
+// `code` as a V8 string, or false past V8's longest string (NewFromUtf8 takes an int length).
+bool CodeString(Isolate* isolate, const uint8_t* code, size_t len, Local<String>* out) {
+  return len <= static_cast<size_t>(INT32_MAX) &&
+         String::NewFromUtf8(isolate, reinterpret_cast<const char*>(code),
+                             v8::NewStringType::kNormal, static_cast<int>(len))
+             .ToLocal(out);
+}
+
+v8::ScriptOrigin OriginOf(Isolate* isolate, const uint8_t* name, size_t len, int32_t column_offset) {
+#if ISOLET_V8_AT_LEAST(12, 4)
+  return v8::ScriptOrigin(Utf8(isolate, name, len), 0, column_offset);
+#else
+  return v8::ScriptOrigin(isolate, Utf8(isolate, name, len), 0, column_offset);
+#endif
+}
+
+void DescribeSyntaxError(Isolate* isolate, Local<Context> ctx, TryCatch& try_catch, isolet_error* err) {
+  DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+  err->position = try_catch.Message().IsEmpty() ? -1 : try_catch.Message()->GetStartPosition();
+}
+
 }  // namespace
 
 extern "C" {
@@ -1303,37 +1325,57 @@ void isolet_wasm_module_free(isolet_wasm_module* module) { delete module; }
 
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
                            const uint8_t* origin_name, size_t origin_len, int32_t column_offset,
-                           isolet_error* err) {
+                           int32_t call_completion, isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
   Local<String> text;
-  // NewFromUtf8 takes an int length and fails past V8's longest string.
-  if (len > static_cast<size_t>(INT32_MAX) ||
-      !String::NewFromUtf8(isolate, reinterpret_cast<const char*>(code), v8::NewStringType::kNormal,
-                           static_cast<int>(len))
-           .ToLocal(&text)) {
-    return ISOLET_TOO_LARGE;
-  }
-#if ISOLET_V8_AT_LEAST(12, 4)
-  v8::ScriptOrigin origin(Utf8(isolate, origin_name, origin_len), 0, column_offset);
-#else
-  v8::ScriptOrigin origin(isolate, Utf8(isolate, origin_name, origin_len), 0, column_offset);
-#endif
-  v8::ScriptCompiler::Source script_source(text, origin);
+  if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
+  v8::ScriptCompiler::Source script_source(text, OriginOf(isolate, origin_name, origin_len, column_offset));
   Local<v8::Script> script;
   if (!v8::ScriptCompiler::Compile(ctx, &script_source).ToLocal(&script)) {
     if (try_catch.HasTerminated()) return ISOLET_TERMINATED;
-    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    DescribeSyntaxError(isolate, ctx, try_catch, err);
     return ISOLET_SYNTAX;
   }
   Local<Value> result;
-  if (!script->Run(ctx).ToLocal(&result)) {
+  bool ran = script->Run(ctx).ToLocal(&result);
+  // Called from here rather than by the script, so no frame of the wrapper's call site
+  // shows in the sandbox's stacks.
+  if (ran && call_completion != 0) {
+    ran = result->IsFunction() &&
+          result.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 0, nullptr).ToLocal(&result);
+  }
+  if (!ran) {
     if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!try_catch.HasCaught()) return ISOLET_FAILED;
     DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
     return ISOLET_THREW;
   }
   sb->completion.Reset(isolate, result);
   return isolet_sandbox_poll(sb);
+}
+
+int32_t isolet_sandbox_check_syntax(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                                    const uint8_t* origin_name, size_t origin_len,
+                                    int32_t column_offset, int32_t as_function_body,
+                                    isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<String> text;
+  if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
+  v8::ScriptCompiler::Source source(text, OriginOf(isolate, origin_name, origin_len, column_offset));
+  bool compiled;
+  if (as_function_body != 0) {
+    Local<v8::Function> fn;
+    compiled = v8::ScriptCompiler::CompileFunction(ctx, &source).ToLocal(&fn);
+  } else {
+    Local<v8::Script> script;
+    compiled = v8::ScriptCompiler::Compile(ctx, &source).ToLocal(&script);
+  }
+  if (compiled) return ISOLET_OK;
+  if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+  DescribeSyntaxError(isolate, ctx, try_catch, err);
+  return ISOLET_SYNTAX;
 }
 
 int32_t isolet_sandbox_poll(isolet_sandbox* sb) {

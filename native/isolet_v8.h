@@ -58,6 +58,7 @@ typedef struct {
   int32_t value_kind;  // ISOLET_VALUE_*
   int32_t line;        // 1-based, 0 when unknown
   int32_t column;      // 1-based, 0 when unknown
+  int32_t position;    // of a syntax error: 0-based UTF-16 offset in the compiled source, else -1
 } isolet_error;
 
 // Status codes returned by the functions below.
@@ -224,11 +225,20 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
 void isolet_wasm_module_free(isolet_wasm_module* module);
 
 // Compiles and starts `code` as a classic script named `origin` whose first line starts
-// at `column_offset`. ISOLET_OK or ISOLET_PENDING (promise), ISOLET_THREW, ISOLET_SYNTAX,
-// ISOLET_TOO_LARGE (longer than V8's longest string) or ISOLET_TERMINATED.
+// at `column_offset`; with `call_completion`, the script's value (a function) is then
+// called with no arguments and its return value is the result. ISOLET_OK or
+// ISOLET_PENDING (promise), ISOLET_THREW, ISOLET_SYNTAX, ISOLET_TOO_LARGE (longer than
+// V8's longest string) or ISOLET_TERMINATED.
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
                            const uint8_t* origin, size_t origin_len, int32_t column_offset,
-                           isolet_error* err);
+                           int32_t call_completion, isolet_error* err);
+// Compiles `code` without running it: as a classic script, or with `as_function_body` as
+// the body of a plain function (V8 parses it to the end of `code`). ISOLET_OK,
+// ISOLET_SYNTAX (*err, with its position), ISOLET_TOO_LARGE or ISOLET_TERMINATED.
+int32_t isolet_sandbox_check_syntax(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                                    const uint8_t* origin, size_t origin_len,
+                                    int32_t column_offset, int32_t as_function_body,
+                                    isolet_error* err);
 // Runs microtasks and reports: ISOLET_OK (settled), ISOLET_PENDING or ISOLET_TERMINATED.
 int32_t isolet_sandbox_poll(isolet_sandbox* sb);
 // Copies the settled result out: ISOLET_OK (*value set), ISOLET_THREW (*err set),

@@ -2,7 +2,7 @@
 // `isolet mcp`: an MCP server over stdio whose `run_code` tool runs JavaScript/TypeScript
 // in isolet under the limits given by flags or --config. stdout carries the protocol, so
 // everything else goes to stderr.
-const { UsageError, limitsHelp, parse, settingsFrom } = require('./options');
+const { UsageError, limitsHelp, parse, settingsFrom, usageText } = require('./options');
 
 const MCP_USAGE = `usage: isolet mcp [options]
 
@@ -12,7 +12,7 @@ answers with the result (JSON), console output and typed errors. Needs the
 @modelcontextprotocol/sdk package.
 
 options:
-${limitsHelp("the run_code call's language, else javascript")}
+${limitsHelp("  --language <lang>        the language of run_code calls that name none: javascript\n                           (default) or typescript; a call's own language wins")}
   -h, --help               show this help`;
 
 async function mcpCommand(argv, io = { stdout: process.stdout, stderr: process.stderr }) {
@@ -27,7 +27,7 @@ async function mcpCommand(argv, io = { stdout: process.stdout, stderr: process.s
     settings = settingsFrom(values);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    io.stderr.write(`isolet mcp: ${err.message}\n\n${MCP_USAGE}\n`);
+    io.stderr.write(usageText('isolet mcp', err.message));
     return 2;
   }
   const { serveStdio } = require('../mcp');

@@ -9,7 +9,7 @@ const { parseArgs } = require('node:util');
 const native = require('../native');
 const { ownCopy } = require('../own');
 
-/** Thrown for bad flags or config: the CLI prints it with the usage and exits 2. */
+/** Thrown for bad flags or config: the CLI prints it (`usageText`) and exits 2. */
 class UsageError extends Error {}
 
 const DEFAULTS = native.entryDefaults().cli;
@@ -26,12 +26,12 @@ const LIMIT_FLAGS = {
   help: { type: 'boolean', short: 'h' },
 };
 
-/** The limit flags' help; `languageDefault` says where the language comes from. */
-function limitsHelp(languageDefault) {
+/** The limit flags' help, with the command's own `--language` line(s). */
+function limitsHelp(languageLine) {
   return `  --timeout-ms <ms>        wall-clock limit of one run (default ${DEFAULTS.timeoutMs})
   --cpu-time-ms <ms>       CPU-time limit of one run (default: the wall-clock limit)
   --memory-mb <mb>         heap limit of one run (default ${DEFAULTS.memoryMb})
-  --language <lang>        javascript or typescript (default: ${languageDefault})
+${languageLine}
   --isolation <mode>       process (default: a supervised child process) or thread
   --read-dir <dir>         give the code readFile({ path }) over this directory, read-only
   --allow-origin <origin>  give the code fetch({ url, ... }) to this origin (repeatable)
@@ -40,16 +40,34 @@ function limitsHelp(languageDefault) {
                            "engine": { ...SandboxEngine config } }; flags win`;
 }
 
-/** Parses `argv` for `command` (`isolet run`); an unknown flag is told with the nearest known one. */
+/**
+ * Parses `argv` for `command` (`isolet run`). A flag it cannot take is a UsageError in
+ * isolet's words, never Node's parser's: an unknown one with the nearest known one.
+ */
 function parse(argv, command, flags = LIMIT_FLAGS) {
   try {
     return parseArgs({ args: argv, allowPositionals: true, strict: true, options: flags });
   } catch (err) {
-    if (err.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(err.message);
+    if (!String(err.code).startsWith('ERR_PARSE_ARGS_')) throw err;
     const { tokens } = parseArgs({ args: argv, allowPositionals: true, strict: false, tokens: true, options: flags });
-    const unknown = tokens.find((t) => t.kind === 'option' && !Object.hasOwn(flags, t.name));
-    throw new UsageError(native.unknownFlagMessage(command, unknown.rawName, Object.keys(flags)));
+    const options = tokens.filter((t) => t.kind === 'option');
+    const unknown = options.find((t) => !Object.hasOwn(flags, t.name));
+    if (unknown) throw new UsageError(native.unknownFlagMessage(command, unknown.rawName, Object.keys(flags)));
+    // A string flag with no value, or (strict parsing refuses it) a value starting with a
+    // dash not given as --flag=value; a boolean flag given a value.
+    const dashed = (t) => t.value !== undefined && !t.inlineValue && t.value.startsWith('-');
+    const bad = options.find((t) => (flags[t.name].type === 'string' ? t.value === undefined || dashed(t) : t.value !== undefined));
+    if (bad === undefined) throw new UsageError(`cannot read the command line: ${argv.join(' ')}`);
+    if (flags[bad.name].type !== 'string') throw new UsageError(`${bad.rawName} takes no value`);
+    throw new UsageError(
+      bad.value === undefined ? `${bad.rawName} needs a value` : `${bad.rawName} needs a value; for one starting with a dash, write ${bad.rawName}=${bad.value}`,
+    );
   }
+}
+
+/** What a usage error prints: one line naming the problem, then where the help is. */
+function usageText(command, message) {
+  return `${command}: ${message}\nsee ${command} --help\n`;
 }
 
 /** The parsed JSON of `--config <file>`, or undefined; its keys are checked with the flags. */
@@ -135,4 +153,4 @@ function settingsFrom(values, sourceFile) {
   return { engineConfig, limits, language: s.language, capabilities, toolNames: Object.keys(capabilities) };
 }
 
-module.exports = { UsageError, limitsHelp, parse, settingsFrom };
+module.exports = { UsageError, limitsHelp, parse, settingsFrom, usageText };

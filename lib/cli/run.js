@@ -4,8 +4,9 @@
 // and `return` gives the result. The result goes to stdout as JSON, console output to
 // stderr, and the exit code says which error class ended the run.
 const fs = require('node:fs');
-const { UsageError, limitsHelp, parse, settingsFrom } = require('./options');
+const { UsageError, limitsHelp, parse, settingsFrom, usageText } = require('./options');
 const { toJson } = require('./json');
+const { toJavaScript } = require('../typescript');
 
 /** Exit codes of `isolet run`, by outcome. */
 const RUN_EXIT_CODES = Object.freeze({
@@ -27,7 +28,7 @@ function: use await, and return the result. The result is printed as JSON on std
 console output on stderr.
 
 options:
-${limitsHelp('typescript for .ts/.mts/.cts files, else javascript')}
+${limitsHelp('  --language <lang>        javascript or typescript (default: typescript for .ts/.mts/.cts\n                           files, else javascript)')}
   -h, --help               show this help
 
 exit codes: 0 success, 1 the code threw (SandboxRuntimeError), 2 usage error,
@@ -40,13 +41,29 @@ async function readStdin() {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * Whether a syntax error of code run as JavaScript by default (stdin, or a file whose
+ * extension is not TypeScript's) came from TypeScript: the code strips as TypeScript, and
+ * stripping changed it (it had types).
+ */
+function typeScriptHint(error, language, values, code) {
+  if (error.name !== 'SandboxValidationError' || language === 'typescript' || values.language !== undefined) return false;
+  try {
+    return toJavaScript(code, { language: 'typescript', asyncBody: true }) !== code;
+  } catch {
+    return false;
+  }
+}
+
 /** Runs the command; resolves with the exit code. */
 async function runCommand(argv, io = { stdout: process.stdout, stderr: process.stderr }) {
   let settings;
+  let values;
   let file;
   let code;
   try {
-    const { values, positionals } = parse(argv, 'isolet run');
+    let positionals;
+    ({ values, positionals } = parse(argv, 'isolet run'));
     if (values.help) {
       io.stdout.write(RUN_USAGE + '\n');
       return RUN_EXIT_CODES.ok;
@@ -65,7 +82,7 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
     }
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    io.stderr.write(`isolet run: ${err.message}\n\n${RUN_USAGE}\n`);
+    io.stderr.write(usageText('isolet run', err.message));
     return RUN_EXIT_CODES.usage;
   }
 
@@ -95,6 +112,7 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
     const where = error.line !== undefined ? ` (line ${error.line}, column ${error.column})` : '';
     const detail = error.thrown && error.thrown.stack ? error.thrown.stack : `${error.name}: ${error.message}`;
     io.stderr.write(`isolet run: ${error.name} [${error.code}]${where}\n${detail}\n`);
+    if (typeScriptHint(error, settings.language, values, code)) io.stderr.write(`isolet run: this looks like TypeScript; pass --language typescript\n`);
     return RUN_EXIT_CODES[error.name] ?? RUN_EXIT_CODES.SandboxError;
   } finally {
     await engine.shutdown();

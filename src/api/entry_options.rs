@@ -69,6 +69,13 @@ pub fn unknown_flag_message(command: String, given: String, known: Vec<String>) 
     options::unknown_flag(&command, &given, &known)
 }
 
+/// The message for a command `program` does not have (`known`: its commands).
+#[napi]
+pub fn unknown_command_message(program: String, given: String, known: Vec<String>) -> String {
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    options::unknown_command(&program, &given, &known)
+}
+
 #[napi(object)]
 pub struct CodemodeSettingsJs {
     pub timeout: f64,

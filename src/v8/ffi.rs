@@ -34,6 +34,7 @@ pub struct isolet_error {
     pub value_kind: i32,
     pub line: i32,
     pub column: i32,
+    pub position: i32,
 }
 
 pub const ISOLET_OK: i32 = 0;
@@ -149,6 +150,17 @@ extern "C" {
         origin: *const u8,
         origin_len: usize,
         column_offset: i32,
+        call_completion: i32,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_sandbox_check_syntax(
+        sb: *mut isolet_sandbox,
+        code: *const u8,
+        len: usize,
+        origin: *const u8,
+        origin_len: usize,
+        column_offset: i32,
+        as_function_body: i32,
         err: *mut isolet_error,
     ) -> i32;
     pub fn isolet_sandbox_poll(sb: *mut isolet_sandbox) -> i32;

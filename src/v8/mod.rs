@@ -436,7 +436,7 @@ fn take_bytes(b: &mut ffi::isolet_bytes) -> Option<Vec<u8>> {
 
 fn empty_error() -> ffi::isolet_error {
     let e = || ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
-    ffi::isolet_error { name: e(), constructor: e(), message: e(), stack: e(), value_kind: 0, line: 0, column: 0 }
+    ffi::isolet_error { name: e(), constructor: e(), message: e(), stack: e(), value_kind: 0, line: 0, column: 0, position: -1 }
 }
 
 /// The thrown value's parts, named by `seam_policy::thrown_name`.
@@ -452,6 +452,12 @@ fn take_error(e: &mut ffi::isolet_error) -> Thrown {
         line: (e.line > 0).then_some(e.line as u32),
         column: (e.column > 0).then_some(e.column as u32),
     }
+}
+
+/// A syntax error with its offset in the compiled source.
+fn take_syntax(e: &mut ffi::isolet_error) -> seam_policy::SyntaxAt {
+    let position = u32::try_from(e.position).ok();
+    seam_policy::SyntaxAt { thrown: take_error(e), position }
 }
 
 /// Joins names with NUL for the seam; names are checked identifiers or fixed words.
@@ -606,7 +612,14 @@ impl Sandbox {
         // SAFETY: live sandbox, valid buffers.
         let rc = unsafe {
             ffi::isolet_sandbox_run(
-                self.raw, source.as_ptr(), source.len(), origin.as_ptr(), origin.len(), wrapped.column_offset, &mut err,
+                self.raw,
+                source.as_ptr(),
+                source.len(),
+                origin.as_ptr(),
+                origin.len(),
+                wrapped.column_offset,
+                i32::from(wrapped.call),
+                &mut err,
             )
         };
         let step = match rc {
@@ -614,7 +627,25 @@ impl Sandbox {
             ffi::ISOLET_OK => Step::Settled,
             ffi::ISOLET_PENDING => Step::Pending,
             ffi::ISOLET_THREW => Step::Threw(take_error(&mut err)),
-            ffi::ISOLET_SYNTAX => Step::Syntax(take_error(&mut err)),
+            ffi::ISOLET_SYNTAX => {
+                let at = take_syntax(&mut err);
+                match mode {
+                    Mode::Script => Step::Syntax(at.thrown),
+                    Mode::AsyncBody => {
+                        let mut terminated = false;
+                        let thrown = seam_policy::async_body_syntax_error(code, at, |src, offset, how| {
+                            match self.check_syntax(src, offset, how) {
+                                Err(()) => {
+                                    terminated = true;
+                                    None
+                                }
+                                Ok(found) => found,
+                            }
+                        });
+                        if terminated || self.panicked() { Step::Terminated } else { Step::Syntax(thrown) }
+                    }
+                }
+            }
             ffi::ISOLET_TOO_LARGE => {
                 let (name, message) = seam_policy::CODE_TOO_LONG;
                 Step::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() })
@@ -624,6 +655,28 @@ impl Sandbox {
         // SAFETY: frees whatever the seam left in err (idempotent on null fields).
         unsafe { ffi::isolet_error_free(&mut err) };
         step
+    }
+
+    /// Compiles `source` without running it: its syntax error, if any; `Err` when the
+    /// run was terminated meanwhile.
+    fn check_syntax(&mut self, source: &str, column_offset: i32, how: seam_policy::CheckAs) -> Result<Option<seam_policy::SyntaxAt>, ()> {
+        let mut err = empty_error();
+        let origin = seam_policy::SCRIPT_NAME;
+        let as_body = i32::from(how == seam_policy::CheckAs::FunctionBody);
+        // SAFETY: live sandbox, valid buffers.
+        let rc = unsafe {
+            ffi::isolet_sandbox_check_syntax(
+                self.raw, source.as_ptr(), source.len(), origin.as_ptr(), origin.len(), column_offset, as_body, &mut err,
+            )
+        };
+        let out = match rc {
+            ffi::ISOLET_OK | ffi::ISOLET_TOO_LARGE => Ok(None),
+            ffi::ISOLET_SYNTAX => Ok(Some(take_syntax(&mut err))),
+            _ => Err(()),
+        };
+        // SAFETY: frees leftovers, null-safe.
+        unsafe { ffi::isolet_error_free(&mut err) };
+        out
     }
 
     pub(crate) fn poll(&mut self) -> Step {

@@ -1161,14 +1161,21 @@ pub fn language_of_file(path: &str) -> &'static str {
 }
 
 /// The message for a flag `command` does not know (`known` without their `--`), with the
-/// nearest known flag when one is close.
+/// nearest known flag when one is close (the CLI points to `--help` on a line of its own).
 pub fn unknown_flag(command: &str, given: &str, known: &[&str]) -> String {
     let name = given.trim_start_matches('-');
-    let hint = match nearest(name, known.iter().copied()) {
-        Some(near) => format!("did you mean --{near}?"),
-        None => format!("see {command} --help"),
-    };
-    format!("{given} is not a known option of {command}; {hint}")
+    match nearest(name, known.iter().copied()) {
+        Some(near) => format!("{given} is not a known option of {command}; did you mean --{near}?"),
+        None => format!("{given} is not a known option of {command}"),
+    }
+}
+
+/// The message for a command `program` does not have, with the nearest one when close.
+pub fn unknown_command(program: &str, given: &str, known: &[&str]) -> String {
+    match nearest(given, known.iter().copied()) {
+        Some(near) => format!("{given:?} is not a command of {program}; did you mean {near}?"),
+        None => format!("{given:?} is not a command of {program}; its commands: {}", known.join(", ")),
+    }
 }
 
 impl<'a> Fields<'a> {
@@ -1539,7 +1546,11 @@ mod entry_tests {
     fn unknown_flags_suggest_the_nearest_flag() {
         let known = ["timeout-ms", "memory-mb", "config", "help"];
         assert_eq!(unknown_flag("isolet run", "--timeout", &known), "--timeout is not a known option of isolet run; did you mean --timeout-ms?");
-        assert_eq!(unknown_flag("isolet run", "--bogus", &known), "--bogus is not a known option of isolet run; see isolet run --help");
+        assert_eq!(unknown_flag("isolet run", "--bogus", &known), "--bogus is not a known option of isolet run");
+        let commands = ["run", "mcp", "autofix", "help"];
+        assert_eq!(unknown_command("isolet", "rn", &commands), "\"rn\" is not a command of isolet; did you mean run?");
+        assert_eq!(unknown_command("isolet", "autofx", &commands), "\"autofx\" is not a command of isolet; did you mean autofix?");
+        assert_eq!(unknown_command("isolet", "frobnicate", &commands), "\"frobnicate\" is not a command of isolet; its commands: run, mcp, autofix, help");
     }
 
     #[test]

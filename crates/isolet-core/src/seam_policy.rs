@@ -2,6 +2,8 @@
 //! installs and removes, how code is wrapped, the words it throws and how a thrown value
 //! is named. The seam holds primitives only; every choice it makes comes from here.
 
+use crate::error::Thrown;
+
 /// Headroom granted when a sandbox's heap reaches its limit, so V8 can unwind the
 /// terminated script instead of aborting the process.
 pub const HEAP_HEADROOM_BYTES: usize = 32 * 1024 * 1024;
@@ -136,29 +138,108 @@ pub fn is_never_a_data_key(key: &str) -> bool {
 pub const SCRIPT_NAME: &str = "sandbox.js";
 
 const ASYNC_BODY_PREFIX: &str = "(async function () {";
-const ASYNC_BODY_SUFFIX: &str = "\n})()";
+// No call: the seam calls the function itself, so no frame of a call site in the
+// wrapper shows in the sandbox's stacks.
+const ASYNC_BODY_SUFFIX: &str = "\n})";
+/// The same body as a declaration, compiled (never run) only to tell the two causes of a
+/// syntax error in the wrapper's suffix apart; see `async_body_syntax_error`.
+const ASYNC_BODY_DECLARATION: &str = "async function isolet_body() {";
 
-/// Source to compile and the column offset of its first line.
+/// Source to compile, the column offset of its first line, and whether the seam calls
+/// the script's value (the async function) to get the result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WrappedSource {
     pub source: String,
     pub column_offset: i32,
+    pub call: bool,
 }
 
 /// `code` as a classic script: the completion value is the result.
 pub fn script_source(code: &str) -> WrappedSource {
-    WrappedSource { source: code.to_string(), column_offset: 0 }
+    WrappedSource { source: code.to_string(), column_offset: 0, call: false }
 }
 
-/// `code` as the body of an async function called at once: only `return` gives the
-/// result. The prefix sits on the user's first line and the column offset takes it back,
-/// so reported lines and columns are the user's.
+/// `code` as the body of an async function that the seam calls at once: only `return`
+/// gives the result. The prefix sits on the user's first line and the column offset
+/// takes it back, so reported lines and columns are the user's.
 pub fn async_body_source(code: &str) -> WrappedSource {
     let mut source = String::with_capacity(ASYNC_BODY_PREFIX.len() + code.len() + ASYNC_BODY_SUFFIX.len());
     source.push_str(ASYNC_BODY_PREFIX);
     source.push_str(code);
     source.push_str(ASYNC_BODY_SUFFIX);
-    WrappedSource { source, column_offset: -(ASYNC_BODY_PREFIX.len() as i32) }
+    WrappedSource { source, column_offset: -(ASYNC_BODY_PREFIX.len() as i32), call: true }
+}
+
+/// A syntax error as the seam reports it: the error, and its UTF-16 offset in the
+/// compiled source when V8 gave one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxAt {
+    pub thrown: Thrown,
+    pub position: Option<u32>,
+}
+
+/// How `async_body_syntax_error` asks the seam to compile (never run) a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckAs {
+    /// A classic script.
+    Script,
+    /// The body of a plain (not async) function, parsed to the end of the source.
+    FunctionBody,
+}
+
+/// The syntax error of async-body `code`, given the error of its wrapped source. An
+/// error inside the user's code is theirs as it is. One in the wrapper's suffix means
+/// V8 parsed all of the code without fault and then met the wrapper's `})`: either the
+/// code ends unfinished (`return (`), or a stray `}` closed the body early. Either way the
+/// suffix's token is not the user's, so the code is compiled again (on this error path
+/// only) where V8 itself reaches the end of the user's input:
+///
+/// - as a declaration with no closing brace: an unfinished body fails at the very end,
+///   with V8's own message (`Unexpected end of input`), like the script form;
+/// - otherwise the body was closed early, and V8's function-body parse (which ends at the
+///   end of the code) names the stray token where it stands. That parse does not know
+///   `await`, so it is taken only when it finds the same fault as the wrapped parse.
+///
+/// `check(source, column_offset, how)` compiles and gives the syntax error, if any.
+pub fn async_body_syntax_error(
+    code: &str,
+    wrapped: SyntaxAt,
+    mut check: impl FnMut(&str, i32, CheckAs) -> Option<SyntaxAt>,
+) -> Thrown {
+    let code_units = code.encode_utf16().count();
+    let in_suffix = |at: &SyntaxAt, prefix: &str| at.position.is_some_and(|p| p as usize >= prefix.len() + code_units);
+    if !in_suffix(&wrapped, ASYNC_BODY_PREFIX) {
+        return wrapped.thrown;
+    }
+    let declaration = format!("{ASYNC_BODY_DECLARATION}{code}");
+    let unfinished = check(&declaration, -(ASYNC_BODY_DECLARATION.len() as i32), CheckAs::Script);
+    if let Some(at) = unfinished.filter(|at| in_suffix(at, ASYNC_BODY_DECLARATION)) {
+        return at.thrown;
+    }
+    if let Some(at) = check(code, 0, CheckAs::FunctionBody) {
+        if at.thrown.message == wrapped.thrown.message {
+            return at.thrown;
+        }
+    }
+    // Not told apart (a stray `}` after an `await`): the wrapped parse's fault, placed at
+    // the end of the user's input rather than on a line past it.
+    let (line, column) = end_of(code);
+    Thrown { line: Some(line), column: Some(column), ..wrapped.thrown }
+}
+
+/// The 1-based line and column just past the end of `code`, counted as V8 counts them
+/// (lines end at LF, CR, CRLF, U+2028 and U+2029; columns in UTF-16 units).
+fn end_of(code: &str) -> (u32, u32) {
+    let (mut line, mut column) = (1u32, 1u32);
+    let mut chars = code.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' | '\u{2028}' | '\u{2029}' => (line, column) = (line + 1, 1),
+            _ => column += c.len_utf16() as u32,
+        }
+    }
+    (line, column)
 }
 
 /// What the sandbox reads when the code is longer than V8's longest string.
@@ -381,9 +462,56 @@ mod tests {
     #[test]
     fn the_async_body_keeps_the_users_first_line_and_columns() {
         let w = async_body_source("return 1");
-        assert_eq!(w.source, "(async function () {return 1\n})()");
+        assert_eq!(w.source, "(async function () {return 1\n})");
+        assert!(w.call);
         assert_eq!(&w.source[(-w.column_offset) as usize..][..8], "return 1");
-        assert_eq!(script_source("1 + 1"), WrappedSource { source: "1 + 1".into(), column_offset: 0 });
+        assert_eq!(script_source("1 + 1"), WrappedSource { source: "1 + 1".into(), column_offset: 0, call: false });
+    }
+
+    fn syntax(message: &str, line: u32, column: u32, position: u32) -> SyntaxAt {
+        let thrown = Thrown { name: "SyntaxError".into(), message: message.into(), line: Some(line), column: Some(column), ..Default::default() };
+        SyntaxAt { thrown, position: Some(position) }
+    }
+
+    #[test]
+    fn an_error_inside_the_users_code_is_theirs_unchecked() {
+        let wrapped = syntax("Unexpected identifier 'b'", 1, 3, 22);
+        let t = async_body_syntax_error("a b", wrapped.clone(), |_, _, _| panic!("no second compile"));
+        assert_eq!(t, wrapped.thrown);
+    }
+
+    #[test]
+    fn an_unfinished_body_is_reported_where_v8_meets_the_end_of_the_input() {
+        let code = "const a = 1;\nreturn (";
+        let end = (ASYNC_BODY_PREFIX.len() + code.len()) as u32;
+        let mut asked = vec![];
+        let t = async_body_syntax_error(code, syntax("Unexpected token '}'", 3, 1, end + 1), |src, offset, how| {
+            asked.push(how);
+            assert_eq!((src, offset), (format!("{ASYNC_BODY_DECLARATION}{code}").as_str(), -(ASYNC_BODY_DECLARATION.len() as i32)));
+            Some(syntax("Unexpected end of input", 2, 9, src.len() as u32))
+        });
+        assert_eq!((t.message.as_str(), t.line, t.column), ("Unexpected end of input", Some(2), Some(9)));
+        assert_eq!(asked, [CheckAs::Script]);
+    }
+
+    #[test]
+    fn a_stray_brace_is_named_where_it_stands() {
+        let code = "return 1;\n}";
+        let end = (ASYNC_BODY_PREFIX.len() + code.len()) as u32;
+        let t = async_body_syntax_error(code, syntax("Unexpected token '}'", 3, 1, end + 1), |_, _, how| match how {
+            CheckAs::Script => None, // the declaration closed early: it compiles
+            CheckAs::FunctionBody => Some(syntax("Unexpected token '}'", 2, 1, 10)),
+        });
+        assert_eq!((t.line, t.column), (Some(2), Some(1)));
+        // When the function-body parse trips over `await` instead, the wrapped fault is
+        // placed at the end of the user's input (in UTF-16 columns, after a CRLF).
+        let code = "await f();\r\n\u{e9}}";
+        let end = (ASYNC_BODY_PREFIX.len() + code.encode_utf16().count()) as u32;
+        let t = async_body_syntax_error(code, syntax("Unexpected token '}'", 3, 1, end + 1), |_, _, how| match how {
+            CheckAs::Script => None,
+            CheckAs::FunctionBody => Some(syntax("await is only valid in async functions", 1, 1, 0)),
+        });
+        assert_eq!((t.message.as_str(), t.line, t.column), ("Unexpected token '}'", Some(2), Some(3)));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-// Stand-in for the Workers runtime's `cloudflare:workers` (see cloudflare-workers-hook.mjs):
-// only the base classes codemode extends at load; nothing here runs code.
+// Stand-in for the Workers runtime's `cloudflare:workers` under Node (see register.mjs):
+// only the base classes @cloudflare/codemode extends when it loads; nothing here runs code.
 export class RpcTarget {}
 export class WorkerEntrypoint {
   constructor(ctx, env) {
