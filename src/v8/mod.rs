@@ -630,8 +630,8 @@ impl Sandbox {
             ffi::ISOLET_SYNTAX => {
                 let at = take_syntax(&mut err);
                 match mode {
-                    Mode::Script => Step::Syntax(at.thrown),
-                    Mode::AsyncBody => {
+                    ExecMode::Script => Step::Syntax(at.thrown),
+                    ExecMode::AsyncBody => {
                         let mut terminated = false;
                         let thrown = seam_policy::async_body_syntax_error(code, at, |src, offset, how| {
                             match self.check_syntax(src, offset, how) {
