@@ -202,6 +202,11 @@ describe('isolet mcp --http bounds what clients can make it hold', () => {
     expect(gone.status).toBe(404);
     const c = await connect(server.url, null);
     expect(await c.ping()).toEqual({});
+    // A client that ends its session (DELETE) frees its place at once.
+    const cId = (c as any)._transport.sessionId;
+    await (c as any)._transport.terminateSession();
+    const ended = await raw(server.url, { headers: { ...JSON_HEADERS, 'mcp-session-id': cId }, body: JSON.stringify({ jsonrpc: '2.0', id: 10, method: 'ping' }) });
+    expect(ended.status).toBe(404);
     await Promise.all([a, b, c].map((x) => x.close()));
   });
 });

@@ -167,7 +167,11 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     if (rec.id !== undefined) sessions.delete(rec.id);
     starting.delete(rec);
     if (why) log(`session ${rec.id} closed: ${why}`);
-    rec.closed = rec.mcp.close().catch(() => {});
+    // Set before closing: the SDK server's close closes the transport, whose onclose
+    // comes back here. Closing aborts the session's calls in flight, and so their runs.
+    let done;
+    rec.closed = new Promise((resolve) => (done = resolve));
+    rec.mcp.close().catch(() => {}).then(done);
     return rec.closed;
   };
 
@@ -246,10 +250,13 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     }
     const rec = newSession();
     track(rec, res, true);
-    await rec.mcp.server.connect(rec.transport);
-    await rec.transport.handleRequest(req, res, body);
-    // An initialize that did not succeed leaves no session behind.
-    if (rec.id === undefined) closeSession(rec);
+    try {
+      await rec.mcp.server.connect(rec.transport);
+      await rec.transport.handleRequest(req, res, body);
+    } finally {
+      // An initialize that did not succeed leaves no session (and holds no place) behind.
+      if (rec.id === undefined) closeSession(rec);
+    }
   };
 
   const server = http.createServer((req, res) => {
