@@ -87,6 +87,10 @@ async function mcpCommand(argv, io = { stdout: process.stdout, stderr: process.s
     return err.code === 'ERR_ISOLET_MISSING_PEER' || err.code === 'ERR_ISOLET_VALIDATION' ? 2 : 1;
   }
   io.stderr.write(`isolet mcp: serving run_code on ${httpSettings === undefined ? 'stdio' : served.url}\n`);
+  const loopback = httpSettings !== undefined && ['127.0.0.1', 'localhost', '::1'].includes(httpSettings.host);
+  if (httpSettings !== undefined && !loopback && httpSettings.token === undefined && httpSettings.tokenEnv === undefined && httpSettings.tokenFile === undefined) {
+    io.stderr.write(`isolet mcp: warning: listening on ${httpSettings.host} without a token (--token-env, --token-file): whoever reaches the port under an allowed Host can run code\n`);
+  }
   // Serve until a signal (or, on stdio, until the client closes stdin).
   const signal = await new Promise((resolve) => {
     if (httpSettings === undefined) {
