@@ -163,6 +163,22 @@ describe('isolet run', () => {
     }
   });
 
+  it('answers with the last top-level expression statement when no return runs', async () => {
+    const cases: Array<[string, string, string]> = [
+      ['expr.js', 'const x = 20; x + 22', '42'],
+      ['return-wins.js', 'if (true) return "early"\n"late"', '"early"'],
+      ['later-declarations.js', 'const r = await Promise.resolve(41)\nr + 1\nfunction unused() {}\nconst after = 0', '42'],
+      ['typed.ts', 'const xs: number[] = [1, 2]\nxs.map((x: number): number => x * 2)', '[2,4]'],
+      ['no-expression.js', 'const a = 1', 'null'],
+    ];
+    const runs = await Promise.all(cases.map(([name, code]) => isolet(['run', write(`last/${name}`, code)])));
+    expect(runs.map((r) => r.stdout.trim())).toEqual(cases.map(([, , out]) => out));
+    // A failure in the rewritten statement is reported where the user wrote it.
+    const failed = await isolet(['run', '-'], 'const o = {};\n  o.a.b');
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toMatch(/TypeError: Cannot read properties of undefined \(reading 'b'\)\n\s+at sandbox\.js:2:7/);
+  });
+
   it('usage errors exit 2 and name the flag', async () => {
     const cases: Array<[string[], RegExp]> = [
       [['run'], /run takes exactly one file/],

@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const ROOT = path.resolve(__dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'isolet.js');
@@ -91,6 +92,17 @@ describe('isolet mcp over stdio', () => {
     expect(bomb.content[0].text).toMatch(/^SandboxOOMError \[ERR_ISOLET_OOM\]: .*32 MB/);
     const after = await call({ code: 'return "still here"' });
     expect(after.content[0].text).toBe('"still here"');
+  });
+
+  it('answers with the last expression, and sends console output as log notifications at the level set', async () => {
+    const logs: Array<{ level: string; data: unknown }> = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params as any));
+    await client.setLoggingLevel('warning');
+    const out = await call({ code: 'console.log("quiet"); console.warn("loud");\nconst x = 20;\nx + 22' });
+    expect(out.content.map((c) => c.text)).toEqual(['42', 'console:\nquiet\n[warn] loud']);
+    expect(logs).toEqual([{ level: 'warning', logger: 'run_code', data: 'loud' }]);
+    expect((await call({ code: 'if (1) return "returned"\n"last"' })).content[0].text).toBe('"returned"');
+    await client.setLoggingLevel('debug');
   });
 
   it('gives read-only access to --read-dir only', async () => {

@@ -157,7 +157,7 @@ describe('exports', () => {
 
   it('gives types for both import and require', () => {
     const exp = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).exports;
-    for (const entry of ['.', './codemode']) {
+    for (const entry of ['.', './codemode', './mcp']) {
       for (const condition of ['import', 'require']) {
         const target = exp[entry][condition];
         expect(Object.keys(target)[0]).toBe('types');

@@ -3,7 +3,10 @@
 // `run_code`, that runs JavaScript or TypeScript in a fresh isolate of a SandboxEngine
 // under the configured limits and answers with the result, the console output and typed
 // errors as MCP content. A failing run is a tool result with `isError: true`, never a
-// protocol error, so the server keeps serving whatever the code does.
+// protocol error, so the server keeps serving whatever the code does. Console output also
+// goes to the client as it happens, as log notifications at the level the client set;
+// a call that carries a progress token gets progress notifications while it runs.
+// Transports: stdio (serveStdio) and Streamable HTTP (serveHttp, lib/mcp-http.js).
 const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { describeTools } = require('./tools');
@@ -11,13 +14,14 @@ const { toJson } = require('./cli/json');
 const { SandboxValidationError, errorFromThrown } = require('./errors');
 const { requirePeer } = require('./peer');
 const { ownCopy } = require('./own');
+const { prepareCode, remapError } = require('./last-expression');
 
 const TOOL_NAME = 'run_code';
 
 const INPUT_SCHEMA = Object.freeze({
   type: 'object',
   properties: {
-    code: { type: 'string', description: 'The body of an async function: use await, and return the result.' },
+    code: { type: 'string', description: 'The body of an async function: use await; the result is what `return` gives, else the value of the last expression statement.' },
     language: { type: 'string', enum: native.entryDefaults().languages, description: 'Default: javascript.' },
   },
   required: ['code'],
@@ -27,7 +31,7 @@ const INPUT_SCHEMA = Object.freeze({
 function toolDescription(capabilities, limits) {
   const lines = [
     'Runs JavaScript or TypeScript in a fresh, isolated V8 sandbox and returns what it returns (as JSON) and its console output.',
-    'The code is the body of an async function: use `await`, and `return` the result.',
+    'The code is the body of an async function: use `await`. The result is what a `return` gives, or else the value of the last top-level expression statement (`const x = 20; x + 22` gives 42).',
     'Only standard ECMAScript built-ins exist: no require, process, timers, file system or network' +
       (Object.keys(capabilities).length > 0 ? ', except these functions:' : '.'),
   ];
@@ -36,58 +40,135 @@ function toolDescription(capabilities, limits) {
   return lines.join('\n');
 }
 
+// Console methods as MCP log levels (RFC 5424 names).
+const LOG_LEVELS = Object.freeze({ log: 'info', info: 'info', warn: 'warning', error: 'error', debug: 'debug' });
+/** How often a call with a progress token hears from a run in progress. */
+const PROGRESS_INTERVAL_MS = 1000;
+
+// One init per engine, however many calls (and servers) arrive while it warms up.
+const initialized = new WeakMap();
+function initOnce(engine) {
+  let ready = initialized.get(engine);
+  if (ready === undefined) {
+    ready = engine.init();
+    initialized.set(engine, ready);
+  }
+  return ready;
+}
+
 /**
  * Creates the MCP server (not yet connected).
  *
  * @param {object} settings from lib/cli/options `settingsFrom`: engineConfig, limits,
  *   language (default language of the tool), capabilities, toolNames
+ * @param {{ engine?: SandboxEngine, maxRuns?: number, runs?: Set<Promise<void>> }} [shared]
+ *   engine: one engine for many servers (HTTP: one server per session), not shut down by
+ *   close(); maxRuns: tool calls in flight at once (past it a call is an error result);
+ *   runs: where each call in flight is tracked (HTTP shutdown waits for them)
  * @returns {{ server: object, engine: SandboxEngine, close: () => Promise<void> }}
  */
-function createMcpServer(settings) {
+function createMcpServer(settings, shared = {}) {
   const { Server } = requirePeer('@modelcontextprotocol/sdk/server/index.js', 'isolet mcp');
   const { ListToolsRequestSchema, CallToolRequestSchema } = requirePeer('@modelcontextprotocol/sdk/types.js', 'isolet mcp');
-  const engine = new SandboxEngine(settings.engineConfig);
-  let ready = null;
+  const ownsEngine = shared.engine === undefined;
+  const engine = ownsEngine ? new SandboxEngine(settings.engineConfig) : shared.engine;
+  const maxRuns = shared.maxRuns ?? Infinity;
+  const tracked = shared.runs ?? new Set();
   const version = require('../package.json').version;
-  const server = new Server({ name: 'isolet', version }, { capabilities: { tools: {} } });
+  const server = new Server({ name: 'isolet', version }, { capabilities: { tools: {}, logging: {} } });
   const description = toolDescription(settings.capabilities, settings.limits);
   let runs = 0;
+  let inFlight = 0;
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: [{ name: TOOL_NAME, description, inputSchema: INPUT_SCHEMA }],
   }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const { name, arguments: args } = request.params;
     if (name !== TOOL_NAME) return errorResult(new SandboxValidationError(`unknown tool "${name}" (this server has ${TOOL_NAME})`), []);
+    if (inFlight >= maxRuns) {
+      return errorResult(new SandboxValidationError(`this session already has ${maxRuns} run_code calls in flight (maxRunsPerSession); wait for one to finish`), []);
+    }
+    inFlight++;
+    const call = runCall(request, extra, args);
+    const settled = call.then(
+      () => {},
+      () => {},
+    );
+    tracked.add(settled);
+    try {
+      return await call;
+    } finally {
+      inFlight--;
+      tracked.delete(settled);
+    }
+  });
+
+  async function runCall(request, extra, args) {
     let input;
+    let prepared;
     try {
       input = ownCopy(native.runCodeArguments(args ?? {}));
+      prepared = await prepareCode(input.code, input.language ?? settings.language, settings.limits.wallTimeMs);
     } catch (err) {
       return errorResult(errorFromThrown(err), []);
     }
-    if (ready === null) ready = engine.init();
-    await ready;
+    await initOnce(engine);
     const session = engine.submit({
       requestId: `mcp_${++runs}`,
-      code: input.code,
-      language: input.language ?? settings.language,
+      code: prepared.code,
+      language: prepared.language,
       toolPolicy: { allowedTools: settings.toolNames },
     });
+    // A cancelled call (notifications/cancelled, or its HTTP stream gone) ends its run.
+    const onAbort = () => session.abort();
+    if (extra.signal.aborted) onAbort();
+    else extra.signal.addEventListener('abort', onAbort, { once: true });
+    const progressToken = request.params._meta?.progressToken;
+    const notify = (notification) => extra.sendNotification(notification).catch(() => {});
+    let timer = null;
+    let startedAt = 0;
+    let lastProgress = -1;
+    const progress = (message) => {
+      // Wall-clock milliseconds of the run, out of its limit: a run ends by then.
+      const value = Math.max(lastProgress + 1, Math.round(performance.now() - startedAt));
+      lastProgress = value;
+      notify({ method: 'notifications/progress', params: { progressToken, progress: value, total: settings.limits.wallTimeMs, message } });
+    };
+    try {
+      for await (const ev of session) {
+        if (ev.type !== 'status') continue;
+        if (ev.status === 'console') {
+          const level = LOG_LEVELS[ev.level] ?? 'info';
+          if (!server.isMessageIgnored(level, extra.sessionId)) {
+            notify({ method: 'notifications/message', params: { level, logger: TOOL_NAME, data: ev.message } });
+          }
+        } else if (ev.status === 'started' && progressToken !== undefined) {
+          startedAt = performance.now();
+          progress('running');
+          timer = setInterval(() => progress(`running, ${Math.round((performance.now() - startedAt) / 1000)} s`), PROGRESS_INTERVAL_MS);
+          timer.unref();
+        }
+      }
+    } finally {
+      if (timer !== null) clearInterval(timer);
+      extra.signal.removeEventListener('abort', onAbort);
+    }
     const end = await session.done;
     const logs = end.logs || [];
     if (end.type === 'result') {
       return { content: [{ type: 'text', text: toJson(end.data, 2) ?? 'null' }, ...logContent(logs)] };
     }
-    return errorResult(end.error, logs);
-  });
+    return errorResult(remapError(end.error, prepared.edits), logs);
+  }
 
   return {
     server,
     engine,
     async close() {
       await server.close();
-      await engine.shutdown();
+      if (ownsEngine) await engine.shutdown();
     },
   };
 }
@@ -116,4 +197,33 @@ async function serveStdio(settings) {
   return mcp;
 }
 
-module.exports = { createMcpServer, serveStdio, MCP_TOOL_NAME: TOOL_NAME };
+/**
+ * Serves MCP over Streamable HTTP (see lib/mcp-http.js); `options` are checked by
+ * isolet-core (`MCP_HTTP`): listen, allowedHosts, allowedOrigins, token | tokenEnv |
+ * tokenFile, maxSessions, sessionIdleMs, maxBodyBytes, maxRunsPerSession.
+ */
+async function serveHttp(settings, options = {}) {
+  let checked;
+  try {
+    checked = ownCopy(native.mcpHttpOptions(options));
+  } catch (err) {
+    throw errorFromThrown(err);
+  }
+  return require('./mcp-http').listenHttp(settings, checked);
+}
+
+/**
+ * Settings for createMcpServer/serveStdio/serveHttp from a config object: the keys of
+ * `isolet mcp --config` (timeoutMs, cpuTimeMs, memoryMb, language, isolation, readDir,
+ * allowOrigins, engine), checked the same way.
+ */
+function mcpSettings(config = {}) {
+  const { settingsFrom, UsageError } = require('./cli/options');
+  try {
+    return settingsFrom({}, undefined, config);
+  } catch (err) {
+    throw err instanceof UsageError ? new SandboxValidationError(err.message) : err;
+  }
+}
+
+module.exports = { createMcpServer, serveStdio, serveHttp, mcpSettings, initOnce, MCP_TOOL_NAME: TOOL_NAME };

@@ -89,10 +89,11 @@ function readConfig(file) {
 /**
  * Settings from parsed flags: `{ engineConfig, limits, language, capabilities, toolNames }`.
  * `sourceFile` (the file `isolet run` runs) gives the language when neither flag nor file
- * does; `language` is undefined when nothing gave one.
+ * does; `language` is undefined when nothing gave one. `config`, when given, stands for
+ * the `--config` file's parsed JSON (the MCP module's programmatic API).
  */
-function settingsFrom(values, sourceFile) {
-  const file = readConfig(values.config);
+function settingsFrom(values, sourceFile, config) {
+  const file = config !== undefined ? config : readConfig(values.config);
   let s;
   try {
     // A null-prototype copy: an absent field is absent, whatever Object.prototype holds.
@@ -153,4 +154,4 @@ function settingsFrom(values, sourceFile) {
   return { engineConfig, limits, language: s.language, capabilities, toolNames: Object.keys(capabilities) };
 }
 
-module.exports = { UsageError, limitsHelp, parse, settingsFrom, usageText };
+module.exports = { UsageError, LIMIT_FLAGS, limitsHelp, parse, readConfig, settingsFrom, usageText };

@@ -1,12 +1,14 @@
 'use strict';
 // `isolet run <file|->`: runs one file (or stdin) in a fresh isolate of a SandboxEngine.
-// The code is the body of an async function (as in MCP and SandboxEngine): `await` works
-// and `return` gives the result. The result goes to stdout as JSON, console output to
-// stderr, and the exit code says which error class ended the run.
+// The code is the body of an async function (as in MCP and SandboxEngine): `await` works,
+// and the result is what a `return` gives, or else the value of the last top-level
+// expression statement (lib/last-expression.js). The result goes to stdout as JSON,
+// console output to stderr, and the exit code says which error class ended the run.
 const fs = require('node:fs');
 const { UsageError, limitsHelp, parse, settingsFrom, usageText } = require('./options');
 const { toJson } = require('./json');
 const { toJavaScript } = require('../typescript');
+const { prepareCode, remapError } = require('../last-expression');
 
 /** Exit codes of `isolet run`, by outcome. */
 const RUN_EXIT_CODES = Object.freeze({
@@ -24,8 +26,9 @@ const RUN_USAGE = `usage: isolet run <file|-> [options]
 
 Runs the file (or standard input, "-") in a fresh V8 isolate: no Node APIs, no file
 system, no network, hard memory and time limits. The code is the body of an async
-function: use await, and return the result. The result is printed as JSON on stdout,
-console output on stderr.
+function: use await. The result is what a return gives, or else the value of the last
+top-level expression statement (\`const x = 20; x + 22\` prints 42). It is printed as
+JSON on stdout, console output on stderr.
 
 options:
 ${limitsHelp('  --language <lang>        javascript or typescript (default: typescript for .ts/.mts/.cts\n                           files, else javascript)')}
@@ -96,19 +99,28 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
     return RUN_EXIT_CODES.usage;
   }
   try {
-    const session = engine.submit({
-      requestId: 'run',
-      code,
-      language: settings.language,
-      toolPolicy: { allowedTools: settings.toolNames },
-    });
-    const end = await session.done;
+    let end;
+    let edits = [];
+    try {
+      const prepared = await prepareCode(code, settings.language, settings.limits.wallTimeMs);
+      edits = prepared.edits;
+      const session = engine.submit({
+        requestId: 'run',
+        code: prepared.code,
+        language: prepared.language,
+        toolPolicy: { allowedTools: settings.toolNames },
+      });
+      end = await session.done;
+    } catch (err) {
+      // Bad TypeScript: what the engine would have answered.
+      end = { type: 'error', error: err, logs: [] };
+    }
     for (const entry of end.logs || []) io.stderr.write(`${entry.level === 'log' ? '' : `[${entry.level}] `}${entry.message}\n`);
     if (end.type === 'result') {
       io.stdout.write(toJson(end.data) + '\n');
       return RUN_EXIT_CODES.ok;
     }
-    const error = end.error;
+    const error = remapError(end.error, edits);
     const where = error.line !== undefined ? ` (line ${error.line}, column ${error.column})` : '';
     const detail = error.thrown && error.thrown.stack ? error.thrown.stack : `${error.name}: ${error.message}`;
     io.stderr.write(`isolet run: ${error.name} [${error.code}]${where}\n${detail}\n`);

@@ -55,6 +55,68 @@ pub fn cli_settings(
     })
 }
 
+/// `isolet mcp --http` / `serveHttp` settings (`MCP_HTTP`).
+#[napi(object)]
+pub struct McpHttpSettingsJs {
+    pub host: String,
+    pub port: u32,
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    /// The token itself (`serveHttp`'s or the file's `token`).
+    pub token: Option<String>,
+    /// The environment variable that holds the token.
+    pub token_env: Option<String>,
+    /// The file that holds the token.
+    pub token_file: Option<String>,
+    pub max_sessions: f64,
+    pub session_idle_ms: f64,
+    pub max_body_bytes: f64,
+    pub max_runs_per_session: u32,
+}
+
+impl From<options::McpHttpSettings> for McpHttpSettingsJs {
+    fn from(s: options::McpHttpSettings) -> Self {
+        use options::TokenSource;
+        let (mut token, mut token_env, mut token_file) = (None, None, None);
+        match s.token {
+            Some(TokenSource::Value(v)) => token = Some(v),
+            Some(TokenSource::Env(v)) => token_env = Some(v),
+            Some(TokenSource::File(v)) => token_file = Some(v),
+            None => {}
+        }
+        McpHttpSettingsJs {
+            host: s.host,
+            port: s.port as u32,
+            allowed_hosts: s.allowed_hosts,
+            allowed_origins: s.allowed_origins,
+            token,
+            token_env,
+            token_file,
+            max_sessions: s.max_sessions as f64,
+            session_idle_ms: s.session_idle_ms as f64,
+            max_body_bytes: s.max_body_bytes as f64,
+            max_runs_per_session: s.max_runs_per_session as u32,
+        }
+    }
+}
+
+/// `isolet mcp`'s HTTP settings from its flags and config file; unset: stdio.
+#[napi]
+pub fn mcp_http_settings(
+    flags: Unknown,
+    config: Unknown,
+    config_file: Option<String>,
+) -> std::result::Result<Option<McpHttpSettingsJs>, Error<String>> {
+    let s = options::mcp_http_settings(&raw(&flags)?, &raw(&config)?, config_file.as_deref()).map_err(options_error)?;
+    Ok(s.map(Into::into))
+}
+
+/// `serveHttp(settings, options)`'s options.
+#[napi]
+pub fn mcp_http_options(options: Unknown) -> std::result::Result<McpHttpSettingsJs, Error<String>> {
+    Ok(options::mcp_http_options(&raw(&options)?).map_err(options_error)?.into())
+}
+
 /// `isolet autofix`'s number flags as the autoFix options they set.
 #[napi]
 pub fn autofix_flags(flags: Unknown) -> std::result::Result<HashMap<String, f64>, Error<String>> {
@@ -183,6 +245,7 @@ pub fn entry_defaults() -> EntryDefaultsJs {
     let mut cli: HashMap<String, f64> = of(options::CLI_SETTINGS);
     cli.insert("maxConcurrentIsolates".into(), options::CLI_MAX_CONCURRENT_ISOLATES as f64);
     cli.insert("warmPoolSize".into(), options::CLI_WARM_POOL_SIZE as f64);
+    cli.extend(of(options::MCP_HTTP));
     EntryDefaultsJs {
         cli,
         codemode: of(options::CODEMODE_EXECUTOR),

@@ -1069,6 +1069,9 @@ pub const CLI_SETTINGS: &[Opt] = &[
     opt("readDir", Kind::Text),
     Opt { name: "allowOrigins", kind: Kind::Names, default: None, aliases: &["allowedOrigins"] },
     opt("engine", Kind::Object(ENGINE_CONFIG)),
+    // `isolet mcp --http`'s settings; `isolet run` takes the key and ignores it, so that
+    // one file can serve both commands.
+    opt("http", Kind::Object(MCP_HTTP)),
 ];
 
 /// The flags of `isolet run` and `isolet mcp` that set `CLI_SETTINGS`.
@@ -1122,6 +1125,47 @@ pub const AUTOFIX_OPTIONS: &[Opt] = &[
 /// The flags of `isolet autofix` that set `AUTOFIX_OPTIONS` numbers.
 pub const AUTOFIX_FLAGS: &[Flag] =
     &[flag("timeout", "timeoutMs"), flag("memory", "memoryLimitMb"), flag("provider-timeout", "providerTimeoutMs")];
+
+/// MCP sessions an HTTP server holds at once by default: each holds a transport, an SDK
+/// server and its streams, so an unauthenticated client can make the server hold at most
+/// this many (a new one past it is refused with 503 until one closes or idles out).
+pub const DEFAULT_MCP_MAX_SESSIONS: u64 = 16;
+/// How long a session may go without a request (none in flight) before it is closed.
+pub const DEFAULT_MCP_SESSION_IDLE_MS: u64 = 300_000;
+/// Largest request body by default: the JSON of one `run_code` call, code included.
+pub const DEFAULT_MCP_MAX_BODY_BYTES: u64 = 4 << 20;
+/// Tool calls one session may have in flight by default; past it a call is an error
+/// result. With the body cap this bounds the code the server holds per session.
+pub const DEFAULT_MCP_MAX_RUNS_PER_SESSION: u64 = 4;
+
+/// `isolet mcp --http` (the `http` object of `--config`, and `serveHttp`'s options).
+/// `listen` is `[host:]port`; the token comes from `token` (API, file), `tokenEnv` (the
+/// name of an environment variable) or `tokenFile`, never from a flag's value.
+pub const MCP_HTTP: &[Opt] = &[
+    Opt { name: "listen", kind: Kind::Text, default: None, aliases: &["http", "port", "address"] },
+    Opt { name: "allowedHosts", kind: Kind::Names, default: None, aliases: &["allowHosts", "hosts"] },
+    Opt { name: "allowedOrigins", kind: Kind::Names, default: None, aliases: &["allowOrigins", "origins"] },
+    opt("token", Kind::Text),
+    opt("tokenEnv", Kind::Text),
+    opt("tokenFile", Kind::Text),
+    whole("maxSessions", 1, 100_000, Some(DEFAULT_MCP_MAX_SESSIONS), &["sessions"]),
+    whole("sessionIdleMs", 1, MAX_TIME_MS, Some(DEFAULT_MCP_SESSION_IDLE_MS), &["idleTimeoutMs", "idleMs"]),
+    whole("maxBodyBytes", 1, MAX_BYTES, Some(DEFAULT_MCP_MAX_BODY_BYTES), &["maxRequestBytes"]),
+    whole("maxRunsPerSession", 1, 1024, Some(DEFAULT_MCP_MAX_RUNS_PER_SESSION), &["maxRuns"]),
+];
+
+/// The flags of `isolet mcp` that set `MCP_HTTP` (there is no flag for `token`).
+pub const MCP_HTTP_FLAGS: &[Flag] = &[
+    flag("http", "listen"),
+    flag("http-allow-host", "allowedHosts"),
+    flag("http-allow-origin", "allowedOrigins"),
+    flag("token-env", "tokenEnv"),
+    flag("token-file", "tokenFile"),
+    flag("max-sessions", "maxSessions"),
+    flag("session-idle-ms", "sessionIdleMs"),
+    flag("max-body-bytes", "maxBodyBytes"),
+    flag("max-runs-per-session", "maxRunsPerSession"),
+];
 
 /// The `run_code` tool's arguments (`isolet mcp`).
 pub const MCP_RUN_CODE: &[Opt] = &[opt("code", Kind::Text), opt("language", Kind::OneOf(LANGUAGES))];
@@ -1443,6 +1487,161 @@ pub fn mcp_run_code(arguments: &Raw) -> Result<(String, Option<&'static str>), O
     Ok((code, f.one_of("language")?))
 }
 
+/// Where the HTTP server's bearer token comes from (JS reads it at start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    Value(String),
+    /// The name of an environment variable.
+    Env(String),
+    /// A file whose contents (without surrounding white space) are the token.
+    File(String),
+}
+
+/// `isolet mcp --http`'s checked settings, defaults filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpHttpSettings {
+    /// The address to bind: `127.0.0.1` unless one is given.
+    pub host: String,
+    /// 0: a free port, chosen when the server binds.
+    pub port: u16,
+    /// Host header values accepted besides the local ones of the bound port.
+    pub allowed_hosts: Vec<String>,
+    /// Origin header values accepted besides the local ones of the bound port.
+    pub allowed_origins: Vec<String>,
+    pub token: Option<TokenSource>,
+    pub max_sessions: u64,
+    pub session_idle_ms: u64,
+    pub max_body_bytes: u64,
+    pub max_runs_per_session: u64,
+}
+
+/// The local address HTTP serves on unless `listen` names a host.
+pub const DEFAULT_MCP_HOST: &str = "127.0.0.1";
+
+/// `[host:]port`: `8080`, `0.0.0.0:8080`, `localhost:0`, `[::1]:8080`.
+fn listen_address(path: &str, given: &str) -> Result<(String, u16), OptionsError> {
+    let bad = || err(path, format!("{path} must be [host:]port with a port from 0 to 65535 (8080, 0.0.0.0:8080, [::1]:8080), got {}", Raw::String(given.into()).describe()));
+    let (host, port) = if let Some(rest) = given.strip_prefix('[') {
+        let (host, port) = rest.split_once("]:").ok_or_else(bad)?;
+        (host, port)
+    } else {
+        match given.rsplit_once(':') {
+            // A bare IPv6 address needs its brackets; `:80` would read as every interface
+            // elsewhere (Go), so an empty host is refused rather than guessed.
+            Some((host, _)) if host.contains(':') || host.is_empty() => return Err(bad()),
+            Some((host, port)) => (host, port),
+            None => ("", given),
+        }
+    };
+    let host_ok = host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:%".contains(&b));
+    if !host_ok || port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let host = if given.starts_with('[') || !host.is_empty() { host.to_string() } else { DEFAULT_MCP_HOST.to_string() };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    Ok((host, port))
+}
+
+/// One source's HTTP settings, checked, unmerged.
+struct HttpValues {
+    listen: Option<(String, u16)>,
+    allowed_hosts: Option<Vec<String>>,
+    allowed_origins: Option<Vec<String>>,
+    token: Option<TokenSource>,
+    max_sessions: Option<u64>,
+    session_idle_ms: Option<u64>,
+    max_body_bytes: Option<u64>,
+    max_runs_per_session: Option<u64>,
+}
+
+fn http_values(f: &Fields) -> Result<HttpValues, OptionsError> {
+    let listen = match f.text("listen")? {
+        Some(l) => Some(listen_address(&f.path("listen"), l)?),
+        None => None,
+    };
+    let mut token = None;
+    for (name, source) in [("token", TokenSource::Value as fn(String) -> TokenSource), ("tokenEnv", TokenSource::Env), ("tokenFile", TokenSource::File)] {
+        let Some(v) = f.text(name)? else { continue };
+        if v.is_empty() {
+            return Err(f.wrong(name, "a non-empty string", f.get(name).unwrap_or(&Raw::Undefined)));
+        }
+        if token.is_some() {
+            let path = f.path(name);
+            return Err(err(&path, format!("{path}: give one of {}, {} and {}", f.path("token"), f.path("tokenEnv"), f.path("tokenFile"))));
+        }
+        token = Some(source(v.to_string()));
+    }
+    Ok(HttpValues {
+        listen,
+        allowed_hosts: f.strings("allowedHosts", "host names", true)?,
+        allowed_origins: f.strings("allowedOrigins", "origin strings", true)?,
+        token,
+        max_sessions: f.whole("maxSessions")?,
+        session_idle_ms: f.whole("sessionIdleMs")?,
+        max_body_bytes: f.whole("maxBodyBytes")?,
+        max_runs_per_session: f.whole("maxRunsPerSession")?,
+    })
+}
+
+fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u16)) -> McpHttpSettings {
+    let file = file.as_ref();
+    let or_default = |g: Option<u64>, f: Option<u64>, name: &str| {
+        g.or(f).or_else(|| MCP_HTTP.iter().find(|o| o.name == name).and_then(|o| o.default)).expect("option has a default")
+    };
+    McpHttpSettings {
+        host: listen.0,
+        port: listen.1,
+        allowed_hosts: given.allowed_hosts.or_else(|| file.and_then(|f| f.allowed_hosts.clone())).unwrap_or_default(),
+        allowed_origins: given.allowed_origins.or_else(|| file.and_then(|f| f.allowed_origins.clone())).unwrap_or_default(),
+        token: given.token.or_else(|| file.and_then(|f| f.token.clone())),
+        max_sessions: or_default(given.max_sessions, file.and_then(|f| f.max_sessions), "maxSessions"),
+        session_idle_ms: or_default(given.session_idle_ms, file.and_then(|f| f.session_idle_ms), "sessionIdleMs"),
+        max_body_bytes: or_default(given.max_body_bytes, file.and_then(|f| f.max_body_bytes), "maxBodyBytes"),
+        max_runs_per_session: or_default(given.max_runs_per_session, file.and_then(|f| f.max_runs_per_session), "maxRunsPerSession"),
+    }
+}
+
+/// `isolet mcp`'s HTTP settings from its flags (they win) and the `http` object of its
+/// config file; `None`: neither names an address, so the server speaks stdio. An HTTP
+/// flag without `--http` (or the file's `http.listen`) is a usage error.
+pub fn mcp_http_settings(flags: &Raw, config: &Raw, config_file: Option<&str>) -> Result<Option<McpHttpSettings>, OptionsError> {
+    let flag_options = options_of_flags(flags, MCP_HTTP_FLAGS, MCP_HTTP);
+    let given = fields("", "the command line", &flag_options, MCP_HTTP).and_then(|f| http_values(&f)).map_err(|e| as_flag(e, MCP_HTTP_FLAGS))?;
+    let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
+    let file = match config {
+        Raw::Object(_) => {
+            let f = fields("", "the config file", config, CLI_SETTINGS).map_err(in_file)?;
+            Some(http_values(&f.object("http").map_err(in_file)?).map_err(in_file)?)
+        }
+        _ => None,
+    };
+    let Some(listen) = given.listen.clone().or_else(|| file.as_ref().and_then(|f| f.listen.clone())) else {
+        let Raw::Object(set) = &flag_options else { return Ok(None) };
+        return match set.first() {
+            None => Ok(None),
+            Some((option, _)) => {
+                let flag = MCP_HTTP_FLAGS.iter().find(|f| f.option == option).map_or("", |f| f.flag);
+                Err(err(&format!("--{flag}"), format!("--{flag} needs --http [host:]port (isolet mcp speaks stdio without it)")))
+            }
+        };
+    };
+    Ok(Some(http_settings(given, file, listen)))
+}
+
+/// `serveHttp(settings, options)`'s options (`MCP_HTTP`); `listen` defaults to
+/// `127.0.0.1:0`, a free local port.
+pub fn mcp_http_options(options: &Raw) -> Result<McpHttpSettings, OptionsError> {
+    if !matches!(options, Raw::Object(_) | Raw::Undefined) {
+        return Err(err("options", format!("options must be an object, got {}", options.describe())));
+    }
+    let given = http_values(&fields("", "serveHttp options", options, MCP_HTTP)?)?;
+    let listen = given.listen.clone().unwrap_or((DEFAULT_MCP_HOST.to_string(), 0));
+    Ok(http_settings(given, None, listen))
+}
+
 /// `createFetchCapability`'s checked limits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FetchSettings {
@@ -1540,6 +1739,54 @@ mod entry_tests {
         assert_eq!(e.message, "--config isolet.json: must hold a JSON object, got an array");
         let e = cli(obj(&[]), obj(&[("allowOrigins", s("http://a"))])).unwrap_err();
         assert_eq!(e.message, "--config isolet.json: allowOrigins must be an array of origin strings, got 'http://a'");
+    }
+
+    #[test]
+    fn mcp_http_is_off_without_an_address_and_defaults_to_the_loopback() {
+        let http = |flags: Raw, config: Raw| mcp_http_settings(&flags, &config, Some("isolet.json"));
+        assert_eq!(http(obj(&[("timeout-ms", s("5"))]), Raw::Undefined).unwrap(), None);
+        let h = http(obj(&[("http", s("8080"))]), Raw::Undefined).unwrap().unwrap();
+        assert_eq!((h.host.as_str(), h.port, h.max_sessions, h.session_idle_ms), ("127.0.0.1", 8080, 16, 300_000));
+        assert_eq!((h.max_body_bytes, h.max_runs_per_session, h.token.clone()), (4 << 20, 4, None));
+        for (given, host, port) in [("0.0.0.0:0", "0.0.0.0", 0), ("[::1]:65535", "::1", 65535), ("localhost:9", "localhost", 9)] {
+            let h = http(obj(&[("http", s(given))]), Raw::Undefined).unwrap().unwrap();
+            assert_eq!((h.host.as_str(), h.port), (host, port), "{given}");
+        }
+        for bad in ["", "x", "65536", ":80", "::1:80", "a b:80", "[::1]", "1.2.3.4:-1", "host:"] {
+            let e = http(obj(&[("http", s(bad))]), Raw::Undefined).unwrap_err();
+            assert!(e.message.starts_with("--http must be [host:]port with a port from 0 to 65535"), "{bad}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn mcp_http_flags_win_over_the_file_and_need_an_address() {
+        let http = |flags: Raw, config: Raw| mcp_http_settings(&flags, &config, Some("isolet.json"));
+        let file = obj(&[("http", obj(&[("listen", s("0.0.0.0:80")), ("maxSessions", num(3.0)), ("tokenFile", s("/run/t")), ("allowedHosts", Raw::Array(vec![s("mcp.example")]))]))]);
+        let h = http(obj(&[]), file.clone()).unwrap().unwrap();
+        assert_eq!((h.host.as_str(), h.port, h.max_sessions, h.token), ("0.0.0.0", 80, 3, Some(TokenSource::File("/run/t".into()))));
+        assert_eq!(h.allowed_hosts, ["mcp.example"]);
+        let h = http(obj(&[("http", s("81")), ("max-sessions", s("7")), ("token-env", s("T"))]), file).unwrap().unwrap();
+        assert_eq!((h.host.as_str(), h.port, h.max_sessions, h.token), ("127.0.0.1", 81, 7, Some(TokenSource::Env("T".into()))));
+        let e = http(obj(&[("max-sessions", s("7"))]), Raw::Undefined).unwrap_err();
+        assert_eq!(e.message, "--max-sessions needs --http [host:]port (isolet mcp speaks stdio without it)");
+        let e = http(obj(&[("http", s("1")), ("max-sessions", s("0"))]), Raw::Undefined).unwrap_err();
+        assert_eq!(e.message, "--max-sessions must be a whole number from 1 to 100000, got 0");
+        let e = http(obj(&[]), obj(&[("http", obj(&[("listen", s("1")), ("token", s("a")), ("tokenEnv", s("B"))]))])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: http.tokenEnv: give one of http.token, http.tokenEnv and http.tokenFile");
+        let e = http(obj(&[]), obj(&[("http", obj(&[("maxSession", num(1.0))]))])).unwrap_err();
+        assert!(e.message.ends_with("did you mean http.maxSessions?"), "{}", e.message);
+        // `isolet run` takes the same file.
+        assert!(cli(obj(&[]), obj(&[("http", obj(&[("listen", s("1"))]))])).is_ok());
+    }
+
+    #[test]
+    fn serve_http_options_default_to_a_free_local_port() {
+        let h = mcp_http_options(&Raw::Undefined).unwrap();
+        assert_eq!((h.host.as_str(), h.port), ("127.0.0.1", 0));
+        let h = mcp_http_options(&obj(&[("token", s("secret")), ("sessionIdleMs", num(50.0))])).unwrap();
+        assert_eq!((h.token, h.session_idle_ms), (Some(TokenSource::Value("secret".into())), 50));
+        assert_eq!(mcp_http_options(&obj(&[("token", s(""))])).unwrap_err().message, "token must be a non-empty string, got ''");
+        assert_eq!(mcp_http_options(&obj(&[("port", num(1.0))])).unwrap_err().message, "port is not a known option of serveHttp options; did you mean listen?");
     }
 
     #[test]

@@ -1,0 +1,327 @@
+'use strict';
+// `isolet mcp --http`: the run_code server over Streamable HTTP, through the SDK's own
+// StreamableHTTPServerTransport, one SDK server per MCP session and one SandboxEngine for
+// all of them. This file owns only what sits in front of the transport, and bounds what a
+// client that has not proved anything can make the server hold:
+//   - Host and Origin are checked first (DNS rebinding: a web page whose name resolves to
+//     127.0.0.1 must not reach the server); then the bearer token, if one is configured;
+//   - a request body is read up to maxBodyBytes (413 past it), headers and body within
+//     fixed timeouts, and the sockets open at once are capped;
+//   - sessions are capped (maxSessions, 503 past it) and closed after sessionIdleMs
+//     without a request; each holds at most maxRunsPerSession tool calls (lib/mcp.js).
+// Shutdown (close(), or SIGTERM/SIGINT in the CLI) refuses new requests, lets the runs in
+// flight settle and answer, then closes every session and the engine.
+const http = require('node:http');
+const fs = require('node:fs');
+const crypto = require('node:crypto');
+const { SandboxEngine } = require('./engine');
+const { SandboxValidationError } = require('./errors');
+const { requirePeer } = require('./peer');
+const { createMcpServer, initOnce } = require('./mcp');
+
+/** The one path the server answers on. */
+const MCP_PATH = '/mcp';
+/** Time a client has to send its request headers, and its whole request. */
+const HEADERS_TIMEOUT_MS = 10_000;
+const REQUEST_TIMEOUT_MS = 30_000;
+/** How long shutdown waits for answers to be written once every run has settled. */
+const DRAIN_MS = 5_000;
+
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
+
+/** The bearer token the settings name, read now (from the environment or a file). */
+function readToken(http) {
+  let token;
+  let from;
+  if (http.token !== undefined) {
+    token = http.token;
+    from = 'token';
+  } else if (http.tokenEnv !== undefined) {
+    token = process.env[http.tokenEnv];
+    from = `the environment variable ${http.tokenEnv}`;
+    if (token === undefined) throw new SandboxValidationError(`${from} (the bearer token) is not set`);
+  } else if (http.tokenFile !== undefined) {
+    from = `the token file ${http.tokenFile}`;
+    try {
+      token = fs.readFileSync(http.tokenFile, 'utf8');
+    } catch (err) {
+      throw new SandboxValidationError(`cannot read ${from}: ${err.code || err.message}`);
+    }
+  } else {
+    return null;
+  }
+  token = token.trim();
+  if (token.length === 0) throw new SandboxValidationError(`${from} holds no bearer token (it is empty)`);
+  return token;
+}
+
+function hostOf(host) {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+}
+
+/** The Host values accepted: the loopback names (and the bound address) at the bound port, and the given ones. */
+function allowedHostsFor(boundHost, port, given) {
+  const names = new Set(LOOPBACK_NAMES);
+  if (boundHost !== '0.0.0.0' && boundHost !== '::') names.add(hostOf(boundHost).toLowerCase());
+  const exact = new Set([...names].map((n) => `${n}:${port}`));
+  for (const h of given) exact.add(h.toLowerCase());
+  return exact;
+}
+
+function hostAllowed(allowed, host) {
+  if (typeof host !== 'string' || host.length === 0) return false;
+  const h = host.toLowerCase();
+  if (allowed.has(h)) return true;
+  // A given entry without a port ("mcp.example.com") accepts that name at any port.
+  const name = h.startsWith('[') ? h.slice(0, h.indexOf(']') + 1) : h.split(':')[0];
+  return allowed.has(name);
+}
+
+function allowedOriginsFor(port, given) {
+  const origins = new Set(LOOPBACK_NAMES.map((n) => `http://${n}:${port}`));
+  for (const o of given) origins.add(o.toLowerCase().replace(/\/$/, ''));
+  return origins;
+}
+
+function sameSecret(given, token) {
+  // Digests have one length: the comparison takes the same time whatever was sent.
+  const a = crypto.createHash('sha256').update(given).digest();
+  const b = crypto.createHash('sha256').update(token).digest();
+  return crypto.timingSafeEqual(a, b);
+}
+
+function reply(res, status, code, message, headers = {}) {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+/** The body as parsed JSON, or an HTTP error already sent (resolves with undefined). */
+function readJsonBody(req, res, maxBytes) {
+  return new Promise((resolve) => {
+    const declared = Number(req.headers['content-length']);
+    const tooLarge = () => {
+      reply(res, 413, -32000, `Request body over ${maxBytes} bytes (maxBodyBytes)`, { connection: 'close' });
+      req.destroy();
+      resolve(undefined);
+    };
+    if (Number.isFinite(declared) && declared > maxBytes) return tooLarge();
+    const chunks = [];
+    let size = 0;
+    let done = false;
+    req.on('data', (chunk) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > maxBytes) {
+        done = true;
+        tooLarge();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('error', () => {
+      if (!done) resolve(undefined);
+      done = true;
+    });
+    req.on('end', () => {
+      if (done) return;
+      done = true;
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch {
+        reply(res, 400, -32700, 'Parse error: the body is not JSON');
+        resolve(undefined);
+      }
+    });
+  });
+}
+
+/**
+ * Binds the server and starts serving. `http` is checked (isolet-core `MCP_HTTP`).
+ * Resolves with `{ url, host, port, engine, sessionCount(), close() }`.
+ */
+async function listenHttp(settings, httpSettings, hooks = {}) {
+  const { StreamableHTTPServerTransport } = requirePeer('@modelcontextprotocol/sdk/server/streamableHttp.js', 'isolet mcp --http');
+  const { isInitializeRequest } = requirePeer('@modelcontextprotocol/sdk/types.js', 'isolet mcp --http');
+  const log = hooks.log ?? (() => {});
+  const token = readToken(httpSettings);
+  const engine = new SandboxEngine(settings.engineConfig);
+  // Fails here, before the port is bound, if the engine cannot start (process hosts).
+  await initOnce(engine);
+
+  const sessions = new Map(); // session id -> record
+  const starting = new Set(); // records whose initialize is being answered
+  const runs = new Set(); // tool calls in flight, every session
+  let openPosts = 0;
+  let postsDrained = null;
+  let stopping = false;
+  let allowedHosts;
+  let allowedOrigins;
+
+  const closeSession = (rec, why) => {
+    if (rec.closed) return rec.closed;
+    clearTimeout(rec.timer);
+    if (rec.id !== undefined) sessions.delete(rec.id);
+    starting.delete(rec);
+    if (why) log(`session ${rec.id} closed: ${why}`);
+    // Set before closing: the SDK server's close closes the transport, whose onclose
+    // comes back here. Closing aborts the session's calls in flight, and so their runs.
+    let done;
+    rec.closed = new Promise((resolve) => (done = resolve));
+    rec.mcp.close().catch(() => {}).then(done);
+    return rec.closed;
+  };
+
+  const newSession = () => {
+    const rec = { id: undefined, transport: null, mcp: null, busy: 0, timer: null, closed: null };
+    rec.mcp = createMcpServer(settings, { engine, maxRuns: httpSettings.maxRunsPerSession, runs });
+    rec.transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => crypto.randomUUID(),
+      onsessioninitialized: (id) => {
+        rec.id = id;
+        starting.delete(rec);
+        sessions.set(id, rec);
+      },
+    });
+    rec.transport.onclose = () => closeSession(rec);
+    rec.transport.onerror = (err) => log(`session ${rec.id ?? '(new)'}: ${err.message}`);
+    starting.add(rec);
+    return rec;
+  };
+
+  // Activity: a session is idle when none of its POSTs is open (a GET stream that only
+  // listens does not keep it). Each response's end may start the idle clock.
+  const track = (rec, res, isPost) => {
+    if (isPost) {
+      openPosts++;
+      rec.busy++;
+      clearTimeout(rec.timer);
+    }
+    res.once('close', () => {
+      if (!isPost) return;
+      openPosts--;
+      if (openPosts === 0 && postsDrained) postsDrained();
+      rec.busy--;
+      if (rec.busy === 0 && !rec.closed && !stopping) {
+        rec.timer = setTimeout(() => closeSession(rec, `idle for ${httpSettings.sessionIdleMs} ms`), httpSettings.sessionIdleMs);
+        rec.timer.unref();
+      }
+    });
+  };
+
+  const handle = async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (stopping) return reply(res, 503, -32000, 'Server shutting down', { connection: 'close' });
+    if (!hostAllowed(allowedHosts, req.headers.host)) return reply(res, 403, -32000, `Forbidden: Host ${JSON.stringify(req.headers.host ?? '')} is not allowed`);
+    const origin = req.headers.origin;
+    if (origin !== undefined && !allowedOrigins.has(origin.toLowerCase())) return reply(res, 403, -32000, `Forbidden: Origin ${JSON.stringify(origin)} is not allowed`);
+    if (token !== null) {
+      const auth = req.headers.authorization;
+      const m = typeof auth === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(auth) : null;
+      if (m === null || !sameSecret(m[1], token)) {
+        const challenge = m === null ? 'Bearer realm="isolet"' : 'Bearer realm="isolet", error="invalid_token"';
+        return reply(res, 401, -32001, m === null ? 'Unauthorized: a bearer token is required' : 'Unauthorized: wrong bearer token', { 'www-authenticate': challenge });
+      }
+    }
+    if (url.pathname !== MCP_PATH) return reply(res, 404, -32000, `Not found: the MCP endpoint is ${MCP_PATH}`);
+    if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
+      return reply(res, 405, -32000, 'Method not allowed', { allow: 'GET, POST, DELETE' });
+    }
+    const sessionId = req.headers['mcp-session-id'];
+    const isPost = req.method === 'POST';
+    if (sessionId !== undefined) {
+      const rec = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
+      if (rec === undefined) return reply(res, 404, -32001, 'Session not found');
+      track(rec, res, isPost);
+      const body = isPost ? await readJsonBody(req, res, httpSettings.maxBodyBytes) : undefined;
+      if (isPost && body === undefined) return;
+      return rec.transport.handleRequest(req, res, body);
+    }
+    if (!isPost) return reply(res, 400, -32000, 'Bad Request: no session ID (mcp-session-id) given');
+    const body = await readJsonBody(req, res, httpSettings.maxBodyBytes);
+    if (body === undefined) return;
+    if (!isInitializeRequest(body)) return reply(res, 400, -32000, 'Bad Request: no valid session ID given, and this is not an initialize request');
+    if (stopping) return reply(res, 503, -32000, 'Server shutting down', { connection: 'close' });
+    if (sessions.size + starting.size >= httpSettings.maxSessions) {
+      return reply(res, 503, -32000, `Server busy: ${httpSettings.maxSessions} sessions open (maxSessions); retry later`, { 'retry-after': '5' });
+    }
+    const rec = newSession();
+    track(rec, res, true);
+    try {
+      await rec.mcp.server.connect(rec.transport);
+      await rec.transport.handleRequest(req, res, body);
+    } finally {
+      // An initialize that did not succeed leaves no session (and holds no place) behind.
+      if (rec.id === undefined) closeSession(rec);
+    }
+  };
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((err) => {
+      log(`request failed: ${err.message}`);
+      reply(res, 500, -32603, 'Internal error');
+    });
+  });
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  // Each session may hold its runs' streams, a GET stream and a request or two.
+  server.maxConnections = httpSettings.maxSessions * (httpSettings.maxRunsPerSession + 2) + 16;
+
+  try {
+    await new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(httpSettings.port, httpSettings.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    await engine.shutdown();
+    throw new SandboxValidationError(`cannot listen on ${hostOf(httpSettings.host)}:${httpSettings.port}: ${err.code || err.message}`);
+  }
+  const port = server.address().port;
+  allowedHosts = allowedHostsFor(httpSettings.host, port, httpSettings.allowedHosts);
+  allowedOrigins = allowedOriginsFor(port, httpSettings.allowedOrigins);
+  const shownHost = httpSettings.host === '0.0.0.0' || httpSettings.host === '::' ? '127.0.0.1' : hostOf(httpSettings.host);
+
+  let closing = null;
+  const close = () => {
+    if (closing) return closing;
+    stopping = true;
+    closing = (async () => {
+      const stopped = new Promise((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      for (const rec of sessions.values()) clearTimeout(rec.timer);
+      // Runs in flight settle (each within its own time limit) and answer their callers.
+      while (runs.size > 0) await Promise.allSettled([...runs]);
+      if (openPosts > 0) {
+        await new Promise((resolve) => {
+          postsDrained = resolve;
+          setTimeout(resolve, DRAIN_MS).unref();
+        });
+      }
+      await Promise.all([...sessions.values(), ...starting].map((rec) => closeSession(rec)));
+      server.closeAllConnections();
+      await stopped;
+      await engine.shutdown();
+    })();
+    return closing;
+  };
+
+  return {
+    url: `http://${shownHost}:${port}${MCP_PATH}`,
+    host: httpSettings.host,
+    port,
+    engine,
+    /** Sessions open now (initialized and not closed). */
+    sessionCount: () => sessions.size,
+    /** Runs in flight now, every session. */
+    runsInFlight: () => runs.size,
+    close,
+  };
+}
+
+module.exports = { listenHttp, MCP_PATH };
