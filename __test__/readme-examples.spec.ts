@@ -69,6 +69,11 @@ let work: string;
 let chat: ChatServer;
 let api: http.Server;
 let apiOrigin: string;
+// The Streamable HTTP example's server: `isolet mcp --http`, as the README starts it, on a
+// free port (its client example reads ISOLET_MCP_URL).
+const MCP_TOKEN = 'readme-test-token';
+let mcpServer: ReturnType<typeof spawn> | undefined;
+let mcpUrl: string;
 
 function link(target: string, at: string) {
   fs.mkdirSync(path.dirname(at), { recursive: true });
@@ -105,9 +110,26 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => api.listen(0, '127.0.0.1', r));
   apiOrigin = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
-});
+
+  const bin = path.join(project, 'node_modules', '.bin', 'isolet');
+  mcpServer = spawn(process.execPath, [bin, 'mcp', '--http', '127.0.0.1:0', '--token-env', 'ISOLET_MCP_TOKEN', '--timeout-ms', '5000', '--memory-mb', '64'], {
+    cwd: project,
+    env: { ...process.env, ISOLET_MCP_TOKEN: MCP_TOKEN },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  mcpUrl = await new Promise<string>((resolve, reject) => {
+    let said = '';
+    mcpServer!.stderr!.on('data', (d) => {
+      said += d;
+      const url = /serving run_code on (http:\/\/\S+)/.exec(said)?.[1];
+      if (url) resolve(url);
+    });
+    mcpServer!.on('exit', (code) => reject(new Error(`isolet mcp --http exited ${code}: ${said}`)));
+  });
+}, 60_000);
 
 afterAll(async () => {
+  mcpServer?.kill('SIGTERM');
   await chat?.close();
   api?.close();
   if (work) fs.rmSync(work, { recursive: true, force: true });
@@ -149,6 +171,8 @@ function env(): NodeJS.ProcessEnv {
     PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}`,
     OPENAI_API_KEY: 'sk-readme-test',
     OPENAI_BASE_URL: chat.baseURL,
+    ISOLET_MCP_URL: mcpUrl,
+    ISOLET_MCP_TOKEN: MCP_TOKEN,
     npm_config_update_notifier: 'false',
     NO_COLOR: '1',
   };
