@@ -910,6 +910,32 @@ bool GuardResizableBuffers(Isolate* isolate, Local<Context> ctx) {
   return true;
 }
 
+// Copies `text` out in pieces of Char (uint8_t: a one-byte string, uint16_t: UTF-16) and
+// feeds them to `scan`; false once the scan says the text is past its bound.
+template <typename Char>
+bool FeedJsonText(Isolate* isolate, Local<String> text, size_t length, isolet_json_scan* scan) {
+  constexpr size_t kPiece = 8192;
+  Char piece[kPiece];
+  for (size_t at = 0; at < length; at += kPiece) {
+    size_t n = std::min(kPiece, length - at);
+    if constexpr (sizeof(Char) == 1) {
+#if ISOLET_V8_AT_LEAST(13, 6)
+      text->WriteOneByteV2(isolate, static_cast<uint32_t>(at), static_cast<uint32_t>(n), piece);
+#else
+      text->WriteOneByte(isolate, piece, static_cast<int>(at), static_cast<int>(n), String::NO_NULL_TERMINATION);
+#endif
+    } else {
+#if ISOLET_V8_AT_LEAST(13, 6)
+      text->WriteV2(isolate, static_cast<uint32_t>(at), static_cast<uint32_t>(n), piece);
+#else
+      text->Write(isolate, piece, static_cast<int>(at), static_cast<int>(n), String::NO_NULL_TERMINATION);
+#endif
+    }
+    if (!isolet_json_scan_feed(scan, piece, n, sizeof(Char))) return false;
+  }
+  return true;
+}
+
 // Whether `text` holds more places where a JSON value or key can start than the run's
 // bound (Rust counts: isolet_json_scan_feed). A text whose characters alone pass the heap
 // ceiling is over it without being read: flattening it to read it would allocate that much.
@@ -918,31 +944,10 @@ bool JsonTextTooLarge(isolet_sandbox* sb, Isolate* isolate, Local<String> text) 
   bool one_byte = text->IsOneByte();
   if (length * (one_byte ? 1 : 2) > sb->config.heap_ceiling_bytes) return true;
   isolet_json_scan scan = {0, sb->config.max_json_values, 0, 0, 0};
-  constexpr size_t kPiece = 8192;
-  if (one_byte) {
-    uint8_t piece[kPiece];
-    for (size_t at = 0; at < length; at += kPiece) {
-      size_t n = std::min(kPiece, length - at);
-#if ISOLET_V8_AT_LEAST(13, 6)
-      text->WriteOneByteV2(isolate, static_cast<uint32_t>(at), static_cast<uint32_t>(n), piece);
-#else
-      text->WriteOneByte(isolate, piece, static_cast<int>(at), static_cast<int>(n), String::NO_NULL_TERMINATION);
-#endif
-      if (!isolet_json_scan_feed(&scan, piece, n, 1)) return true;
-    }
-  } else {
-    uint16_t piece[kPiece];
-    for (size_t at = 0; at < length; at += kPiece) {
-      size_t n = std::min(kPiece, length - at);
-#if ISOLET_V8_AT_LEAST(13, 6)
-      text->WriteV2(isolate, static_cast<uint32_t>(at), static_cast<uint32_t>(n), piece);
-#else
-      text->Write(isolate, piece, static_cast<int>(at), static_cast<int>(n), String::NO_NULL_TERMINATION);
-#endif
-      if (!isolet_json_scan_feed(&scan, piece, n, 2)) return true;
-    }
-  }
-  return !isolet_json_scan_feed(&scan, nullptr, 0, 1);
+  bool within = one_byte ? FeedJsonText<uint8_t>(isolate, text, length, &scan)
+                         : FeedJsonText<uint16_t>(isolate, text, length, &scan);
+  // An empty text is still one value's start.
+  return !within || !isolet_json_scan_feed(&scan, nullptr, 0, 1);
 }
 
 // JSON.parse in front of the built-in (data: the original). V8's parser keeps a handle per
