@@ -382,12 +382,8 @@ impl RunShared {
 
     /// The failure matching a stop reason.
     pub(crate) fn failure_for(&self, reason: StopReason) -> Failure {
-        match reason {
-            StopReason::WallTimeout => Failure::wall_timeout(self.spec.limits.wall_time_ms),
-            StopReason::CpuTimeout => Failure::cpu_timeout(self.spec.limits.cpu_time_ms.unwrap_or(0)),
-            StopReason::Aborted => Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"),
-            StopReason::Shutdown => Failure::new(ErrorKind::Aborted, "The sandbox engine was shut down"),
-        }
+        let limits = &self.spec.limits;
+        isolet_core::run_state::stop_failure(reason, limits.wall_time_ms, limits.cpu_time_ms.unwrap_or(0))
     }
 
     pub(crate) fn take_logs(&self) -> Vec<LogEntry> {
@@ -591,7 +587,8 @@ impl Watched for RunShared {
     /// the thread (idle priority, left to run; see `limits::quarantine`).
     fn abandon(&self) {
         self.end(Ending::Abandoned, |life| {
-            let reason = life.state.stop_reason().unwrap_or(StopReason::WallTimeout);
+            // Read after `finish` moved the phase on: the reason is kept past the end.
+            let reason = life.state.stopped_for().unwrap_or(StopReason::WallTimeout);
             Completion {
                 result: Err(self.failure_for(reason)),
                 stats: ExecStats {

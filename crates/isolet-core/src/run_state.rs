@@ -12,6 +12,8 @@
 //! lock, what it may do; the machine answers with the steps to carry out, so the caller
 //! is answered exactly once and the concurrency slot is given back exactly once, in an
 //! order fixed per ending. Races become orderings of calls, which the tests below list.
+use crate::error::Failure;
+
 /// Why a run was asked to stop. The first reason asked for is the one reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -19,6 +21,19 @@ pub enum StopReason {
     CpuTimeout,
     Aborted,
     Shutdown,
+}
+
+/// What a run stopped for `reason` answers, in both isolation modes and whatever it was
+/// doing when the stop came (looping, in a built-in whose thread had to be given up,
+/// waiting on a host call, queued): a caller's stop is SandboxAbortedError, never a time
+/// limit the run did not reach. `wall_time_ms`/`cpu_time_ms`: the run's limits.
+pub fn stop_failure(reason: StopReason, wall_time_ms: u64, cpu_time_ms: u64) -> Failure {
+    match reason {
+        StopReason::WallTimeout => Failure::wall_timeout(wall_time_ms),
+        StopReason::CpuTimeout => Failure::cpu_timeout(cpu_time_ms),
+        StopReason::Aborted => Failure::aborted(),
+        StopReason::Shutdown => Failure::shut_down(),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +120,10 @@ pub struct RunState {
     slot: Slot,
     /// The thread called `thread_exited` (it can happen once).
     thread_gone: bool,
+    /// The first reason the run was asked to stop for, kept once it has ended: an
+    /// abandonment is decided after the phase has left `Stopping`, and must still say
+    /// why (a shut-down run is aborted, not timed out).
+    stopped_for: Option<StopReason>,
 }
 
 impl Default for RunState {
@@ -122,7 +141,7 @@ const QUARANTINE_RELEASE_ANSWER: &[Step] =
 
 impl RunState {
     pub fn new() -> Self {
-        RunState { phase: Phase::Queued, slot: Slot::NotHeld, thread_gone: false }
+        RunState { phase: Phase::Queued, slot: Slot::NotHeld, thread_gone: false, stopped_for: None }
     }
 
     pub fn phase(&self) -> Phase {
@@ -135,6 +154,12 @@ impl RunState {
             Phase::Stopping { reason } => Some(reason),
             _ => None,
         }
+    }
+
+    /// Why the run was asked to stop (the first reason), before and after it ended;
+    /// none if it never was.
+    pub fn stopped_for(&self) -> Option<StopReason> {
+        self.stopped_for
     }
 
     /// The caller was answered (finished or abandoned).
@@ -169,10 +194,12 @@ impl RunState {
         match self.phase {
             Phase::Queued => {
                 self.phase = Phase::Stopping { reason };
+                self.stopped_for = Some(reason);
                 StopDecision::Recorded
             }
             Phase::Running => {
                 self.phase = Phase::Stopping { reason };
+                self.stopped_for = Some(reason);
                 StopDecision::Stop
             }
             Phase::Stopping { .. } | Phase::Finished | Phase::Abandoned => StopDecision::Ignored,
@@ -354,6 +381,45 @@ mod tests {
         s.request_stop(StopReason::WallTimeout);
         assert_eq!(s.request_stop(StopReason::Shutdown), StopDecision::Ignored);
         assert_eq!(s.stop_reason(), Some(StopReason::WallTimeout));
+    }
+
+    #[test]
+    fn an_abandoned_run_still_knows_why_it_was_stopped() {
+        // Shutdown (or abort) of a run in a built-in that ignores termination: the
+        // watchdog abandons it after the phase has left Stopping; the answer must say
+        // shut down, not a time limit that was never reached.
+        for reason in [StopReason::Shutdown, StopReason::Aborted, StopReason::CpuTimeout] {
+            let mut s = running();
+            s.request_stop(reason);
+            s.finish(Ending::Abandoned).unwrap();
+            assert_eq!(s.stop_reason(), None);
+            assert_eq!(s.stopped_for(), Some(reason));
+            // A later reason changes nothing.
+            s.request_stop(StopReason::WallTimeout);
+            assert_eq!(s.stopped_for(), Some(reason));
+        }
+        // Recorded while queued, kept through admission and the end.
+        let mut s = RunState::new();
+        s.request_stop(StopReason::Shutdown);
+        s.finish(Ending::NotStarted).unwrap();
+        assert_eq!(s.stopped_for(), Some(StopReason::Shutdown));
+        // A run never stopped has no reason, also after a fatal OOM abandonment.
+        let mut s = running();
+        s.finish(Ending::Abandoned).unwrap();
+        assert_eq!(s.stopped_for(), None);
+    }
+
+    #[test]
+    fn a_callers_stop_is_aborted_and_a_limit_names_itself() {
+        use crate::error::ErrorKind;
+        let kind = |r| stop_failure(r, 30_000, 500).kind;
+        assert_eq!(kind(StopReason::Aborted), ErrorKind::Aborted);
+        assert_eq!(kind(StopReason::Shutdown), ErrorKind::Aborted);
+        assert_eq!(stop_failure(StopReason::Shutdown, 30_000, 500).message, "The sandbox engine was shut down");
+        let wall = stop_failure(StopReason::WallTimeout, 30_000, 500);
+        assert_eq!((wall.kind, wall.limit), (ErrorKind::Timeout, Some("wall")));
+        assert!(wall.message.contains("30000 ms"));
+        assert_eq!(stop_failure(StopReason::CpuTimeout, 30_000, 500).limit, Some("cpu"));
     }
 
     #[test]
