@@ -125,6 +125,8 @@ async function main() {
   const byKind = {};
   const late = [];
   const innocentFailures = {};
+  /** Messages of the untyped ends (crashed, overloaded, internal), by kind: worth a look. */
+  const rare = new Set();
   let next = 0;
   let done = 0;
   let warmRss = null;
@@ -142,7 +144,10 @@ async function main() {
       const k = (byKind[name] ??= { runs: 0, ok: 0, errors: {}, maxMs: 0 });
       k.runs += 1;
       if (r.success) k.ok += 1;
-      else k.errors[r.error.name] = (k.errors[r.error.name] ?? 0) + 1;
+      else {
+        k.errors[r.error.name] = (k.errors[r.error.name] ?? 0) + 1;
+        if (r.error.name === 'SandboxError') rare.add(`${name}: ${r.error.code}: ${r.error.message}`);
+      }
       if (innocent && !(r.success && r.output === expected)) {
         const why = r.success ? `output ${JSON.stringify(r.output)}` : `${r.error.name}: ${r.error.message}`;
         innocentFailures[why] = (innocentFailures[why] ?? 0) + 1;
@@ -181,6 +186,7 @@ async function main() {
   for (const [name, k] of Object.entries(byKind)) {
     console.log(`  ${name.padEnd(24)} ${String(k.runs).padStart(6)} runs  ok ${String(k.ok).padStart(6)}  errors ${JSON.stringify(k.errors)}  slowest ${k.maxMs} ms`);
   }
+  for (const m of rare) console.log(`    ${m}`);
   console.log(`  innocent failures: ${innocentFailed} of ${innocentRuns} normal runs${innocentFailed ? ` ${JSON.stringify(innocentFailures)}` : ''}`);
   console.log(`  host RSS after warm-up (${WARM_UP} runs) ${warmRss?.toFixed(1)} MB, at end ${endRss.toFixed(1)} MB, growth ${growth.toFixed(1)} MB (limit ${MAX_RSS_GROWTH_MB} MB)`);
   console.log(
