@@ -125,6 +125,7 @@ async function main() {
   const byKind = {};
   const late = [];
   const innocentFailures = {};
+  const innocentSamples = [];
   /** Messages of the untyped ends (crashed, overloaded, internal), by kind: worth a look. */
   const rare = new Set();
   let next = 0;
@@ -151,6 +152,8 @@ async function main() {
       if (innocent && !(r.success && r.output === expected)) {
         const why = r.success ? `output ${JSON.stringify(r.output)}` : `${r.error.name}: ${r.error.message}`;
         innocentFailures[why] = (innocentFailures[why] ?? 0) + 1;
+        // When, and how long it ran by its own clock against how long its caller waited.
+        innocentSamples.push({ at: i, took: Date.now() - t0, ranMs: Math.round(r.stats.wallTimeMs), cpuMs: Math.round(r.stats.cpuTimeMs) });
       }
       k.maxMs = Math.max(k.maxMs, took);
       if (took > options.timeoutMs + SLACK_MS) late.push({ name, took, limit: options.timeoutMs, error: r.success ? null : r.error.name, ranMs: Math.round(r.stats.wallTimeMs) });
@@ -187,7 +190,7 @@ async function main() {
     console.log(`  ${name.padEnd(24)} ${String(k.runs).padStart(6)} runs  ok ${String(k.ok).padStart(6)}  errors ${JSON.stringify(k.errors)}  slowest ${k.maxMs} ms`);
   }
   for (const m of rare) console.log(`    ${m}`);
-  console.log(`  innocent failures: ${innocentFailed} of ${innocentRuns} normal runs${innocentFailed ? ` ${JSON.stringify(innocentFailures)}` : ''}`);
+  console.log(`  innocent failures: ${innocentFailed} of ${innocentRuns} normal runs${innocentFailed ? ` ${JSON.stringify(innocentFailures)} (e.g. ${JSON.stringify(innocentSamples.slice(0, 3))})` : ''}`);
   console.log(`  host RSS after warm-up (${WARM_UP} runs) ${warmRss?.toFixed(1)} MB, at end ${endRss.toFixed(1)} MB, growth ${growth.toFixed(1)} MB (limit ${MAX_RSS_GROWTH_MB} MB)`);
   console.log(
     `  host event-loop delay after warm-up (over the ${LAG_RESOLUTION_MS} ms timer, ${lag.count} samples): p50 ${lagMs(lag.percentile(50)).toFixed(1)} ms, p99 ${lagP99.toFixed(1)} ms, max ${lagMs(lag.max).toFixed(1)} ms (limit p99 ${MAX_LAG_P99_MS} ms)`,
