@@ -245,6 +245,16 @@ impl RunShared {
     pub(crate) fn request_stop(&self, reason: StopReason) -> bool {
         let decision = {
             let mut life = lock(&self.life);
+            let reason = if life.state.has_ended() {
+                reason
+            } else {
+                // Read under the lock while the run has not ended: its thread is alive.
+                let ms = |d: Duration| d.as_millis() as u64;
+                let limits = &self.spec.limits;
+                let elapsed = life.started_at.map(|t| ms(t.elapsed()));
+                let cpu = life.clock.map(|c| ms(c.used()));
+                isolet_core::run_state::stop_reason_at(reason, elapsed, limits.wall_time_ms, cpu, limits.cpu_time_ms)
+            };
             let decision = life.state.request_stop(reason);
             if decision == StopDecision::Stop {
                 if let Some(isolate) = life.isolate.as_ref() {

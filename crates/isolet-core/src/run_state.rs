@@ -36,6 +36,32 @@ pub fn stop_failure(reason: StopReason, wall_time_ms: u64, cpu_time_ms: u64) -> 
     }
 }
 
+/// The reason a stop asked for `asked` is recorded under. A limit the run has already
+/// passed wins over a caller's stop (abort, shutdown) that came after it: the watchdog,
+/// which ticks every 5 ms and may be delayed on a busy machine, can be late to notice,
+/// and the run is answered for what ended it first. `elapsed_ms`/`cpu_used_ms`: the run's
+/// clocks now (none before it started executing).
+pub fn stop_reason_at(
+    asked: StopReason,
+    elapsed_ms: Option<u64>,
+    wall_time_ms: u64,
+    cpu_used_ms: Option<u64>,
+    cpu_time_ms: Option<u64>,
+) -> StopReason {
+    if !matches!(asked, StopReason::Aborted | StopReason::Shutdown) {
+        return asked;
+    }
+    if elapsed_ms.is_some_and(|e| e >= wall_time_ms) {
+        return StopReason::WallTimeout;
+    }
+    if let (Some(used), Some(limit)) = (cpu_used_ms, cpu_time_ms) {
+        if used >= limit {
+            return StopReason::CpuTimeout;
+        }
+    }
+    asked
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Waiting for a concurrency slot.
@@ -407,6 +433,21 @@ mod tests {
         let mut s = running();
         s.finish(Ending::Abandoned).unwrap();
         assert_eq!(s.stopped_for(), None);
+    }
+
+    #[test]
+    fn a_limit_already_passed_wins_over_a_callers_later_stop() {
+        use StopReason::*;
+        // Within its limits: the caller's reason stands.
+        assert_eq!(stop_reason_at(Aborted, Some(99), 100, Some(10), Some(50)), Aborted);
+        assert_eq!(stop_reason_at(Shutdown, None, 100, None, Some(50)), Shutdown);
+        // Past its wall limit (the watchdog had not noticed yet), or its CPU limit.
+        assert_eq!(stop_reason_at(Aborted, Some(100), 100, Some(10), None), WallTimeout);
+        assert_eq!(stop_reason_at(Shutdown, Some(250), 100, None, None), WallTimeout);
+        assert_eq!(stop_reason_at(Aborted, Some(60), 100, Some(50), Some(50)), CpuTimeout);
+        // The watchdog's own reasons pass through.
+        assert_eq!(stop_reason_at(CpuTimeout, Some(10), 100, Some(50), Some(50)), CpuTimeout);
+        assert_eq!(stop_reason_at(WallTimeout, Some(10), 100, None, None), WallTimeout);
     }
 
     #[test]
