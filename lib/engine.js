@@ -7,7 +7,7 @@ const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
-const { own } = require('./own');
+const { own, isPlainObject, readOwn, readEntries, readOptions, describeThrown } = require('./own');
 
 // Every default below is isolet-core's (its option tables), read once at load.
 const DEFAULTS = native.optionDefaults();
@@ -37,10 +37,6 @@ const DEFAULT_BRIDGE_LIMITS = Object.freeze({
 
 /** No tools unless a request's policy names them. */
 const DEFAULT_TOOL_POLICY = Object.freeze({ allowedTools: Object.freeze([]) });
-
-function isPlainObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
 
 /** `obj` with `key` replaced by `value`, when `obj` is an object that has `key` (own). */
 function withShaped(obj, key, value) {
@@ -75,7 +71,13 @@ class SandboxSession {
 
   _emit(event) {
     if (this._closed) return;
-    const full = { ...event, requestId: this.requestId, at: this._clock() };
+    let at;
+    try {
+      at = this._clock();
+    } catch {
+      at = Date.now(); // a clock (deps.clock) that throws must not keep an event from its session
+    }
+    const full = { ...event, requestId: this.requestId, at };
     this._events.push(full);
     if (full.type === 'result' || full.type === 'error') {
       this._closed = true;
@@ -140,6 +142,9 @@ class SandboxSession {
   }
 }
 
+/** Sessions named by isolet because `deps.idGenerator` threw. */
+let unnamedSessions = 0;
+
 class SandboxEngine {
   /**
    * @param {object} config SandboxEngineConfig
@@ -147,27 +152,30 @@ class SandboxEngine {
    */
   constructor(config, deps = {}) {
     if (!isPlainObject(deps)) throw new SandboxValidationError('SandboxEngine deps must be an object');
-    // Functions, described tools and namespaces, by the name the sandbox calls. Every
-    // option is an own property: a key on Object.prototype is never one (lib/own.js).
-    this._tools = normalizeTools(own(config, 'tools'), 'tools');
+    // Read once: functions, described tools and namespaces, by the name the sandbox calls.
+    // Every option is an own property: a key on Object.prototype is never one (lib/own.js),
+    // and one whose getter throws is a SandboxValidationError naming it.
+    const read = readOptions(config, 'SandboxEngine config', '');
+    this._tools = normalizeTools(own(read, 'tools'), 'tools');
     try {
       // Every option is checked natively, under its own name, once.
-      this._settings = new native.EngineSettings(withShaped(config, 'tools', this._tools.names));
+      this._settings = new native.EngineSettings(withShaped(read, 'tools', this._tools.names));
     } catch (err) {
       throw errorFromThrown(err);
     }
     this._isolation = this._settings.isolation;
     // Checked natively above: an own array of own { name, source } entries.
-    const wasmModules = own(config, 'wasmModules') ?? [];
+    const wasmModules = own(read, 'wasmModules') ?? [];
     this._wasmConfig = [];
     for (let i = 0; i < wasmModules.length; i++) {
-      const m = own(wasmModules, i);
-      this._wasmConfig.push({ name: own(m, 'name'), bytes: toBytes(own(m, 'source')) });
+      const m = readOwn(wasmModules, i, `wasmModules[${i}]`);
+      const source = readOwn(m, 'source', `wasmModules[${i}].source`);
+      this._wasmConfig.push({ name: readOwn(m, 'name', `wasmModules[${i}].name`), bytes: toBytes(source) });
     }
-    this._clock = own(deps, 'clock') ?? Date.now;
+    this._clock = readOwn(deps, 'clock', 'deps.clock') ?? Date.now;
     let n = 0;
-    this._nextId = own(deps, 'idGenerator') ?? (() => `session_${++n}`);
-    this._logger = own(deps, 'logger') ?? null;
+    this._nextId = readOwn(deps, 'idGenerator', 'deps.idGenerator') ?? (() => `session_${++n}`);
+    this._logger = readOwn(deps, 'logger', 'deps.logger') ?? null;
     this._native = null;
     this._state = 'created';
   }
@@ -204,8 +212,25 @@ class SandboxEngine {
 
   /** Starts an execution; returns its session at once (never throws). */
   submit(request) {
-    const givenId = isPlainObject(request) ? own(request, 'requestId') : undefined;
-    const requestId = typeof givenId === 'string' ? givenId : this._nextId();
+    // Read once: a getter or Proxy trap that throws fails this session, typed, naming
+    // the option; submit itself never throws.
+    let read;
+    let unreadable;
+    try {
+      read = readOptions(request, 'request', 'request');
+    } catch (err) {
+      unreadable = err;
+    }
+    const givenId = isPlainObject(read) ? own(read, 'requestId') : undefined;
+    let requestId = typeof givenId === 'string' ? givenId : undefined;
+    if (requestId === undefined) {
+      try {
+        requestId = this._nextId();
+      } catch (err) {
+        requestId = `session_${++unnamedSessions}`;
+        unreadable ??= new SandboxValidationError(`deps.idGenerator threw ${describeThrown(err)}`);
+      }
+    }
     const session = new SandboxSession(requestId, this._clock);
     const fail = (error) => {
       session._emit({ type: 'error', error, message: error.message, stats: { wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 } });
@@ -213,9 +238,10 @@ class SandboxEngine {
     };
     if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));
     if (this._state !== 'ready') return fail(errorOfKind('NotReady', 'SandboxEngine.init() has not completed'));
+    if (unreadable !== undefined) return fail(unreadable);
     let planned;
     try {
-      planned = this._plan(request);
+      planned = this._plan(read);
     } catch (err) {
       return fail(errorFromThrown(err));
     }
@@ -295,7 +321,7 @@ class SandboxEngine {
     if (isPlainObject(data)) {
       // No prototype: a key named `__proto__` is stored like any other.
       dataValues = Object.create(null);
-      for (const [key, value] of Object.entries(data)) {
+      for (const [key, value] of readEntries(data, 'request.data')) {
         try {
           dataValues[key] = serialize(value);
         } catch (err) {

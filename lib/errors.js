@@ -4,7 +4,7 @@
 // error it is the sandbox's own stack, otherwise just "Name: message". Options and
 // failure records are read by their own properties (lib/own.js): a `stack` or `line` on
 // Object.prototype makes no error say what did not happen.
-const { own } = require('./own');
+const { own, describeThrown } = require('./own');
 
 class SandboxError extends Error {
   /**
@@ -115,11 +115,16 @@ function errorFromFailure(f) {
  * error; anything else is internal.
  */
 function errorFromThrown(err) {
-  if (err instanceof SandboxError) return err;
-  const message = err && err.message !== undefined ? String(err.message) : String(err);
-  const code = err && err.code;
-  const kind = BY_CODE.get(code) ?? (code === 'InvalidArg' ? KINDS.Validation : KINDS.Internal);
-  return errorFromFailure({ code: kind.code, message });
+  try {
+    if (err instanceof SandboxError) return err;
+    const message = err && err.message !== undefined ? String(err.message) : String(err);
+    const code = err && err.code;
+    const kind = BY_CODE.get(code) ?? (code === 'InvalidArg' ? KINDS.Validation : KINDS.Internal);
+    return errorFromFailure({ code: kind.code, message });
+  } catch {
+    // A thrown value whose getters (or Proxy traps) throw too: described, never re-thrown.
+    return errorFromFailure({ code: KINDS.Internal.code, message: describeThrown(err) });
+  }
 }
 
 /** A native-shaped failure record of `kind` (a name in isolet-core's `ErrorKind`). */

@@ -6,7 +6,7 @@ const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
-const { own } = require('./own');
+const { isPlainObject, readOptions, describeThrown } = require('./own');
 
 const DEFAULTS = native.optionDefaults();
 
@@ -38,8 +38,20 @@ function getDefaultEngine(isolation = DEFAULTS.isolation) {
   return engine;
 }
 
-function isPlainObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
+// Taken at load, so neither the signal's own properties nor later tampering decide them:
+// the `aborted` getter is AbortSignal's brand check (a look-alike fails it), and the
+// listener methods are EventTarget's.
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
+const addListener = EventTarget.prototype.addEventListener;
+const removeListener = EventTarget.prototype.removeEventListener;
+
+/** Whether `signal` (an option) has aborted; a SandboxValidationError if it is no AbortSignal. */
+function signalAborted(signal) {
+  try {
+    return abortedOf.call(signal) === true;
+  } catch {
+    throw new SandboxValidationError(`signal must be an AbortSignal, got ${signal === null ? 'null' : typeof signal}`);
+  }
 }
 
 /**
@@ -50,17 +62,19 @@ function isPlainObject(v) {
 function planOf(code, options) {
   let tools = { names: [], handlers: Object.create(null) };
   let shaped = options;
+  let signal;
   if (isPlainObject(options)) {
-    // Own properties only: a `capabilities` or `signal` on Object.prototype is no option.
-    const signal = own(options, 'signal');
-    if (signal !== undefined && !(signal instanceof AbortSignal)) {
-      throw new SandboxValidationError(`signal must be an AbortSignal, got ${signal === null ? 'null' : typeof signal}`);
-    }
-    const capabilities = own(options, 'capabilities');
+    // Read once, own properties only: a `capabilities` or `signal` on Object.prototype is
+    // no option, and a getter that throws names its option.
+    shaped = readOptions(options, 'runSandbox options', '');
+    signal = shaped.signal;
+    if (signal !== undefined) signalAborted(signal);
+    const capabilities = shaped.capabilities;
     if (capabilities !== undefined) tools = normalizeTools(capabilities);
-    shaped = { ...options, signal: undefined, capabilities: capabilities === undefined ? undefined : tools.names };
+    shaped.signal = undefined;
+    shaped.capabilities = capabilities === undefined ? undefined : tools.names;
   }
-  return { plan: native.planRun(code, shaped), handlers: tools.handlers };
+  return { plan: native.planRun(code, shaped), handlers: tools.handlers, signal };
 }
 
 /**
@@ -68,28 +82,56 @@ function planOf(code, options) {
  * rejects: every failure (including invalid input) is `{ success: false, error }`.
  */
 async function runSandbox(code, options = undefined) {
-  let planned;
+  let handle = null;
+  let aborted = false;
+  const onAbort = () => {
+    aborted = true;
+    if (handle) handle.abort();
+  };
+  let signal;
+  let listening = false;
+  let done;
   try {
-    planned = planOf(code, options);
+    const planned = planOf(code, options);
     const plan = planned.plan;
     if (plan.language === 'typescript') {
       // Large input is stripped on a worker thread, within the run's wall-clock limit.
       plan.code = await stripTypes(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody', timeoutMs: plan.wallTimeMs });
     }
+    signal = planned.signal;
+    if (signal !== undefined) {
+      // A signal given as a Proxy runs its traps here: any throw is a bad signal.
+      try {
+        addListener.call(signal, 'abort', onAbort, { once: true });
+      } catch (err) {
+        throw new SandboxValidationError(`signal must be an AbortSignal: adding a listener threw ${describeThrown(err)}`);
+      }
+      listening = true;
+      if (signalAborted(signal)) aborted = true;
+    }
+    if (aborted) {
+      unlisten(signal, onAbort, listening);
+      return failure(new SandboxAbortedError('Execution was aborted before it started'));
+    }
+    ({ done, handle } = execute(getDefaultEngine(plan.isolation), plan, { handlers: planned.handlers }));
   } catch (err) {
+    unlisten(signal, onAbort, listening);
     return failure(errorFromThrown(err));
   }
-  const { plan, handlers } = planned;
-  const signal = isPlainObject(options) ? own(options, 'signal') : undefined;
-  if (signal && signal.aborted) return failure(new SandboxAbortedError('Execution was aborted before it started'));
-  const { done, handle } = execute(getDefaultEngine(plan.isolation), plan, { handlers });
-  if (!signal) return record(await done);
-  const onAbort = () => handle && handle.abort();
-  signal.addEventListener('abort', onAbort, { once: true });
   try {
     return record(await done);
   } finally {
-    signal.removeEventListener('abort', onAbort);
+    unlisten(signal, onAbort, listening);
+  }
+}
+
+/** Removes the abort listener; a signal whose traps throw cannot make the run fail now. */
+function unlisten(signal, onAbort, listening) {
+  if (!listening) return;
+  try {
+    removeListener.call(signal, 'abort', onAbort);
+  } catch {
+    // The listener is `once` and the run is over: nothing is left for it to do.
   }
 }
 

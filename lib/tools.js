@@ -9,26 +9,36 @@
 // An object counts as a described tool when `execute` is a function and it has a
 // `description` or an `inputSchema` (or the older `parameters`); any other object is a
 // namespace. Every field is read as an own property (lib/own.js): an `execute` or a
-// `description` on Object.prototype makes no object a tool.
+// `description` on Object.prototype makes no object a tool. Each is read once, and a
+// getter or Proxy trap that throws is a SandboxValidationError naming the entry.
 const { SandboxValidationError } = require('./errors');
 const { checkInput, schemaToTypeScript } = require('./json-schema');
-const { own } = require('./own');
-
-function isPlainObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
+const { isPlainObject, readOwn, readEntries, describeThrown } = require('./own');
 
 // The AI SDK also takes a lazy schema: a function returning the schema.
 function isSchemaLike(v) {
   return typeof v === 'boolean' || typeof v === 'function' || (v !== null && typeof v === 'object');
 }
 
-function isDescribedTool(v) {
-  return (
-    isPlainObject(v) &&
-    typeof own(v, 'execute') === 'function' &&
-    (typeof own(v, 'description') === 'string' || isSchemaLike(own(v, 'inputSchema')) || isSchemaLike(own(v, 'parameters')))
-  );
+/** `v`'s own fields a tool may have, each read once (`path` names `v` in errors). */
+function toolFields(v, path) {
+  return {
+    execute: readOwn(v, 'execute', `${path}.execute`),
+    description: readOwn(v, 'description', `${path}.description`),
+    inputSchema: readOwn(v, 'inputSchema', `${path}.inputSchema`),
+    parameters: readOwn(v, 'parameters', `${path}.parameters`),
+    outputSchema: readOwn(v, 'outputSchema', `${path}.outputSchema`),
+  };
+}
+
+function describes(f) {
+  return typeof f.description === 'string' || isSchemaLike(f.inputSchema) || isSchemaLike(f.parameters);
+}
+
+function isDescribedTool(v, path = 'tool') {
+  if (!isPlainObject(v)) return false;
+  const f = toolFields(v, path);
+  return typeof f.execute === 'function' && describes(f);
 }
 
 /**
@@ -56,51 +66,57 @@ function normalizeTools(capabilities, where = 'capabilities') {
   if (!isPlainObject(capabilities)) {
     throw new SandboxValidationError(`${where} must be an object of functions, described tools or namespaces`);
   }
-  for (const [key, value] of Object.entries(capabilities)) {
-    if (typeof value === 'function' || isDescribedTool(value)) {
-      entries.push(entry(undefined, key, value, `${where}.${key}`));
-    } else if (
-      isPlainObject(value) &&
-      typeof own(value, 'execute') !== 'function' &&
-      (typeof own(value, 'description') === 'string' || isSchemaLike(own(value, 'inputSchema')))
-    ) {
-      throw new SandboxValidationError(`${where}.${key} looks like a described tool but has no execute function`);
-    } else if (isPlainObject(value)) {
-      const members = Object.entries(value);
-      if (members.length === 0) throw new SandboxValidationError(`${where}.${key} is an empty namespace`);
+  for (const [key, value] of readEntries(capabilities, where)) {
+    const path = `${where}.${key}`;
+    const fields = isPlainObject(value) ? toolFields(value, path) : undefined;
+    if (typeof value === 'function' || (fields && typeof fields.execute === 'function' && describes(fields))) {
+      entries.push(entry(undefined, key, value, path, fields));
+    } else if (fields && typeof fields.execute !== 'function' && (typeof fields.description === 'string' || isSchemaLike(fields.inputSchema))) {
+      throw new SandboxValidationError(`${path} looks like a described tool but has no execute function`);
+    } else if (fields) {
+      const members = readEntries(value, path);
+      if (members.length === 0) throw new SandboxValidationError(`${path} is an empty namespace`);
       for (const [member, tool] of members) {
-        if (typeof tool !== 'function' && !isDescribedTool(tool)) {
+        const memberPath = `${path}.${member}`;
+        const toolF = isPlainObject(tool) ? toolFields(tool, memberPath) : undefined;
+        if (typeof tool !== 'function' && !(toolF && typeof toolF.execute === 'function' && describes(toolF))) {
           throw new SandboxValidationError(
-            `${where}.${key}.${member} must be a function or a described tool { description, inputSchema, execute } (namespaces nest one level)`,
+            `${memberPath} must be a function or a described tool { description, inputSchema, execute } (namespaces nest one level)`,
           );
         }
-        entries.push(entry(key, member, tool, `${where}.${key}.${member}`));
+        entries.push(entry(key, member, tool, memberPath, toolF));
       }
     } else {
       throw new SandboxValidationError(
-        `${where}.${key} must be a function, a described tool { description, inputSchema, execute } or a namespace object, got ${value === null ? 'null' : typeof value}`,
+        `${path} must be a function, a described tool { description, inputSchema, execute } or a namespace object, got ${value === null ? 'null' : typeof value}`,
       );
     }
   }
   return finish(entries);
 }
 
-function entry(namespace, member, value, path) {
+/** `fields`: the tool's own fields, read once by the caller (none for a function). */
+function entry(namespace, member, value, path, fields) {
   if (member.includes('.')) throw new SandboxValidationError(`${path}: a name may not contain "."`);
   const name = namespace === undefined ? member : `${namespace}.${member}`;
   if (typeof value === 'function') {
     return { name, namespace, member, description: undefined, inputSchema: undefined, outputSchema: undefined, handler: value };
   }
-  const description = own(value, 'description');
+  const { description, execute, outputSchema } = fields;
   if (description !== undefined && typeof description !== 'string') {
     throw new SandboxValidationError(`${path}.description must be a string`);
   }
-  let inputSchema = own(value, 'inputSchema') ?? own(value, 'parameters');
-  if (typeof inputSchema === 'function') inputSchema = inputSchema();
+  let inputSchema = fields.inputSchema ?? fields.parameters;
+  if (typeof inputSchema === 'function') {
+    try {
+      inputSchema = inputSchema();
+    } catch (err) {
+      throw new SandboxValidationError(`${path}.inputSchema could not be read: calling it threw ${describeThrown(err)}`);
+    }
+  }
   if (inputSchema !== undefined && !isPlainObject(inputSchema) && typeof inputSchema !== 'boolean') {
     throw new SandboxValidationError(`${path}.inputSchema must be a JSON Schema object or a zod schema`);
   }
-  const execute = own(value, 'execute');
   const tool = value;
   let calls = 0;
   const handler = async (...args) => {
@@ -109,7 +125,7 @@ function entry(namespace, member, value, path) {
     // The AI SDK passes an options object as the second argument; give tools one too.
     return execute.call(tool, input, { toolCallId: `isolet-${name}-${calls}`, messages: [] });
   };
-  return { name, namespace, member, description, inputSchema, outputSchema: own(value, 'outputSchema'), handler };
+  return { name, namespace, member, description, inputSchema, outputSchema, handler };
 }
 
 function finish(entries) {

@@ -225,7 +225,7 @@ fn failure_completion(failure: Failure, wall_time_ms: f64) -> Completion {
 }
 
 fn shut_down_failure() -> Failure {
-    Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down")
+    Failure::shut_down()
 }
 
 impl ProcessEngine {
@@ -513,7 +513,7 @@ impl State {
 
     fn abort(&mut self, id: u64) {
         if self.pool.remove_queued(id).is_some() {
-            self.fail(id, Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"));
+            self.fail(id, Failure::aborted());
             self.dispatch();
             return;
         }
@@ -521,7 +521,7 @@ impl State {
         run.life.request_stop(StopReason::Aborted);
         match run.on_host {
             None => {
-                self.fail(id, Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"));
+                self.fail(id, Failure::aborted());
                 self.dispatch();
             }
             Some((key, wire)) => {
@@ -762,6 +762,11 @@ impl State {
         }
         for id in std::mem::take(&mut self.unplaced) {
             self.fail(id, shut_down_failure());
+        }
+        // The runs left are on hosts: if a host ends before its run answers, the run is
+        // answered as shut down (see `retire`), whatever the host's end.
+        for run in self.runs.values_mut() {
+            run.life.request_stop(StopReason::Shutdown);
         }
         let grace = Instant::now() + Duration::from_millis(policy::SHUTDOWN_GRACE_MS);
         let keys: Vec<(u64, HostPhase)> = self.hosts.iter().map(|h| (h.key, h.phase)).collect();
@@ -1091,7 +1096,7 @@ impl State {
             if let Some(reason) = run.life.stop_reason() {
                 let failure = match reason {
                     StopReason::Shutdown => shut_down_failure(),
-                    _ => Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"),
+                    _ => Failure::aborted(),
                 };
                 self.fail(id, failure);
                 continue;

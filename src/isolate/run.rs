@@ -246,6 +246,16 @@ impl RunShared {
     pub(crate) fn request_stop(&self, reason: StopReason) -> bool {
         let decision = {
             let mut life = lock(&self.life);
+            let reason = if life.state.has_ended() {
+                reason
+            } else {
+                // Read under the lock while the run has not ended: its thread is alive.
+                let ms = |d: Duration| d.as_millis() as u64;
+                let limits = &self.spec.plan.limits;
+                let elapsed = life.started_at.map(|t| ms(t.elapsed()));
+                let cpu = life.clock.map(|c| ms(c.used()));
+                isolet_core::run_state::stop_reason_at(reason, elapsed, limits.wall_time_ms, cpu, limits.cpu_time_ms)
+            };
             let decision = life.state.request_stop(reason);
             if decision == StopDecision::Stop {
                 if let Some(isolate) = life.isolate.as_ref() {
@@ -383,12 +393,8 @@ impl RunShared {
 
     /// The failure matching a stop reason.
     pub(crate) fn failure_for(&self, reason: StopReason) -> Failure {
-        match reason {
-            StopReason::WallTimeout => Failure::wall_timeout(self.spec.plan.limits.wall_time_ms),
-            StopReason::CpuTimeout => Failure::cpu_timeout(self.spec.plan.limits.cpu_time_ms.unwrap_or(0)),
-            StopReason::Aborted => Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller"),
-            StopReason::Shutdown => Failure::new(ErrorKind::Aborted, "The sandbox engine was shut down"),
-        }
+        let limits = &self.spec.plan.limits;
+        isolet_core::run_state::stop_failure(reason, limits.wall_time_ms, limits.cpu_time_ms.unwrap_or(0))
     }
 
     pub(crate) fn take_logs(&self) -> Vec<LogEntry> {
@@ -592,7 +598,8 @@ impl Watched for RunShared {
     /// the thread (idle priority, left to run; see `limits::quarantine`).
     fn abandon(&self) {
         self.end(Ending::Abandoned, |life| {
-            let reason = life.state.stop_reason().unwrap_or(StopReason::WallTimeout);
+            // Read after `finish` moved the phase on: the reason is kept past the end.
+            let reason = life.state.stopped_for().unwrap_or(StopReason::WallTimeout);
             Completion {
                 result: Err(self.failure_for(reason)),
                 stats: ExecStats {

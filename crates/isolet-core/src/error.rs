@@ -130,6 +130,16 @@ impl Failure {
         Failure { limit: Some("cpu"), ..Failure::new(ErrorKind::Timeout, format!("Execution exceeded the CPU-time limit of {ms} ms")) }
     }
 
+    /// Stopped by its caller (`abort()`, an AbortSignal).
+    pub fn aborted() -> Self {
+        Failure::new(ErrorKind::Aborted, "Execution was aborted by the caller")
+    }
+
+    /// Ended (queued or running) by the engine's `shutdown()`.
+    pub fn shut_down() -> Self {
+        Failure::new(ErrorKind::Aborted, "The sandbox engine was shut down")
+    }
+
     pub fn out_of_memory(mb: u32) -> Self {
         Failure::new(ErrorKind::MemoryLimit, format!("Isolate exceeded its memory limit of {mb} MB"))
     }

@@ -38,6 +38,9 @@ pub enum Raw {
     Function,
     /// Anything else (symbol, bigint, ...), by its `typeof`.
     Other(&'static str),
+    /// A value whose read threw (a getter, a Proxy trap), with what it threw: an option
+    /// that cannot be read is a bad option, named like any other.
+    Unreadable(String),
 }
 
 impl Raw {
@@ -60,6 +63,7 @@ impl Raw {
             Raw::Object(_) => "an object".into(),
             Raw::Function => "a function".into(),
             Raw::Other(t) => format!("a {t}"),
+            Raw::Unreadable(why) => format!("a value that could not be read ({why})"),
         }
     }
 
@@ -249,6 +253,21 @@ fn err(path: &str, message: String) -> OptionsError {
     OptionsError { path: path.to_string(), message }
 }
 
+/// The first value under `raw` (at `path`) that could not be read, as the error that
+/// names it: a throwing getter deep in an option is reported under its own path, before
+/// any check that would describe its parent instead.
+pub fn unreadable(path: &str, raw: &Raw) -> Option<OptionsError> {
+    match raw {
+        Raw::Unreadable(why) => {
+            let name = if path.is_empty() { "options" } else { path };
+            Some(err(name, format!("{name} could not be read: {why}")))
+        }
+        Raw::Array(items) => items.iter().enumerate().find_map(|(i, v)| unreadable(&format!("{path}[{i}]"), v)),
+        Raw::Object(entries) => entries.iter().find_map(|(k, v)| unreadable(&join(path, k), v)),
+        _ => None,
+    }
+}
+
 fn join(prefix: &str, name: &str) -> String {
     if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
 }
@@ -305,6 +324,10 @@ struct Fields<'a> {
 /// Checks that `raw` is an object (or absent) holding only options of `table`.
 /// `what` names the object in messages when it is not one (`options`, `request`).
 fn fields<'a>(prefix: &str, what: &str, raw: &'a Raw, table: &'static [Opt]) -> Result<Fields<'a>, OptionsError> {
+    if let Raw::Unreadable(why) = raw {
+        let name = if prefix.is_empty() { what } else { prefix };
+        return Err(err(name, format!("{name} could not be read: {why}")));
+    }
     let entries: &[(String, Raw)] = match raw {
         Raw::Undefined => &[],
         Raw::Object(entries) => entries,
@@ -320,6 +343,9 @@ fn fields<'a>(prefix: &str, what: &str, raw: &'a Raw, table: &'static [Opt]) -> 
             };
             return Err(err(&path, format!("{path} is not a known option of {what}; {hint}")));
         };
+        if let Some(e) = unreadable(&join(prefix, key), value) {
+            return Err(e);
+        }
         if !value.is_undefined() {
             values.push((o, value));
         }
@@ -827,6 +853,35 @@ mod tests {
     }
     fn code() -> Raw {
         s("1")
+    }
+
+    #[test]
+    fn an_option_that_could_not_be_read_is_named_by_its_path() {
+        let threw = || Raw::Unreadable("its getter threw Error: boom".into());
+        let e = run_sandbox(&code(), &obj(&[("timeoutMs", threw())])).unwrap_err();
+        assert_eq!(e.path, "timeoutMs");
+        assert_eq!(e.message, "timeoutMs could not be read: its getter threw Error: boom");
+        // The options object itself (a Proxy whose ownKeys trap throws).
+        let e = run_sandbox(&code(), &threw()).unwrap_err();
+        assert_eq!(e.message, "runSandbox options could not be read: its getter threw Error: boom");
+        // Deep under its own path; an unknown name is still named as unknown.
+        let e = run_sandbox(&code(), &obj(&[("capabilities", Raw::Array(vec![s("a"), threw()]))])).unwrap_err();
+        assert_eq!(e.message, "capabilities[1] could not be read: its getter threw Error: boom");
+        let e = run_sandbox(&code(), &obj(&[("timeout", threw())])).unwrap_err();
+        assert!(e.message.starts_with("timeout is not a known option of runSandbox options; did you mean timeoutMs?"), "{}", e.message);
+        let engine = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        let request = |extra: (&str, Raw)| obj(&[("code", code()), extra]);
+        let e = engine.plan(&request(("isolateLimits", obj(&[("memoryMb", threw())])))).unwrap_err();
+        assert_eq!(e.message, "request.isolateLimits.memoryMb could not be read: its getter threw Error: boom");
+        let e = engine.plan(&request(("toolPolicy", obj(&[("allowedTools", Raw::Array(vec![threw()]))])))).unwrap_err();
+        assert_eq!(e.path, "request.toolPolicy.allowedTools[0]");
+        let e = engine.plan(&request(("toolPolicy", threw()))).unwrap_err();
+        assert_eq!(e.message, "request.toolPolicy could not be read: its getter threw Error: boom");
+        let e = EngineConfig::from_raw(&obj(&[("defaultBridgeLimits", obj(&[("maxMessages", threw())]))])).unwrap_err();
+        assert_eq!(e.message, "defaultBridgeLimits.maxMessages could not be read: its getter threw Error: boom");
+        // The code argument is described like any value that is not a string.
+        let e = run_sandbox(&threw(), &Raw::Undefined).unwrap_err();
+        assert_eq!(e.message, "code must be a string, got a value that could not be read (its getter threw Error: boom)");
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! lock, what it may do; the machine answers with the steps to carry out, so the caller
 //! is answered exactly once and the concurrency slot is given back exactly once, in an
 //! order fixed per ending. Races become orderings of calls, which the tests below list.
+use crate::error::Failure;
+
 /// Why a run was asked to stop. The first reason asked for is the one reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -19,6 +21,45 @@ pub enum StopReason {
     CpuTimeout,
     Aborted,
     Shutdown,
+}
+
+/// What a run stopped for `reason` answers, in both isolation modes and whatever it was
+/// doing when the stop came (looping, in a built-in whose thread had to be given up,
+/// waiting on a host call, queued): a caller's stop is SandboxAbortedError, never a time
+/// limit the run did not reach. `wall_time_ms`/`cpu_time_ms`: the run's limits.
+pub fn stop_failure(reason: StopReason, wall_time_ms: u64, cpu_time_ms: u64) -> Failure {
+    match reason {
+        StopReason::WallTimeout => Failure::wall_timeout(wall_time_ms),
+        StopReason::CpuTimeout => Failure::cpu_timeout(cpu_time_ms),
+        StopReason::Aborted => Failure::aborted(),
+        StopReason::Shutdown => Failure::shut_down(),
+    }
+}
+
+/// The reason a stop asked for `asked` is recorded under. A limit the run has already
+/// passed wins over a caller's stop (abort, shutdown) that came after it: the watchdog,
+/// which ticks every 5 ms and may be delayed on a busy machine, can be late to notice,
+/// and the run is answered for what ended it first. `elapsed_ms`/`cpu_used_ms`: the run's
+/// clocks now (none before it started executing).
+pub fn stop_reason_at(
+    asked: StopReason,
+    elapsed_ms: Option<u64>,
+    wall_time_ms: u64,
+    cpu_used_ms: Option<u64>,
+    cpu_time_ms: Option<u64>,
+) -> StopReason {
+    if !matches!(asked, StopReason::Aborted | StopReason::Shutdown) {
+        return asked;
+    }
+    if elapsed_ms.is_some_and(|e| e >= wall_time_ms) {
+        return StopReason::WallTimeout;
+    }
+    if let (Some(used), Some(limit)) = (cpu_used_ms, cpu_time_ms) {
+        if used >= limit {
+            return StopReason::CpuTimeout;
+        }
+    }
+    asked
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +146,10 @@ pub struct RunState {
     slot: Slot,
     /// The thread called `thread_exited` (it can happen once).
     thread_gone: bool,
+    /// The first reason the run was asked to stop for, kept once it has ended: an
+    /// abandonment is decided after the phase has left `Stopping`, and must still say
+    /// why (a shut-down run is aborted, not timed out).
+    stopped_for: Option<StopReason>,
 }
 
 impl Default for RunState {
@@ -122,7 +167,7 @@ const QUARANTINE_RELEASE_ANSWER: &[Step] =
 
 impl RunState {
     pub fn new() -> Self {
-        RunState { phase: Phase::Queued, slot: Slot::NotHeld, thread_gone: false }
+        RunState { phase: Phase::Queued, slot: Slot::NotHeld, thread_gone: false, stopped_for: None }
     }
 
     pub fn phase(&self) -> Phase {
@@ -135,6 +180,12 @@ impl RunState {
             Phase::Stopping { reason } => Some(reason),
             _ => None,
         }
+    }
+
+    /// Why the run was asked to stop (the first reason), before and after it ended;
+    /// none if it never was.
+    pub fn stopped_for(&self) -> Option<StopReason> {
+        self.stopped_for
     }
 
     /// The caller was answered (finished or abandoned).
@@ -169,10 +220,12 @@ impl RunState {
         match self.phase {
             Phase::Queued => {
                 self.phase = Phase::Stopping { reason };
+                self.stopped_for = Some(reason);
                 StopDecision::Recorded
             }
             Phase::Running => {
                 self.phase = Phase::Stopping { reason };
+                self.stopped_for = Some(reason);
                 StopDecision::Stop
             }
             Phase::Stopping { .. } | Phase::Finished | Phase::Abandoned => StopDecision::Ignored,
@@ -354,6 +407,60 @@ mod tests {
         s.request_stop(StopReason::WallTimeout);
         assert_eq!(s.request_stop(StopReason::Shutdown), StopDecision::Ignored);
         assert_eq!(s.stop_reason(), Some(StopReason::WallTimeout));
+    }
+
+    #[test]
+    fn an_abandoned_run_still_knows_why_it_was_stopped() {
+        // Shutdown (or abort) of a run in a built-in that ignores termination: the
+        // watchdog abandons it after the phase has left Stopping; the answer must say
+        // shut down, not a time limit that was never reached.
+        for reason in [StopReason::Shutdown, StopReason::Aborted, StopReason::CpuTimeout] {
+            let mut s = running();
+            s.request_stop(reason);
+            s.finish(Ending::Abandoned).unwrap();
+            assert_eq!(s.stop_reason(), None);
+            assert_eq!(s.stopped_for(), Some(reason));
+            // A later reason changes nothing.
+            s.request_stop(StopReason::WallTimeout);
+            assert_eq!(s.stopped_for(), Some(reason));
+        }
+        // Recorded while queued, kept through admission and the end.
+        let mut s = RunState::new();
+        s.request_stop(StopReason::Shutdown);
+        s.finish(Ending::NotStarted).unwrap();
+        assert_eq!(s.stopped_for(), Some(StopReason::Shutdown));
+        // A run never stopped has no reason, also after a fatal OOM abandonment.
+        let mut s = running();
+        s.finish(Ending::Abandoned).unwrap();
+        assert_eq!(s.stopped_for(), None);
+    }
+
+    #[test]
+    fn a_limit_already_passed_wins_over_a_callers_later_stop() {
+        use StopReason::*;
+        // Within its limits: the caller's reason stands.
+        assert_eq!(stop_reason_at(Aborted, Some(99), 100, Some(10), Some(50)), Aborted);
+        assert_eq!(stop_reason_at(Shutdown, None, 100, None, Some(50)), Shutdown);
+        // Past its wall limit (the watchdog had not noticed yet), or its CPU limit.
+        assert_eq!(stop_reason_at(Aborted, Some(100), 100, Some(10), None), WallTimeout);
+        assert_eq!(stop_reason_at(Shutdown, Some(250), 100, None, None), WallTimeout);
+        assert_eq!(stop_reason_at(Aborted, Some(60), 100, Some(50), Some(50)), CpuTimeout);
+        // The watchdog's own reasons pass through.
+        assert_eq!(stop_reason_at(CpuTimeout, Some(10), 100, Some(50), Some(50)), CpuTimeout);
+        assert_eq!(stop_reason_at(WallTimeout, Some(10), 100, None, None), WallTimeout);
+    }
+
+    #[test]
+    fn a_callers_stop_is_aborted_and_a_limit_names_itself() {
+        use crate::error::ErrorKind;
+        let kind = |r| stop_failure(r, 30_000, 500).kind;
+        assert_eq!(kind(StopReason::Aborted), ErrorKind::Aborted);
+        assert_eq!(kind(StopReason::Shutdown), ErrorKind::Aborted);
+        assert_eq!(stop_failure(StopReason::Shutdown, 30_000, 500).message, "The sandbox engine was shut down");
+        let wall = stop_failure(StopReason::WallTimeout, 30_000, 500);
+        assert_eq!((wall.kind, wall.limit), (ErrorKind::Timeout, Some("wall")));
+        assert!(wall.message.contains("30000 ms"));
+        assert_eq!(stop_failure(StopReason::CpuTimeout, 30_000, 500).limit, Some("cpu"));
     }
 
     #[test]
