@@ -155,6 +155,8 @@ struct Life {
     /// When termination reached the isolate for the stop (the watchdog's grace counts
     /// from here, not from the request: a run stopped before its isolate existed).
     terminated_at: Option<Instant>,
+    /// The thread's CPU time when termination reached it (see `watchdog::check`).
+    cpu_at_termination: Option<Duration>,
     /// The failure kind the run ended with, reported when the slot is given back.
     failed: Option<ErrorKind>,
     on_release: Option<ReleaseHook>,
@@ -187,6 +189,7 @@ impl RunShared {
             clock: None,
             started_at: None,
             terminated_at: None,
+            cpu_at_termination: None,
             failed: None,
             on_release: None,
         };
@@ -232,6 +235,7 @@ impl RunShared {
         if life.state.stop_reason().is_some() {
             isolate.terminate();
             life.terminated_at = Some(Instant::now());
+            life.cpu_at_termination = Some(clock.used());
         }
         life.isolate = Some(isolate);
     }
@@ -261,6 +265,7 @@ impl RunShared {
                 if let Some(isolate) = life.isolate.as_ref() {
                     isolate.terminate();
                     life.terminated_at = Some(Instant::now());
+                    life.cpu_at_termination = life.clock.map(|c| c.used());
                 }
             }
             decision
@@ -587,6 +592,7 @@ impl Watched for RunShared {
             // Read under the lock while the run has not ended: its thread is alive.
             cpu_used: life.clock.map(|c| c.used()),
             terminated_for: life.terminated_at.map(|t| t.elapsed()),
+            cpu_at_termination: life.cpu_at_termination,
         })
     }
 

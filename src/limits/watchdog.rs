@@ -2,15 +2,16 @@
 //! clock deadline passed or CPU time used up -> it asks the run to stop, and the run
 //! calls V8's `TerminateExecution`. Termination reaches infinite loops, microtask and
 //! promise loops and `Atomics.wait`. A few built-ins never check for it; if a run asked
-//! to stop has not finished `GRACE` after termination reached its isolate, the watchdog
-//! asks it to abandon its thread (the run answers its caller and quarantines the thread,
+//! to stop has not finished after the grace (on a CPU: see `give_up_on_stopped`) since
+//! termination reached its isolate, the watchdog asks it to abandon its thread (the run answers its caller and quarantines the thread,
 //! see `quarantine`). The watchdog decides when; the run decides what that means, and
 //! is the only one that answers. It holds runs weakly: a run that has ended and been
 //! dropped is simply forgotten.
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use isolet_core::host_policy;
 use isolet_core::run_state::StopReason;
 
 use super::lock;
@@ -22,8 +23,16 @@ const TICK: Duration = Duration::from_millis(5);
 const IDLE_TICKS: u32 = 20;
 /// The long sleep of an idle watchdog (a backstop: a new run wakes it).
 const IDLE_SLEEP: Duration = Duration::from_millis(100);
-/// How long a stopped run may take to unwind before its thread is given up on.
-pub(crate) const GRACE: Duration = Duration::from_millis(isolet_core::host_policy::WATCHDOG_GRACE_MS);
+/// The longest a stopped run's thread is waited for when the machine starves it of CPU
+/// (`host_policy::give_up_on_stopped`): `STARVED_GRACE_MS` here, the grace alone in a
+/// sandbox host (`answer_within_grace`).
+static MAX_GRACE_MS: AtomicU64 = AtomicU64::new(host_policy::STARVED_GRACE_MS);
+
+/// A sandbox host's watchdog answers every stopped run within the grace, as its parent's
+/// deadline counts on (the parent ends the host rather than waiting).
+pub(crate) fn answer_within_grace() {
+    MAX_GRACE_MS.store(host_policy::WATCHDOG_GRACE_MS, Ordering::Relaxed);
+}
 
 /// What the watchdog sees of a run at one tick.
 pub(crate) struct Observation {
@@ -34,6 +43,8 @@ pub(crate) struct Observation {
     pub cpu_used: Option<Duration>,
     /// Since termination reached the run's isolate (it is stopping).
     pub terminated_for: Option<Duration>,
+    /// The thread's CPU time when termination reached it.
+    pub cpu_at_termination: Option<Duration>,
 }
 
 /// A run as the watchdog sees it.
@@ -42,7 +53,7 @@ pub(crate) trait Watched: Send + Sync {
     fn observe(&self) -> Option<Observation>;
     /// Ask the run to stop (the first reason wins).
     fn request_stop(&self, reason: StopReason);
-    /// The run ignored termination for `GRACE`: it gives up on its thread.
+    /// The run ignored termination past its grace: it gives up on its thread.
     fn abandon(&self);
     /// Terminate the run's current JS execution (the memory limit, whose flag lives in
     /// the sandbox, decides what that means).
@@ -127,9 +138,13 @@ fn check(run: &dyn Watched) -> bool {
             run.request_stop(StopReason::CpuTimeout);
         }
     }
-    if seen.terminated_for.is_some_and(|t| t >= GRACE) {
-        run.abandon();
-        return false;
+    if let Some(terminated_for) = seen.terminated_for {
+        let ms = |d: Duration| d.as_millis() as u64;
+        let cpu_since = seen.cpu_used.zip(seen.cpu_at_termination).map(|(now, then)| ms(now.saturating_sub(then)));
+        if host_policy::give_up_on_stopped(ms(terminated_for), cpu_since, MAX_GRACE_MS.load(Ordering::Relaxed)) {
+            run.abandon();
+            return false;
+        }
     }
     true
 }

@@ -56,6 +56,7 @@ struct Channel {
 /// Serves as a sandbox host over `fd` until the parent says shutdown or goes away; never
 /// returns. `env` is the Node environment the engine belongs to (this process's main one).
 pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
+    crate::limits::watchdog::answer_within_grace();
     // The socket's descriptor may be non-blocking; our threads block on it instead.
     // SAFETY: fcntl on a descriptor number has no memory effects; a bad one gives EBADF.
     unsafe {

@@ -16,6 +16,29 @@ use crate::{BridgeLimits, ErrorKind, Failure};
 /// How long the sandbox host's own watchdog waits after termination reached a run's
 /// isolate before it gives up on the thread and answers the run as timed out.
 pub const WATCHDOG_GRACE_MS: u64 = 400;
+/// In this process (thread isolation), the longest a stopped run's thread may keep a
+/// caller waiting when the machine starves it of CPU: it keeps its caller within its
+/// limit + 1 s. A sandbox host gives up at `WATCHDOG_GRACE_MS` whatever its CPU (the
+/// parent's deadline counts on it, and it ends the host rather than quarantining).
+pub const STARVED_GRACE_MS: u64 = 1_000;
+
+/// Whether the watchdog gives up on the thread of a run that termination reached
+/// `terminated_for_ms` ago and that has used `cpu_since_ms` of CPU since (`None`: its
+/// thread's clock cannot be read). A thread stuck in a built-in that ignores termination
+/// spins a core: it has used about the grace in CPU when the grace is over. One that is
+/// still unwinding, on a machine too busy to run it (a flattened 256 MB rope takes
+/// 160-290 ms of CPU to finish), has not, and is given until `max_ms`; quarantining it
+/// would hold its memory at idle priority and count against `ISOLET_MAX_QUARANTINED`.
+pub fn give_up_on_stopped(terminated_for_ms: u64, cpu_since_ms: Option<u64>, max_ms: u64) -> bool {
+    if terminated_for_ms < WATCHDOG_GRACE_MS {
+        return false;
+    }
+    match cpu_since_ms {
+        Some(cpu) => cpu >= WATCHDOG_GRACE_MS / 2 || terminated_for_ms >= max_ms.max(WATCHDOG_GRACE_MS),
+        None => true,
+    }
+}
+
 /// What the answer of a run stopped at its limit may take to reach the parent beyond
 /// the watchdog's grace (a frame written by a thread at idle priority, a busy host).
 pub const CHANNEL_MARGIN_MS: u64 = 350;
@@ -623,6 +646,23 @@ mod tests {
 
     fn lost(seen: bool, restarts: u32, elapsed: u64) -> LostRun {
         LostRun { seen_outside: seen, overdue: false, restarts, wall_time_ms: 5000, elapsed_ms: elapsed, alone: false }
+    }
+
+    #[test]
+    fn a_stopped_thread_is_given_up_on_after_the_grace_on_a_cpu_or_at_the_starved_limit() {
+        // Before the grace: never.
+        assert!(!give_up_on_stopped(WATCHDOG_GRACE_MS - 1, Some(WATCHDOG_GRACE_MS), STARVED_GRACE_MS));
+        // A spinning thread: at the grace, as before.
+        assert!(give_up_on_stopped(WATCHDOG_GRACE_MS, Some(WATCHDOG_GRACE_MS - 10), STARVED_GRACE_MS));
+        // Starved (little CPU since termination): it may still be unwinding, up to the cap.
+        assert!(!give_up_on_stopped(WATCHDOG_GRACE_MS + 300, Some(40), STARVED_GRACE_MS));
+        assert!(give_up_on_stopped(STARVED_GRACE_MS, Some(40), STARVED_GRACE_MS));
+        // A host's watchdog (cap = the grace) gives up at the grace whatever its CPU.
+        assert!(give_up_on_stopped(WATCHDOG_GRACE_MS, Some(0), WATCHDOG_GRACE_MS));
+        // No clock: the grace alone.
+        assert!(give_up_on_stopped(WATCHDOG_GRACE_MS, None, STARVED_GRACE_MS));
+        // Within the limit + 1 s the deadline promises.
+        assert!(STARVED_GRACE_MS <= 1_000);
     }
 
     #[test]
