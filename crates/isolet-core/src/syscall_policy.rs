@@ -291,8 +291,10 @@ pub use self::linux::*;
 #[cfg(target_os = "linux")]
 mod linux {
     use super::{LockDownContext, Refusal, Refused, When, REFUSED};
+    #[cfg(target_arch = "x86_64")]
+    use seccompiler::sock_filter;
     use seccompiler::{
-        sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
         SeccompFilter, SeccompRule, TargetArch,
     };
     use std::collections::BTreeMap;
@@ -337,11 +339,23 @@ mod linux {
             "renameat" => Some(SYS_renameat),
             _ => None,
         };
-        #[cfg(not(target_arch = "x86_64"))]
+        // arm64 kept renameat (asm/unistd.h: __ARCH_WANT_RENAMEAT), which libc 0.2 does
+        // not name there; it renames paths without a descriptor, so it must be refused too.
+        #[cfg(target_arch = "aarch64")]
+        let legacy: Option<i64> = match name {
+            "renameat" => Some(38),
+            _ => None,
+        };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         let legacy: Option<i64> = None;
         if legacy.is_some() {
             return legacy;
         }
+        // libc 0.2 has no SYS_fchmodat2 for aarch64; system calls from 424 on have one
+        // number on every architecture, 452 here.
+        const FCHMODAT2: i64 = 452;
+        #[cfg(target_arch = "x86_64")]
+        const _: () = assert!(SYS_fchmodat2 == FCHMODAT2);
         let n = match name {
             "execve" => SYS_execve,
             "execveat" => SYS_execveat,
@@ -365,7 +379,7 @@ mod linux {
             "mknodat" => SYS_mknodat,
             "truncate" => SYS_truncate,
             "fchmodat" => SYS_fchmodat,
-            "fchmodat2" => SYS_fchmodat2,
+            "fchmodat2" => FCHMODAT2,
             "fchownat" => SYS_fchownat,
             "io_uring_setup" => SYS_io_uring_setup,
             "io_uring_enter" => SYS_io_uring_enter,
@@ -657,6 +671,21 @@ mod tests {
         {
             assert!(policy.absent.is_empty(), "absent on x86_64: {:?}", policy.absent);
             assert_eq!(policy.programs.len(), 3); // EPERM, ENOSYS, x32 guard
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            // The old path calls, fork and the x86 port calls do not exist there; their
+            // `*at`/clone forms are in the list.
+            let mut absent = policy.absent.clone();
+            absent.sort_unstable();
+            assert_eq!(
+                absent,
+                [
+                    "chmod", "chown", "creat", "fork", "ioperm", "iopl", "lchown", "link", "mkdir", "mknod", "open",
+                    "rename", "rmdir", "symlink", "unlink", "vfork"
+                ]
+            );
+            assert_eq!(policy.programs.len(), 2); // EPERM, ENOSYS
         }
         for program in &policy.programs {
             assert!(!program.is_empty() && program.len() < 4096);
