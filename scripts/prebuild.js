@@ -232,7 +232,11 @@ function buildArch(arch, majors, hash) {
   fs.mkdirSync(outDir, { recursive: true });
   // x64 builds for the host (no --target), so its target/prebuild/release cache stays valid.
   const cross = arch !== 'x64';
-  const builtLib = path.join(targetDir, ...(cross ? [rust] : []), 'release', 'libisolet.so');
+  // Cross builds get a cargo directory of their own: in a shared one the host's build
+  // scripts and proc macros are rebuilt at every switch (the x64 linker setting, which
+  // applies to host units too, is part of their fingerprint).
+  const cargoDir = cross ? path.join(targetDir, `cross-${arch}`) : targetDir;
+  const builtLib = path.join(cargoDir, ...(cross ? [rust] : []), 'release', 'libisolet.so');
   let linker = null;
   for (const major of majors) {
     const node = runnerFor(nodeFor(major, arch), arch);
@@ -251,7 +255,7 @@ function buildArch(arch, majors, hash) {
       const env = {
         ...process.env,
         ISOLET_NODE: node,
-        CARGO_TARGET_DIR: targetDir,
+        CARGO_TARGET_DIR: cargoDir,
         [`CARGO_TARGET_${rust.toUpperCase().replace(/-/g, '_')}_LINKER`]: linker,
       };
       // The cc crate compiles the C++ seam with the cross g++ (Node's arm64 builds use libstdc++ too).
