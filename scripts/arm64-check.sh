@@ -65,7 +65,8 @@ trap 'rm -rf "${tmp}"' EXIT
 # started through the same kind of launcher (lib/native.js, ISOLET_SANDBOX_HOST_EXEC).
 launcher() {
   local major="$1" file="${tmp}/node-arm64-$1"
-  printf '#!/bin/sh\nexec qemu-aarch64 -L %s %s "$@"\n' "${SYSROOT}" "${root}/.ci-cache/node${major}-arm64/package/bin/node" >"${file}"
+  # By absolute path: the smoke test runs on a PATH of node, npm and sh only.
+  printf '#!/bin/sh\nexec %s -L %s %s "$@"\n' "$(command -v qemu-aarch64)" "${SYSROOT}" "${root}/.ci-cache/node${major}-arm64/package/bin/node" >"${file}"
   chmod +x "${file}"
   echo "${file}"
 }
