@@ -22,18 +22,24 @@ SYSROOT=/usr/aarch64-linux-gnu
 # Files of the suite that run here: they start no `node` of their own (qemu-user's execve
 # runs the new program natively, and an arm64 ELF does not run on x86-64) and do not
 # measure event-loop timing (emulation is 5-20x slower). Sandbox hosts do start: through
-# ISOLET_SANDBOX_HOST_EXEC (below).
-VITEST_FILES=(
-  __test__/run-isolation.spec.ts
-  __test__/limits.spec.ts
-  __test__/security.spec.ts
-  __test__/host-calls.spec.ts
-  __test__/bridge-codec.spec.ts
-  __test__/options.spec.ts
-  __test__/last-expression.spec.ts
-  __test__/async-context.spec.ts
-  __test__/engine.spec.ts
-)
+# ISOLET_SANDBOX_HOST_EXEC (below). ARM64_VITEST_FILES replaces the list.
+# limits.spec.ts and engine.spec.ts also ran on Node 20 arm64 (2026-12-02): 44 of their 48
+# tests passed; the 4 others failed on wall-clock bounds that emulation misses (`while
+# (true)` stopped after 2.4 s, bound 1.15 s; two heap bombs hit their 5 s timeout before
+# the heap limit; a warm pool not refilled yet), so they are not in the default list.
+if [ -n "${ARM64_VITEST_FILES:-}" ]; then
+  read -r -a VITEST_FILES <<<"${ARM64_VITEST_FILES}"
+else
+  VITEST_FILES=(
+    __test__/run-isolation.spec.ts
+    __test__/security.spec.ts
+    __test__/host-calls.spec.ts
+    __test__/bridge-codec.spec.ts
+    __test__/options.spec.ts
+    __test__/last-expression.spec.ts
+    __test__/async-context.spec.ts
+  )
+fi
 t0=$SECONDS
 step() { echo "== [$((SECONDS - t0)) s] $*"; }
 
