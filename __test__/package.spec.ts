@@ -15,6 +15,8 @@ const { binaryCandidates, SUPPORTED_NODE_ABIS } = require('../lib/binary-name') 
   SUPPORTED_NODE_ABIS: Record<string, number>;
 };
 const temps: string[] = [];
+// Platform, architecture and C library, as every loader message names them: `linux-x64 (glibc)`.
+const target = `${process.platform}-${process.arch}${process.platform === 'linux' ? ` (${require('../lib/binary-name').libc()})` : ''}`;
 
 afterAll(() => {
   for (const dir of temps) fs.rmSync(dir, { recursive: true, force: true });
@@ -63,7 +65,7 @@ describe('loader: no binary for this Node', () => {
     expect(err.code).toBe('ERR_ISOLET_NO_BINARY');
     expect(err.message).toContain(`Node ${process.version} (ABI ${abi})`);
     const listed = otherAbis.map((a) => `${a} (Node ${SUPPORTED_NODE_ABIS[a]})`).join(', ');
-    expect(err.message).toContain(`ships prebuilt binaries for ${process.platform}-${process.arch} Node ABIs ${listed};`);
+    expect(err.message).toContain(`ships prebuilt binaries for ${target} Node ABIs ${listed};`);
     expect(err.message).toContain('`npm rebuild isolet`');
     expect(err.message).not.toContain('npm run build');
   });
@@ -72,7 +74,7 @@ describe('loader: no binary for this Node', () => {
     const { dir } = project({ binary: false });
     const r = node(dir, ['-e', "require('isolet')"]);
     expect(r.status).not.toBe(0);
-    expect(r.stderr).toContain(`ships no prebuilt binary for ${process.platform}-${process.arch};`);
+    expect(r.stderr).toContain(`ships no prebuilt binary for ${target};`);
     expect(r.stderr).toContain('`npm rebuild isolet`');
   });
 });
@@ -87,7 +89,7 @@ describe('loader: a prebuilt binary that does not load', () => {
     ]);
     const err = JSON.parse(r.stdout) as { code: string; message: string };
     expect(err.code).toBe('ERR_ISOLET_BINARY_LOAD');
-    expect(err.message).toContain(`isolet.abi${abi}.node in Node ${process.version} (ABI ${abi})`);
+    expect(err.message).toContain(`isolet.abi${abi}.node in Node ${process.version} (ABI ${abi}) on ${target}:`);
     expect(err.message).toContain('`ISOLET_BUILD_FROM_SOURCE=1 npm rebuild isolet`');
   });
 });
@@ -116,7 +118,7 @@ describe('install script inside an installed package', () => {
     const { pkg } = project({ binary: false, fakePrebuilds: otherAbis.map((a) => `isolet.abi${a}.node`) });
     const r = node(pkg, ['scripts/build.js', '--if-missing'], { CARGO: '/nonexistent/cargo' });
     expect(r.status).toBe(1);
-    expect(r.stdout).toContain(`no binary for ${process.platform}-${process.arch}, Node ${process.version} (ABI ${abi})`);
+    expect(r.stdout).toContain(`no binary for ${target}, Node ${process.version} (ABI ${abi})`);
     expect(r.stdout).toContain('Building it from source');
     expect(r.stderr).toContain("Rust's cargo was not found");
     expect(r.stderr).toContain('`npm rebuild isolet`');

@@ -1,14 +1,40 @@
 'use strict';
 // Where the addon binary for this platform and Node ABI lives. One binary per
-// (platform, arch, Node ABI), because the addon is compiled against Node's own V8.
+// (platform, arch, libc, Node ABI), because the addon is compiled against Node's own V8
+// and, on Linux, links one C library (glibc binaries do not load on musl, and back).
 const fs = require('node:fs');
 const path = require('node:path');
 
 /** The Node lines isolet supports and tests, by ABI (`process.versions.modules`). */
 const SUPPORTED_NODE_ABIS = Object.freeze({ 115: 20, 127: 22, 137: 24, 147: 26 });
 
+let libcCache;
+/** 'glibc' or 'musl' on Linux, null elsewhere (Node's report names glibc's version only on glibc). */
+function libc() {
+  if (process.platform !== 'linux') return null;
+  if (libcCache === undefined) {
+    const report = process.report;
+    // The report would otherwise resolve host names of open sockets (slow, and needless here).
+    const excluded = report.excludeNetwork;
+    report.excludeNetwork = true;
+    try {
+      libcCache = report.getReport().header.glibcVersionRuntime ? 'glibc' : 'musl';
+    } finally {
+      report.excludeNetwork = excluded;
+    }
+  }
+  return libcCache;
+}
+
+/** `linux-x64`, `linux-arm64`, `linux-x64-musl`, `darwin-arm64`: the directory and file tag. */
 function tag() {
-  return `${process.platform}-${process.arch}`;
+  return `${process.platform}-${process.arch}${libc() === 'musl' ? '-musl' : ''}`;
+}
+
+/** `linux-arm64 (glibc)`, for messages: platform, architecture and C library. */
+function describeTarget() {
+  const c = libc();
+  return `${process.platform}-${process.arch}${c ? ` (${c})` : ''}`;
 }
 
 /** The file a source build (`npm run build:addon`, or the install script) writes. */
@@ -23,7 +49,7 @@ function prebuildDir(root) {
 
 /** The platform package (npm/<triple>) that may hold prebuilt binaries, if installed. */
 function platformPackageDir() {
-  const triple = { 'linux-x64': 'linux-x64-gnu' }[tag()];
+  const triple = { 'linux-x64': 'linux-x64-gnu', 'linux-arm64': 'linux-arm64-gnu' }[tag()];
   if (!triple) return null;
   try {
     return path.dirname(require.resolve(`isolet-${triple}/package.json`));
@@ -71,10 +97,10 @@ function noBinaryMessage(root) {
   const shipped = shippedAbis(root);
   const supported = Object.values(SUPPORTED_NODE_ABIS).join(', ');
   return (
-    `isolet: no binary for ${tag()}, Node ${process.version} (ABI ${process.versions.modules}). ` +
+    `isolet: no binary for ${describeTarget()}, Node ${process.version} (ABI ${process.versions.modules}). ` +
     (shipped.length
-      ? `This package ships prebuilt binaries for ${tag()} Node ${describeAbis(shipped)}`
-      : `This package ships no prebuilt binary for ${tag()}`) +
+      ? `This package ships prebuilt binaries for ${describeTarget()} Node ${describeAbis(shipped)}`
+      : `This package ships no prebuilt binary for ${describeTarget()}`) +
     `; isolet supports Node ${supported}.`
   );
 }
@@ -83,6 +109,8 @@ module.exports = {
   SUPPORTED_NODE_ABIS,
   binaryCandidates,
   describeAbis,
+  describeTarget,
+  libc,
   localBinaryPath,
   noBinaryMessage,
   prebuildDir,

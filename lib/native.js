@@ -2,7 +2,7 @@
 // Loads the addon built for this Node, and captures Node's V8 platform once.
 const fs = require('node:fs');
 const path = require('node:path');
-const { binaryCandidates, noBinaryMessage } = require('./binary-name');
+const { binaryCandidates, describeTarget, noBinaryMessage } = require('./binary-name');
 
 const root = path.resolve(__dirname, '..');
 
@@ -23,7 +23,7 @@ function load() {
     binding = require(file);
   } catch (cause) {
     const err = new Error(
-      `isolet: could not load ${file} in Node ${process.version} (ABI ${process.versions.modules}): ` +
+      `isolet: could not load ${file} in Node ${process.version} (ABI ${process.versions.modules}) on ${describeTarget()}: ` +
         `${cause && cause.message}. The prebuilt binaries need glibc 2.28 and GCC 9's libstdc++ or newer; ` +
         'on an older system build from source with `ISOLET_BUILD_FROM_SOURCE=1 npm rebuild isolet` in your project.',
       { cause },
@@ -35,14 +35,18 @@ function load() {
   if (info.nodeAbi !== process.versions.modules) {
     const err = new Error(
       `isolet: ${file} was built for Node ABI ${info.nodeAbi}, but this is Node ${process.version} ` +
-        `(ABI ${process.versions.modules}). Run \`npm rebuild isolet\` in your project to rebuild it.`,
+        `(ABI ${process.versions.modules}) on ${describeTarget()}. Run \`npm rebuild isolet\` in your project to rebuild it.`,
     );
     err.code = 'ERR_ISOLET_BINARY_ABI';
     throw err;
   }
   binding.info = info;
   // How sandbox host processes (isolation: 'process') are started: this Node, this entry.
-  binding.setSandboxHost(process.execPath, path.join(__dirname, 'supervisor', 'sandbox-host.js'));
+  // ISOLET_SANDBOX_HOST_EXEC replaces the Node binary with a launcher taking the same
+  // arguments: under qemu-user, whose execve runs the new program natively, a script
+  // that runs this Node under qemu again (scripts/arm64-check.sh).
+  const hostExec = process.env.ISOLET_SANDBOX_HOST_EXEC || process.execPath;
+  binding.setSandboxHost(hostExec, path.join(__dirname, 'supervisor', 'sandbox-host.js'));
   // `process.exit()` disposes Node's platform without environment cleanup hooks: stop
   // this environment's isolate threads first. If a thread had to be quarantined, isolet
   // ends the process right after Node's exit hooks (V8 cannot be torn down with a parked

