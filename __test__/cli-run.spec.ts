@@ -6,10 +6,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as http from 'node:http';
-import { spawn } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { RUN_SANDBOX_DEFAULTS } from '..';
 import { createRequire } from 'node:module';
+import { runToEnd, type Ran } from './support/spawn';
 
 interface CliSettings {
   limits: { memoryMb: number; wallTimeMs: number; cpuTimeMs: number };
@@ -23,23 +23,8 @@ const { settingsFrom } = createRequire(__filename)('../lib/cli/options') as {
 
 const BIN = path.resolve(__dirname, '..', 'bin', 'isolet.js');
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function isolet(args: string[], stdin?: string, cwd?: string): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin ?? '');
-  });
+  return runToEnd(process.execPath, [BIN, ...args], { cwd, stdin });
 }
 
 let dir: string;

@@ -18,6 +18,7 @@ import { spawn } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { startChatServer, type ChatServer } from './support/chat-server';
+import { runToEnd, type Ran } from './support/spawn';
 
 const ROOT = path.resolve(__dirname, '..');
 const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
@@ -144,23 +145,8 @@ function sum(list) {
 `;
 const SUM_FIXED = SUM_BUGGY.replace('let i = 1;', 'let i = 0;');
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function spawnIn(command: string, args: string[], env: NodeJS.ProcessEnv, stdin = ''): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: project, env, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(stdin);
-  });
+  return runToEnd(command, args, { cwd: project, env, stdin });
 }
 
 function env(): NodeJS.ProcessEnv {
