@@ -13,8 +13,11 @@ const INNOCENT_OUTPUT = 4999950000;
 const HOSTILE: Record<string, { code: string; wallTimeMs: number }> = {
   // V8's heap limit ends it inside its isolate: the host is untouched.
   'a heap bomb': { code: 'const a = []; for (;;) a.push(new Array(1e5).fill(1))', wallTimeMs: 3000 },
-  // One allocation past the heap limit: the host's resident memory passes its budget.
-  'a single huge allocation': { code: "return JSON.parse('[' + '1,'.repeat(5e7) + '1]').length", wallTimeMs: 5000 },
+  // One 256 MB allocation (a grown array's backing store) past the heap limit, granted
+  // before any GC sees it: the run ends at its heap ceiling or by its host's budget.
+  'a single huge allocation': { code: 'return new Array(2 ** 25).fill(1.5).length', wallTimeMs: 5000 },
+  // A JSON text of 5e7 values: ended by the parse guard before V8's parser holds them.
+  'a JSON.parse of 5e7 values': { code: "return JSON.parse('[' + '1,'.repeat(5e7) + '1]').length", wallTimeMs: 5000 },
   // A flattened 256 MB string under a 64 MB limit (a rope costs nothing until flattened):
   // ended at its heap ceiling, or by its host's memory budget if that comes first.
   'a host-memory bomb (a flattened string)': { code: "const s = 'x'.repeat(2 ** 28); return (s + 'y').charCodeAt(10)", wallTimeMs: 5000 },
