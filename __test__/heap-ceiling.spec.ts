@@ -131,4 +131,19 @@ describe('the heap limit is a ceiling', () => {
       expect(r.success && r.output).toEqual([{ a: 10, b: [20, 30] }, 1, 'SyntaxError', 'parse', 2, [], 'x']);
     }
   });
+
+  it('the JSON.parse bound is memoryMb / 16 B places where a value can start: one over ends the run, at it the parser runs', async () => {
+    // 16 MB: 1,048,576 starts. Commas are starts even in invalid JSON, so the parser's own
+    // SyntaxError shows that the text got through, and no memory is needed to tell.
+    const bound = (16 * MiB) / 16;
+    const text = (commas: number) => `JSON.parse('[' + ','.repeat(${commas}) + ']')`;
+    for (const isolation of ['thread', 'process'] as const) {
+      // '[' and the start of the text make two starts besides the commas.
+      const at = await runSandbox(text(bound - 2), { isolation, memoryLimitMb: 16 });
+      expect(at.success ? 'passed' : at.error.name).toBe('SandboxRuntimeError');
+      expect(at.success ? '' : at.error.message).toMatch(/SyntaxError/);
+      const over = await runSandbox(text(bound - 1), { isolation, memoryLimitMb: 16 });
+      expect(over.success ? 'passed' : over.error.name).toBe('SandboxOOMError');
+    }
+  });
 });

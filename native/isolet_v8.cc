@@ -943,6 +943,8 @@ bool JsonTextTooLarge(isolet_sandbox* sb, Isolate* isolate, Local<String> text) 
   size_t length = static_cast<size_t>(text->Length());
   bool one_byte = text->IsOneByte();
   if (length * (one_byte ? 1 : 2) > sb->config.heap_ceiling_bytes) return true;
+  // A text has at most one start per character plus its own: most texts need no scan.
+  if (length < sb->config.max_json_values) return false;
   isolet_json_scan scan = {0, sb->config.max_json_values, 0, 0, 0};
   bool within = one_byte ? FeedJsonText<uint8_t>(isolate, text, length, &scan)
                          : FeedJsonText<uint16_t>(isolate, text, length, &scan);
