@@ -156,11 +156,16 @@ function execute(engine, plan, hooks = {}) {
   return { done, handle };
 }
 
-/** The payload is a Buffer the addon made for this event alone. */
+/**
+ * The event, its stats and logs are made by the addon for this run alone, in their public
+ * shape. A result that is one primitive comes as `value`; others as `payload`, a Buffer
+ * the addon made for this event alone.
+ */
 function finish(ev) {
-  const stats = statsOf(ev.stats);
-  const logs = (ev.logs || []).map((l) => ({ level: l.level, message: l.message }));
+  const stats = ev.stats ?? statsOf();
+  const logs = ev.logs ?? [];
   if (!ev.ok) return { ok: false, error: errorFromFailure(ev.error), stats, logs };
+  if (ev.payload === undefined) return { ok: true, value: ev.value, stats, logs };
   try {
     return { ok: true, value: deserialize(ev.payload, true), stats, logs };
   } catch (err) {

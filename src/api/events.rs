@@ -58,8 +58,9 @@ impl From<Failure> for FailureJs {
 /// `event` as the JS object a run's callback receives, built with cached property names:
 /// `{ type: 'started' }`, `{ type: 'console', level, message }`,
 /// `{ type: 'hostCall', callId, name, payload }`, `{ type: 'dataRequest', id, key }`, or
-/// `{ type: 'done', ok, payload | error, stats: { wallTimeMs, cpuTimeMs, heapUsedBytes,
-/// heapAtEndBytes, hostCalls }, logs: [{ level, message }] }`; `payload` is a Buffer.
+/// `{ type: 'done', ok, value | payload | error, stats: { wallTimeMs, cpuTimeMs, heapUsedBytes,
+/// heapAtEndBytes, hostCalls }, logs: [{ level, message }] }`; `payload` is a Buffer, `value`
+/// a result that is one primitive, already made.
 fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
     let env = keys.env();
     match event {
@@ -99,7 +100,11 @@ fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
                 v::set_element(env, logs, i as u32, e)?;
             }
             let (ok, outcome) = match completion.result {
-                Ok(bytes) => (true, (Key::Payload, v::buffer(env, bytes)?)),
+                // One primitive (most results) is made here: no Buffer, no deserializer.
+                Ok(bytes) => match isolet_core::primitive::single_primitive(&bytes) {
+                    Some(p) => (true, (Key::Value, v::primitive(env, p)?)),
+                    None => (true, (Key::Payload, v::buffer(env, bytes)?)),
+                },
                 // SAFETY: on the env's thread inside the caller's handle scope.
                 Err(failure) => (false, (Key::Error, unsafe { FailureJs::to_napi_value(env, failure.into()) }?)),
             };

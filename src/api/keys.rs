@@ -24,6 +24,7 @@ keys! {
     CallId = "callId",
     Name = "name",
     Payload = "payload",
+    Value = "value",
     Id = "id",
     Key = "key",
     Level = "level",
@@ -206,6 +207,24 @@ pub(crate) mod value {
     pub(crate) fn bool(env: sys::napi_env, b: bool) -> Result<sys::napi_value> {
         let mut v = ptr::null_mut();
         check(unsafe { sys::napi_get_boolean(env, b, &mut v) })?;
+        Ok(v)
+    }
+
+    /// `p` as the JS value V8's deserializer would make of it.
+    pub(crate) fn primitive(env: sys::napi_env, p: isolet_core::primitive::Primitive<'_>) -> Result<sys::napi_value> {
+        use isolet_core::primitive::Primitive;
+        let mut v = ptr::null_mut();
+        let status = unsafe {
+            match p {
+                Primitive::Int32(n) => sys::napi_create_int32(env, n, &mut v),
+                Primitive::Double(n) => sys::napi_create_double(env, n, &mut v),
+                Primitive::Bool(b) => sys::napi_get_boolean(env, b, &mut v),
+                Primitive::Null => sys::napi_get_null(env, &mut v),
+                Primitive::Undefined => sys::napi_get_undefined(env, &mut v),
+                Primitive::OneByteString(s) => sys::napi_create_string_latin1(env, s.as_ptr().cast(), s.len() as isize, &mut v),
+            }
+        };
+        check(status)?;
         Ok(v)
     }
 

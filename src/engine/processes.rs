@@ -192,6 +192,8 @@ struct State {
     /// host can take get this failure at once instead of waiting out the backoff.
     cannot_start: Option<Failure>,
     timer_pending: bool,
+    /// Threads waiting on `Inner::changed` (`ready`, `wait_idle`): frames wake it only then.
+    waiters: usize,
     shut: bool,
     invalid_config: Option<String>,
     lockdown: Option<WireLockdown>,
@@ -269,6 +271,7 @@ impl ProcessEngine {
                 trouble_until: None,
                 cannot_start: None,
                 timer_pending: false,
+                waiters: 0,
                 shut: false,
                 invalid_config: None,
                 lockdown: None,
@@ -310,7 +313,9 @@ impl ProcessEngine {
             if now >= deadline {
                 return Ok(());
             }
+            s.waiters += 1;
             s = self.inner.changed.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            s.waiters -= 1;
         }
     }
 
@@ -388,7 +393,9 @@ impl ProcessEngine {
                 }
                 return false;
             }
+            s.waiters += 1;
             s = self.inner.changed.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            s.waiters -= 1;
         }
     }
 }
@@ -1388,8 +1395,12 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
                     }
                 }
             }
+            // A futex system call per frame otherwise, though almost never anyone waits.
+            let wake = s.waiters > 0;
             drop(s);
-            inner.changed.notify_all();
+            if wake {
+                inner.changed.notify_all();
+            }
         }
         if exited_at.is_none() {
             let gone = match &pidfd {

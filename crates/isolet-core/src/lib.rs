@@ -6,6 +6,7 @@
 //! Nothing here may depend on `napi` or on the V8 seam.
 pub mod budget;
 pub mod value_count;
+pub mod primitive;
 pub mod error;
 pub mod frame;
 pub mod host_policy;
