@@ -6,7 +6,7 @@
 //! `isolet_core::host_policy`'s. This file carries them out, with one I/O thread per host
 //! (frames, stderr, exit, memory and deadline checks) and a writer thread per host.
 //!
-//! Lock order: `Inner::state`, then a host writer's lock (frames are queued in order
+//! Lock order: `Inner::state`, then a host writer's lock (a frame's place in line is taken
 //! under the state lock, so a run's frames never overtake each other).
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::fd::AsRawFd;
@@ -194,6 +194,9 @@ struct State {
     timer_pending: bool,
     /// Threads waiting on `Inner::changed` (`ready`, `wait_idle`): frames wake it only then.
     waiters: usize,
+    /// Run frames held back by `start_on` while `submit` dispatches, sent once the lock is
+    /// released (see `send_after_unlock`).
+    held: Option<Vec<(Arc<HostWriter>, Vec<Vec<u8>>)>>,
     shut: bool,
     invalid_config: Option<String>,
     lockdown: Option<WireLockdown>,
@@ -272,6 +275,7 @@ impl ProcessEngine {
                 cannot_start: None,
                 timer_pending: false,
                 waiters: 0,
+                held: None,
                 shut: false,
                 invalid_config: None,
                 lockdown: None,
@@ -362,7 +366,10 @@ impl ProcessEngine {
                 s.runs.insert(id, run);
             }
         }
+        s.held = Some(Vec::new());
         s.dispatch();
+        let held = s.held.take().unwrap_or_default();
+        send_after_unlock(s, held);
         handle
     }
 
@@ -424,12 +431,16 @@ impl ProcessRun {
             return;
         }
         let Some(writer) = s.host(key).and_then(|h| h.writer.clone()) else { return };
+        // In line before the lock is released, sent after: the woken host may take this
+        // CPU at once, and the I/O thread must not wait for the lock meanwhile.
+        let queue = writer.queue();
+        drop(s);
         match reply {
             HostReply::Fulfill { value, .. } => {
                 let head = frame::header_only(Kind::Fulfill, wire, call_id, value.len());
-                writer.send_owned(&head, value);
+                writer.send_owned_queued(queue, &head, value);
             }
-            HostReply::Reject { name, message, .. } => writer.send(&[&frame::encode_reject(wire, call_id, &name, &message)]),
+            HostReply::Reject { name, message, .. } => writer.send_queued(queue, &[&frame::encode_reject(wire, call_id, &name, &message)]),
         }
     }
 
@@ -732,8 +743,13 @@ impl State {
             h.solo = Some(id);
         }
         h.for_solo = false;
-        if let Some(w) = &h.writer {
-            w.send(&[&frame]);
+        let Some(w) = h.writer.clone() else { return };
+        match self.held.as_mut() {
+            Some(held) => match held.iter_mut().find(|(o, _)| Arc::ptr_eq(o, &w)) {
+                Some((_, frames)) => frames.push(frame),
+                None => held.push((w, vec![frame])),
+            },
+            None => w.send(&[&frame]),
         }
     }
 
@@ -1181,6 +1197,23 @@ impl State {
             lockdown: self.lockdown.clone(),
         };
         Stats { engine: e, processes: p }
+    }
+}
+
+/// Sends frames held back under the engine's lock `s`: each writer's place in line is
+/// taken while `s` is held (so no frame sent later, an `Abort` say, can overtake them), the
+/// system calls are made after `s` is released. A send wakes the host's reader, which may
+/// take this CPU at once; with the lock held, the I/O thread reading that host's answer
+/// would then wait for this thread to be scheduled again.
+fn send_after_unlock(s: MutexGuard<'_, State>, held: Vec<(Arc<HostWriter>, Vec<Vec<u8>>)>) {
+    if held.is_empty() {
+        return;
+    }
+    let queued: Vec<_> = held.iter().map(|(w, frames)| (w, w.queue(), frames)).collect();
+    drop(s);
+    for (w, queue, frames) in queued {
+        let parts: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        w.send_queued(queue, &parts);
     }
 }
 

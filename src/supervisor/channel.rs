@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::mem::ManuallyDrop;
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -212,7 +212,11 @@ impl Channel {
         // Buffered: the parent writes the replies of one tick together, and one read
         // takes them all (a payload larger than the buffer is read straight into place).
         let mut input = BufReader::with_capacity(READ_BUFFER_BYTES, &*self.file);
+        let fd = self.file.as_raw_fd();
         loop {
+            if input.buffer().is_empty() {
+                wait_readable(fd);
+            }
             let mut head = [0u8; HEADER_BYTES];
             // EOF or an error: the parent is gone, and so are we.
             if input.read_exact(&mut head).is_err() {
@@ -284,6 +288,16 @@ impl Channel {
         // The parent served tenants in turn already.
         self.engine.submit(run, isolet_core::queue::Tenant::SHARED);
     }
+}
+
+/// Waits until `fd` has bytes (or is closed). A thread blocked in read(2) on a Unix socket
+/// is woken whenever its peer reads (the socket's space to write grew: one wait queue for
+/// both), i.e. at every frame the parent takes from the isolate threads; a poll(2) waiter
+/// for input is not.
+fn wait_readable(fd: RawFd) {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd. An error or EINTR just lets the read below block instead.
+    unsafe { libc::poll(&mut p, 1, -1) };
 }
 
 /// The parent sent what it never sends: end this host (its runs fail `Crashed` there).

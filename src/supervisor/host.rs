@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use isolet_core::frame::{Header, HEADER_BYTES};
 use isolet_core::host_policy::HOST_CHANNEL_FD;
@@ -169,7 +169,7 @@ pub(crate) struct HostWriter {
     wake: Condvar,
 }
 
-struct WriterState {
+pub(crate) struct WriterState {
     /// Buffers waiting, each with how much of it was already written.
     queue: VecDeque<(Vec<u8>, usize)>,
     closed: bool,
@@ -190,7 +190,19 @@ impl HostWriter {
 
     /// Sends `parts` as one frame (in order, nothing of another frame between them).
     pub(crate) fn send(&self, parts: &[&[u8]]) {
-        let mut s = lock(&self.state);
+        self.send_queued(self.queue(), parts);
+    }
+
+    /// Takes this writer's place in line: frames sent through the guard (`send_queued`)
+    /// go out after every frame sent before it was taken and before any sent after. A
+    /// caller holding the engine's lock takes it there, then releases that lock before the
+    /// system call (which may hand the CPU to the woken host while the lock is held).
+    pub(crate) fn queue(&self) -> MutexGuard<'_, WriterState> {
+        lock(&self.state)
+    }
+
+    /// `send`, in the place `s` (this writer's `queue()`) holds.
+    pub(crate) fn send_queued(&self, mut s: MutexGuard<'_, WriterState>, parts: &[&[u8]]) {
         if s.closed {
             return;
         }
@@ -229,7 +241,11 @@ impl HostWriter {
 
     /// Sends an owned buffer (no copy when it cannot go out at once).
     pub(crate) fn send_owned(&self, head: &[u8], body: Vec<u8>) {
-        let mut s = lock(&self.state);
+        self.send_owned_queued(self.queue(), head, body);
+    }
+
+    /// `send_owned`, in the place `s` (this writer's `queue()`) holds.
+    pub(crate) fn send_owned_queued(&self, mut s: MutexGuard<'_, WriterState>, head: &[u8], body: Vec<u8>) {
         if s.closed {
             return;
         }
