@@ -2,7 +2,8 @@
 // `node bench/probes/procjs-trivial.js [root]` prints one JSON line: p50 of 400 runSandbox('1+1')
 // 3 ms apart and 400 back to back (default isolation, i.e. process), the parent's CPU per
 // spaced run (whole process and its main thread alone, from /proc/self/task/<pid>/schedstat), the host-call
-// round trip (1,000 awaited in turn, median of 5), and thread mode's spaced p50 for reference.
+// round trip (1,000 awaited in turn, median of 5), and thread mode's spaced p50 for reference;
+// sleep*: the parent's CPU per turn of the same loop without runs (the probe's own timers).
 // `ab.js <A> <B> [rounds] --probe=procjs-trivial.js` alternates it between checkouts.
 const fs = require('node:fs');
 const path = require('node:path');
@@ -42,6 +43,14 @@ async function ok(code, options) {
   // Includes the 3 ms sleeps' timer wake-ups (alike in A and B).
   out.parentCpuPerRunUs = (c.user + c.system) / N;
   out.parentMainCpuPerRunUs = (mainThreadUs() - m0) / N;
+  // The same loop without the runs: what the probe's own sleeps cost (subtract it for
+  // the runs' share alone).
+  const s0 = process.cpuUsage();
+  const sm0 = mainThreadUs();
+  for (let i = 0; i < N; i++) await sleep(3);
+  const sc = process.cpuUsage(s0);
+  out.sleepCpuPerLoopUs = (sc.user + sc.system) / N;
+  out.sleepMainCpuPerLoopUs = (mainThreadUs() - sm0) / N;
   const b2b = [];
   for (let i = 0; i < N; i++) {
     const t = nowUs();
