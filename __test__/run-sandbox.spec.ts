@@ -77,6 +77,39 @@ describe('runSandbox: the seed example and result shape', () => {
   });
 });
 
+describe('runSandbox: results that are one primitive', () => {
+  // The addon makes these itself (isolet-core `primitive`); each must be what V8's own
+  // deserializer makes, in both isolation modes, at every edge of that reader.
+  const cases: [string, unknown][] = [
+    ['0', 0],
+    ['-0', -0],
+    ['1.5', 1.5],
+    ['NaN', NaN],
+    ['-Infinity', -Infinity],
+    ['2147483647', 2147483647],
+    ['-2147483648', -2147483648],
+    ['2147483648', 2147483648],
+    ['true', true],
+    ['false', false],
+    ['null', null],
+    ['undefined', undefined],
+    ["''", ''],
+    ["'caf\\u00e9'", 'caf\u00e9'],
+    ["'x'.repeat(256)", 'x'.repeat(256)],
+    ["'x'.repeat(257)", 'x'.repeat(257)],
+    ["'\\u20ac'", '\u20ac'],
+    ['12345678901234567890n', 12345678901234567890n],
+  ];
+  for (const isolation of ['process', 'thread'] as const) {
+    it(`${isolation} mode: each comes out as itself`, async () => {
+      for (const [code, expected] of cases) {
+        const out = ok(await runSandbox(code, { isolation }));
+        expect(Object.is(out, expected), `${code} gave ${String(out)}`).toBe(true);
+      }
+    });
+  }
+});
+
 describe('runSandbox: errors', () => {
   it('turns a thrown error into SandboxRuntimeError with name, message and sandbox stack', async () => {
     const err = failed(await runSandbox('function f() { throw new TypeError("boom"); }\nf();'));
