@@ -396,9 +396,5 @@ impl EventSink for ChannelSink {
         };
         self.ch.send(done.encode_head(self.run_id, &output), &output);
         self.ch.report_health_soon();
-        // The parent's I/O thread, just woken by that frame, gets this CPU before the rest
-        // of this thread's work (disposing of the isolate) when both wait for the same one.
-        // SAFETY: sched_yield has no arguments and no effect on memory.
-        unsafe { libc::sched_yield() };
     }
 }
