@@ -167,8 +167,8 @@ impl CodeCache {
             self.stats.misses += 1;
             return Lookup::Produce;
         }
-        // Data is at least as long as the source in practice; a unit whose source alone
-        // cannot fit is not worth remembering.
+        // An entry holds its source too: a unit whose source alone cannot fit is not
+        // worth remembering.
         if self.budget == 0 || unit.source.len() < MIN_CACHED_SOURCE_BYTES || entry_bytes(unit, 0) > self.max_entry_bytes() {
             return Lookup::Skip;
         }

@@ -955,7 +955,17 @@ mod tests {
         WireDone {
             stats: WireStats { wall_time_ms: 1.5, cpu_time_ms: 0.25, heap_peak_bytes: 1e6, heap_used_bytes: 5e5, host_calls: 3 },
             logs: vec![LogEntry { level: LogLevel::Warn, message: "w".into() }, LogEntry { level: LogLevel::Debug, message: String::new() }],
-            health: WireHealth { stuck: 1, threads: 4, warm: 2, warming: 1, engine_threads: 3, quarantined: 1, warm_starts: 10, cold_starts: 2 },
+            health: WireHealth {
+                stuck: 1,
+                threads: 4,
+                warm: 2,
+                warming: 1,
+                engine_threads: 3,
+                quarantined: 1,
+                warm_starts: 10,
+                cold_starts: 2,
+                code_cache: CodeCacheStats { hits: 5, misses: 6, rejected: 1, evictions: 2, entries: 3, bytes: 4096, budget_bytes: 1 << 25 },
+            },
             result,
         }
     }
