@@ -559,6 +559,23 @@ export interface SandboxEngineConfig {
    * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`.
    */
   processes?: number;
+  /**
+   * A classic script evaluated into every run's fresh context before the run's code, so
+   * its functions and globals are there for the run. Checked at `init()` (a syntax error
+   * with its line and column, a throw, more than 2 s or the engine's `memoryMb` reject
+   * `init()` with a `SandboxValidationError`), compiled once per engine (per sandbox host
+   * in process isolation) and then served from the code cache. It runs before tools,
+   * `data` and WebAssembly modules exist, so it cannot capture them; in a run it counts
+   * against that run's limits. Every run starts from the pristine prelude state: what a
+   * run changes is gone for the next. At most 8 MiB (UTF-8).
+   */
+  prelude?: string;
+  /**
+   * Compiled-code cache budget in MB, per engine (per sandbox host in process isolation):
+   * V8 code caches of sources run at least twice (and of the prelude, always kept), least
+   * recently used evicted first. 0 keeps only the prelude's. Default 32; 0 to 1024.
+   */
+  codeCacheMb?: number;
 }
 
 /** Injectable dependencies, for tests. */
@@ -691,6 +708,25 @@ export interface IsolateStats {
   tenants: TenantStats[];
   /** Process isolation only: the sandbox host processes and their supervision. */
   processes?: SandboxProcessStats;
+  /** The compiled-code cache (process isolation: every live host's, added up). */
+  codeCache: CodeCacheStats;
+}
+
+/** The compiled-code cache of an engine (`SandboxEngineConfig.codeCacheMb`). */
+export interface CodeCacheStats {
+  /** Compilations served from cached data. */
+  hits: number;
+  /** Compilations of cacheable sources not served (seen for the first time, or not kept). */
+  misses: number;
+  /** Cached data V8 refused (the source was compiled again and the entry dropped). */
+  rejected: number;
+  /** Entries evicted to make room. */
+  evictions: number;
+  entries: number;
+  /** Bytes the entries are charged (cached data + source + bookkeeping). */
+  bytes: number;
+  /** The budget (`codeCacheMb`; added up over hosts in process isolation). */
+  budgetBytes: number;
 }
 
 /** One tenant's runs in an engine. */

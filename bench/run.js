@@ -15,7 +15,7 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
-/** `--only=trivial,throughput,calls,copies,compute,memory,extras` runs just those scenarios. */
+/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache` runs just those scenarios. */
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
 const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
@@ -580,6 +580,110 @@ const HOST_KERNEL = `
   samples.sort((a, b) => a - b);
   console.log(JSON.stringify({ median: samples[20], p95: samples[38] }));`;
 
+// ---------------------------------------------------------------- code cache (issue 20)
+
+const M_LIB = 'run using a 1 MB library (fresh isolate each run), p50';
+const M_LIB_START = 'sandbox host process: start (spawn to ready) with a 1 MB prelude';
+
+/** A ~1 MB library of plain functions (what an agent's helpers look like), and a call into it. */
+function libraryOf(bytes) {
+  const parts = ['var lib = {};'];
+  let size = parts[0].length;
+  for (let i = 0; size < bytes; i++) {
+    const fn = `lib.f${i} = function (rows, k) { var out = []; for (var j = 0; j < rows.length; j++) { var r = rows[j]; if (r && r.k === k) out.push({ k: r.k, v: String(r.v).trim() + '${i}' }); } return out.length ? out : null; };`;
+    parts.push(fn);
+    size += fn.length + 1;
+  }
+  return parts.join('\n');
+}
+const LIBRARY = libraryOf(1024 * 1024);
+const LIBRARY_CALL = 'lib.f7([{ k: 1, v: " a " }], 1).length';
+
+async function codeCache() {
+  const { SandboxEngine } = require('..');
+  const engines = [];
+  const contestants = [];
+  for (const mode of ISOLET_MODES) {
+    const make = async (config) => {
+      const engine = new SandboxEngine({ isolation: mode, processes: 1, maxConcurrentIsolates: 2, ...config });
+      await engine.init();
+      engines.push(engine);
+      return engine;
+    };
+    const once = (engine, code) => async () => {
+      const end = await engine.submit({ requestId: 'r', code }).done;
+      check(end.type === 'result' && end.data === 1, `${mode} library run: ${end.message ?? ''}`);
+    };
+    const withLibrary = `${LIBRARY}\nreturn ${LIBRARY_CALL};`;
+    const compiled = await make({ codeCacheMb: 0 });
+    const cached = await make({});
+    const prelude = await make({ prelude: LIBRARY });
+    contestants.push({ name: `${isoletName(mode)}: compiled every run`, once: once(compiled, withLibrary) });
+    contestants.push({ name: `${isoletName(mode)}: code cache`, once: once(cached, withLibrary) });
+    contestants.push({ name: `${isoletName(mode)}: as the engine's prelude`, once: once(prelude, `return ${LIBRARY_CALL};`) });
+    contestants.push({ name: `${isoletName(mode)}: no library (floor)`, once: once(cached, 'return 1;') });
+  }
+  // node:vm in this process: the same library compiled each time, and from V8's cache.
+  const vmCache = new vm.Script(LIBRARY).createCachedData();
+  // A new comment each run: V8's per-isolate compilation cache would serve the same text.
+  let vmRun = 0;
+  contestants.push({
+    name: 'node:vm (no isolation): compiled every run',
+    once: async () => check(vm.runInNewContext(`${LIBRARY}\n// ${++vmRun}\n${LIBRARY_CALL}`) === 1, 'vm'),
+  });
+  contestants.push({
+    name: 'node:vm (no isolation): cachedData',
+    once: async () => {
+      const script = new vm.Script(LIBRARY, { cachedData: vmCache });
+      check(!script.cachedDataRejected, 'vm cache');
+      const ctx = vm.createContext();
+      script.runInContext(ctx);
+      check(vm.runInContext(LIBRARY_CALL, ctx) === 1, 'vm');
+    },
+  });
+  recordLatency(M_LIB, await alternate(contestants, { rounds: QUICK ? 3 : 7, perTurn: QUICK ? 5 : 10 }));
+  for (const engine of engines) {
+    const c = engine.stats().codeCache;
+    check(c.rejected === 0, 'no cached data rejected');
+    await engine.shutdown();
+  }
+  // What each sandbox host pays at start to check and compile the prelude it then keeps.
+  for (const [name, config] of [['no prelude', {}], ['1 MB prelude', { prelude: LIBRARY }]]) {
+    const starts = [];
+    for (let i = 0; i < (QUICK ? 3 : 7); i++) {
+      const t = now();
+      const engine = new SandboxEngine({ isolation: 'process', processes: 1, maxConcurrentIsolates: 2, ...config });
+      await engine.init();
+      starts.push(msSince(t));
+      await engine.shutdown();
+    }
+    record(M_LIB_START, `${isoletName('process')}, ${name}`, median(starts), 'ms', 'lower', { p95: quantile(starts, 0.95) });
+  }
+}
+
+/** The code cache's saving, as ratios within this run. */
+function codeCacheLines() {
+  const lines = [];
+  for (const mode of ISOLET_MODES) {
+    const base = get(M_LIB, `${isoletName(mode)}: compiled every run`);
+    const cached = get(M_LIB, `${isoletName(mode)}: code cache`);
+    const prelude = get(M_LIB, `${isoletName(mode)}: as the engine's prelude`);
+    const floor = get(M_LIB, `${isoletName(mode)}: no library (floor)`);
+    if (base === undefined) continue;
+    lines.push(
+      `- ${mode}: 1 MB library compiled ${fmt(base, 'ms')} -> from the code cache ${fmt(cached, 'ms')} (${(base / cached).toFixed(2)}× faster), ` +
+        `as prelude ${fmt(prelude, 'ms')} (${(base / prelude).toFixed(2)}×); a run with no library ${fmt(floor, 'ms')}`,
+    );
+  }
+  const vmBase = get(M_LIB, 'node:vm (no isolation): compiled every run');
+  const vmCached = get(M_LIB, 'node:vm (no isolation): cachedData');
+  if (vmBase !== undefined) lines.push(`- node:vm: ${fmt(vmBase, 'ms')} -> ${fmt(vmCached, 'ms')} (${(vmBase / vmCached).toFixed(2)}×)`);
+  const s0 = get(M_LIB_START, `${isoletName('process')}, no prelude`);
+  const s1 = get(M_LIB_START, `${isoletName('process')}, 1 MB prelude`);
+  if (s0 !== undefined) lines.push(`- sandbox host start: ${fmt(s0, 'ms')} -> ${fmt(s1, 'ms')} with a 1 MB prelude (+${fmt(s1 - s0, 'ms')}, paid once per host)`);
+  return lines;
+}
+
 // ---------------------------------------------------------------- report
 
 function fmt(value, unit) {
@@ -731,12 +835,18 @@ function ratioVerdicts() {
   if (wanted('compute')) await compute();
   if (wanted('memory')) await memory();
   if (wanted('extras')) await extras();
+  if (wanted('codecache')) await codeCache();
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   console.log(`\nisolet benchmark — Node ${process.version} (V8 ${process.versions.v8}), ${os.cpus().length} CPUs (${cpu}), ${QUICK ? 'quick' : 'full'} run, ${Math.round(msSince(started) / 1000)} s`);
   console.log(`Alternating rounds, medians. Object graph ${(graphBytes / 1e6).toFixed(1)} MB serialized (${GRAPH_N} objects). "isolet thread advantage" > 1: isolet thread mode is that much better (rows with no thread row: vs the first row).\n`);
   printTable();
   const missing = [['isolated-vm', ivm], ['quickjs-emscripten', quickjsModule]].filter(([, m]) => !m).map(([n]) => n);
   if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}${process.env.ISOLET_BENCH_INSTALL_NOTE ? `: ${process.env.ISOLET_BENCH_INSTALL_NOTE}` : ''})`);
+  const cacheLines = codeCacheLines();
+  if (cacheLines.length) {
+    console.log('\nCompiled-code cache and prelude (issue 20; ratios within this run):');
+    for (const line of cacheLines) console.log(line);
+  }
   if (ONLY === null) {
     console.log('\nGoals of issue 12:');
     for (const line of verdicts()) console.log(line);

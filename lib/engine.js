@@ -199,6 +199,13 @@ class SandboxEngine {
     } catch (err) {
       throw new SandboxValidationError(err.message);
     }
+    try {
+      // Thread isolation: runs the prelude once here; process isolation: each host does
+      // as it starts, and ready() rejects.
+      await this._native.checkPrelude();
+    } catch (err) {
+      throw new SandboxValidationError(err.message);
+    }
     this._native.warmUp();
     // Process isolation: ready means the sandbox host processes are up.
     try {
@@ -300,11 +307,12 @@ class SandboxEngine {
   /** IsolateStats: warm, busy, queued, completed and failed (by error class) counts. */
   stats() {
     if (!this._native) {
-      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [] };
+      const codeCache = { hits: 0, misses: 0, rejected: 0, evictions: 0, entries: 0, bytes: 0, budgetBytes: 0 };
+      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [], codeCache };
     }
     const s = this._native.stats();
     const tenants = s.tenants.map((t) => ({ ...t, tenant: t.tenant ?? null, failed: { ...t.failed } }));
-    return { ...s, failed: { ...s.failed }, isolation: this._isolation, tenants };
+    return { ...s, failed: { ...s.failed }, isolation: this._isolation, tenants, codeCache: { ...s.codeCache } };
   }
 
   /**

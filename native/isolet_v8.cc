@@ -290,6 +290,8 @@ struct isolet_sandbox {
   std::unique_ptr<PlatformDelegate> delegate;
   v8::Global<Context> context;
   v8::Global<Value> completion;
+  // The script isolet_sandbox_run_cached compiled last, for isolet_sandbox_create_code_cache.
+  v8::Global<v8::UnboundScript> last_script;
   v8::Global<Object> data_cache;
   // The context's own WebAssembly.Instance, taken before `WebAssembly` is removed from
   // the global (when the sandbox is prepared), so the run's modules can still be
@@ -1118,6 +1120,7 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     for (BufferCharge* charge : sb->buffer_charges) delete charge;
     sb->buffer_charges.clear();
     sb->completion.Reset();
+    sb->last_script.Reset();
     sb->data_cache.Reset();
     sb->wasm_instance.Reset();
     sb->context.Reset();
@@ -1360,6 +1363,60 @@ int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
   }
   sb->completion.Reset(isolate, result);
   return isolet_sandbox_poll(sb);
+}
+
+int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                                  const uint8_t* origin_name, size_t origin_len, int32_t column_offset,
+                                  int32_t call_completion, const uint8_t* cache, size_t cache_len,
+                                  int32_t* cache_rejected, isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  *cache_rejected = 0;
+  Local<String> text;
+  if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
+  // The Source owns the CachedData object (not the bytes, which stay Rust's).
+  auto* cached = (cache_len > 0 && cache_len <= static_cast<size_t>(INT32_MAX))
+                     ? new v8::ScriptCompiler::CachedData(cache, static_cast<int>(cache_len),
+                                                          v8::ScriptCompiler::CachedData::BufferNotOwned)
+                     : nullptr;
+  v8::ScriptCompiler::Source script_source(text, OriginOf(isolate, origin_name, origin_len, column_offset), cached);
+  auto options = cached != nullptr ? v8::ScriptCompiler::kConsumeCodeCache : v8::ScriptCompiler::kNoCompileOptions;
+  Local<v8::Script> script;
+  bool compiled = v8::ScriptCompiler::Compile(ctx, &script_source, options).ToLocal(&script);
+  // V8 checks its version, flags and the source's length against the data; on a
+  // mismatch it compiles from the source and says so here.
+  if (cached != nullptr && script_source.GetCachedData()->rejected) *cache_rejected = 1;
+  if (!compiled) {
+    if (try_catch.HasTerminated()) return ISOLET_TERMINATED;
+    DescribeSyntaxError(isolate, ctx, try_catch, err);
+    return ISOLET_SYNTAX;
+  }
+  sb->last_script.Reset(isolate, script->GetUnboundScript());
+  Local<Value> result;
+  bool ran = script->Run(ctx).ToLocal(&result);
+  if (ran && call_completion != 0) {
+    ran = result->IsFunction() &&
+          result.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 0, nullptr).ToLocal(&result);
+  }
+  if (!ran) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!try_catch.HasCaught()) return ISOLET_FAILED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  sb->completion.Reset(isolate, result);
+  return isolet_sandbox_poll(sb);
+}
+
+int32_t isolet_sandbox_create_code_cache(isolet_sandbox* sb, isolet_bytes* out) {
+  *out = isolet_bytes{nullptr, 0};
+  ENTER(sb);
+  if (sb->last_script.IsEmpty() || isolate->IsExecutionTerminating()) return ISOLET_FAILED;
+  std::unique_ptr<v8::ScriptCompiler::CachedData> data(
+      v8::ScriptCompiler::CreateCodeCache(sb->last_script.Get(isolate)));
+  if (!data || data->length <= 0) return ISOLET_FAILED;
+  *out = CopyBytes(data->data, static_cast<size_t>(data->length));
+  return out->ptr == nullptr ? ISOLET_FAILED : ISOLET_OK;
 }
 
 int32_t isolet_sandbox_check_syntax(isolet_sandbox* sb, const uint8_t* code, size_t len,

@@ -232,6 +232,17 @@ void isolet_wasm_module_free(isolet_wasm_module* module);
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
                            const uint8_t* origin, size_t origin_len, int32_t column_offset,
                            int32_t call_completion, isolet_error* err);
+// isolet_sandbox_run with a V8 code cache: `cache` (`cache_len` bytes, none when 0) is
+// consumed if V8 accepts it; *cache_rejected is 1 when it was given and refused (wrong V8
+// version or flags, or not this source's length), and the code was compiled from source.
+// The compiled script is kept for isolet_sandbox_create_code_cache.
+int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                                  const uint8_t* origin, size_t origin_len, int32_t column_offset,
+                                  int32_t call_completion, const uint8_t* cache, size_t cache_len,
+                                  int32_t* cache_rejected, isolet_error* err);
+// The code cache (bytecode, no heap state) of the script isolet_sandbox_run_cached compiled
+// last, including the functions compiled since: ISOLET_OK (*out set) or ISOLET_FAILED.
+int32_t isolet_sandbox_create_code_cache(isolet_sandbox* sb, isolet_bytes* out);
 // Compiles `code` without running it: as a classic script, or with `as_function_body` as
 // the body of a plain function (V8 parses it to the end of `code`). ISOLET_OK,
 // ISOLET_SYNTAX (*err, with its position), ISOLET_TOO_LARGE or ISOLET_TERMINATED.

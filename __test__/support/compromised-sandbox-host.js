@@ -37,6 +37,9 @@ if (!evil) {
     return h;
   };
   let seen = Buffer.alloc(0);
+  // WireHealth (crates/isolet-core/src/frame.rs): 6 u32 and 2 u64 counts, then the code
+  // cache's 7 u64 counters.
+  const HEALTH_BYTES = 40 + 56;
   let started = false;
   let answered = false;
   channel.on('data', (chunk) => {
@@ -49,7 +52,7 @@ if (!evil) {
       const startLen = 16 + seen.readUInt32LE(12);
       seen = seen.subarray(startLen);
       started = true;
-      const body = Buffer.alloc(4 + 3 + 1 + 4 + 4 + 40);
+      const body = Buffer.alloc(4 + 3 + 1 + 4 + 4 + HEALTH_BYTES);
       body.writeUInt32LE(process.pid, 0);
       channel.write(Buffer.concat([header(KIND_READY, 0, body.length), body]));
     }
@@ -94,8 +97,8 @@ if (!evil) {
       // 15 MB: under the frame limit), far over the run's maxLogEntries (1000).
       const n = 3000000;
       const result = v8.serialize(42);
-      const fixed = Buffer.alloc(36 + 40 + 4);
-      fixed.writeUInt32LE(n, 76);
+      const fixed = Buffer.alloc(36 + HEALTH_BYTES + 4);
+      fixed.writeUInt32LE(n, 36 + HEALTH_BYTES);
       const entries = Buffer.alloc(5 * n); // level 0, empty message
       const tail = Buffer.concat([Buffer.from([1]), result]);
       const len = fixed.length + entries.length + tail.length;
@@ -107,7 +110,7 @@ if (!evil) {
       a.length = 3e7;
       a[0] = 1;
       const result = v8.serialize(a);
-      const fixed = Buffer.alloc(36 + 40 + 4); // stats, health, no log entries
+      const fixed = Buffer.alloc(36 + HEALTH_BYTES + 4); // stats, health, no log entries
       const tail = Buffer.concat([Buffer.from([1]), result]);
       channel.write(Buffer.concat([header(KIND_DONE, runId, fixed.length + tail.length), fixed, tail]));
     } else if (mode === 'value-calls') {
@@ -129,8 +132,8 @@ if (!evil) {
       }
       channel.write(Buffer.concat(frames));
     } else if (mode === 'health-flood') {
-      // Health frames (40 bytes, run id 0) at pipe speed: more than a host ever reports.
-      const one = Buffer.concat([header(KIND_HEALTH, 0, 40), Buffer.alloc(40)]);
+      // Health frames (run id 0) at pipe speed: more than a host ever reports.
+      const one = Buffer.concat([header(KIND_HEALTH, 0, HEALTH_BYTES), Buffer.alloc(HEALTH_BYTES)]);
       channel.write(Buffer.concat(Array.from({ length: 20000 }, () => one)));
     } else if (mode === 'pending-flood') {
       // 129 calls of a tool whose handler never answers: within maxMessages (1000), over

@@ -23,6 +23,7 @@ import {
   type ResultMessage,
   type SandboxBaseErrorCode,
   type SandboxEngineConfig,
+  type CodeCacheStats,
   type SandboxErrorCode,
   type SandboxErrorName,
   type SandboxEvent,
@@ -284,7 +285,13 @@ export async function options() {
     processes: 2,
     defaultIsolateLimits: { cpuTimeMs: 100 },
     wasmModules: [{ name: 'm', source: new Uint8Array(8) }],
+    prelude: 'function add(a, b) { return a + b; }',
+    codeCacheMb: 16,
   });
+  const cache: CodeCacheStats = engine.stats().codeCache;
+  exactly<number>()(cache.hits + cache.misses + cache.rejected + cache.evictions + cache.entries + cache.bytes + cache.budgetBytes);
+  // @ts-expect-error the prelude is a source string
+  new SandboxEngine({ prelude: () => 1 });
   // @ts-expect-error misspelled option (maxConcurrentIsolates)
   new SandboxEngine({ maxConcurrency: 2 });
   // @ts-expect-error the seed's fields are required in the full config type

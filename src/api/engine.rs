@@ -16,6 +16,7 @@ use super::events::Dispatcher;
 use super::options::raw_of;
 use super::{options_error, validation_error};
 use crate::engine::{Engine, ProcessEngine, ProcessRun};
+use crate::isolate::code::{check_prelude, EngineCode};
 use crate::isolate::{HostReply, RunShared, RunSpec};
 use crate::v8::{DataAnswer, WasmModule};
 
@@ -203,6 +204,33 @@ pub struct EngineStatsJs {
     pub tenants: Vec<TenantStatsJs>,
     /// Process isolation only.
     pub processes: Option<SandboxProcessStatsJs>,
+    /// The compiled-code cache (process mode: every live host's, added up).
+    pub code_cache: CodeCacheStatsJs,
+}
+
+#[napi(object)]
+pub struct CodeCacheStatsJs {
+    pub hits: f64,
+    pub misses: f64,
+    pub rejected: f64,
+    pub evictions: f64,
+    pub entries: f64,
+    pub bytes: f64,
+    pub budget_bytes: f64,
+}
+
+impl From<isolet_core::code_cache::CodeCacheStats> for CodeCacheStatsJs {
+    fn from(c: isolet_core::code_cache::CodeCacheStats) -> Self {
+        CodeCacheStatsJs {
+            hits: c.hits as f64,
+            misses: c.misses as f64,
+            rejected: c.rejected as f64,
+            evictions: c.evictions as f64,
+            entries: c.entries as f64,
+            bytes: c.bytes as f64,
+            budget_bytes: c.budget_bytes as f64,
+        }
+    }
 }
 
 #[napi(object)]
@@ -305,6 +333,29 @@ impl Task for CompileWasm {
     }
 }
 
+/// Checks an engine's prelude off the main thread (thread mode; each host checks its own
+/// in process mode), which also compiles it into the engine's cache.
+pub struct CheckPrelude {
+    code: Option<Arc<EngineCode>>,
+    memory_mb: u32,
+}
+
+impl Task for CheckPrelude {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> Result<()> {
+        match &self.code {
+            Some(code) => check_prelude(code, self.memory_mb).map_err(validation_error),
+            None => Ok(()),
+        }
+    }
+
+    fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// The engine's backend: isolate threads here, or sandbox host processes.
 enum Backend {
     Threads(Engine),
@@ -319,6 +370,9 @@ pub struct NativeEngine {
     wasm_modules: Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>,
     /// Delivers the events of every run of this engine on Node's thread.
     dispatcher: std::rc::Rc<Dispatcher>,
+    /// Thread mode: the prelude and compiled-code cache of every run (process mode: each
+    /// host has its own, made from its `Start`).
+    code: Arc<EngineCode>,
 }
 
 impl Drop for NativeEngine {
@@ -336,12 +390,21 @@ impl NativeEngine {
     pub fn new(env: Env, settings: &EngineSettings) -> Result<Self> {
         let c = &settings.config;
         let owner = env.raw() as usize;
+        let prelude = c.prelude.as_ref().map(|p| p.source.clone());
         let backend = match c.isolation {
             Isolation::Thread => Backend::Threads(Engine::new(c.pool(), owner)),
-            Isolation::Process => Backend::Processes(ProcessEngine::new(c.pool(), c.processes as usize, owner)),
+            Isolation::Process => {
+                let engine = ProcessEngine::new(c.pool(), c.processes as usize, owner);
+                engine.set_engine_code(prelude.clone(), c.code_cache_bytes);
+                Backend::Processes(engine)
+            }
+        };
+        let code = match &backend {
+            Backend::Threads(_) => EngineCode::new(prelude, c.code_cache_bytes),
+            Backend::Processes(_) => EngineCode::none(),
         };
         let dispatcher = Dispatcher::new(&env)?;
-        Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher })
+        Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher, code })
     }
 
     /// Registers the WebAssembly modules every run may instantiate: checks them, then
@@ -365,6 +428,19 @@ impl NativeEngine {
             }
         };
         Ok(AsyncTask::new(CompileWasm { modules: out, memory_mb: self.memory_mb, target }))
+    }
+
+    /// Checks the engine's prelude (thread mode: runs it once off the main thread, which
+    /// compiles it into the cache); rejects with a validation error saying what is wrong
+    /// (a syntax error with its line and column, what it threw, that it ran too long or out
+    /// of memory). In process mode every host does this as it starts, and `ready` rejects.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn check_prelude(&self) -> AsyncTask<CheckPrelude> {
+        let code = match &self.backend {
+            Backend::Threads(_) => Some(self.code.clone()),
+            Backend::Processes(_) => None,
+        };
+        AsyncTask::new(CheckPrelude { code, memory_mb: self.memory_mb })
     }
 
     /// Starts creating the warm pool (thread mode) or the sandbox hosts (process mode) in
@@ -403,7 +479,7 @@ impl NativeEngine {
         let control: Arc<dyn RunControl> = match &self.backend {
             Backend::Threads(engine) => {
                 let modules = self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner);
-                let run = RunShared::new(id, RunSpec::new(plan.plan.clone(), &modules), sink);
+                let run = RunShared::new(id, RunSpec::new(plan.plan.clone(), &modules).with_code(self.code.clone()), sink);
                 drop(modules);
                 engine.submit(run.clone(), tenant);
                 Arc::new(ThreadRun { run, engine: engine.clone() })
@@ -415,6 +491,10 @@ impl NativeEngine {
 
     #[napi]
     pub fn stats(&self) -> EngineStatsJs {
+        let code_cache = match &self.backend {
+            Backend::Threads(_) => self.code.stats(),
+            Backend::Processes(p) => p.code_cache_stats(),
+        };
         let (s, processes) = match &self.backend {
             Backend::Threads(e) => (e.stats(), None),
             Backend::Processes(p) => {
@@ -454,6 +534,7 @@ impl NativeEngine {
             quarantined: s.quarantined as u32,
             tenants: s.tenants.into_iter().map(tenant_stats).collect(),
             processes,
+            code_cache: code_cache.into(),
         }
     }
 

@@ -252,6 +252,8 @@ impl ProcessEngine {
                 max_queue: per_host,
             },
             wasm_modules: Vec::new(),
+            prelude: None,
+            code_cache_bytes: 0,
         };
         let pool = Pool::new(PoolConfig { warm_pool_size: 0, ..config });
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| Inner {
@@ -294,6 +296,24 @@ impl ProcessEngine {
     /// The WebAssembly modules every host compiles (checked by the caller).
     pub(crate) fn set_wasm_modules(&self, modules: Vec<(String, Vec<u8>)>) {
         self.inner.state().host_config.wasm_modules = modules;
+    }
+
+    /// The prelude every host checks as it starts and runs before each run's code, and
+    /// the budget of each host's own compiled-code cache.
+    pub(crate) fn set_engine_code(&self, prelude: Option<String>, code_cache_bytes: usize) {
+        let mut state = self.inner.state();
+        state.host_config.prelude = prelude;
+        state.host_config.code_cache_bytes = code_cache_bytes as u64;
+    }
+
+    /// The compiled-code caches of the live hosts, added up (each host keeps its own).
+    pub(crate) fn code_cache_stats(&self) -> isolet_core::code_cache::CodeCacheStats {
+        let state = self.inner.state();
+        let mut total = isolet_core::code_cache::CodeCacheStats::default();
+        for h in state.hosts.iter().filter(|h| h.end.is_none()) {
+            total.add(&h.health.code_cache);
+        }
+        total
     }
 
     /// Starts the hosts (they make their warm isolates as they come up).

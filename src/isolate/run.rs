@@ -22,6 +22,7 @@ pub(crate) use isolet_core::run_state::StopReason;
 use crate::limits::cpu::ThreadClock;
 use crate::limits::lock;
 use crate::limits::watchdog::{Observation, Watched};
+use super::code::EngineCode;
 use crate::v8::{DataAnswer, IsolateHandle, WasmModule};
 
 /// One run as its isolate executes it: the checked plan (shared with whoever submitted
@@ -35,6 +36,8 @@ pub(crate) struct RunSpec {
     pub tool_calls: ToolCalls,
     /// WebAssembly modules to instantiate under `wasm.<name>` (none unless `plan.wasm`).
     pub wasm_modules: Vec<(String, Arc<WasmModule>)>,
+    /// The engine's prelude and compiled-code cache.
+    pub code: Arc<EngineCode>,
 }
 
 impl RunSpec {
@@ -42,7 +45,13 @@ impl RunSpec {
     pub(crate) fn new(plan: Arc<RunPlan>, engine_modules: &[(String, Arc<WasmModule>)]) -> RunSpec {
         let tool_calls = ToolCalls::new(plan.max_calls.clone());
         let wasm_modules = if plan.wasm { engine_modules.to_vec() } else { Vec::new() };
-        RunSpec { plan, tool_calls, wasm_modules }
+        RunSpec { plan, tool_calls, wasm_modules, code: EngineCode::none() }
+    }
+
+    /// The run uses the engine's prelude and compiled-code cache.
+    pub(crate) fn with_code(mut self, code: Arc<EngineCode>) -> RunSpec {
+        self.code = code;
+        self
     }
 }
 

@@ -211,6 +211,11 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
 fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     let spec = &run.spec;
     sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes, run.log_room());
+    // The prelude runs first, under the run's limits, before any tool or `data` exists.
+    match sandbox.run_prelude(&spec.code) {
+        Step::Settled | Step::Pending => {}
+        failed => return failed,
+    }
     // Names were checked when the request was admitted; dotted ones go into namespaces.
     let mut namespaces: Vec<(&str, Vec<(&str, u32)>)> = Vec::new();
     for (index, name) in spec.plan.tools.iter().enumerate() {
@@ -239,7 +244,7 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
             return Step::Threw(thrown);
         }
     }
-    let mut step = sandbox.run(&spec.plan.code, spec.plan.mode);
+    let mut step = sandbox.run_with(&spec.plan.code, spec.plan.mode, Some(&spec.code));
     let mut replies = VecDeque::new();
     while matches!(step, Step::Pending) {
         if run.should_stop() {

@@ -21,6 +21,7 @@ use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, W
 use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use crate::engine::Engine;
+use crate::isolate::code::{check_prelude, EngineCode};
 use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
 use crate::limits::lock;
 use crate::v8::{DataAnswer, WasmModule};
@@ -57,6 +58,8 @@ struct Channel {
     broken: AtomicBool,
     engine: Engine,
     wasm_modules: Vec<(String, Arc<WasmModule>)>,
+    /// The engine's prelude and this host's compiled-code cache.
+    code: Arc<EngineCode>,
     /// Runs in flight, by the parent's run id.
     runs: Mutex<HashMap<u32, Arc<RunShared>>>,
     health_due: Mutex<HealthDue>,
@@ -91,12 +94,14 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
             unsafe { libc::_exit(0) }
         }
     };
+    let code = EngineCode::new(start.prelude.clone(), start.code_cache_bytes as usize);
     let ch = Arc::new(Channel {
         file,
         writer: Mutex::new(()),
         broken: AtomicBool::new(false),
         engine,
         wasm_modules,
+        code,
         runs: Mutex::new(HashMap::new()),
         health_due: Mutex::new(HealthDue { due: false, asleep: false }),
         health_wake: Condvar::new(),
@@ -112,6 +117,12 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     // From here on this process can start no process, open no file or socket (Linux;
     // elsewhere the status says why not). See docs/process-isolation.md.
     let lockdown = WireLockdown::from(crate::supervisor::lock_down(start.parent_pid));
+    // The prelude is code: it first runs after lock-down, in an isolate of its own.
+    if let Err(message) = check_prelude(&ch.code, start.pool.memory_mb) {
+        ch.send(frame::encode_invalid(&message), &[]);
+        // SAFETY: nothing of ours needs to run at exit.
+        unsafe { libc::_exit(0) }
+    }
     ch.engine.warm_up();
     ch.send(WireReady { pid: std::process::id(), lockdown, health: ch.health() }.encode(), &[]);
     for delay in HEALTH_AFTER_READY {
@@ -181,6 +192,7 @@ impl Channel {
             quarantined: s.quarantined as u32,
             warm_starts: s.warm_starts,
             cold_starts: s.cold_starts,
+            code_cache: self.code.stats(),
         }
     }
 
@@ -313,7 +325,7 @@ impl Channel {
             Ok(decoded) => decoded,
             Err(e) => return sink(false).refused(&format!("a run frame is malformed: {e}")),
         };
-        let spec = RunSpec::new(Arc::new(plan), &self.wasm_modules);
+        let spec = RunSpec::new(Arc::new(plan), &self.wasm_modules).with_code(self.code.clone());
         let run = RunShared::new(run_id as u64, spec, sink(started_event));
         // In the map before the engine sees it: its first event may come at once.
         lock(&self.runs).insert(run_id, run.clone());

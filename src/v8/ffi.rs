@@ -153,6 +153,20 @@ extern "C" {
         call_completion: i32,
         err: *mut isolet_error,
     ) -> i32;
+    pub fn isolet_sandbox_run_cached(
+        sb: *mut isolet_sandbox,
+        code: *const u8,
+        len: usize,
+        origin: *const u8,
+        origin_len: usize,
+        column_offset: i32,
+        call_completion: i32,
+        cache: *const u8,
+        cache_len: usize,
+        cache_rejected: *mut i32,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_sandbox_create_code_cache(sb: *mut isolet_sandbox, out: *mut isolet_bytes) -> i32;
     pub fn isolet_sandbox_check_syntax(
         sb: *mut isolet_sandbox,
         code: *const u8,

@@ -9,8 +9,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use isolet_core::code_cache::{Lookup, Unit, UnitKind};
 use isolet_core::seam_policy::{self, SeamText, ThrownKind};
 use isolet_core::{ExecMode, Thrown};
+
+use crate::isolate::code::{EngineCode, PRELUDE_NAME};
 
 /// What the isolate thread's owner provides to the sandbox: callbacks V8 makes.
 pub(crate) trait SandboxHost: Send + Sync {
@@ -602,25 +605,21 @@ impl Sandbox {
         })
     }
 
-    pub(crate) fn run(&mut self, code: &str, mode: ExecMode) -> Step {
+    /// Compiles and starts the run's code, through the engine's compiled-code cache when
+    /// one is given.
+    pub(crate) fn run_with(&mut self, code: &str, mode: ExecMode, cache: Option<&EngineCode>) -> Step {
         let mut err = empty_error();
         let wrapped = match mode {
             ExecMode::Script => seam_policy::script_source(code),
             ExecMode::AsyncBody => seam_policy::async_body_source(code),
         };
-        let (source, origin) = (&wrapped.source, seam_policy::SCRIPT_NAME);
-        // SAFETY: live sandbox, valid buffers.
-        let rc = unsafe {
-            ffi::isolet_sandbox_run(
-                self.raw,
-                source.as_ptr(),
-                source.len(),
-                origin.as_ptr(),
-                origin.len(),
-                wrapped.column_offset,
-                i32::from(wrapped.call),
-                &mut err,
-            )
+        let kind = match mode {
+            ExecMode::Script => UnitKind::Script,
+            ExecMode::AsyncBody => UnitKind::AsyncBody,
+        };
+        let rc = match cache {
+            Some(cache) => self.run_cached(&wrapped, seam_policy::SCRIPT_NAME, kind, cache, &mut err),
+            None => self.run_uncached(&wrapped, seam_policy::SCRIPT_NAME, &mut err),
         };
         let step = match rc {
             _ if self.panicked() => Step::Terminated,
@@ -646,6 +645,102 @@ impl Sandbox {
                     }
                 }
             }
+            ffi::ISOLET_TOO_LARGE => {
+                let (name, message) = seam_policy::CODE_TOO_LONG;
+                Step::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() })
+            }
+            _ => Step::Terminated,
+        };
+        // SAFETY: frees whatever the seam left in err (idempotent on null fields).
+        unsafe { ffi::isolet_error_free(&mut err) };
+        step
+    }
+
+    fn run_uncached(&mut self, wrapped: &seam_policy::WrappedSource, origin: &str, err: &mut ffi::isolet_error) -> i32 {
+        let source = &wrapped.source;
+        // SAFETY: live sandbox, valid buffers.
+        unsafe {
+            ffi::isolet_sandbox_run(
+                self.raw,
+                source.as_ptr(),
+                source.len(),
+                origin.as_ptr(),
+                origin.len(),
+                wrapped.column_offset,
+                i32::from(wrapped.call),
+                err,
+            )
+        }
+    }
+
+    /// Compiles (from the cache's data when it has some) and starts `wrapped`; produces
+    /// its code cache after the top level ran, when the cache asks for it.
+    fn run_cached(
+        &mut self,
+        wrapped: &seam_policy::WrappedSource,
+        origin: &str,
+        kind: UnitKind,
+        cache: &EngineCode,
+        err: &mut ffi::isolet_error,
+    ) -> i32 {
+        let source = &wrapped.source;
+        let unit = Unit { kind, origin, source };
+        let (key, lookup) = cache.lookup(&unit);
+        let data: &[u8] = match &lookup {
+            Lookup::Hit(data) => data,
+            _ => &[],
+        };
+        let mut rejected = 0;
+        // SAFETY: live sandbox, valid buffers; `data` outlives the call (V8 reads it only
+        // while compiling).
+        let rc = unsafe {
+            ffi::isolet_sandbox_run_cached(
+                self.raw,
+                source.as_ptr(),
+                source.len(),
+                origin.as_ptr(),
+                origin.len(),
+                wrapped.column_offset,
+                i32::from(wrapped.call),
+                data.as_ptr(),
+                data.len(),
+                &mut rejected,
+                err,
+            )
+        };
+        if rejected != 0 {
+            cache.rejected(key);
+        }
+        if lookup == Lookup::Produce && matches!(rc, ffi::ISOLET_OK | ffi::ISOLET_PENDING) && !self.panicked() {
+            if let Some(data) = self.create_code_cache() {
+                cache.admit(key, &unit, data);
+            }
+        }
+        rc
+    }
+
+    /// The code cache of the script `run_cached` compiled last.
+    fn create_code_cache(&mut self) -> Option<Vec<u8>> {
+        let mut out = ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
+        // SAFETY: live sandbox, valid out-pointer.
+        let rc = unsafe { ffi::isolet_sandbox_create_code_cache(self.raw, &mut out) };
+        let bytes = take_bytes(&mut out);
+        if rc == ffi::ISOLET_OK { bytes } else { None }
+    }
+
+    /// Runs the engine's prelude (a classic script named `prelude.js`) in this fresh
+    /// context, through the cache (where it is kept for the engine's life).
+    pub(crate) fn run_prelude(&mut self, code: &EngineCode) -> Step {
+        let Some(prelude) = code.prelude.as_deref() else { return Step::Settled };
+        let mut err = empty_error();
+        let wrapped = seam_policy::script_source(prelude);
+        let rc = self.run_cached(&wrapped, PRELUDE_NAME, UnitKind::Prelude, code, &mut err);
+        let step = match rc {
+            _ if self.panicked() => Step::Terminated,
+            ffi::ISOLET_OK => Step::Settled,
+            ffi::ISOLET_PENDING => Step::Pending,
+            ffi::ISOLET_THREW => Step::Threw(take_error(&mut err)),
+            ffi::ISOLET_SYNTAX => Step::Syntax(take_syntax(&mut err).thrown),
             ffi::ISOLET_TOO_LARGE => {
                 let (name, message) = seam_policy::CODE_TOO_LONG;
                 Step::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() })

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use crate::options::LANGUAGES;
+use crate::code_cache::CodeCacheStats;
 use crate::queue::PoolConfig;
 use crate::{BridgeLimits, ErrorKind, ExecMode, Failure, IsolateLimits, Isolation, LogEntry, LogLevel, RunPlan, Thrown};
 
@@ -403,12 +404,16 @@ pub struct WireHealth {
     pub quarantined: u32,
     pub warm_starts: u64,
     pub cold_starts: u64,
+    /// The host's compiled-code cache.
+    pub code_cache: CodeCacheStats,
 }
 
 impl WireHealth {
     fn write(&self, w: &mut FrameWriter) {
         w.u32(self.stuck).u32(self.threads).u32(self.warm).u32(self.warming);
         w.u32(self.engine_threads).u32(self.quarantined).u64(self.warm_starts).u64(self.cold_starts);
+        let c = &self.code_cache;
+        w.u64(c.hits).u64(c.misses).u64(c.rejected).u64(c.evictions).u64(c.entries).u64(c.bytes).u64(c.budget_bytes);
     }
     fn read(r: &mut Reader) -> Result<WireHealth, FrameError> {
         Ok(WireHealth {
@@ -420,11 +425,20 @@ impl WireHealth {
             quarantined: r.u32()?,
             warm_starts: r.u64()?,
             cold_starts: r.u64()?,
+            code_cache: CodeCacheStats {
+                hits: r.u64()?,
+                misses: r.u64()?,
+                rejected: r.u64()?,
+                evictions: r.u64()?,
+                entries: r.u64()?,
+                bytes: r.u64()?,
+                budget_bytes: r.u64()?,
+            },
         })
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = FrameWriter::new(Kind::Health, 0, 0, 40);
+        let mut w = FrameWriter::new(Kind::Health, 0, 0, 96);
         self.write(&mut w);
         w.finish()
     }
@@ -657,18 +671,24 @@ pub struct WireStart {
     pub pool: PoolConfig,
     /// WebAssembly modules (name, bytes), compiled once by the host.
     pub wasm_modules: Vec<(String, Vec<u8>)>,
+    /// The engine's prelude, checked and compiled once by the host as it starts.
+    pub prelude: Option<String>,
+    /// The host's compiled-code cache budget.
+    pub code_cache_bytes: u64,
 }
 
 impl WireStart {
     pub fn encode(&self) -> Vec<u8> {
         let bytes: usize = self.wasm_modules.iter().map(|(n, b)| n.len() + b.len() + 8).sum();
-        let mut w = FrameWriter::new(Kind::Start, 0, 0, bytes + 32);
+        let prelude_bytes = self.prelude.as_ref().map_or(0, |p| p.len() + 8);
+        let mut w = FrameWriter::new(Kind::Start, 0, 0, bytes + prelude_bytes + 48);
         let p = &self.pool;
         w.u32(self.parent_pid).u32(p.memory_mb).u64(p.max_concurrent as u64).u64(p.warm_pool_size as u64).u64(p.max_queue as u64);
         w.u32(self.wasm_modules.len() as u32);
         for (name, b) in &self.wasm_modules {
             w.str(name).bytes(b);
         }
+        w.opt_str(self.prelude.as_deref()).u64(self.code_cache_bytes);
         w.finish()
     }
 
@@ -682,8 +702,10 @@ impl WireStart {
             let name = r.str()?.to_string();
             wasm_modules.push((name, r.bytes()?.to_vec()));
         }
+        let prelude = r.opt_str()?.map(str::to_string);
+        let code_cache_bytes = r.u64()?;
         r.end()?;
-        Ok(WireStart { parent_pid, pool, wasm_modules })
+        Ok(WireStart { parent_pid, pool, wasm_modules, prelude, code_cache_bytes })
     }
 }
 
@@ -826,7 +848,13 @@ mod tests {
     #[test]
     fn control_frames_round_trip_and_truncations_are_errors() {
         let pool = PoolConfig { memory_mb: 64, max_concurrent: 2, warm_pool_size: 1, max_queue: 2 };
-        let start = WireStart { parent_pid: 7, pool, wasm_modules: vec![("m".into(), vec![0, 97, 115, 109])] };
+        let start = WireStart {
+            parent_pid: 7,
+            pool,
+            wasm_modules: vec![("m".into(), vec![0, 97, 115, 109])],
+            prelude: Some("var lib = 1;".into()),
+            code_cache_bytes: 1 << 20,
+        };
         let frame = start.encode();
         let (h, body) = payload(&frame);
         assert_eq!((h.kind, h.run_id), (Kind::Start, 0));
@@ -927,7 +955,17 @@ mod tests {
         WireDone {
             stats: WireStats { wall_time_ms: 1.5, cpu_time_ms: 0.25, heap_peak_bytes: 1e6, heap_used_bytes: 5e5, host_calls: 3 },
             logs: vec![LogEntry { level: LogLevel::Warn, message: "w".into() }, LogEntry { level: LogLevel::Debug, message: String::new() }],
-            health: WireHealth { stuck: 1, threads: 4, warm: 2, warming: 1, engine_threads: 3, quarantined: 1, warm_starts: 10, cold_starts: 2 },
+            health: WireHealth {
+                stuck: 1,
+                threads: 4,
+                warm: 2,
+                warming: 1,
+                engine_threads: 3,
+                quarantined: 1,
+                warm_starts: 10,
+                cold_starts: 2,
+                code_cache: CodeCacheStats { hits: 5, misses: 6, rejected: 1, evictions: 2, entries: 3, bytes: 4096, budget_bytes: 1 << 25 },
+            },
             result,
         }
     }

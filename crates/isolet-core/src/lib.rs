@@ -5,6 +5,7 @@
 //!
 //! Nothing here may depend on `napi` or on the V8 seam.
 pub mod budget;
+pub mod code_cache;
 pub mod value_count;
 pub mod primitive;
 pub mod error;

@@ -58,6 +58,15 @@ pub const DEFAULT_MAX_MESSAGE_VALUES: u32 = 1 << 15;
 pub const DEFAULT_MAX_PENDING_HOST_CALL_VALUES: u32 = 4 * DEFAULT_MAX_MESSAGE_VALUES;
 /// Longest `data` key, in UTF-8 bytes. Keys are property names, not payloads; a longer
 /// read is refused in the sandbox and never reaches the host.
+/// Longest engine `prelude`, in UTF-8 bytes: every host keeps it, and its compiled form.
+pub const MAX_PRELUDE_BYTES: usize = 8 * 1024 * 1024;
+/// How long the prelude may run when `init()` checks it (each run then counts its prelude
+/// against the run's own limits).
+pub const PRELUDE_INIT_TIME_MS: u64 = 2_000;
+/// Default compiled-code cache per engine (`codeCacheMb`), and in process mode per host.
+pub const DEFAULT_CODE_CACHE_MB: u32 = 32;
+/// Largest `codeCacheMb`.
+pub const MAX_CODE_CACHE_MB: u32 = 1024;
 pub const MAX_DATA_KEY_BYTES: usize = 1024;
 /// Longest error message a host rejection carries into the sandbox, in UTF-8 bytes.
 pub const MAX_REJECTION_MESSAGE_BYTES: usize = 8 * 1024;

@@ -17,7 +17,7 @@ use crate::limits::{
     DEFAULT_MAX_MESSAGES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PENDING_HOST_CALLS,
     DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_MAX_MESSAGE_VALUES, DEFAULT_MAX_OUTPUT_VALUES,
     DEFAULT_MAX_PENDING_HOST_CALL_VALUES, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_MEMORY_MB, MAX_TIME_MS,
-    MIN_MEMORY_MB,
+    MIN_MEMORY_MB, DEFAULT_CODE_CACHE_MB, MAX_CODE_CACHE_MB, MAX_PRELUDE_BYTES,
 };
 use crate::names::{check_capability_names, check_global_name};
 
@@ -209,6 +209,8 @@ pub const ENGINE_CONFIG: &[Opt] = &[
     opt("defaultBridgeLimits", Kind::Object(BRIDGE_LIMITS)),
     Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
     opt("wasmModules", Kind::WasmModules),
+    opt("prelude", Kind::Text),
+    whole("codeCacheMb", 0, MAX_CODE_CACHE_MB as u64, Some(DEFAULT_CODE_CACHE_MB as u64), &["codeCache"]),
 ];
 
 /// `toolPolicy` of a request.
@@ -623,6 +625,26 @@ pub struct EngineConfig {
     pub tools: Vec<String>,
     /// Names of the WebAssembly modules, in order.
     pub wasm_modules: Vec<String>,
+    /// Evaluated into every run's fresh context before the run's code (`prelude`).
+    pub prelude: Option<Prelude>,
+    /// Compiled-code cache budget in bytes (`codeCacheMb`; see `code_cache`).
+    pub code_cache_bytes: usize,
+}
+
+/// An engine's prelude: a classic script run in every fresh context before the run's code,
+/// before its tools, `data` and modules exist. (A `{ modules }` form can join `source`.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prelude {
+    pub source: String,
+}
+
+fn prelude_of(f: &Fields) -> Result<Option<Prelude>, OptionsError> {
+    let Some(source) = f.text("prelude")? else { return Ok(None) };
+    if source.len() > MAX_PRELUDE_BYTES {
+        let path = f.path("prelude");
+        return Err(err(&path, format!("{path} must be at most {MAX_PRELUDE_BYTES} bytes, got {} bytes", source.len())));
+    }
+    Ok(Some(Prelude { source: source.to_string() }))
 }
 
 impl EngineConfig {
@@ -667,6 +689,8 @@ impl EngineConfig {
             default_bridge,
             tools,
             wasm_modules: wasm_module_names(f.get("wasmModules"))?,
+            prelude: prelude_of(&f)?,
+            code_cache_bytes: f.whole_or_default("codeCacheMb")? as usize * 1024 * 1024,
         })
     }
 
@@ -853,6 +877,27 @@ mod tests {
     }
     fn code() -> Raw {
         s("1")
+    }
+
+    #[test]
+    fn prelude_and_code_cache_are_checked_under_their_names() {
+        let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        assert_eq!(c.prelude, None);
+        assert_eq!(c.code_cache_bytes, crate::limits::DEFAULT_CODE_CACHE_MB as usize * 1024 * 1024);
+        let c = EngineConfig::from_raw(&obj(&[("prelude", s("var x = 1")), ("codeCacheMb", num(0.0))])).unwrap();
+        assert_eq!(c.prelude, Some(Prelude { source: "var x = 1".into() }));
+        assert_eq!(c.code_cache_bytes, 0);
+        let e = EngineConfig::from_raw(&obj(&[("prelude", num(1.0))])).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("prelude", "prelude must be a string, got 1"));
+        let big = "x".repeat(crate::limits::MAX_PRELUDE_BYTES + 1);
+        let e = EngineConfig::from_raw(&obj(&[("prelude", s(&big))])).unwrap_err();
+        assert_eq!(e.message, format!("prelude must be at most {} bytes, got {} bytes", crate::limits::MAX_PRELUDE_BYTES, big.len()));
+        let at_limit = "x".repeat(crate::limits::MAX_PRELUDE_BYTES);
+        assert!(EngineConfig::from_raw(&obj(&[("prelude", s(&at_limit))])).is_ok());
+        let e = EngineConfig::from_raw(&obj(&[("codeCacheMb", num(1025.0))])).unwrap_err();
+        assert_eq!(e.message, "codeCacheMb must be a whole number from 0 to 1024, got 1025");
+        let e = EngineConfig::from_raw(&obj(&[("preludes", s("1"))])).unwrap_err();
+        assert!(e.message.contains("did you mean prelude?"), "{}", e.message);
     }
 
     #[test]

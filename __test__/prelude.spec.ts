@@ -1,0 +1,123 @@
+// SandboxEngine `prelude`: evaluated into every fresh context before the run's code,
+// checked at init(), invisible to later runs whatever a run does to it.
+import { afterEach, describe, expect, it } from 'vitest';
+import { SandboxEngine, SandboxValidationError, type SandboxEngineConfig, type SandboxSession } from '..';
+
+const engines: SandboxEngine[] = [];
+afterEach(async () => {
+  while (engines.length) await engines.pop()!.shutdown();
+});
+
+function engineWith(config: Partial<SandboxEngineConfig>) {
+  const engine = new SandboxEngine({ maxConcurrentIsolates: 2, processes: 1, ...config } as SandboxEngineConfig);
+  engines.push(engine);
+  return engine;
+}
+
+async function outcome(session: SandboxSession) {
+  for await (const event of session) {
+    if (event.type === 'result') return { ok: true as const, data: event.data };
+    if (event.type === 'error') return { ok: false as const, error: event.error };
+  }
+  throw new Error('session ended without an outcome');
+}
+
+const LIBRARY = `
+function add(a, b) { return a + b; }
+const settings = { rate: 2, list: [1, 2, 3] };
+let calls = 0;
+function counted() { return ++calls; }
+class Money { constructor(n) { this.n = n; } times(k) { return new Money(this.n * k); } }
+globalThis.helper = function helper() { return 'h'; };
+Object.defineProperty(globalThis, 'VERSION', { value: '1.2.3', writable: false, configurable: false });
+`;
+
+describe.each(['thread', 'process'] as const)('prelude (%s isolation)', (isolation) => {
+  it("a prelude's functions, classes and bindings are there for every run", async () => {
+    const engine = engineWith({ isolation, prelude: LIBRARY });
+    await engine.init();
+    const r = await outcome(engine.submit({ code: 'return [add(2, 3), settings.rate, new Money(4).times(3).n, VERSION, counted()]' }));
+    expect(r).toEqual({ ok: true, data: [5, 2, 12, '1.2.3', 1] });
+  });
+
+  it('what a run changes of the prelude state is invisible to the next run', async () => {
+    const engine = engineWith({ isolation, prelude: LIBRARY });
+    await engine.init();
+    const vandal = `
+      settings.rate = 100; settings.list.push(4); calls = 41;
+      delete globalThis.helper; globalThis.Money = null; add.extra = 1;
+      Object.prototype.polluted = true; Array.prototype.push = () => 0;
+      Math.max = () => -1;
+      return [settings.rate, typeof helper, counted()];`;
+    expect(await outcome(engine.submit({ code: vandal }))).toEqual({ ok: true, data: [100, 'undefined', 42] });
+    const look = `return [settings.rate, settings.list.length, typeof helper, typeof Money, add.extra, ({}).polluted, [].push(1), Math.max(1, 2), counted(), Math.E]`;
+    for (let i = 0; i < 3; i++) {
+      expect(await outcome(engine.submit({ code: look }))).toEqual({ ok: true, data: [2, 3, 'function', 'function', undefined, undefined, 1, 2, 1, Math.E] });
+    }
+  });
+
+  it('the prelude runs before tools and data exist, so it cannot capture them', async () => {
+    const engine = engineWith({
+      isolation,
+      prelude: 'var seenAtPrelude = [typeof add, typeof data, typeof wasm].join(",");',
+      tools: { add: (a: number, b: number) => a + b },
+    });
+    await engine.init();
+    const r = await outcome(engine.submit({ code: 'return [seenAtPrelude, await add(1, 2)]', toolPolicy: { allowedTools: ['add'] } }));
+    expect(r).toEqual({ ok: true, data: ['undefined,undefined,undefined', 3] });
+  });
+
+  it('a syntax error is a SandboxValidationError at init() with its line and column, and the host carries on', async () => {
+    const bad = engineWith({ isolation, prelude: 'const a = 1;\nconst b = 2;\nconst c = ;\n' });
+    const err = await bad.init().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxValidationError);
+    expect((err as Error).message).toMatch(/^prelude has a syntax error: SyntaxError: Unexpected token ';' at line 3, column 11$/);
+    const good = engineWith({ isolation, prelude: LIBRARY });
+    await good.init();
+    expect(await outcome(good.submit({ code: 'return add(1, 1)' }))).toEqual({ ok: true, data: 2 });
+  });
+
+  it('a prelude that throws is a SandboxValidationError at init() naming what it threw', async () => {
+    const bad = engineWith({ isolation, prelude: 'var ok = 1;\nthrow new TypeError("no config");' });
+    const err = await bad.init().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxValidationError);
+    expect((err as Error).message).toBe('prelude threw TypeError: no config at line 2, column 1');
+  });
+
+  it('a prelude that never ends is stopped at init() with a SandboxValidationError, and the host carries on', async () => {
+    const bad = engineWith({ isolation, prelude: 'for (;;) {}' });
+    const err = await bad.init().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxValidationError);
+    expect((err as Error).message).toBe('prelude did not finish within 2000 ms');
+    const good = engineWith({ isolation, prelude: LIBRARY });
+    await good.init();
+    expect(await outcome(good.submit({ code: 'return add(2, 2)' }))).toEqual({ ok: true, data: 4 });
+  });
+
+  it('a prelude that exhausts the memory of a run is a SandboxValidationError at init()', async () => {
+    const bad = engineWith({ isolation, memoryMb: 32, prelude: 'const keep = []; for (;;) keep.push(new Array(100000).fill(1));' });
+    const err = await bad.init().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SandboxValidationError);
+    expect((err as Error).message).toBe("prelude ran out of memory (the engine's memoryMb is 32)");
+  });
+});
+
+describe('prelude option checks', () => {
+  it('must be a string of at most 8 MiB, checked when the engine is made', async () => {
+    expect(() => new SandboxEngine({ prelude: 42 } as unknown as SandboxEngineConfig)).toThrow(
+      new SandboxValidationError('prelude must be a string, got 42'),
+    );
+    const limit = 8 * 1024 * 1024;
+    const over = '//' + 'x'.repeat(limit - 1);
+    expect(() => new SandboxEngine({ prelude: over } as SandboxEngineConfig)).toThrow(
+      new SandboxValidationError(`prelude must be at most ${limit} bytes, got ${limit + 1} bytes`),
+    );
+    // At the limit: accepted, checked and run.
+    const atLimit = 'var big = 7;//' + 'x'.repeat(limit - 14);
+    expect(atLimit.length).toBe(limit);
+    const engine = engineWith({ isolation: 'thread', prelude: atLimit });
+    await engine.init();
+    expect(await outcome(engine.submit({ code: 'return big' }))).toEqual({ ok: true, data: 7 });
+    expect(() => new SandboxEngine({ preludes: '1' } as unknown as SandboxEngineConfig)).toThrow(/did you mean prelude\?/);
+  });
+});

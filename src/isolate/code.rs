@@ -1,0 +1,143 @@
+//! An engine's compiled code: its prelude and its compiled-code cache, shared by every
+//! isolate thread of the engine (in process mode: of one sandbox host, which keeps its
+//! own). The policy (key, admission, budget, eviction) is `isolet_core::code_cache`; this
+//! holds it behind a lock and checks the prelude when the engine starts.
+use std::collections::hash_map::RandomState;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use isolet_core::code_cache::{self, CodeCache, CodeCacheStats, Lookup, Unit};
+use isolet_core::limits::PRELUDE_INIT_TIME_MS;
+
+use crate::limits::lock;
+use crate::v8::{DataAnswer, IsolateHandle, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
+
+/// The origin (script name) the prelude compiles under: its frames show as `prelude.js`.
+pub(crate) const PRELUDE_NAME: &str = "prelude.js";
+/// How long a prelude check waits after terminating an overlong prelude.
+const TERMINATION_GRACE: Duration = Duration::from_millis(1000);
+
+pub(crate) struct EngineCode {
+    pub prelude: Option<String>,
+    cache: Mutex<CodeCache>,
+    /// The cache's hasher, copied out so a large source is hashed outside the lock.
+    hasher: RandomState,
+}
+
+impl EngineCode {
+    pub(crate) fn new(prelude: Option<String>, cache_budget_bytes: usize) -> Arc<EngineCode> {
+        let cache = CodeCache::new(cache_budget_bytes);
+        let hasher = cache.hasher();
+        Arc::new(EngineCode { prelude, cache: Mutex::new(cache), hasher })
+    }
+
+    /// No prelude and no cache (runs planned outside an engine).
+    pub(crate) fn none() -> Arc<EngineCode> {
+        EngineCode::new(None, 0)
+    }
+
+    pub(crate) fn lookup(&self, unit: &Unit) -> (u64, Lookup) {
+        let key = code_cache::key_with(&self.hasher, unit);
+        let lookup = lock(&self.cache).lookup(key, unit);
+        (key, lookup)
+    }
+
+    pub(crate) fn admit(&self, key: u64, unit: &Unit, data: Vec<u8>) {
+        lock(&self.cache).admit(key, unit, data);
+    }
+
+    pub(crate) fn rejected(&self, key: u64) {
+        lock(&self.cache).rejected(key);
+    }
+
+    pub(crate) fn stats(&self) -> CodeCacheStats {
+        lock(&self.cache).stats()
+    }
+}
+
+/// The host of the isolate that checks a prelude: nothing exists yet for it to call.
+struct PreludeHost {
+    handle: Mutex<Option<IsolateHandle>>,
+}
+
+impl SandboxHost for PreludeHost {
+    fn wake(&self) {}
+    fn console(&self, _: u32, _: &[u8]) -> usize {
+        0
+    }
+    fn host_call(&self, _: u32, _: u32, _: &[u8]) -> Result<(), Refusal> {
+        Err(Refusal { name: "Error", message: "unknown host function".into() })
+    }
+    fn data_request(&self, _: &str) -> DataAnswer {
+        DataAnswer::Terminated
+    }
+    fn heap_limit(&self) {
+        // Terminate from another thread (V8 13 ignores it from inside the callback).
+        if let Some(handle) = lock(&self.handle).clone() {
+            std::thread::spawn(move || handle.terminate());
+        }
+    }
+    fn fatal_oom(&self) -> ! {
+        // Returning would let V8 abort the process; this thread holds nothing else.
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+/// Runs the prelude once in a throwaway isolate (on a thread of its own, within
+/// `PRELUDE_INIT_TIME_MS` and `memory_mb`), which also puts its compiled code in the
+/// cache. The error says what is wrong with it, for `init()` to throw.
+pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32) -> Result<(), String> {
+    if code.prelude.is_none() {
+        return Ok(());
+    }
+    let heap_limit_bytes = memory_mb as usize * 1024 * 1024;
+    let (tx, rx) = mpsc::channel::<Result<(), String>>();
+    let host = Arc::new(PreludeHost { handle: Mutex::new(None) });
+    let (code_for_thread, host_for_thread) = (code.clone(), host.clone());
+    let spawned = std::thread::Builder::new().name("isolet-prelude".into()).stack_size(8 * 1024 * 1024).spawn(move || {
+        let config = SandboxConfig { heap_limit_bytes, array_buffer_limit_bytes: heap_limit_bytes };
+        let Some(mut sandbox) = Sandbox::new(&config, host_for_thread.clone()) else {
+            let _ = tx.send(Err("prelude could not be checked: no V8 isolate could be created".into()));
+            return;
+        };
+        *lock(&host_for_thread.handle) = Some(sandbox.handle());
+        let step = sandbox.run_prelude(&code_for_thread);
+        let out_of_memory = sandbox.hit_memory_limit();
+        *lock(&host_for_thread.handle) = None;
+        let result = match step {
+            _ if out_of_memory => Err(format!("prelude ran out of memory (the engine's memoryMb is {memory_mb})")),
+            Step::Settled | Step::Pending => Ok(()),
+            Step::Syntax(t) => Err(format!("prelude has a syntax error: {}: {}{}", t.name, t.message, at(t.line, t.column))),
+            Step::Threw(t) => Err(format!("prelude threw {}: {}{}", t.name, t.message, at(t.line, t.column))),
+            Step::Terminated => Err(format!("prelude did not finish within {PRELUDE_INIT_TIME_MS} ms")),
+        };
+        drop(sandbox);
+        let _ = tx.send(result);
+    });
+    if spawned.is_err() {
+        return Err("prelude could not be checked: no thread could be started".into());
+    }
+    match rx.recv_timeout(Duration::from_millis(PRELUDE_INIT_TIME_MS)) {
+        Ok(result) => result,
+        Err(_) => {
+            if let Some(handle) = lock(&host.handle).clone() {
+                handle.terminate();
+            }
+            match rx.recv_timeout(TERMINATION_GRACE) {
+                Ok(Err(message)) => Err(message),
+                // Finished just as it was stopped: still over its time.
+                _ => Err(format!("prelude did not finish within {PRELUDE_INIT_TIME_MS} ms")),
+            }
+        }
+    }
+}
+
+fn at(line: Option<u32>, column: Option<u32>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" at line {l}, column {c}"),
+        (Some(l), None) => format!(" at line {l}"),
+        _ => String::new(),
+    }
+}
