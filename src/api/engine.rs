@@ -112,6 +112,44 @@ impl RunPlanJs {
         match self.plan.mode {
             ExecMode::Script => "script",
             ExecMode::AsyncBody => "asyncBody",
+            ExecMode::Module => "module",
+        }
+    }
+
+    /// Whether anything of the run is TypeScript to strip before it is submitted: its code
+    /// (`language: 'typescript'`) or a module of its map.
+    #[napi(getter)]
+    pub fn strips_types(&self) -> bool {
+        let language = self.plan.language;
+        language == "typescript" || self.plan.modules.keys().any(|k| isolet_core::modules::is_typescript(k, language))
+    }
+
+    /// The source of module `key` of the checked map.
+    #[napi]
+    pub fn module_source(&self, key: String) -> Option<String> {
+        self.plan.modules.get(&key).cloned()
+    }
+
+    /// Keys of the `modules` map whose sources are TypeScript (JS strips them, then sets
+    /// each with `setModule`).
+    #[napi(getter)]
+    pub fn typescript_modules(&self) -> Vec<String> {
+        let language = self.plan.language;
+        self.plan.modules.keys().filter(|k| isolet_core::modules::is_typescript(k, language)).cloned().collect()
+    }
+
+    /// The source of module `key` (a key of the checked map), stripped of its types: never
+    /// longer than the source it replaces, so the map stays within its checked limits.
+    #[napi]
+    pub fn set_module(&mut self, key: String, source: String) -> Result<()> {
+        let plan = Arc::make_mut(&mut self.plan);
+        match plan.modules.get_mut(&key) {
+            Some(old) if source.len() <= old.len() => {
+                *old = source;
+                Ok(())
+            }
+            Some(_) => Err(validation_error(format!("modules['{key}'] grew when its types were stripped"))),
+            None => Err(validation_error(format!("modules has no module '{key}'"))),
         }
     }
 
@@ -145,6 +183,16 @@ impl RunPlanJs {
     #[napi(getter)]
     pub fn max_pending_host_calls(&self) -> u32 {
         self.plan.bridge.max_pending_host_calls
+    }
+}
+
+/// `resolve`'s answer as the bytes `RunHandle.answer` carries to the sandbox: the source
+/// and the canonical key it named, or (no source) that it found no module.
+#[napi]
+pub fn module_answer(source: Option<String>, specifier: Option<String>) -> Buffer {
+    match source {
+        Some(source) => isolet_core::modules::encode_resolved(&source, specifier.as_deref()).into(),
+        None => isolet_core::modules::encode_not_found().into(),
     }
 }
 

@@ -138,6 +138,8 @@ struct Run {
     wall_time_ms: u64,
     bridge: isolet_core::BridgeLimits,
     stream_console: bool,
+    /// The run's `language`: a resolved module of a TypeScript run is stripped.
+    language: &'static str,
     life: RunState,
     /// The host and wire id it runs under.
     on_host: Option<(u64, u32)>,
@@ -324,6 +326,7 @@ impl ProcessEngine {
             wall_time_ms: plan.limits.wall_time_ms,
             bridge: plan.bridge,
             stream_console: plan.stream_console,
+            language: plan.language,
             budget: EventBudget::new(plan.bridge, plan.stream_console),
             plan: Some(plan),
             started_event,
@@ -883,6 +886,15 @@ impl State {
                 args.drain(..at);
                 run.plan = None;
                 run.sink.host_call(h.call_id, &name, args);
+            }
+            Kind::ModuleRequest => {
+                // Counted and awaited like a data request (its answer is an `Answer` frame).
+                run.budget.data_request(h.call_id, frame_bytes).map_err(over)?;
+                let (key, referrer) = frame::decode_module_request(&payload).map_err(bad)?;
+                let typescript = isolet_core::modules::is_typescript(key, run.language);
+                let (key, referrer) = (key.to_string(), referrer.to_string());
+                run.plan = None;
+                run.sink.module_request(h.call_id, &key, &referrer, typescript);
             }
             Kind::DataRequest => {
                 run.budget.data_request(h.call_id, frame_bytes).map_err(over)?;

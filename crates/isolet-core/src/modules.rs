@@ -155,18 +155,27 @@ pub fn encode_resolved(source: &str, specifier: Option<&str>) -> Vec<u8> {
     out
 }
 
-/// The (canonical key, source) of an encoded answer; `Err` for bytes no `encode_resolved` made.
-pub fn decode_resolved(bytes: &[u8]) -> Result<(Option<String>, String), &'static str> {
+/// `resolve` found no module (it returned `undefined` or `null`).
+pub fn encode_not_found() -> Vec<u8> {
+    vec![2]
+}
+
+/// A resolved module: its canonical key (when `resolve` named one) and its source.
+pub type Resolved = (Option<String>, String);
+
+/// The module of an encoded answer (`None`: not found); `Err` for bytes no `encode_*` made.
+pub fn decode_resolved(bytes: &[u8]) -> Result<Option<Resolved>, &'static str> {
     let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| "not UTF-8");
     match bytes.first() {
-        Some(0) => Ok((None, text(&bytes[1..])?)),
+        Some(2) if bytes.len() == 1 => Ok(None),
+        Some(0) => Ok(Some((None, text(&bytes[1..])?))),
         Some(1) if bytes.len() >= 5 => {
             let n = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
             let rest = &bytes[5..];
             if n > rest.len() {
                 return Err("truncated");
             }
-            Ok((Some(text(&rest[..n])?), text(&rest[n..])?))
+            Ok(Some((Some(text(&rest[..n])?), text(&rest[n..])?)))
         }
         _ => Err("not a resolved module"),
     }
@@ -368,9 +377,11 @@ mod tests {
 
     #[test]
     fn resolved_answers_round_trip() {
-        assert_eq!(decode_resolved(&encode_resolved("export default 1", None)).unwrap(), (None, "export default 1".into()));
+        assert_eq!(decode_resolved(&encode_resolved("export default 1", None)).unwrap(), Some((None, "export default 1".into())));
         let bytes = encode_resolved("x", Some("zod/index.js"));
-        assert_eq!(decode_resolved(&bytes).unwrap(), (Some("zod/index.js".into()), "x".into()));
+        assert_eq!(decode_resolved(&bytes).unwrap(), Some((Some("zod/index.js".into()), "x".into())));
+        assert_eq!(decode_resolved(&encode_not_found()).unwrap(), None);
+        assert!(decode_resolved(&[2, 0]).is_err());
         assert!(decode_resolved(&[]).is_err());
         assert!(decode_resolved(&[1, 9, 0, 0, 0, b'a']).is_err());
         assert!(decode_resolved(&[0, 0xff]).is_err());
