@@ -1091,11 +1091,12 @@ MaybeLocal<v8::Promise> ImportDynamically(Local<Context> ctx, Local<v8::Data>, L
   std::string referrer = ToUtf8(isolate, ctx, resource_name, sb->max_specifier_bytes + 1);
   std::string wanted = ToUtf8(isolate, ctx, specifier, sb->max_specifier_bytes + 1);
   uint32_t id = 0;
+  uint32_t error_class = ISOLET_ERROR_CLASS_ERROR;
   size_t len = 0;
   uint8_t* buf = sb->refusal_text.data();
   int32_t rc = sb->on_import(sb->config.ctx, reinterpret_cast<const uint8_t*>(referrer.data()), referrer.size(),
-                             reinterpret_cast<const uint8_t*>(wanted.data()), wanted.size(), &id, buf,
-                             sb->refusal_text.size(), &len);
+                             reinterpret_cast<const uint8_t*>(wanted.data()), wanted.size(), &id, &error_class,
+                             buf, sb->refusal_text.size(), &len);
   if (rc == ISOLET_TERMINATED || id >= sb->modules.size()) {
     // The promise never settles: the run is being stopped.
     if (rc == ISOLET_TERMINATED) isolate->TerminateExecution();
@@ -1104,7 +1105,7 @@ MaybeLocal<v8::Promise> ImportDynamically(Local<Context> ctx, Local<v8::Data>, L
   }
   if (rc != ISOLET_OK) {
     len = std::min(len, sb->refusal_text.size());
-    (void)resolver->Reject(ctx, v8::Exception::Error(Utf8(isolate, buf, len)));
+    (void)resolver->Reject(ctx, HostError(isolate, ctx, error_class, nullptr, 0, buf, len));
     return promise;
   }
   Local<v8::Module> module = sb->modules[id].module.Get(isolate);

@@ -282,11 +282,12 @@ int32_t isolet_module_link(isolet_sandbox* sb, uint32_t id, const uint32_t* targ
 int32_t isolet_module_run(isolet_sandbox* sb, uint32_t id, isolet_error* err);
 // import(): `on_import` gets the importer's name and the specifier (each at most
 // `max_specifier_bytes` + 1 bytes of it) and returns ISOLET_OK with *id set to a module
-// whose graph is linked, ISOLET_THREW with a message (at most `cap` bytes into buf,
-// *len its length) the import's promise rejects with, or ISOLET_TERMINATED.
+// whose graph is linked, ISOLET_THREW with the class (ISOLET_ERROR_CLASS_*) and message
+// (at most `cap` bytes into buf, *len its length) of the error the import's promise
+// rejects with, or ISOLET_TERMINATED.
 typedef int32_t (*isolet_import_fn)(void* ctx, const uint8_t* referrer, size_t referrer_len,
                                     const uint8_t* specifier, size_t specifier_len, uint32_t* id,
-                                    uint8_t* buf, size_t cap, size_t* len);
+                                    uint32_t* error_class, uint8_t* buf, size_t cap, size_t* len);
 void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_import,
                                        size_t max_specifier_bytes);
 

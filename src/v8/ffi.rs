@@ -99,6 +99,7 @@ pub type isolet_import_fn = extern "C" fn(
     specifier: *const u8,
     specifier_len: usize,
     id: *mut u32,
+    error_class: *mut u32,
     buf: *mut u8,
     cap: usize,
     len: *mut usize,

@@ -400,6 +400,7 @@ extern "C" fn import_cb(
     specifier: *const u8,
     specifier_len: usize,
     id: *mut u32,
+    error_class: *mut u32,
     buf: *mut u8,
     cap: usize,
     len: *mut usize,
@@ -420,22 +421,27 @@ extern "C" fn import_cb(
         link_pending(raw, host, &mut state)?;
         Ok(id)
     });
-    let message = match loaded {
+    let (name, message) = match loaded {
         Ok(module) => {
             // SAFETY: valid out-pointer from the seam.
             unsafe { *id = module };
             return ffi::ISOLET_OK;
         }
         Err(LoadError::Terminated) => return ffi::ISOLET_TERMINATED,
-        Err(LoadError::Module(e)) => e.to_string(),
+        Err(LoadError::Module(e)) => {
+            let thrown = module_thrown(&e);
+            (thrown.name, thrown.message)
+        }
         Err(LoadError::Syntax(t)) => {
             let at = match (t.line, t.column) {
                 (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
                 _ => String::new(),
             };
-            format!("{}: {}{at}", t.name, t.message)
+            ("Error".to_string(), format!("{}: {}{at}", t.name, t.message))
         }
     };
+    // SAFETY: valid out-pointer from the seam.
+    unsafe { *error_class = seam_policy::host_error_class(&name) };
     // SAFETY: the seam passes a writable buffer of `cap` bytes and a valid `len`.
     let out = unsafe { std::slice::from_raw_parts_mut(buf, cap) };
     unsafe { *len = copy_cut(&message, out) };

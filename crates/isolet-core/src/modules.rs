@@ -227,9 +227,10 @@ impl ModuleGraph {
         self.keys.get(&id).map(String::as_str)
     }
 
-    /// One more call to `resolve`; refused past `maxModules`.
+    /// One more call to `resolve`; refused past `maxModules` calls, or when the graph is
+    /// full (the module it answers with could not join it).
     pub fn admit_request(&mut self) -> Result<(), ModuleError> {
-        if self.requests >= self.limits.max_modules {
+        if self.requests >= self.limits.max_modules || self.modules >= self.limits.max_modules {
             return Err(ModuleError::TooManyModules { max: self.limits.max_modules });
         }
         self.requests += 1;
@@ -349,11 +350,16 @@ mod tests {
         g.insert("b", 1);
         assert_eq!(g.admit(0), Err(ModuleError::TooManyModules { max: 2 }));
         assert_eq!((g.modules(), g.bytes()), (2, 100));
+        // The graph is full: no module `resolve` could answer would fit.
+        assert_eq!(g.admit_request(), Err(ModuleError::TooManyModules { max: 2 }));
+        // Calls that find nothing count too.
+        let mut g = ModuleGraph::new(ModuleLimits { max_modules: 2, max_module_bytes: 100 });
         g.admit_request().unwrap();
         g.admit_request().unwrap();
         assert_eq!(g.admit_request(), Err(ModuleError::TooManyModules { max: 2 }));
+        g.insert("a", 0);
         assert_eq!(g.get("a"), Some(Ok(0)));
-        assert_eq!(g.key_of(1), Some("b"));
+        assert_eq!(g.key_of(0), Some("a"));
         assert_eq!(g.get("c"), None);
     }
 
