@@ -1030,17 +1030,27 @@ void DescribeSyntaxError(Isolate* isolate, Local<Context> ctx, TryCatch& try_cat
 }
 
 
+// Entry `i` of a module's requests (V8 14 dropped the context parameter).
+Local<v8::ModuleRequest> ModuleRequestAt(Local<Context> ctx, Local<v8::FixedArray> requests, int i) {
+#if ISOLET_V8_AT_LEAST(14, 0)
+  (void)ctx;
+  return requests->Get(i).As<v8::ModuleRequest>();
+#else
+  return requests->Get(ctx, i).As<v8::ModuleRequest>();
+#endif
+}
+
 // The module a request of `referrer` links to (Rust linked it before instantiation).
 MaybeLocal<v8::Module> ResolveLinked(Local<Context> ctx, Local<String> specifier,
                                      Local<v8::FixedArray>, Local<v8::Module> referrer) {
-  Isolate* isolate = ctx->GetIsolate();
+  Isolate* isolate = Isolate::GetCurrent();  // the isolate thread's own
   isolet_sandbox* sb = SandboxOf(isolate);
   auto found = sb->module_by_script.find(referrer->ScriptId());
   if (found != sb->module_by_script.end()) {
     const auto& targets = sb->modules[found->second].targets;
     Local<v8::FixedArray> requests = referrer->GetModuleRequests();
     for (int i = 0; i < requests->Length() && static_cast<size_t>(i) < targets.size(); ++i) {
-      Local<v8::ModuleRequest> request = requests->Get(ctx, i).As<v8::ModuleRequest>();
+      Local<v8::ModuleRequest> request = ModuleRequestAt(ctx, requests, i);
       if (request->GetSpecifier()->StrictEquals(specifier) && targets[i] < sb->modules.size()) {
         return sb->modules[targets[i]].module.Get(isolate);
       }
@@ -1079,7 +1089,7 @@ void YieldData(const v8::FunctionCallbackInfo<Value>& info) { info.GetReturnValu
 // its namespace once its evaluation (top-level await included) has.
 MaybeLocal<v8::Promise> ImportDynamically(Local<Context> ctx, Local<v8::Data>, Local<Value> resource_name,
                                           Local<String> specifier, Local<v8::FixedArray>) {
-  Isolate* isolate = ctx->GetIsolate();
+  Isolate* isolate = Isolate::GetCurrent();  // the isolate thread's own
   isolet_sandbox* sb = SandboxOf(isolate);
   Local<v8::Promise::Resolver> resolver;
   if (!v8::Promise::Resolver::New(ctx).ToLocal(&resolver)) return MaybeLocal<v8::Promise>();
@@ -1664,7 +1674,7 @@ int32_t isolet_module_requests(isolet_sandbox* sb, uint32_t id, isolet_bytes* ou
   Local<v8::FixedArray> requests = module->GetModuleRequests();
   std::string joined;
   for (int i = 0; i < requests->Length(); ++i) {
-    Local<v8::ModuleRequest> request = requests->Get(ctx, i).As<v8::ModuleRequest>();
+    Local<v8::ModuleRequest> request = ModuleRequestAt(ctx, requests, i);
     if (i > 0) joined.push_back('\0');
     // Specifiers are part of the module's source, which Rust bounded.
     joined += ToUtf8(isolate, ctx, request->GetSpecifier(), SIZE_MAX / 2);
