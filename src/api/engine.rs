@@ -138,19 +138,22 @@ impl RunPlanJs {
         self.plan.modules.keys().filter(|k| isolet_core::modules::is_typescript(k, language)).cloned().collect()
     }
 
-    /// The source of module `key` (a key of the checked map), stripped of its types: never
-    /// longer than the source it replaces, so the map stays within its checked limits.
+    /// The source of module `key` (a key of the checked map), stripped of its types; the
+    /// map stays within its limits.
     #[napi]
     pub fn set_module(&mut self, key: String, source: String) -> Result<()> {
         let plan = Arc::make_mut(&mut self.plan);
-        match plan.modules.get_mut(&key) {
-            Some(old) if source.len() <= old.len() => {
-                *old = source;
-                Ok(())
-            }
-            Some(_) => Err(validation_error(format!("modules['{key}'] grew when its types were stripped"))),
-            None => Err(validation_error(format!("modules has no module '{key}'"))),
+        let Some(old) = plan.modules.get_mut(&key) else {
+            return Err(validation_error(format!("modules has no module '{key}'")));
+        };
+        let before = std::mem::replace(old, source);
+        // Stripping replaces types with spaces; should it ever add bytes, the map is
+        // checked again rather than sent past its limit.
+        if isolet_core::modules::check_map(&plan.modules, plan.module_limits).is_err() {
+            plan.modules.insert(key.clone(), before);
+            return Err(validation_error(format!("modules['{key}'] is over maxModuleBytes once its types are stripped")));
         }
+        Ok(())
     }
 
     /// `javascript` or `typescript`; JS strips types before submitting.

@@ -342,7 +342,9 @@ fn ensure_module(
     let resolve_error = |message: String| ModuleError::Resolve { specifier: key.to_string(), referrer: referrer.to_string(), message };
     let (name, source) = match host.given_module(key) {
         Some(source) => (key.to_string(), source),
-        None if !host.module_resolver() => return failed(state, not_found()),
+        // Not remembered: a run without `resolve` could otherwise fill the graph (outside
+        // V8's heap) with as many missing keys as it can name.
+        None if !host.module_resolver() => return Err(LoadError::Module(not_found())),
         None => {
             state.graph.admit_request().map_err(LoadError::Module)?;
             match host.resolve_module(key, referrer) {
