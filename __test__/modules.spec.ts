@@ -42,8 +42,9 @@ describe.each(MODES)('ES modules (%s isolation)', (isolation) => {
     expect(ok(await run('const x = 1;'))).toEqual({});
   });
 
-  it('top-level await works', async () => {
+  it('top-level await works, capabilities included', async () => {
     expect(ok(await run('const v = await Promise.resolve(41); export default v + 1'))).toBe(42);
+    expect(ok(await run('export default await add(2, 3)', { capabilities: { add: (a: number, b: number) => a + b } }))).toBe(5);
   });
 
   it('static and dynamic imports come from the map; relative keys join like URL paths', async () => {
