@@ -111,6 +111,9 @@ describe.each(MODES)('ES modules (%s isolation)', (isolation) => {
     // import() of a missing module rejects inside the sandbox, where it can be caught.
     const caught = await run("let m; try { await import('nope') } catch (e) { m = String(e) } export default m");
     expect(ok(caught)).toBe("Error: Cannot find module 'nope' imported from 'sandbox.mjs'");
+    // From a script too, where no module was compiled before.
+    const script = await runSandbox("import('./nope.js').catch(String)", { isolation, timeoutMs: 10_000 });
+    expect(ok(script)).toBe("Error: Cannot find module 'nope.js' imported from 'sandbox.js'");
     await stillServes();
   });
 

@@ -1107,15 +1107,18 @@ MaybeLocal<v8::Promise> ImportDynamically(Local<Context> ctx, Local<v8::Data>, L
   int32_t rc = sb->on_import(sb->config.ctx, reinterpret_cast<const uint8_t*>(referrer.data()), referrer.size(),
                              reinterpret_cast<const uint8_t*>(wanted.data()), wanted.size(), &id, &error_class,
                              buf, sb->refusal_text.size(), &len);
-  if (rc == ISOLET_TERMINATED || id >= sb->modules.size()) {
+  if (rc == ISOLET_TERMINATED) {
     // The promise never settles: the run is being stopped.
-    if (rc == ISOLET_TERMINATED) isolate->TerminateExecution();
-    if (rc == ISOLET_OK) (void)resolver->Reject(ctx, v8::Exception::Error(Utf8(isolate, "no such module")));
+    isolate->TerminateExecution();
     return promise;
   }
   if (rc != ISOLET_OK) {
     len = std::min(len, sb->refusal_text.size());
     (void)resolver->Reject(ctx, HostError(isolate, ctx, error_class, nullptr, 0, buf, len));
+    return promise;
+  }
+  if (id >= sb->modules.size()) {
+    (void)resolver->Reject(ctx, v8::Exception::Error(Utf8(isolate, "no such module")));
     return promise;
   }
   Local<v8::Module> module = sb->modules[id].module.Get(isolate);
