@@ -209,11 +209,51 @@ export type SandboxLanguage = 'javascript' | 'typescript';
 export declare function describeTools(capabilities: Capabilities): string;
 
 /**
+ * What `resolve` answers for an import: the module's source, or the source with the
+ * canonical key the module is kept under (its own relative imports are joined to it),
+ * or `undefined` / `null` when there is no such module.
+ */
+export type ModuleResolution = string | { source: string; specifier?: string } | undefined | null;
+
+/**
+ * Resolves an import the `modules` map does not hold. `specifier` is the module's key
+ * (a relative specifier already joined to its importer: `./a.js` from `lib/b.js` is
+ * `lib/a.js`); `referrer` is the importer's key (`sandbox.mjs` for the run's own code).
+ * Each call is one host message (`maxMessages` / `maxHostCalls`) and one of `maxModules`;
+ * a source counts against `maxMessageBytes` and `maxModuleBytes`. It runs in this process:
+ * nothing is read from disk or network unless it does so.
+ */
+export type ModuleResolver = (specifier: string, referrer: string) => ModuleResolution | Promise<ModuleResolution>;
+
+/** ES module options, shared by `runSandbox` options and engine requests. */
+export interface ModuleOptions {
+  /**
+   * `'module'`: the code is an ES module (static `import`, top-level `await`); its
+   * `default` export, else its namespace as a plain object, is the result. Default
+   * `'script'` (a script, or an async function body with capabilities / in the engine).
+   */
+  type?: 'script' | 'module';
+  /**
+   * Module sources by key, for static `import` and dynamic `import()` (in scripts too).
+   * Keys are paths from the map's root (`./util.ts` and `util.ts` are the same key) or
+   * bare names (`zod`). `.ts` / `.mts` modules (every module with `language:
+   * 'typescript'`) are type-stripped.
+   */
+  modules?: Record<string, string>;
+  /** Answers imports `modules` does not hold; without it such an import fails. */
+  resolve?: ModuleResolver;
+  /** Modules in a run's graph (the run's own code included) and calls to `resolve`. Default 256; 1 to 100000. */
+  maxModules?: number;
+  /** Source bytes of all the run's modules, given and resolved. Default 16 MiB; 1 to 1 GiB. */
+  maxModuleBytes?: number;
+}
+
+/**
  * Options of `runSandbox`: exactly these names (any other is a SandboxValidationError
  * suggesting the nearest one). Numbers are whole numbers in the range given; one
  * outside it is a SandboxValidationError naming the option and the value.
  */
-export interface SandboxOptions {
+export interface SandboxOptions extends ModuleOptions {
   /**
    * Host functions exposed as globals. With capabilities the code is the body of an
    * async function: only `return` gives `output`.
@@ -592,10 +632,10 @@ export interface SandboxEngineDeps {
 export type SessionFactory = <T = unknown>(request: ExecuteMessage) => SandboxSession<T>;
 
 /** Inbound: an execution request: exactly these names. */
-export interface ExecuteMessage {
+export interface ExecuteMessage extends ModuleOptions {
   /** Names the session and its events. Default: `deps.idGenerator()` (`session_<n>`). */
   requestId?: string;
-  /** Body of an async function: `return` gives the result. */
+  /** Body of an async function: `return` gives the result; with `type: 'module'`, an ES module. */
   code: string;
   /** Values of `data` known up front (no data request needed). */
   data?: Record<string, unknown>;

@@ -5,7 +5,7 @@ const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
-const { stripTypes } = require('./typescript');
+const { stripPlan } = require('./typescript');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
 const { own, isPlainObject, readOwn, readEntries, readOptions, describeThrown } = require('./own');
 
@@ -252,29 +252,29 @@ class SandboxEngine {
     } catch (err) {
       return fail(errorFromThrown(err));
     }
-    const { plan, handlers } = planned;
+    const { plan, handlers, resolve } = planned;
     session._maxMessageBytes = plan.maxMessageBytes;
     session._emit({ type: 'status', status: 'queued', message: 'queued' });
-    if (plan.language !== 'typescript') {
-      this._start(session, plan, handlers);
+    if (!plan.stripsTypes) {
+      this._start(session, plan, handlers, resolve);
       return session;
     }
     // Large TypeScript is stripped on a worker thread, within the run's wall-clock limit.
-    stripTypes(plan.code, { language: 'typescript', asyncBody: true, timeoutMs: plan.wallTimeMs }).then(
-      (code) => {
+    stripPlan(plan).then(
+      () => {
         if (session._aborted) return fail(new SandboxAbortedError('Execution was aborted before it started'));
         if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));
-        plan.code = code;
-        this._start(session, plan, handlers);
+        this._start(session, plan, handlers, resolve);
       },
       (err) => fail(errorFromThrown(err)),
     );
     return session;
   }
 
-  _start(session, plan, handlers) {
+  _start(session, plan, handlers, resolve) {
     const { done, handle } = execute(this._native, plan, {
       handlers,
+      resolve,
       onEvent: (ev) => {
         if (ev.type === 'started') session._emit({ type: 'status', status: 'started', message: 'started' });
         else if (ev.type === 'console') session._emit({ type: 'status', status: 'console', level: ev.level, message: ev.message });
@@ -342,7 +342,9 @@ class SandboxEngine {
     const plan = this._settings.plan(shaped, dataValues);
     const handlers =
       requestTools.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, requestTools.handlers);
-    return { plan, handlers };
+    // Checked natively to be a function (or absent); called by execute for imports.
+    const resolve = isPlainObject(request) ? own(request, 'resolve') : undefined;
+    return { plan, handlers, resolve };
   }
 
   _log(level, message) {

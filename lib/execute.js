@@ -6,6 +6,9 @@ const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, d
 const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
+const native = require('./native');
+const { stripTypes } = require('./typescript');
+const { own, isPlainObject, describeThrown } = require('./own');
 
 const EMPTY_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 });
 
@@ -32,6 +35,8 @@ function statsOf(s) {
  * @param {object} hooks
  * @param {Record<string, Function>} [hooks.handlers] host functions by name
  * @param {(event: object) => void} [hooks.onEvent] started / console / dataRequest
+ * @param {(specifier: string, referrer: string) => unknown} [hooks.resolve] the run's
+ *   module resolver: answers imports its `modules` map does not hold
  */
 function execute(engine, plan, hooks = {}) {
   const handlers = hooks.handlers || {};
@@ -60,6 +65,9 @@ function execute(engine, plan, hooks = {}) {
     switch (ev.type) {
       case 'hostCall':
         serveHostCall(ev);
+        break;
+      case 'moduleRequest':
+        serveModuleRequest(ev);
         break;
       case 'done':
         finished = true;
@@ -101,6 +109,39 @@ function execute(engine, plan, hooks = {}) {
       return;
     }
     reply(ev, result);
+  };
+
+  // An import the map does not hold: the run's `resolve` answers with a source, or
+  // `{ source, specifier? }` (the canonical key its own imports are joined to), or
+  // undefined / null for no module. TypeScript is stripped before it is sent.
+  const serveModuleRequest = (ev) => {
+    const answer = (bytes, error) => {
+      if (!finished) handle.answer(ev.id, bytes, error);
+    };
+    const resolve = hooks.resolve;
+    let pending;
+    try {
+      pending = typeof resolve === 'function' ? callInRun(context(), resolve, [ev.key, ev.referrer]) : undefined;
+    } catch (err) {
+      answer(undefined, describeHostError(err).message);
+      return;
+    }
+    Promise.resolve(pending)
+      .then(async (found) => {
+        if (found === undefined || found === null) return answer(native.moduleAnswer(undefined, undefined), undefined);
+        let source = found;
+        let specifier;
+        if (isPlainObject(found)) {
+          source = own(found, 'source');
+          specifier = own(found, 'specifier');
+        }
+        if (typeof source !== 'string' || (specifier !== undefined && typeof specifier !== 'string')) {
+          return answer(undefined, `it returned ${describeThrown(found)}, not a source string or { source: string, specifier?: string }`);
+        }
+        if (ev.typescript) source = await stripTypes(source, { language: 'typescript', asyncBody: false, timeoutMs: plan.wallTimeMs });
+        answer(native.moduleAnswer(source, specifier), undefined);
+      })
+      .catch((err) => answer(undefined, describeHostError(err).message));
   };
 
   const reply = (ev, value) => {

@@ -5,7 +5,7 @@ const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { normalizeTools } = require('./tools');
-const { stripTypes } = require('./typescript');
+const { stripPlan } = require('./typescript');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
 
 const DEFAULTS = native.optionDefaults();
@@ -63,6 +63,7 @@ function planOf(code, options) {
   let tools = { names: [], handlers: Object.create(null) };
   let shaped = options;
   let signal;
+  let resolve;
   if (isPlainObject(options)) {
     // Read once, own properties only: a `capabilities` or `signal` on Object.prototype is
     // no option, and a getter that throws names its option.
@@ -73,8 +74,10 @@ function planOf(code, options) {
     if (capabilities !== undefined) tools = normalizeTools(capabilities);
     shaped.signal = undefined;
     shaped.capabilities = capabilities === undefined ? undefined : tools.names;
+    // Checked natively to be a function (or absent); called by execute for imports.
+    resolve = shaped.resolve;
   }
-  return { plan: native.planRun(code, shaped), handlers: tools.handlers, signal };
+  return { plan: native.planRun(code, shaped), handlers: tools.handlers, signal, resolve };
 }
 
 /**
@@ -94,9 +97,9 @@ async function runSandbox(code, options = undefined) {
   try {
     const planned = planOf(code, options);
     const plan = planned.plan;
-    if (plan.language === 'typescript') {
+    if (plan.stripsTypes) {
       // Large input is stripped on a worker thread, within the run's wall-clock limit.
-      plan.code = await stripTypes(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody', timeoutMs: plan.wallTimeMs });
+      await stripPlan(plan);
     }
     signal = planned.signal;
     if (signal !== undefined) {
@@ -113,7 +116,7 @@ async function runSandbox(code, options = undefined) {
       unlisten(signal, onAbort, listening);
       return failure(new SandboxAbortedError('Execution was aborted before it started'));
     }
-    ({ done, handle } = execute(getDefaultEngine(plan.isolation), plan, { handlers: planned.handlers }));
+    ({ done, handle } = execute(getDefaultEngine(plan.isolation), plan, { handlers: planned.handlers, resolve: planned.resolve }));
   } catch (err) {
     unlisten(signal, onAbort, listening);
     return failure(errorFromThrown(err));

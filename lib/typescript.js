@@ -171,4 +171,26 @@ function syntaxError(err, lineOffset) {
   return new SandboxValidationError(message, { line, column });
 }
 
-module.exports = { toJavaScript, stripTypes };
+/**
+ * Strips a checked plan's TypeScript in place (natively, the plan says what is
+ * TypeScript): its code, and each TypeScript module of its `modules` map, whose errors
+ * name the module.
+ */
+async function stripPlan(plan) {
+  const timeoutMs = plan.wallTimeMs;
+  if (plan.language === 'typescript') {
+    plan.code = await stripTypes(plan.code, { language: 'typescript', asyncBody: plan.mode === 'asyncBody', timeoutMs });
+  }
+  for (const key of plan.typescriptModules) {
+    let code;
+    try {
+      code = await stripTypes(plan.moduleSource(key), { language: 'typescript', asyncBody: false, timeoutMs });
+    } catch (err) {
+      if (!(err instanceof SandboxValidationError)) throw err;
+      throw new SandboxValidationError(`modules['${key}']: ${err.message}`, { line: err.line, column: err.column });
+    }
+    plan.setModule(key, code);
+  }
+}
+
+module.exports = { toJavaScript, stripTypes, stripPlan };

@@ -313,6 +313,17 @@ struct isolet_sandbox {
   size_t max_output_bytes = 0;
   // Console bytes the run still keeps (from Rust's log buffer, after every entry).
   size_t log_room = 0;
+  // ES modules compiled in this isolate, by id, each with the ids its requests link to.
+  struct LinkedModule {
+    v8::Global<v8::Module> module;
+    std::vector<uint32_t> targets;
+  };
+  std::vector<LinkedModule> modules;
+  std::unordered_map<int, uint32_t> module_by_script;
+  // The module whose evaluation is the run's completion (its result is read from it).
+  v8::Global<v8::Module> result_module;
+  isolet_import_fn on_import = nullptr;
+  size_t max_specifier_bytes = 0;
 };
 
 namespace {
@@ -1020,6 +1031,129 @@ void DescribeSyntaxError(Isolate* isolate, Local<Context> ctx, TryCatch& try_cat
   err->position = try_catch.Message().IsEmpty() ? -1 : try_catch.Message()->GetStartPosition();
 }
 
+
+// Entry `i` of a module's requests (V8 14 dropped the context parameter).
+Local<v8::ModuleRequest> ModuleRequestAt(Local<Context> ctx, Local<v8::FixedArray> requests, int i) {
+#if ISOLET_V8_AT_LEAST(14, 0)
+  (void)ctx;
+  return requests->Get(i).As<v8::ModuleRequest>();
+#else
+  return requests->Get(ctx, i).As<v8::ModuleRequest>();
+#endif
+}
+
+// The module a request of `referrer` links to (Rust linked it before instantiation).
+MaybeLocal<v8::Module> ResolveLinked(Local<Context> ctx, Local<String> specifier,
+                                     Local<v8::FixedArray>, Local<v8::Module> referrer) {
+  Isolate* isolate = Isolate::GetCurrent();  // the isolate thread's own
+  isolet_sandbox* sb = SandboxOf(isolate);
+  auto found = sb->module_by_script.find(referrer->ScriptId());
+  if (found != sb->module_by_script.end()) {
+    const auto& targets = sb->modules[found->second].targets;
+    Local<v8::FixedArray> requests = referrer->GetModuleRequests();
+    for (int i = 0; i < requests->Length() && static_cast<size_t>(i) < targets.size(); ++i) {
+      Local<v8::ModuleRequest> request = ModuleRequestAt(ctx, requests, i);
+      if (request->GetSpecifier()->StrictEquals(specifier) && targets[i] < sb->modules.size()) {
+        return sb->modules[targets[i]].module.Get(isolate);
+      }
+    }
+  }
+  isolate->ThrowException(v8::Exception::Error(Utf8(isolate, "module import is not linked")));
+  return MaybeLocal<v8::Module>();
+}
+
+// The run's result of an evaluated module: its `default` export, else its namespace
+// copied to a plain object (a namespace is exotic and does not serialize).
+bool ModuleResult(Isolate* isolate, Local<Context> ctx, Local<v8::Module> module, Local<Value>* out) {
+  Local<Object> ns = module->GetModuleNamespace().As<Object>();
+  Local<String> key = Utf8(isolate, "default");
+  bool has_default;
+  if (!ns->HasOwnProperty(ctx, key).To(&has_default)) return false;
+  if (has_default) return ns->Get(ctx, key).ToLocal(out);
+  Local<v8::Array> names;
+  if (!ns->GetOwnPropertyNames(ctx, static_cast<v8::PropertyFilter>(v8::SKIP_SYMBOLS)).ToLocal(&names))
+    return false;
+  Local<Object> copy = Object::New(isolate);
+  for (uint32_t i = 0; i < names->Length(); ++i) {
+    Local<Value> name, value;
+    if (!names->Get(ctx, i).ToLocal(&name) || !ns->Get(ctx, name).ToLocal(&value)) return false;
+    if (!copy->CreateDataProperty(ctx, name.As<v8::Name>(), value).FromMaybe(false)) return false;
+  }
+  *out = copy;
+  return true;
+}
+
+// A promise reaction that yields its data (the imported module's namespace).
+void YieldData(const v8::FunctionCallbackInfo<Value>& info) { info.GetReturnValue().Set(info.Data()); }
+
+// import(specifier): Rust loads and links the graph (asking the host as needed, on this
+// thread), then the module is instantiated and evaluated here; the promise settles with
+// its namespace once its evaluation (top-level await included) has.
+MaybeLocal<v8::Promise> ImportDynamically(Local<Context> ctx, Local<v8::Data>, Local<Value> resource_name,
+                                          Local<String> specifier, Local<v8::FixedArray>) {
+  Isolate* isolate = Isolate::GetCurrent();  // the isolate thread's own
+  isolet_sandbox* sb = SandboxOf(isolate);
+  Local<v8::Promise::Resolver> resolver;
+  if (!v8::Promise::Resolver::New(ctx).ToLocal(&resolver)) return MaybeLocal<v8::Promise>();
+  Local<v8::Promise> promise = resolver->GetPromise();
+  if (sb->on_import == nullptr) {
+    (void)resolver->Reject(ctx, v8::Exception::Error(Utf8(isolate, "import() is not available")));
+    return promise;
+  }
+  std::string referrer = ToUtf8(isolate, ctx, resource_name, sb->max_specifier_bytes + 1);
+  std::string wanted = ToUtf8(isolate, ctx, specifier, sb->max_specifier_bytes + 1);
+  uint32_t id = 0;
+  uint32_t error_class = ISOLET_ERROR_CLASS_ERROR;
+  size_t len = 0;
+  uint8_t* buf = sb->refusal_text.data();
+  int32_t rc = sb->on_import(sb->config.ctx, reinterpret_cast<const uint8_t*>(referrer.data()), referrer.size(),
+                             reinterpret_cast<const uint8_t*>(wanted.data()), wanted.size(), &id, &error_class,
+                             buf, sb->refusal_text.size(), &len);
+  if (rc == ISOLET_TERMINATED) {
+    // The promise never settles: the run is being stopped.
+    isolate->TerminateExecution();
+    return promise;
+  }
+  if (rc != ISOLET_OK) {
+    len = std::min(len, sb->refusal_text.size());
+    (void)resolver->Reject(ctx, HostError(isolate, ctx, error_class, nullptr, 0, buf, len));
+    return promise;
+  }
+  if (id >= sb->modules.size()) {
+    (void)resolver->Reject(ctx, v8::Exception::Error(Utf8(isolate, "no such module")));
+    return promise;
+  }
+  Local<v8::Module> module = sb->modules[id].module.Get(isolate);
+  TryCatch try_catch(isolate);
+  Local<Value> evaluation;
+  bool ok = (module->GetStatus() != v8::Module::kUninstantiated ||
+             module->InstantiateModule(ctx, ResolveLinked).FromMaybe(false)) &&
+            module->Evaluate(ctx).ToLocal(&evaluation);
+  if (!ok) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) {
+      // Stopped: the promise never settles, the run ends at the next interrupt check.
+      isolate->TerminateExecution();
+      return promise;
+    }
+    Local<Value> reason = try_catch.Exception();
+    try_catch.Reset();
+    (void)resolver->Reject(ctx, reason);
+    return promise;
+  }
+  Local<Value> ns = module->GetModuleNamespace();
+  if (!evaluation->IsPromise()) {
+    (void)resolver->Resolve(ctx, ns);
+    return promise;
+  }
+  Local<v8::Function> yield_ns;
+  Local<v8::Promise> settled;
+  if (!v8::Function::New(ctx, YieldData, ns, 0, v8::ConstructorBehavior::kThrow).ToLocal(&yield_ns) ||
+      !evaluation.As<v8::Promise>()->Then(ctx, yield_ns).ToLocal(&settled)) {
+    return promise;  // terminated or out of memory: the run ends
+  }
+  return settled;
+}
+
 }  // namespace
 
 extern "C" {
@@ -1121,6 +1255,8 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     sb->buffer_charges.clear();
     sb->completion.Reset();
     sb->last_script.Reset();
+    sb->result_module.Reset();
+    sb->modules.clear();
     sb->data_cache.Reset();
     sb->wasm_instance.Reset();
     sb->context.Reset();
@@ -1338,6 +1474,7 @@ int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
                            int32_t call_completion, isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
+  sb->result_module.Reset();
   Local<String> text;
   if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
   v8::ScriptCompiler::Source script_source(text, OriginOf(isolate, origin_name, origin_len, column_offset));
@@ -1475,6 +1612,13 @@ int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_value* value, isol
     if (promise->State() == v8::Promise::kPending) return ISOLET_PENDING;
     result = promise->Result();
   }
+  if (!sb->result_module.IsEmpty() &&
+      !ModuleResult(isolate, ctx, sb->result_module.Get(isolate), &result)) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!try_catch.HasCaught()) return ISOLET_FAILED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
   int32_t rc = SerializeValue(isolate, ctx, result, sb->max_output_bytes, value);
   if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) {
     isolet_value_free(value->ptr, value->cap);
@@ -1554,6 +1698,85 @@ void isolet_error_free(isolet_error* err) {
   isolet_bytes_free(&err->name);
   isolet_bytes_free(&err->message);
   isolet_bytes_free(&err->stack);
+}
+
+int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                              const uint8_t* name, size_t name_len, uint32_t* id,
+                              isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<String> text;
+  if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
+#if ISOLET_V8_AT_LEAST(12, 4)
+  v8::ScriptOrigin origin(Utf8(isolate, name, name_len), 0, 0, false, -1, Local<Value>(), false, false, true);
+#else
+  v8::ScriptOrigin origin(isolate, Utf8(isolate, name, name_len), 0, 0, false, -1, Local<Value>(), false, false, true);
+#endif
+  v8::ScriptCompiler::Source source(text, origin);
+  Local<v8::Module> module;
+  if (!v8::ScriptCompiler::CompileModule(isolate, &source).ToLocal(&module)) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    DescribeSyntaxError(isolate, ctx, try_catch, err);
+    return ISOLET_SYNTAX;
+  }
+  *id = static_cast<uint32_t>(sb->modules.size());
+  sb->modules.push_back(isolet_sandbox::LinkedModule{v8::Global<v8::Module>(isolate, module), {}});
+  sb->module_by_script[module->ScriptId()] = *id;
+  return ISOLET_OK;
+}
+
+int32_t isolet_module_requests(isolet_sandbox* sb, uint32_t id, isolet_bytes* out, size_t* count) {
+  ENTER(sb);
+  *out = isolet_bytes{nullptr, 0};
+  *count = 0;
+  if (id >= sb->modules.size()) return ISOLET_FAILED;
+  Local<v8::Module> module = sb->modules[id].module.Get(isolate);
+  Local<v8::FixedArray> requests = module->GetModuleRequests();
+  std::string joined;
+  for (int i = 0; i < requests->Length(); ++i) {
+    Local<v8::ModuleRequest> request = ModuleRequestAt(ctx, requests, i);
+    if (i > 0) joined.push_back('\0');
+    // Specifiers are part of the module's source, which Rust bounded.
+    joined += ToUtf8(isolate, ctx, request->GetSpecifier(), SIZE_MAX / 2);
+  }
+  *out = CopyBytes(joined.data(), joined.size());
+  *count = static_cast<size_t>(requests->Length());
+  return out->ptr == nullptr ? ISOLET_FAILED : ISOLET_OK;
+}
+
+int32_t isolet_module_link(isolet_sandbox* sb, uint32_t id, const uint32_t* targets, size_t count) {
+  if (id >= sb->modules.size()) return ISOLET_FAILED;
+  sb->modules[id].targets.assign(targets, targets + count);
+  return ISOLET_OK;
+}
+
+int32_t isolet_module_run(isolet_sandbox* sb, uint32_t id, isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  sb->completion.Reset();
+  sb->result_module.Reset();
+  if (id >= sb->modules.size()) return ISOLET_FAILED;
+  Local<v8::Module> module = sb->modules[id].module.Get(isolate);
+  Local<Value> evaluation;
+  bool ok = (module->GetStatus() != v8::Module::kUninstantiated ||
+             module->InstantiateModule(ctx, ResolveLinked).FromMaybe(false)) &&
+            module->Evaluate(ctx).ToLocal(&evaluation);
+  if (!ok) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!try_catch.HasCaught()) return ISOLET_FAILED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  sb->completion.Reset(isolate, evaluation);
+  sb->result_module.Reset(isolate, module);
+  return isolet_sandbox_poll(sb);
+}
+
+void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_import,
+                                       size_t max_specifier_bytes) {
+  sb->on_import = on_import;
+  sb->max_specifier_bytes = max_specifier_bytes;
+  sb->isolate->SetHostImportModuleDynamicallyCallback(ImportDynamically);
 }
 
 }  // extern "C"

@@ -273,6 +273,35 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_
                                    const uint8_t* name, size_t name_len, const uint8_t* message,
                                    size_t message_len);
 
+// ES modules. A sandbox keeps every module it compiled (by id, from 0) for its life; Rust
+// keeps the graph (keys, limits) and links each module's requests to the ids it chose.
+//
+// Compiles `code` as a module named `name` (its stacks show that name): ISOLET_OK (*id
+// set), ISOLET_SYNTAX (*err, with line and column), ISOLET_TOO_LARGE or ISOLET_TERMINATED.
+int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                              const uint8_t* name, size_t name_len, uint32_t* id,
+                              isolet_error* err);
+// The specifiers module `id` imports, in V8's order, joined by '\0' into *out (malloc'd;
+// release with isolet_bytes_free); *count is how many. ISOLET_OK or ISOLET_FAILED.
+int32_t isolet_module_requests(isolet_sandbox* sb, uint32_t id, isolet_bytes* out, size_t* count);
+// Module `id`'s requests (same order) resolve to modules `targets`.
+int32_t isolet_module_link(isolet_sandbox* sb, uint32_t id, const uint32_t* targets, size_t count);
+// Instantiates module `id` (every module it reaches must be linked) and evaluates it; the
+// run's result is then its `default` export, else its namespace copied to a plain object.
+// As isolet_sandbox_run: ISOLET_OK, ISOLET_PENDING (top-level await), ISOLET_THREW or
+// ISOLET_TERMINATED.
+int32_t isolet_module_run(isolet_sandbox* sb, uint32_t id, isolet_error* err);
+// import(): `on_import` gets the importer's name and the specifier (each at most
+// `max_specifier_bytes` + 1 bytes of it) and returns ISOLET_OK with *id set to a module
+// whose graph is linked, ISOLET_THREW with the class (ISOLET_ERROR_CLASS_*) and message
+// (at most `cap` bytes into buf, *len its length) of the error the import's promise
+// rejects with, or ISOLET_TERMINATED.
+typedef int32_t (*isolet_import_fn)(void* ctx, const uint8_t* referrer, size_t referrer_len,
+                                    const uint8_t* specifier, size_t specifier_len, uint32_t* id,
+                                    uint32_t* error_class, uint8_t* buf, size_t cap, size_t* len);
+void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_import,
+                                       size_t max_specifier_bytes);
+
 // Heap statistics in bytes: current used heap, the highest value seen, and the most the
 // young large-object space was seen holding (sampled at each GC and by this call).
 void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak, size_t* peak_young_large);

@@ -31,6 +31,7 @@ import {
   type SandboxSession,
   type SessionFactory,
   type ToolExecuteOptions,
+  type ModuleResolver,
 } from '../..';
 import { IsoletExecutor, type Executor as IsoletExecutorContract } from '../../lib/codemode';
 
@@ -315,6 +316,25 @@ export async function options() {
   engine.submit({ code: '', bridgeLimits: { maxHostCalls: 1 } });
   // @ts-expect-error code is required
   engine.submit({ requestId: 'r' });
+}
+
+// --- ES modules ------------------------------------------------------------------
+export async function modules(engine: SandboxEngine) {
+  const resolve: ModuleResolver = async (specifier, referrer) => {
+    exactly<string>()(specifier);
+    exactly<string>()(referrer);
+    return specifier === 'pkg' ? { source: 'export default 1', specifier: 'pkg/index.js' } : undefined;
+  };
+  const r = await runSandbox<number>('export default 1', { type: 'module', modules: { './a.ts': 'export const a: number = 1' }, resolve, maxModules: 10, maxModuleBytes: 1024 });
+  if (r.success) exactly<number>()(r.output);
+  await runSandbox('import("x")', { resolve: () => 'export default 2' });
+  engine.submit({ code: 'export default 1', type: 'module', modules: { zod: '' }, resolve: (s) => (s === 'a' ? 'export {}' : null) });
+  // @ts-expect-error `type` is 'script' or 'module'
+  await runSandbox('', { type: 'commonjs' });
+  // @ts-expect-error module sources are strings
+  await runSandbox('', { modules: { a: 1 } });
+  // @ts-expect-error resolve answers a source, { source, specifier? } or nothing
+  await runSandbox('', { resolve: () => 42 });
 }
 
 // --- isolet/codemode (its fit to @cloudflare/codemode's own types: codemode.spec.ts) ----

@@ -113,7 +113,48 @@ impl RunPlanJs {
         match self.plan.mode {
             ExecMode::Script => "script",
             ExecMode::AsyncBody => "asyncBody",
+            ExecMode::Module => "module",
         }
+    }
+
+    /// Whether anything of the run is TypeScript to strip before it is submitted: its code
+    /// (`language: 'typescript'`) or a module of its map.
+    #[napi(getter)]
+    pub fn strips_types(&self) -> bool {
+        let language = self.plan.language;
+        language == "typescript" || self.plan.modules.keys().any(|k| isolet_core::modules::is_typescript(k, language))
+    }
+
+    /// The source of module `key` of the checked map.
+    #[napi]
+    pub fn module_source(&self, key: String) -> Option<String> {
+        self.plan.modules.get(&key).cloned()
+    }
+
+    /// Keys of the `modules` map whose sources are TypeScript (JS strips them, then sets
+    /// each with `setModule`).
+    #[napi(getter)]
+    pub fn typescript_modules(&self) -> Vec<String> {
+        let language = self.plan.language;
+        self.plan.modules.keys().filter(|k| isolet_core::modules::is_typescript(k, language)).cloned().collect()
+    }
+
+    /// The source of module `key` (a key of the checked map), stripped of its types; the
+    /// map stays within its limits.
+    #[napi]
+    pub fn set_module(&mut self, key: String, source: String) -> Result<()> {
+        let plan = Arc::make_mut(&mut self.plan);
+        let Some(old) = plan.modules.get_mut(&key) else {
+            return Err(validation_error(format!("modules has no module '{key}'")));
+        };
+        let before = std::mem::replace(old, source);
+        // Stripping replaces types with spaces; should it ever add bytes, the map is
+        // checked again rather than sent past its limit.
+        if isolet_core::modules::check_map(&plan.modules, plan.module_limits).is_err() {
+            plan.modules.insert(key.clone(), before);
+            return Err(validation_error(format!("modules['{key}'] is over maxModuleBytes once its types are stripped")));
+        }
+        Ok(())
     }
 
     /// `javascript` or `typescript`; JS strips types before submitting.
@@ -146,6 +187,16 @@ impl RunPlanJs {
     #[napi(getter)]
     pub fn max_pending_host_calls(&self) -> u32 {
         self.plan.bridge.max_pending_host_calls
+    }
+}
+
+/// `resolve`'s answer as the bytes `RunHandle.answer` carries to the sandbox: the source
+/// and the canonical key it named, or (no source) that it found no module.
+#[napi]
+pub fn module_answer(source: Option<String>, specifier: Option<String>) -> Buffer {
+    match source {
+        Some(source) => isolet_core::modules::encode_resolved(&source, specifier.as_deref()).into(),
+        None => isolet_core::modules::encode_not_found().into(),
     }
 }
 

@@ -81,6 +81,13 @@ fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
             (Key::Id, v::u32(env, id)?),
             (Key::Key, v::string(env, &key)?),
         ]),
+        Event::ModuleRequest { id, key, referrer, typescript } => keys.object(&[
+            (Key::Type, keys.string(Key::ModuleRequest)?),
+            (Key::Id, v::u32(env, id)?),
+            (Key::Key, v::string(env, &key)?),
+            (Key::Referrer, v::string(env, &referrer)?),
+            (Key::Typescript, v::bool(env, typescript)?),
+        ]),
         Event::Done(completion) => {
             let s = completion.stats;
             let stats = keys.object(&[
@@ -125,6 +132,7 @@ pub(crate) enum Event {
     Console { level: LogLevel, message: String },
     HostCall { call_id: u32, name: String, args: Vec<u8> },
     DataRequest { id: u32, key: String },
+    ModuleRequest { id: u32, key: String, referrer: String, typescript: bool },
     /// The last event of a run.
     Done(Completion),
 }
@@ -266,6 +274,11 @@ impl EventSink for JsSink {
 
     fn data_request(&self, id: u32, key: &str) {
         self.channel.push(self.run, Event::DataRequest { id, key: key.to_string() });
+    }
+
+    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool) {
+        let event = Event::ModuleRequest { id, key: key.to_string(), referrer: referrer.to_string(), typescript };
+        self.channel.push(self.run, event);
     }
 
     fn done(&self, completion: Completion) {

@@ -38,11 +38,14 @@ keys! {
     HeapUsedBytes = "heapUsedBytes",
     HeapAtEndBytes = "heapAtEndBytes",
     HostCalls = "hostCalls",
+    Referrer = "referrer",
+    Typescript = "typescript",
     // event types (values, cached like the names)
     Started = "started",
     Console = "console",
     HostCall = "hostCall",
     DataRequest = "dataRequest",
+    ModuleRequest = "moduleRequest",
     Done = "done",
 }
 

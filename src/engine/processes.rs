@@ -138,6 +138,10 @@ struct Run {
     wall_time_ms: u64,
     bridge: isolet_core::BridgeLimits,
     stream_console: bool,
+    /// The run's `language`: a resolved module of a TypeScript run is stripped.
+    language: &'static str,
+    /// `maxModules`: the most `resolve` requests its host may send.
+    max_modules: u32,
     life: RunState,
     /// The host and wire id it runs under.
     on_host: Option<(u64, u32)>,
@@ -353,7 +357,9 @@ impl ProcessEngine {
             wall_time_ms: plan.limits.wall_time_ms,
             bridge: plan.bridge,
             stream_console: plan.stream_console,
-            budget: EventBudget::new(plan.bridge, plan.stream_console),
+            language: plan.language,
+            max_modules: plan.module_limits.max_modules,
+            budget: EventBudget::new(plan.bridge, plan.stream_console).with_max_module_requests(plan.module_limits.max_modules),
             plan: Some(plan),
             started_event,
             life: RunState::new(),
@@ -927,6 +933,15 @@ impl State {
                 run.plan = None;
                 run.sink.host_call(h.call_id, &name, args);
             }
+            Kind::ModuleRequest => {
+                // Counted and awaited like a data request (its answer is an `Answer` frame).
+                run.budget.module_request(h.call_id, frame_bytes).map_err(over)?;
+                let (key, referrer) = frame::decode_module_request(&payload).map_err(bad)?;
+                let typescript = isolet_core::modules::is_typescript(key, run.language);
+                let (key, referrer) = (key.to_string(), referrer.to_string());
+                run.plan = None;
+                run.sink.module_request(h.call_id, &key, &referrer, typescript);
+            }
             Kind::DataRequest => {
                 run.budget.data_request(h.call_id, frame_bytes).map_err(over)?;
                 let key_text = std::str::from_utf8(&payload).map_err(|_| "a data key that is not UTF-8".to_string())?;
@@ -1149,7 +1164,7 @@ impl State {
                     run.restarts += 1;
                     run.alone = alone;
                     run.overdue = false;
-                    run.budget = EventBudget::new(run.bridge, run.stream_console);
+                    run.budget = EventBudget::new(run.bridge, run.stream_console).with_max_module_requests(run.max_modules);
                     if let Some(plan) = run.plan.as_mut() {
                         Arc::make_mut(plan).limits.wall_time_ms = wall_time_ms;
                     }

@@ -77,6 +77,10 @@ pub(crate) trait EventSink: Send + Sync {
     fn console(&self, level: LogLevel, message: &str);
     fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>);
     fn data_request(&self, id: u32, key: &str);
+    /// An import for the host's `resolve`: module `key` (joined to its importer),
+    /// imported from `referrer`; `typescript`: its source is to be stripped of types.
+    /// Answered like a data request (`push_answer`).
+    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool);
     /// Called exactly once per run.
     fn done(&self, completion: Completion);
 }
@@ -573,6 +577,37 @@ impl RunShared {
             inbox.waiting.insert(id);
         }
         self.sink.data_request(id, key);
+        let mut inbox = lock(&self.inbox);
+        loop {
+            if let Some(answer) = inbox.answers.remove(&id) {
+                return answer;
+            }
+            if inbox.closed || self.should_stop() {
+                inbox.waiting.remove(&id);
+                return DataAnswer::Terminated;
+            }
+            inbox = self.cv.wait_timeout(inbox, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+impl RunShared {
+    /// Blocking request to the host's `resolve` from the isolate thread: counted as a
+    /// message (`maxMessages`) and answered within the run's time limits.
+    pub(crate) fn request_module(&self, key: &str, referrer: &str) -> DataAnswer {
+        if !self.count_message() {
+            return DataAnswer::Error(format!("Bridge message limit of {} per execution exceeded", self.spec.plan.bridge.max_messages));
+        }
+        let id = self.next_data_id.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut inbox = lock(&self.inbox);
+            if inbox.closed {
+                return DataAnswer::Terminated;
+            }
+            inbox.waiting.insert(id);
+        }
+        let typescript = isolet_core::modules::is_typescript(key, self.spec.plan.language);
+        self.sink.module_request(id, key, referrer, typescript);
         let mut inbox = lock(&self.inbox);
         loop {
             if let Some(answer) = inbox.answers.remove(&id) {

@@ -104,6 +104,21 @@ impl SandboxHost for ThreadHost {
         let counted = self.current().is_some_and(|run| run.abandon_after_fatal_oom());
         quarantine::park_current_thread(!counted)
     }
+
+    fn given_module(&self, key: &str) -> Option<String> {
+        self.current()?.spec.plan.modules.get(key).cloned()
+    }
+
+    fn module_resolver(&self) -> bool {
+        self.current().is_some_and(|run| run.spec.plan.module_resolver)
+    }
+
+    fn resolve_module(&self, key: &str, referrer: &str) -> DataAnswer {
+        match self.current() {
+            Some(run) => run.request_module(key, referrer),
+            None => DataAnswer::Terminated,
+        }
+    }
 }
 
 /// Where an isolate thread gets its one run.
@@ -211,6 +226,7 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
 fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
     let spec = &run.spec;
     sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes, run.log_room());
+    sandbox.set_module_limits(spec.plan.module_limits);
     // The prelude runs first, under the run's limits, before any tool or `data` exists.
     match sandbox.run_prelude(&spec.code) {
         Step::Settled | Step::Pending => {}

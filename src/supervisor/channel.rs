@@ -385,6 +385,11 @@ impl EventSink for ChannelSink {
         self.ch.send(frame::header_only(Kind::DataRequest, self.run_id, id, key.len()).to_vec(), key.as_bytes());
     }
 
+    fn module_request(&self, id: u32, key: &str, referrer: &str, _typescript: bool) {
+        // The parent decides again from the plan it keeps whether the source is TypeScript.
+        self.ch.send(frame::encode_module_request(self.run_id, id, key, referrer), &[]);
+    }
+
     fn done(&self, completion: Completion) {
         lock(&self.ch.runs).remove(&self.run_id);
         // A run abandoned by the watchdog quarantined its thread just before this.

@@ -91,6 +91,20 @@ pub struct isolet_sandbox_config {
     pub max_json_values: u64,
 }
 
+/// `import()`: see `isolet_import_fn` in `native/isolet_v8.h`.
+pub type isolet_import_fn = extern "C" fn(
+    ctx: *mut c_void,
+    referrer: *const u8,
+    referrer_len: usize,
+    specifier: *const u8,
+    specifier_len: usize,
+    id: *mut u32,
+    error_class: *mut u32,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> i32;
+
 extern "C" {
     pub fn isolet_v8_init(main_uses_node_snapshot: i32) -> i32;
     pub fn isolet_v8_set_flags(flags: *const c_char, len: usize);
@@ -199,6 +213,19 @@ extern "C" {
         message: *const u8,
         message_len: usize,
     ) -> i32;
+    pub fn isolet_module_compile(
+        sb: *mut isolet_sandbox,
+        code: *const u8,
+        len: usize,
+        name: *const u8,
+        name_len: usize,
+        id: *mut u32,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_module_requests(sb: *mut isolet_sandbox, id: u32, out: *mut isolet_bytes, count: *mut usize) -> i32;
+    pub fn isolet_module_link(sb: *mut isolet_sandbox, id: u32, targets: *const u32, count: usize) -> i32;
+    pub fn isolet_module_run(sb: *mut isolet_sandbox, id: u32, err: *mut isolet_error) -> i32;
+    pub fn isolet_sandbox_set_import_handler(sb: *mut isolet_sandbox, on_import: isolet_import_fn, max_specifier_bytes: usize);
     pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize, peak_young_large: *mut usize);
     pub fn isolet_sandbox_hit_memory_limit(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_bytes_free(bytes: *mut isolet_bytes);

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use isolet_core::code_cache::{Lookup, Unit, UnitKind};
+use isolet_core::modules::{self, ModuleError, ModuleGraph, ModuleLimits};
 use isolet_core::seam_policy::{self, SeamText, ThrownKind};
 use isolet_core::{ExecMode, Thrown};
 
@@ -31,6 +32,19 @@ pub(crate) trait SandboxHost: Send + Sync {
     fn heap_limit(&self);
     /// V8 hit a fatal OOM on this isolate's thread. Must never return.
     fn fatal_oom(&self) -> !;
+    /// The source of module `key` in the run's `modules` map, if it is there.
+    fn given_module(&self, _key: &str) -> Option<String> {
+        None
+    }
+    /// Whether the run has a `resolve` to ask for modules its map does not hold.
+    fn module_resolver(&self) -> bool {
+        false
+    }
+    /// Blocking: the run's `resolve` answer for `key`, imported from `referrer` (bytes of
+    /// `isolet_core::modules::encode_resolved` / `encode_not_found`).
+    fn resolve_module(&self, _key: &str, _referrer: &str) -> DataAnswer {
+        DataAnswer::Terminated
+    }
 }
 
 /// Why a host call was refused before it reached the host: the name and message of the
@@ -226,6 +240,217 @@ struct Callbacks {
     isolate: AtomicPtr<c_void>,
     /// A callback panicked: the run was terminated and ends as an internal failure.
     panicked: AtomicBool,
+    /// The sandbox, once it exists: `import()` compiles and links from inside V8.
+    raw: AtomicPtr<ffi::isolet_sandbox>,
+    /// The isolate's module graph (its modules live as long as it does).
+    modules: Mutex<ModuleState>,
+}
+
+/// The module graph's policy (isolet-core) and the modules compiled but not linked yet.
+#[derive(Default)]
+struct ModuleState {
+    graph: ModuleGraph,
+    unlinked: Vec<u32>,
+}
+
+/// Why a module graph could not be loaded.
+enum LoadError {
+    Module(ModuleError),
+    /// A module did not compile: its error, naming it.
+    Syntax(Thrown),
+    Terminated,
+}
+
+impl LoadError {
+    /// As the run's step (a static import of the run's own code).
+    fn into_step(self) -> Step {
+        match self {
+            LoadError::Module(e) => Step::Threw(module_thrown(&e)),
+            LoadError::Syntax(thrown) => Step::Syntax(thrown),
+            LoadError::Terminated => Step::Terminated,
+        }
+    }
+}
+
+/// The error a module that cannot be loaded throws: a RangeError for a limit.
+fn module_thrown(e: &ModuleError) -> Thrown {
+    let name = match e {
+        ModuleError::TooManyModules { .. } | ModuleError::TooManyBytes { .. } => "RangeError",
+        _ => "Error",
+    };
+    Thrown { name: name.into(), message: e.to_string(), ..Default::default() }
+}
+
+/// Compiles `source` as module `key`; a syntax error names the module (unless it is the
+/// run's own code, named like a script's).
+fn compile_module(raw: *mut ffi::isolet_sandbox, source: &str, key: &str) -> Result<u32, LoadError> {
+    let mut err = empty_error();
+    let mut id = 0u32;
+    // SAFETY: live sandbox, valid buffers and out-pointers.
+    let rc = unsafe { ffi::isolet_module_compile(raw, source.as_ptr(), source.len(), key.as_ptr(), key.len(), &mut id, &mut err) };
+    let out = match rc {
+        ffi::ISOLET_OK => Ok(id),
+        ffi::ISOLET_SYNTAX => {
+            let mut thrown = take_error(&mut err);
+            if key != modules::ROOT_MODULE {
+                thrown.message = format!("in module '{key}': {}", thrown.message);
+            }
+            Err(LoadError::Syntax(thrown))
+        }
+        ffi::ISOLET_TOO_LARGE => {
+            let (name, message) = seam_policy::CODE_TOO_LONG;
+            Err(LoadError::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() }))
+        }
+        _ => Err(LoadError::Terminated),
+    };
+    // SAFETY: frees leftovers, null-safe.
+    unsafe { ffi::isolet_error_free(&mut err) };
+    out
+}
+
+fn module_requests(raw: *mut ffi::isolet_sandbox, id: u32) -> Result<Vec<String>, LoadError> {
+    let mut out = ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
+    let mut count = 0usize;
+    // SAFETY: live sandbox, valid out-pointers.
+    if unsafe { ffi::isolet_module_requests(raw, id, &mut out, &mut count) } != ffi::ISOLET_OK {
+        take_bytes(&mut out);
+        return Err(LoadError::Terminated);
+    }
+    let joined = take_bytes(&mut out).unwrap_or_default();
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    Ok(joined.split(|b| *b == 0).map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+}
+
+/// The module `key` names (imported from `referrer`): from the graph, the run's map, or
+/// the host's `resolve`; compiled and queued for linking when new.
+fn ensure_module(
+    raw: *mut ffi::isolet_sandbox,
+    host: &dyn SandboxHost,
+    state: &mut ModuleState,
+    key: &str,
+    referrer: &str,
+) -> Result<u32, LoadError> {
+    match state.graph.get(key) {
+        Some(Ok(id)) => return Ok(id),
+        Some(Err(e)) => return Err(LoadError::Module(e)),
+        None => {}
+    }
+    let failed = |state: &mut ModuleState, e: ModuleError| {
+        state.graph.fail(key, e.clone());
+        Err(LoadError::Module(e))
+    };
+    let not_found = || ModuleError::NotFound { specifier: key.to_string(), referrer: referrer.to_string() };
+    let resolve_error = |message: String| ModuleError::Resolve { specifier: key.to_string(), referrer: referrer.to_string(), message };
+    let (name, source) = match host.given_module(key) {
+        Some(source) => (key.to_string(), source),
+        // Not remembered: a run without `resolve` could otherwise fill the graph (outside
+        // V8's heap) with as many missing keys as it can name.
+        None if !host.module_resolver() => return Err(LoadError::Module(not_found())),
+        None => {
+            state.graph.admit_request().map_err(LoadError::Module)?;
+            match host.resolve_module(key, referrer) {
+                DataAnswer::Terminated => return Err(LoadError::Terminated),
+                DataAnswer::Error(message) => return failed(state, resolve_error(message)),
+                DataAnswer::Value(bytes) => match modules::decode_resolved(&bytes) {
+                    Ok(None) => return failed(state, not_found()),
+                    Ok(Some((None, source))) => (key.to_string(), source),
+                    Ok(Some((Some(canonical), source))) => match modules::map_key(&canonical) {
+                        Ok(name) => {
+                            if let Some(Ok(id)) = state.graph.get(&name) {
+                                state.graph.alias(key, id);
+                                return Ok(id);
+                            }
+                            (name, source)
+                        }
+                        Err(why) => return failed(state, resolve_error(format!("the specifier it returned {why}"))),
+                    },
+                    Err(why) => return failed(state, resolve_error(format!("its answer is {why}"))),
+                },
+            }
+        }
+    };
+    state.graph.admit(source.len()).map_err(LoadError::Module)?;
+    let id = compile_module(raw, &source, &name)?;
+    state.graph.insert(&name, id);
+    state.graph.alias(key, id);
+    state.unlinked.push(id);
+    Ok(id)
+}
+
+/// Loads what every module compiled but not linked yet imports, and links it. A module
+/// stays queued until its imports are all there, so a failed load is finished by a
+/// later one that reaches the same module.
+fn link_pending(raw: *mut ffi::isolet_sandbox, host: &dyn SandboxHost, state: &mut ModuleState) -> Result<(), LoadError> {
+    while let Some(&id) = state.unlinked.last() {
+        let from = state.graph.key_of(id).unwrap_or(modules::ROOT_MODULE).to_string();
+        let mut targets = Vec::new();
+        for specifier in module_requests(raw, id)? {
+            let key = modules::module_key(&specifier, &from).map_err(LoadError::Module)?;
+            targets.push(ensure_module(raw, host, state, &key, &from)?);
+        }
+        // SAFETY: live sandbox; `targets` is valid for the call.
+        unsafe { ffi::isolet_module_link(raw, id, targets.as_ptr(), targets.len()) };
+        state.unlinked.retain(|queued| *queued != id);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)] // the seam's flat C signature
+extern "C" fn import_cb(
+    ctx: *mut c_void,
+    referrer: *const u8,
+    referrer_len: usize,
+    specifier: *const u8,
+    specifier_len: usize,
+    id: *mut u32,
+    error_class: *mut u32,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> i32 {
+    // SAFETY: the seam passes valid buffers for the duration of the call.
+    let referrer = String::from_utf8_lossy(unsafe { bytes(referrer, referrer_len) }).into_owned();
+    let specifier = String::from_utf8_lossy(unsafe { bytes(specifier, specifier_len) }).into_owned();
+    // SAFETY: ctx is the `callbacks` box of a live Sandbox.
+    let callbacks = unsafe { &*(ctx as *const Callbacks) };
+    let loaded = guarded(ctx, Err(LoadError::Terminated), |host| {
+        let raw = callbacks.raw.load(Ordering::SeqCst);
+        if raw.is_null() {
+            return Err(LoadError::Terminated);
+        }
+        let key = modules::module_key(&specifier, &referrer).map_err(LoadError::Module)?;
+        let mut state = lock(&callbacks.modules);
+        let id = ensure_module(raw, host, &mut state, &key, &referrer)?;
+        link_pending(raw, host, &mut state)?;
+        Ok(id)
+    });
+    let (name, message) = match loaded {
+        Ok(module) => {
+            // SAFETY: valid out-pointer from the seam.
+            unsafe { *id = module };
+            return ffi::ISOLET_OK;
+        }
+        Err(LoadError::Terminated) => return ffi::ISOLET_TERMINATED,
+        Err(LoadError::Module(e)) => {
+            let thrown = module_thrown(&e);
+            (thrown.name, thrown.message)
+        }
+        Err(LoadError::Syntax(t)) => {
+            let at = match (t.line, t.column) {
+                (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
+                _ => String::new(),
+            };
+            ("Error".to_string(), format!("{}: {}{at}", t.name, t.message))
+        }
+    };
+    // SAFETY: valid out-pointer from the seam.
+    unsafe { *error_class = seam_policy::host_error_class(&name) };
+    // SAFETY: the seam passes a writable buffer of `cap` bytes and a valid `len`.
+    let out = unsafe { std::slice::from_raw_parts_mut(buf, cap) };
+    unsafe { *len = copy_cut(&message, out) };
+    ffi::ISOLET_THREW
 }
 
 /// Runs callback body `f` so that a panic never unwinds into V8 or Node (which would
@@ -477,6 +702,8 @@ impl Sandbox {
             host,
             isolate: AtomicPtr::new(std::ptr::null_mut()),
             panicked: AtomicBool::new(false),
+            raw: AtomicPtr::new(std::ptr::null_mut()),
+            modules: Mutex::new(ModuleState::default()),
         }));
         let raw_config = ffi::isolet_sandbox_config {
             ctx: callbacks as *mut c_void,
@@ -509,6 +736,10 @@ impl Sandbox {
         let isolate = unsafe { ffi::isolet_sandbox_isolate(raw) };
         // SAFETY: callbacks is the live box just handed to the seam.
         unsafe { (*callbacks).isolate.store(isolate, Ordering::SeqCst) };
+        // SAFETY: as above; `raw` is live until the box is freed (after dispose).
+        unsafe { (*callbacks).raw.store(raw, Ordering::SeqCst) };
+        // SAFETY: live sandbox; the handler is a plain function.
+        unsafe { ffi::isolet_sandbox_set_import_handler(raw, import_cb, modules::MAX_SPECIFIER_BYTES) };
         let handle = IsolateHandle(Arc::new(Mutex::new(Some(isolate as usize))));
         let sandbox = Sandbox { raw, handle, callbacks };
         let console = nul_joined(seam_policy::CONSOLE_METHODS);
@@ -605,16 +836,63 @@ impl Sandbox {
         })
     }
 
+    /// The limits of the run now served on the isolate's module graph.
+    pub(crate) fn set_module_limits(&mut self, limits: ModuleLimits) {
+        // SAFETY: the callbacks box lives as long as self.
+        lock(unsafe { &(*self.callbacks).modules }).graph.set_limits(limits);
+    }
+
+    /// Runs `code` as the root module (`modules::ROOT_MODULE`): loads and links what it
+    /// imports, then evaluates it.
+    fn run_module(&mut self, code: &str) -> Step {
+        // SAFETY: the callbacks box lives as long as self.
+        let callbacks = unsafe { &*self.callbacks };
+        let loaded = {
+            let mut state = lock(&callbacks.modules);
+            let host = callbacks.host.as_ref();
+            let mut load = || -> Result<u32, LoadError> {
+                state.graph.admit(code.len()).map_err(LoadError::Module)?;
+                let id = compile_module(self.raw, code, modules::ROOT_MODULE)?;
+                state.graph.insert(modules::ROOT_MODULE, id);
+                state.unlinked.push(id);
+                link_pending(self.raw, host, &mut state)?;
+                Ok(id)
+            };
+            load()
+        };
+        let id = match loaded {
+            _ if self.panicked() => return Step::Terminated,
+            Ok(id) => id,
+            Err(e) => return e.into_step(),
+        };
+        let mut err = empty_error();
+        // SAFETY: live sandbox, valid out-pointer.
+        let rc = unsafe { ffi::isolet_module_run(self.raw, id, &mut err) };
+        let step = match rc {
+            _ if self.panicked() => Step::Terminated,
+            ffi::ISOLET_OK => Step::Settled,
+            ffi::ISOLET_PENDING => Step::Pending,
+            ffi::ISOLET_THREW => Step::Threw(take_error(&mut err)),
+            _ => Step::Terminated,
+        };
+        // SAFETY: frees leftovers, null-safe.
+        unsafe { ffi::isolet_error_free(&mut err) };
+        step
+    }
+
     /// Compiles and starts the run's code, through the engine's compiled-code cache when
     /// one is given.
     pub(crate) fn run_with(&mut self, code: &str, mode: ExecMode, cache: Option<&EngineCode>) -> Step {
+        if mode == ExecMode::Module {
+            return self.run_module(code);
+        }
         let mut err = empty_error();
         let wrapped = match mode {
-            ExecMode::Script => seam_policy::script_source(code),
+            ExecMode::Script | ExecMode::Module => seam_policy::script_source(code),
             ExecMode::AsyncBody => seam_policy::async_body_source(code),
         };
         let kind = match mode {
-            ExecMode::Script => UnitKind::Script,
+            ExecMode::Script | ExecMode::Module => UnitKind::Script,
             ExecMode::AsyncBody => UnitKind::AsyncBody,
         };
         let rc = match cache {
@@ -629,7 +907,7 @@ impl Sandbox {
             ffi::ISOLET_SYNTAX => {
                 let at = take_syntax(&mut err);
                 match mode {
-                    ExecMode::Script => Step::Syntax(at.thrown),
+                    ExecMode::Script | ExecMode::Module => Step::Syntax(at.thrown),
                     ExecMode::AsyncBody => {
                         let mut terminated = false;
                         let thrown = seam_policy::async_body_syntax_error(code, at, |src, offset, how| {

@@ -49,6 +49,9 @@ pub enum Kind {
     /// lower to idle priority itself (its seccomp filter allows that for its main thread
     /// only): the parent lowers them.
     Lower = 25,
+    /// An import the run's module map does not hold, for the host's `resolve`: answered
+    /// with an `Answer` frame, like a data request.
+    ModuleRequest = 26,
 }
 
 impl Kind {
@@ -71,6 +74,7 @@ impl Kind {
             23 => Kind::Invalid,
             24 => Kind::Bye,
             25 => Kind::Lower,
+            26 => Kind::ModuleRequest,
             _ => return None,
         })
     }
@@ -273,10 +277,12 @@ impl<'a> Reader<'a> {
 /// the `started` event (a choice of the submission, not of the plan).
 pub fn encode_run(run_id: u32, plan: &RunPlan, started_event: bool) -> Vec<u8> {
     let data_bytes: usize = plan.data_values.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
-    let mut w = FrameWriter::new(Kind::Run, run_id, 0, plan.code.len() + data_bytes + 160);
+    let module_bytes: usize = plan.modules.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    let mut w = FrameWriter::new(Kind::Run, run_id, 0, plan.code.len() + data_bytes + module_bytes + 180);
     w.str(&plan.code).u8(match plan.mode {
         ExecMode::Script => 0,
         ExecMode::AsyncBody => 1,
+        ExecMode::Module => 2,
     });
     w.str(plan.language);
     w.u8(match plan.isolation {
@@ -311,6 +317,11 @@ pub fn encode_run(run_id: u32, plan: &RunPlan, started_event: bool) -> Vec<u8> {
         Some(t) => w.u8(1).str(t),
         None => w.u8(0),
     };
+    w.u32(plan.modules.len() as u32);
+    for (k, v) in &plan.modules {
+        w.str(k).str(v);
+    }
+    w.u32(plan.module_limits.max_modules).u64(plan.module_limits.max_module_bytes).bool(plan.module_resolver);
     w.bool(started_event);
     w.finish()
 }
@@ -323,6 +334,7 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
     let mode = match r.u8()? {
         0 => ExecMode::Script,
         1 => ExecMode::AsyncBody,
+        2 => ExecMode::Module,
         _ => return Err(FrameError::Invalid("mode")),
     };
     let language = r.str()?;
@@ -372,6 +384,25 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
     }
     let (wasm, stream_console) = (r.bool()?, r.bool()?);
     let tenant = if r.bool()? { Some(r.str()?.to_string()) } else { None };
+    let n = r.u32()? as usize;
+    let mut modules = BTreeMap::new();
+    for _ in 0..n {
+        let k = r.str()?.to_string();
+        // Keys are as the options check leaves them: a key it would have changed is no
+        // key of a checked plan.
+        if crate::modules::map_key(&k).ok().as_deref() != Some(k.as_str()) {
+            return Err(FrameError::Invalid("module key"));
+        }
+        modules.insert(k, r.str()?.to_string());
+    }
+    if modules.len() != n {
+        return Err(FrameError::Invalid("module keys are distinct"));
+    }
+    let module_limits = crate::modules::ModuleLimits { max_modules: r.u32()?, max_module_bytes: r.u64()? };
+    if module_limits.max_modules == 0 || module_limits.max_module_bytes == 0 || crate::modules::check_map(&modules, module_limits).is_err() {
+        return Err(FrameError::Invalid("modules within their limits"));
+    }
+    let module_resolver = r.bool()?;
     let started_event = r.bool()?;
     r.end()?;
     let plan = RunPlan {
@@ -388,6 +419,9 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         wasm,
         stream_console,
         tenant,
+        modules,
+        module_limits,
+        module_resolver,
     };
     Ok((plan, started_event))
 }
@@ -800,6 +834,23 @@ pub fn decode_invalid(payload: &[u8]) -> Result<&str, FrameError> {
     Ok(m)
 }
 
+/// `ModuleRequest`: the key of the import (joined to its importer) and the importer's key.
+pub fn encode_module_request(run_id: u32, request_id: u32, key: &str, referrer: &str) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::ModuleRequest, run_id, request_id, key.len() + referrer.len() + 8);
+    w.str(key).str(referrer);
+    w.finish()
+}
+
+pub fn decode_module_request(payload: &[u8]) -> Result<(&str, &str), FrameError> {
+    let mut r = Reader::new(payload);
+    let (key, referrer) = (r.str()?, r.str()?);
+    r.end()?;
+    if key.len() > crate::modules::MAX_SPECIFIER_BYTES || referrer.len() > crate::modules::MAX_SPECIFIER_BYTES {
+        return Err(FrameError::Invalid("module specifier length"));
+    }
+    Ok((key, referrer))
+}
+
 /// A frame with an empty payload (`Started`, `Abort`) or one that is all tail
 /// (`Fulfill`'s value, `DataRequest`'s key): the header alone.
 pub fn header_only(kind: Kind, run_id: u32, call_id: u32, tail_len: usize) -> [u8; HEADER_BYTES] {
@@ -842,6 +893,9 @@ mod tests {
             wasm: false,
             stream_console: true,
             tenant: Some("team-a".into()),
+            modules: [("util.ts".to_string(), "export const x = 1".to_string()), ("zod".to_string(), String::new())].into_iter().collect(),
+            module_limits: crate::modules::ModuleLimits { max_modules: 9, max_module_bytes: 1000 },
+            module_resolver: true,
         }
     }
 
@@ -916,6 +970,10 @@ mod tests {
         other.isolation = None;
         other.tenant = None;
         assert_eq!(decode_run(payload(&encode_run(1, &other, true)).1).unwrap(), (other, true));
+        let mut module = plan();
+        module.mode = ExecMode::Module;
+        module.module_resolver = false;
+        assert_eq!(decode_run(payload(&encode_run(1, &module, true)).1).unwrap(), (module, true));
     }
 
     #[test]
@@ -926,6 +984,15 @@ mod tests {
         let mut p = plan();
         p.language = "python";
         assert_eq!(decode_run(payload(&encode_run(1, &p, true)).1), Err(FrameError::Invalid("language")));
+        let mut p = plan();
+        p.modules.insert("./not/normalized.js".into(), String::new());
+        assert_eq!(decode_run(payload(&encode_run(1, &p, true)).1), Err(FrameError::Invalid("module key")));
+        let mut p = plan();
+        p.module_limits.max_modules = 2; // two modules and the run's own code
+        assert_eq!(decode_run(payload(&encode_run(1, &p, true)).1), Err(FrameError::Invalid("modules within their limits")));
+        let mut p = plan();
+        p.module_limits.max_module_bytes = 5;
+        assert_eq!(decode_run(payload(&encode_run(1, &p, true)).1), Err(FrameError::Invalid("modules within their limits")));
     }
 
     #[test]

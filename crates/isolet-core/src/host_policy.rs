@@ -248,6 +248,9 @@ pub struct EventBudget {
     call_values: HashMap<u32, u64>,
     values: u64,
     data_requests: HashSet<u32>,
+    /// `resolve` requests seen, and the most the run's isolate makes (`maxModules`).
+    module_requests: u32,
+    max_module_requests: u32,
 }
 
 /// Why a host's event was one too many.
@@ -268,7 +271,24 @@ impl EventBudget {
             call_values: HashMap::new(),
             values: 0,
             data_requests: HashSet::new(),
+            module_requests: 0,
+            max_module_requests: u32::MAX,
         }
+    }
+
+    /// The run's isolate asks `resolve` at most `max` times (`maxModules`).
+    pub fn with_max_module_requests(mut self, max: u32) -> Self {
+        self.max_module_requests = max;
+        self
+    }
+
+    /// A `resolve` request: a data request (counted, awaited), and one of `maxModules`.
+    pub fn module_request(&mut self, id: u32, frame_bytes: usize) -> Result<(), OverBudget> {
+        self.module_requests = self.module_requests.saturating_add(1);
+        if self.module_requests > self.max_module_requests {
+            return Err(OverBudget("more resolve requests than the run may make"));
+        }
+        self.data_request(id, frame_bytes)
     }
 
     pub fn started(&mut self) -> Result<(), OverBudget> {
@@ -796,6 +816,11 @@ mod tests {
         let mut quiet = EventBudget::new(bridge, false);
         assert!(quiet.console(10).is_err(), "console events only when streamed");
         let mut d = EventBudget::new(bridge, false);
+        let mut m = EventBudget::new(bridge, false).with_max_module_requests(2);
+        m.module_request(1, 20).unwrap();
+        m.module_request(2, 20).unwrap();
+        assert!(m.module_request(3, 20).is_err(), "past maxModules");
+        assert!(m.take_data_request(1), "answered like a data request");
         d.data_request(7, 20).unwrap();
         assert!(d.data_request(7, 20).is_err(), "a data request id waiting already");
         assert!(d.take_data_request(7));

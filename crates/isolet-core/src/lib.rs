@@ -13,6 +13,7 @@ pub mod frame;
 pub mod host_policy;
 pub mod limits;
 pub mod logs;
+pub mod modules;
 pub mod names;
 pub mod options;
 pub mod queue;

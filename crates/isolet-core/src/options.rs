@@ -19,6 +19,7 @@ use crate::limits::{
     DEFAULT_MAX_PENDING_HOST_CALL_VALUES, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_MEMORY_MB, MAX_TIME_MS,
     MIN_MEMORY_MB, DEFAULT_CODE_CACHE_MB, MAX_CODE_CACHE_MB, MAX_PRELUDE_BYTES,
 };
+use crate::modules::ModuleLimits;
 use crate::names::{check_capability_names, check_global_name};
 
 /// A JS value as the user gave it, after JS's type shaping.
@@ -111,6 +112,8 @@ pub enum Kind {
     Bool,
     /// A function (a callback the entry point calls).
     Function,
+    /// An object of module sources (strings), keyed by module key (`modules`).
+    ModuleMap,
 }
 
 /// One public option: its name, kind, default (for whole numbers) and the names it is
@@ -135,6 +138,10 @@ const fn whole(name: &'static str, min: u64, max: u64, default: Option<u64>, ali
 pub const ISOLATION_MODES: &[&str] = &["process", "thread"];
 /// Source languages (`language`).
 pub const LANGUAGES: &[&str] = &["javascript", "typescript"];
+/// What the code is (`type`): a classic script (or async body) or an ES module.
+pub const CODE_TYPES: &[&str] = &["script", "module"];
+/// Most modules a run may be allowed (`maxModules`).
+const MAX_MODULES_LIMIT: u64 = 100_000;
 
 const MAX_BYTES: u64 = 1 << 30;
 /// Largest accepted in-flight byte budget: 16 GiB.
@@ -195,6 +202,11 @@ pub const RUN_SANDBOX: &[Opt] = &[
     Opt { name: "capabilities", kind: Kind::Names, default: None, aliases: &["tools"] },
     opt("signal", Kind::Shaped),
     opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
+    opt("type", Kind::OneOf(CODE_TYPES)),
+    opt("modules", Kind::ModuleMap),
+    opt("resolve", Kind::Function),
+    whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
+    whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
 ];
 
 /// `new SandboxEngine(config)`.
@@ -230,6 +242,11 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
     opt("data", Kind::BytesMap),
     opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
+    opt("type", Kind::OneOf(CODE_TYPES)),
+    opt("modules", Kind::ModuleMap),
+    opt("resolve", Kind::Function),
+    whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
+    whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
 ];
 
 /// One entry of `wasmModules`.
@@ -476,6 +493,9 @@ impl Isolation {
 pub enum ExecMode {
     Script,
     AsyncBody,
+    /// An ES module (`type: 'module'`): its default export, else its namespace, is the
+    /// output.
+    Module,
 }
 
 /// A checked run, ready for an engine: everything a thread or process backend needs.
@@ -505,6 +525,56 @@ pub struct RunPlan {
     /// Whose run it is (`tenant`): queued runs are served in turn across tenants
     /// (`queue::AdmissionQueue`); `None` is the one tenant of runs naming none.
     pub tenant: Option<String>,
+    /// Module sources given up front (`modules`), by key (`modules::map_key`).
+    pub modules: BTreeMap<String, String>,
+    /// `maxModules`, `maxModuleBytes`.
+    pub module_limits: ModuleLimits,
+    /// A `resolve` function answers imports the map does not hold.
+    pub module_resolver: bool,
+}
+
+/// The module options of a run: its `ExecMode::Module` choice and its map, limits and
+/// resolver, checked (the map against the limits, as resolved modules are).
+fn module_options(f: &Fields) -> Result<(bool, BTreeMap<String, String>, ModuleLimits, bool), OptionsError> {
+    let is_module = f.one_of("type")? == Some("module");
+    let limits = ModuleLimits {
+        max_modules: f.whole_or_default("maxModules")? as u32,
+        max_module_bytes: f.whole_or_default("maxModuleBytes")?,
+    };
+    let mut modules = BTreeMap::new();
+    match f.get("modules") {
+        None => {}
+        Some(Raw::Object(entries)) => {
+            for (given, source) in entries {
+                let path = format!("{}['{given}']", f.path("modules"));
+                let Raw::String(source) = source else {
+                    return Err(err(&path, format!("{path} must be a module's source (a string), got {}", source.describe())));
+                };
+                let key = crate::modules::map_key(given).map_err(|why| err(&path, format!("{path}: the key {why}")))?;
+                if modules.insert(key.clone(), source.clone()).is_some() {
+                    return Err(err(&path, format!("{path} names module '{key}', which another key of {} names too", f.path("modules"))));
+                }
+            }
+        }
+        Some(other) => {
+            let path = f.path("modules");
+            return Err(err(&path, format!("{path} must be an object of module sources, got {}", other.describe())));
+        }
+    }
+    if let Err(e) = crate::modules::check_map(&modules, limits) {
+        let path = f.path("modules");
+        let bytes: u64 = modules.values().map(|s| s.len() as u64).sum();
+        let message = match e {
+            crate::modules::ModuleError::TooManyModules { max } => format!(
+                "{path} holds {} modules, with the run's own code over {} ({max}); raise it or give fewer modules",
+                modules.len(),
+                f.path("maxModules")
+            ),
+            _ => format!("{path} holds {bytes} bytes of source, over {} ({})", f.path("maxModuleBytes"), limits.max_module_bytes),
+        };
+        return Err(err(&path, message));
+    }
+    Ok((is_module, modules, limits, f.function("resolve")?))
 }
 
 fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 10]) -> Result<BridgeLimits, OptionsError> {
@@ -590,9 +660,16 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
     let capabilities = f.names("capabilities")?;
     let tools = capabilities.clone().unwrap_or_default();
     check_tool_names("capabilities", "capability", &tools)?;
+    let (is_module, modules, module_limits, module_resolver) = module_options(&f)?;
     Ok(RunPlan {
         code,
-        mode: if capabilities.is_some() { ExecMode::AsyncBody } else { ExecMode::Script },
+        mode: if is_module {
+            ExecMode::Module
+        } else if capabilities.is_some() {
+            ExecMode::AsyncBody
+        } else {
+            ExecMode::Script
+        },
         language: f.one_of("language")?.unwrap_or("javascript"),
         isolation: Some(Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION)),
         limits: IsolateLimits { memory_mb, wall_time_ms, cpu_time_ms },
@@ -604,6 +681,9 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         wasm: false,
         stream_console: false,
         tenant: f.label("tenant")?,
+        modules,
+        module_limits,
+        module_resolver,
     })
 }
 
@@ -727,9 +807,10 @@ impl EngineConfig {
             }
             Some(other) => return Err(err("request.data", format!("request.data must be an object, got {}", other.describe()))),
         }
+        let (is_module, modules, module_limits, module_resolver) = module_options(&f)?;
         Ok(RunPlan {
             code,
-            mode: ExecMode::AsyncBody,
+            mode: if is_module { ExecMode::Module } else { ExecMode::AsyncBody },
             language: f.one_of("language")?.unwrap_or("javascript"),
             isolation: None,
             limits,
@@ -741,6 +822,9 @@ impl EngineConfig {
             wasm: !self.wasm_modules.is_empty(),
             stream_console: true,
             tenant: f.label("tenant")?,
+            modules,
+            module_limits,
+            module_resolver,
         })
     }
 
