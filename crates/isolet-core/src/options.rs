@@ -835,6 +835,78 @@ impl ToolCalls {
 /// The error name a tool-policy refusal has inside the sandbox.
 pub const TOOL_REFUSAL_NAME: &str = "PermissionError";
 
+/// The sandbox-wide options of `createSandbox(options)` (see `crate::sandbox`).
+pub const SANDBOX_LIMITS: &[Opt] = &[
+    whole("totalCpuTimeMs", 1, MAX_TIME_MS, None, &["maxTotalCpuTimeMs", "cpuBudgetMs"]),
+    whole("idleTimeoutMs", 1, MAX_TIME_MS, None, &["idleMs", "idleTimeout"]),
+    whole("maxTotalHostCalls", 0, MAX_COUNT, None, &["totalHostCalls"]),
+];
+
+/// `createSandbox(options)` / `engine.openSandbox(options)`: runSandbox's options but the
+/// per-call `signal` (`timeoutMs` and `cpuTimeMs` are each run's defaults), and the
+/// sandbox-wide limits.
+pub fn sandbox_table() -> &'static [Opt] {
+    static TABLE: std::sync::OnceLock<Vec<Opt>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| RUN_SANDBOX.iter().filter(|o| o.name != "signal").chain(SANDBOX_LIMITS).copied().collect())
+}
+
+/// Checks `createSandbox(options)`; see `crate::sandbox::sandbox_plan`.
+pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPlan, OptionsError> {
+    let f = fields("", "createSandbox options", options, sandbox_table())?;
+    let bridge = bridge_limits(&f, BridgeLimits::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
+    let tools = f.names("capabilities")?.unwrap_or_default();
+    check_tool_names("capabilities", "capability", &tools)?;
+    let base = RunPlan {
+        code: String::new(),
+        // Declarations must land in the context's global scope: always a classic script.
+        mode: ExecMode::Script,
+        language: f.one_of("language")?.unwrap_or("javascript"),
+        isolation: Some(Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION)),
+        limits: IsolateLimits {
+            memory_mb: f.whole_or_default("memoryLimitMb")? as u32,
+            wall_time_ms: f.whole_or_default("timeoutMs")?,
+            cpu_time_ms: f.whole("cpuTimeMs")?,
+        },
+        bridge,
+        max_calls: vec![None; tools.len()],
+        tools,
+        data_object: false,
+        data_values: BTreeMap::new(),
+        wasm: false,
+        stream_console: false,
+        tenant: f.label("tenant")?,
+    };
+    let limits = crate::sandbox::SandboxLimits {
+        total_cpu_time_ms: f.whole("totalCpuTimeMs")?,
+        idle_timeout_ms: f.whole("idleTimeoutMs")?,
+        max_total_host_calls: f.whole("maxTotalHostCalls")?,
+    };
+    Ok(crate::sandbox::SandboxPlan { base, limits })
+}
+
+/// Checks `sandbox.run(code, options)`; see `crate::sandbox::run_plan`.
+pub(crate) fn sandbox_run(
+    sandbox: &crate::sandbox::SandboxPlan,
+    budget: &crate::sandbox::Budget,
+    code: &Raw,
+    options: &Raw,
+) -> Result<RunPlan, OptionsError> {
+    let code = code_of("code", code)?;
+    let f = fields("", "sandbox.run options", options, crate::sandbox::SANDBOX_RUN_OPTIONS)?;
+    let mut plan = sandbox.base.clone();
+    plan.code = code;
+    if let Some(language) = f.one_of("language")? {
+        plan.language = language;
+    }
+    if let Some(wall) = f.whole("timeoutMs")? {
+        plan.limits.wall_time_ms = wall;
+    }
+    let own_cpu = f.whole("cpuTimeMs")?.or(plan.limits.cpu_time_ms);
+    plan.limits.cpu_time_ms = budget.run_cpu_limit_ms(&sandbox.limits, own_cpu);
+    plan.bridge.max_messages = budget.run_host_calls(&sandbox.limits, plan.bridge.max_messages);
+    Ok(plan)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
