@@ -284,6 +284,18 @@ class SandboxEngine {
   }
 
   /**
+   * Opens a persistent sandbox on this engine (see createSandbox): it holds one of the
+   * engine's isolate slots until closed. `options` are createSandbox's; its isolation is
+   * the engine's. Rejects with a typed error for bad options, before init(), after
+   * shutdown, or when every slot is taken.
+   */
+  async openSandbox(options = undefined) {
+    if (this._state === 'shutdown') throw new SandboxAbortedError('The sandbox engine is shut down');
+    if (this._state !== 'ready') throw errorOfKind('NotReady', 'SandboxEngine.init() has not completed');
+    return require('./sandbox').openOn(this._native, options);
+  }
+
+  /**
    * Stops accepting work, aborts queued and running sessions (each ends with a
    * SandboxAbortedError event), disposes every isolate and waits for its thread.
    */

@@ -35,6 +35,9 @@ pub(crate) struct RunSpec {
     pub tool_calls: ToolCalls,
     /// WebAssembly modules to instantiate under `wasm.<name>` (none unless `plan.wasm`).
     pub wasm_modules: Vec<(String, Arc<WasmModule>)>,
+    /// Persistent sandboxes (`sandbox.call`): call this global function with these
+    /// serialized arguments (an array) instead of running `plan.code`.
+    pub call: Option<(String, Vec<u8>)>,
 }
 
 impl RunSpec {
@@ -42,7 +45,7 @@ impl RunSpec {
     pub(crate) fn new(plan: Arc<RunPlan>, engine_modules: &[(String, Arc<WasmModule>)]) -> RunSpec {
         let tool_calls = ToolCalls::new(plan.max_calls.clone());
         let wasm_modules = if plan.wasm { engine_modules.to_vec() } else { Vec::new() };
-        RunSpec { plan, tool_calls, wasm_modules }
+        RunSpec { plan, tool_calls, wasm_modules, call: None }
     }
 }
 
