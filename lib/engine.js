@@ -312,11 +312,11 @@ class SandboxEngine {
   /** IsolateStats: warm, busy, queued, completed and failed (by error class) counts. */
   stats() {
     if (!this._native) {
-      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [] };
+      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [], sandboxes: { open: 0 } };
     }
     const s = this._native.stats();
     const tenants = s.tenants.map((t) => ({ ...t, tenant: t.tenant ?? null, failed: { ...t.failed } }));
-    return { ...s, failed: { ...s.failed }, isolation: this._isolation, tenants };
+    return { ...s, failed: { ...s.failed }, isolation: this._isolation, tenants, sandboxes: { ...s.sandboxes } };
   }
 
   /**
