@@ -842,6 +842,14 @@ pub const SANDBOX_LIMITS: &[Opt] = &[
     whole("maxTotalHostCalls", 0, MAX_COUNT, None, &["totalHostCalls"]),
 ];
 
+/// `sandbox.run(code, options)` of a persistent sandbox (and the run of `sandbox.call`).
+pub const SANDBOX_RUN: &[Opt] = &[
+    whole("timeoutMs", 1, MAX_TIME_MS, None, &["wallTimeMs", "timeout"]),
+    whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
+    opt("language", Kind::OneOf(LANGUAGES)),
+    opt("signal", Kind::Shaped),
+];
+
 /// `createSandbox(options)` / `engine.openSandbox(options)`: runSandbox's options but the
 /// per-call `signal` (`timeoutMs` and `cpuTimeMs` are each run's defaults), and the
 /// sandbox-wide limits.
@@ -892,7 +900,7 @@ pub(crate) fn sandbox_run(
     options: &Raw,
 ) -> Result<RunPlan, OptionsError> {
     let code = code_of("code", code)?;
-    let f = fields("", "sandbox.run options", options, crate::sandbox::SANDBOX_RUN_OPTIONS)?;
+    let f = fields("", "sandbox.run options", options, SANDBOX_RUN)?;
     let mut plan = sandbox.base.clone();
     plan.code = code;
     if let Some(language) = f.one_of("language")? {

@@ -91,13 +91,6 @@ pub struct SandboxPlan {
     pub limits: SandboxLimits,
 }
 
-/// The options of `sandbox.run(code, options)` and `sandbox.call`'s run.
-pub const SANDBOX_RUN_OPTIONS: &[options::Opt] = &[
-    options::Opt { name: "timeoutMs", kind: options::Kind::Whole { min: 1, max: crate::limits::MAX_TIME_MS }, default: None, aliases: &["wallTimeMs", "timeout"] },
-    options::Opt { name: "cpuTimeMs", kind: options::Kind::Whole { min: 1, max: crate::limits::MAX_TIME_MS }, default: None, aliases: &[] },
-    options::Opt { name: "language", kind: options::Kind::OneOf(options::LANGUAGES), default: None, aliases: &[] },
-    options::Opt { name: "signal", kind: options::Kind::Shaped, default: None, aliases: &[] },
-];
 
 /// Checks `createSandbox(options)` (`capabilities` as names, like runSandbox's).
 pub fn sandbox_plan(raw: &Raw) -> Result<SandboxPlan, options::OptionsError> {
