@@ -217,7 +217,14 @@ async function createSandbox(options = undefined) {
   } catch (err) {
     throw errorFromThrown(err);
   }
-  return openWith(getDefaultEngine(planned.settings.isolation), planned);
+  const engine = getDefaultEngine(planned.settings.isolation);
+  try {
+    // Process isolation: a sandbox opens in a host that serves.
+    await engine.ready();
+  } catch (err) {
+    throw errorFromThrown(err);
+  }
+  return openWith(engine, planned);
 }
 
 module.exports = { Sandbox, createSandbox, openOn };

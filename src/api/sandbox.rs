@@ -12,10 +12,11 @@ use super::engine::{NativeEngine, RunControl, RunHandle, RunPlanJs};
 use super::events::Dispatcher;
 use super::options::raw_of;
 use super::{kind_error, options_error};
+use crate::engine::processes::ProcessSandbox;
 use crate::engine::Engine;
-use crate::isolate::persistent::{SandboxCore, SandboxSink};
-use crate::isolate::{EventSink, HostReply, RunShared, RunSpec, StopReason};
-use crate::v8::{DataAnswer, WasmModule};
+use crate::isolate::persistent::SandboxCore;
+use crate::isolate::{HostReply, RunShared, StopReason};
+use crate::v8::DataAnswer;
 
 /// A checked `createSandbox(options)`.
 #[napi]
@@ -51,6 +52,7 @@ impl SandboxSettings {
 /// Where a sandbox lives.
 enum Backend {
     Thread { core: Arc<SandboxCore> },
+    Process { sandbox: Arc<ProcessSandbox> },
 }
 
 /// One open persistent sandbox (see `lib/sandbox.js`).
@@ -81,14 +83,13 @@ pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result
             format!("isolation must be the engine's ('{engine_isolation}') or left out, got '{}'", settings.isolation()),
         ));
     }
-    let backend = match engine.threads() {
-        Some(threads) => open_thread(threads, id, plan)?,
-        None => {
-            return Err(kind_error(
-                isolet_core::ErrorKind::Validation,
-                "isolation 'process' does not serve persistent sandboxes yet; use isolation: 'thread'",
-            ))
+    let backend = match (engine.threads(), engine.processes()) {
+        (Some(threads), _) => open_thread(threads, id, plan)?,
+        (None, Some(processes)) => {
+            let sandbox = processes.open_sandbox(id, plan).map_err(|f| kind_error(f.kind, f.message))?;
+            Backend::Process { sandbox }
         }
+        (None, None) => return Err(kind_error(isolet_core::ErrorKind::Internal, "an engine of no isolation")),
     };
     Ok(NativeSandbox { backend, plan: settings.plan.clone(), dispatcher: engine.dispatcher().clone() })
 }
@@ -106,9 +107,8 @@ impl NativeSandbox {
     pub fn plan(&self, code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
         let code = raw_of(&code, 0).map_err(super::internal_error)?;
         let options = raw_of(&options, 0).map_err(super::internal_error)?;
-        let budget = match &self.backend {
-            Backend::Thread { core } => core.budget(),
-        };
+        // The sandbox's budgets cut the run's limits when it starts (`SandboxCore::start_run`).
+        let budget = isolet_core::sandbox::Budget::default();
         let plan = isolet_core::sandbox::run_plan(&self.plan, &budget, &code, &options).map_err(options_error)?;
         Ok(RunPlanJs { plan: Arc::new(plan) })
     }
@@ -138,13 +138,12 @@ impl NativeSandbox {
         let sink = self.dispatcher.register(id, on_event.value().value, started_event.unwrap_or(true))?;
         match &self.backend {
             Backend::Thread { core } => {
-                let sink: Arc<dyn EventSink> = Arc::new(SandboxSink { inner: sink, core: Arc::downgrade(core) });
-                let no_modules: &[(String, Arc<WasmModule>)] = &[];
-                let mut spec = RunSpec::new(plan.plan.clone(), no_modules);
-                spec.call = call;
-                let run = RunShared::new(id, spec, sink);
-                core.submit(run.clone());
+                let run = core.start_run(id, plan.plan.clone(), call, sink);
                 Ok(RunHandle::of(Arc::new(SandboxRun { run })))
+            }
+            Backend::Process { sandbox } => {
+                let run = sandbox.submit(id, plan.plan.clone(), call, started_event.unwrap_or(true), sink);
+                Ok(RunHandle::of(run))
             }
         }
     }
@@ -161,6 +160,7 @@ impl NativeSandbox {
             Backend::Thread { core } => {
                 core.close(reason, true);
             }
+            Backend::Process { sandbox } => sandbox.close(),
         }
     }
 
@@ -179,6 +179,7 @@ impl NativeSandbox {
     fn reason(&self) -> Option<CloseReason> {
         match &self.backend {
             Backend::Thread { core } => core.close_reason(),
+            Backend::Process { sandbox } => sandbox.close_reason(),
         }
     }
 
@@ -187,6 +188,7 @@ impl NativeSandbox {
     pub fn usage(&self) -> SandboxUsageJs {
         let budget = match &self.backend {
             Backend::Thread { core } => core.budget(),
+            Backend::Process { sandbox } => sandbox.usage(),
         };
         SandboxUsageJs { runs: budget.runs as f64, cpu_time_ms: budget.cpu_used_ms, host_calls: budget.host_calls_used as f64 }
     }

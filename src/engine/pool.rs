@@ -366,7 +366,7 @@ impl Engine {
                 Engine { inner }.sandbox_closed(id, failed, quarantined);
             }
         });
-        let (core, jobs) = SandboxCore::new(id, plan, release);
+        let (core, jobs) = SandboxCore::new(plan, release);
         lock(&self.inner.sandboxes).insert(id, Arc::downgrade(&core));
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let on_exit = Box::new(move |quarantined: bool| {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use isolet_core::sandbox::{budget_failure, closed_failure, Budget, CloseReason, RunOutcome, SandboxPlan};
 use isolet_core::{ErrorKind, LogLevel};
 
-use super::run::{Completion, EventSink, RunShared, StopReason};
+use isolet_core::RunPlan;
+
+use super::run::{Completion, EventSink, RunShared, RunSpec, StopReason};
 use super::thread::{execute_plan, trim_after, ThreadHost};
 use crate::limits::lock;
 use crate::v8::{Sandbox, SandboxConfig};
@@ -28,17 +30,18 @@ struct CoreState {
 /// One persistent sandbox, shared by its handle (JS), its isolate thread and its runs'
 /// event sinks.
 pub(crate) struct SandboxCore {
-    pub id: u64,
     pub plan: SandboxPlan,
     jobs: Mutex<Option<mpsc::Sender<Arc<RunShared>>>>,
     state: Mutex<CoreState>,
+    /// Told once, when the sandbox closes (a sandbox host tells its parent).
+    on_close: Mutex<Option<Box<dyn FnOnce(CloseReason) + Send>>>,
 }
 
 impl SandboxCore {
-    pub(crate) fn new(id: u64, plan: SandboxPlan, release: SlotRelease) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
+    pub(crate) fn new(plan: SandboxPlan, release: SlotRelease) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
         let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
-        (Arc::new(SandboxCore { id, plan, jobs: Mutex::new(Some(tx)), state: Mutex::new(state) }), rx)
+        (Arc::new(SandboxCore { plan, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
     }
 
     pub(crate) fn budget(&self) -> Budget {
@@ -49,8 +52,44 @@ impl SandboxCore {
         lock(&self.state).closed
     }
 
+    /// Sets what to tell when the sandbox closes (told at once if it is closed already).
+    pub(crate) fn on_close(&self, tell: Box<dyn FnOnce(CloseReason) + Send>) {
+        match self.close_reason() {
+            Some(reason) => tell(reason),
+            None => *lock(&self.on_close) = Some(tell),
+        }
+    }
+
+    /// Starts run `id` of this sandbox: `plan` (the run's own limits) within what is left
+    /// of the sandbox's budgets, or `call` instead of its code. Runs are handed over one
+    /// at a time by their caller, so the budget read here is the one the run gets.
+    pub(crate) fn start_run(
+        self: &Arc<Self>,
+        id: u64,
+        plan: Arc<RunPlan>,
+        call: Option<(String, Vec<u8>)>,
+        sink: Arc<dyn EventSink>,
+    ) -> Arc<RunShared> {
+        let budget = self.budget();
+        let limits = &self.plan.limits;
+        let mut plan = plan;
+        let cpu = budget.run_cpu_limit_ms(limits, plan.limits.cpu_time_ms);
+        let calls = budget.run_host_calls(limits, plan.bridge.max_messages);
+        if cpu != plan.limits.cpu_time_ms || calls != plan.bridge.max_messages {
+            let p = Arc::make_mut(&mut plan);
+            p.limits.cpu_time_ms = cpu;
+            p.bridge.max_messages = calls;
+        }
+        let sink: Arc<dyn EventSink> = Arc::new(SandboxSink { inner: sink, core: Arc::downgrade(self) });
+        let mut spec = RunSpec::new(plan, &[]);
+        spec.call = call;
+        let run = RunShared::new(id, spec, sink);
+        self.submit(run.clone());
+        run
+    }
+
     /// Hands `run` to the sandbox's thread, or refuses it when the sandbox is closed.
-    pub(crate) fn submit(self: &Arc<Self>, run: Arc<RunShared>) {
+    fn submit(self: &Arc<Self>, run: Arc<RunShared>) {
         if let Some(reason) = self.close_reason() {
             run.refuse(closed_failure(reason));
             return;
@@ -90,6 +129,10 @@ impl SandboxCore {
         };
         // Dropping the only sender ends the thread's wait for the next run.
         drop(lock(&self.jobs).take());
+        let tell = lock(&self.on_close).take();
+        if let Some(tell) = tell {
+            tell(reason);
+        }
         if let (true, Some(run)) = (stop_current, current) {
             let stop = if reason == CloseReason::Shutdown { StopReason::Shutdown } else { StopReason::Aborted };
             run.request_stop(stop);

@@ -280,6 +280,11 @@ impl RunShared {
         true
     }
 
+    /// The run has been answered (its `done` was delivered).
+    pub(crate) fn has_answered(&self) -> bool {
+        lock(&self.life).state.has_ended()
+    }
+
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {
         lock(&self.life).state.stop_reason()
     }
