@@ -352,7 +352,8 @@ export type SandboxCloseReason =
 /**
  * One isolate and one context kept across runs: top-level declarations and globals of a
  * run are there for the next. Runs take turns. Nothing of it is visible to any other
- * sandbox or run.
+ * sandbox or run. With `isolation: 'process'` (the default) it lives in one sandbox host
+ * process; a host that is lost closes it (`hostLost`).
  */
 export declare class Sandbox {
   private constructor();
