@@ -143,13 +143,21 @@ pub struct CodemodeSettingsJs {
     pub timeout: f64,
     pub cpu_time_ms: f64,
     pub language: String,
+    pub stateful: bool,
+    pub idle_timeout: Option<f64>,
 }
 
 /// `new IsoletExecutor(options)` (`CODEMODE_EXECUTOR`, then the engine's names).
 #[napi]
 pub fn codemode_settings(options: Unknown) -> std::result::Result<CodemodeSettingsJs, Error<String>> {
     let s = options::codemode_executor(&raw(&options)?).map_err(options_error)?;
-    Ok(CodemodeSettingsJs { timeout: s.timeout_ms as f64, cpu_time_ms: s.cpu_time_ms as f64, language: s.language.to_string() })
+    Ok(CodemodeSettingsJs {
+        timeout: s.timeout_ms as f64,
+        cpu_time_ms: s.cpu_time_ms as f64,
+        language: s.language.to_string(),
+        stateful: s.stateful,
+        idle_timeout: s.idle_timeout_ms.map(|ms| ms as f64),
+    })
 }
 
 #[napi(object)]

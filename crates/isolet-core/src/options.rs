@@ -1229,6 +1229,8 @@ pub const DEFAULT_CODEMODE_TIMEOUT_MS: u64 = 60_000;
 pub const CODEMODE_EXECUTOR: &[Opt] = &[
     whole("timeout", 1, MAX_TIME_MS, Some(DEFAULT_CODEMODE_TIMEOUT_MS), &["timeoutMs", "wallTimeMs"]),
     opt("language", Kind::OneOf(LANGUAGES)),
+    opt("stateful", Kind::Bool),
+    whole("idleTimeout", 1, MAX_TIME_MS, None, &["idleTimeoutMs"]),
 ];
 
 /// How long autoFix waits for the provider by default.
@@ -1535,6 +1537,10 @@ pub struct CodemodeSettings {
     /// The engine's `defaultIsolateLimits.cpuTimeMs`, else the timeout.
     pub cpu_time_ms: u64,
     pub language: &'static str,
+    /// One persistent sandbox for all executions (`stateful: true`).
+    pub stateful: bool,
+    /// Stateful only: no execution for this long closes the sandbox.
+    pub idle_timeout_ms: Option<u64>,
 }
 
 /// Its own options, then the engine's: one list for names and suggestions.
@@ -1548,10 +1554,17 @@ fn codemode_table() -> &'static [Opt] {
 pub fn codemode_executor(options: &Raw) -> Result<CodemodeSettings, OptionsError> {
     let f = fields("", "IsoletExecutor options", options, codemode_table())?;
     let timeout_ms = f.whole_or_default("timeout")?;
+    let stateful = f.bool("stateful")?.unwrap_or(false);
+    let idle_timeout_ms = f.whole("idleTimeout")?;
+    if idle_timeout_ms.is_some() && !stateful {
+        return Err(err("idleTimeout", "idleTimeout applies to a stateful executor only; set stateful: true".into()));
+    }
     Ok(CodemodeSettings {
         timeout_ms,
         cpu_time_ms: f.object("defaultIsolateLimits")?.whole("cpuTimeMs")?.unwrap_or(timeout_ms),
         language: f.one_of("language")?.unwrap_or("javascript"),
+        stateful,
+        idle_timeout_ms,
     })
 }
 
@@ -1945,15 +1958,22 @@ mod entry_tests {
     #[test]
     fn codemode_has_its_own_timeout_and_the_engines_names() {
         let c = codemode_executor(&Raw::Undefined).unwrap();
-        assert_eq!(c, CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript" });
+        assert_eq!(c, CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript", stateful: false, idle_timeout_ms: None });
         let c = codemode_executor(&obj(&[("timeout", num(500.0)), ("defaultIsolateLimits", obj(&[("cpuTimeMs", num(100.0))]))])).unwrap();
         assert_eq!((c.timeout_ms, c.cpu_time_ms), (500, 100));
         let e = |o: Raw| codemode_executor(&o).unwrap_err().message;
         assert_eq!(e(obj(&[("timeot", num(1.0))])), "timeot is not a known option of IsoletExecutor options; did you mean timeout?");
-        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, memoryMb"));
+        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, stateful, idleTimeout, memoryMb"));
         assert!(e(obj(&[("warmPool", num(1.0))])).ends_with("did you mean warmPoolSize?"));
         assert_eq!(e(obj(&[("timeout", num(-1.0))])), "timeout must be a whole number from 1 to 2147483647, got -1");
         assert_eq!(e(s("x")), "IsoletExecutor options must be an object, got 'x'");
+        // Stateful: one persistent sandbox, closed after idleTimeout.
+        let c = codemode_executor(&obj(&[("stateful", Raw::Bool(true)), ("idleTimeout", num(1000.0))])).unwrap();
+        assert_eq!((c.stateful, c.idle_timeout_ms), (true, Some(1000)));
+        assert!(e(obj(&[("idleTimeout", num(1000.0))])).contains("idleTimeout applies to a stateful executor only"));
+        assert!(e(obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(5.0))])).ends_with("did you mean idleTimeout?"));
+        assert!(e(obj(&[("stateful", num(1.0))])).starts_with("stateful must be a boolean"));
+        assert!(e(obj(&[("stateful", Raw::Bool(true)), ("idleTimeout", num(0.0))])).starts_with("idleTimeout must be a whole number"));
     }
 
     #[test]
