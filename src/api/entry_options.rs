@@ -29,6 +29,9 @@ pub struct CliSettingsJs {
     pub allow_origins: Vec<String>,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
+    /// `isolet mcp`: one persistent sandbox per session.
+    pub stateful: bool,
+    pub stateful_idle_ms: Option<f64>,
 }
 
 /// `flags`: parsed flags by name (strings; an array for `--allow-origin`); `config`: the
@@ -52,6 +55,8 @@ pub fn cli_settings(
         allow_origins: s.allow_origins,
         max_concurrent_isolates: s.max_concurrent_isolates,
         warm_pool_size: s.warm_pool_size,
+        stateful: s.stateful,
+        stateful_idle_ms: s.stateful_idle_ms.map(|ms| ms as f64),
     })
 }
 

@@ -1207,6 +1207,9 @@ pub const CLI_SETTINGS: &[Opt] = &[
     // `isolet mcp --http`'s settings; `isolet run` takes the key and ignores it, so that
     // one file can serve both commands.
     opt("http", Kind::Object(MCP_HTTP)),
+    // `isolet mcp`: one persistent sandbox per MCP session (`isolet run` ignores them).
+    opt("stateful", Kind::Bool),
+    whole("statefulIdleMs", 1, MAX_TIME_MS, None, &["sandboxIdleMs", "idleTimeoutMs"]),
 ];
 
 /// The flags of `isolet run` and `isolet mcp` that set `CLI_SETTINGS`.
@@ -1453,6 +1456,10 @@ pub struct CliSettings {
     pub allow_origins: Vec<String>,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
+    /// `isolet mcp`: one persistent sandbox per session, closed after `stateful_idle_ms`
+    /// without a call (config file only).
+    pub stateful: bool,
+    pub stateful_idle_ms: Option<u64>,
 }
 
 /// One source's CLI settings, checked.
@@ -1485,6 +1492,7 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
     let flag_options = options_of_flags(flags, CLI_FLAGS, CLI_SETTINGS);
     let given = fields("", "the command line", &flag_options, CLI_SETTINGS).and_then(|f| cli_values(&f)).map_err(|e| as_flag(e, CLI_FLAGS))?;
     let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
+    let mut stateful = (false, None);
     let (file, concurrency, warm) = match config {
         Raw::Undefined => (None, None, None),
         Raw::Object(_) => {
@@ -1494,6 +1502,10 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
             let engine = f.object("engine").map_err(in_file)?;
             let raw = Raw::Object(engine.values.iter().map(|(o, v)| (o.name.to_string(), (*v).clone())).collect());
             EngineConfig::from_raw(&raw).map_err(|e| in_file(within("engine", e)))?;
+            stateful = (f.bool("stateful").map_err(in_file)?.unwrap_or(false), f.whole("statefulIdleMs").map_err(in_file)?);
+            if stateful.1.is_some() && !stateful.0 {
+                return Err(in_file(err("statefulIdleMs", "statefulIdleMs applies to a stateful server only; set stateful: true".into())));
+            }
             (Some(values), engine.whole("maxConcurrentIsolates").map_err(in_file)?, engine.whole("warmPoolSize").map_err(in_file)?)
         }
         other => return Err(in_file(err("", format!("must hold a JSON object, got {}", other.describe())))),
@@ -1513,6 +1525,8 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
         allow_origins: given.allow_origins.or(file.and_then(|v| v.allow_origins.clone())).unwrap_or_default(),
         max_concurrent_isolates: concurrency.unwrap_or(CLI_MAX_CONCURRENT_ISOLATES) as u32,
         warm_pool_size: warm.unwrap_or(CLI_WARM_POOL_SIZE) as u32,
+        stateful: stateful.0,
+        stateful_idle_ms: stateful.1,
     })
 }
 
@@ -1953,6 +1967,18 @@ mod entry_tests {
         assert_eq!(autofix_flags(&obj(&[("timeout", s("250")), ("root", s("."))])).unwrap(), [("timeoutMs", 250)]);
         let e = autofix_flags(&obj(&[("memory", s("lots"))])).unwrap_err();
         assert_eq!(e.message, "--memory must be a whole number from 8 to 8192, got 'lots'");
+    }
+
+    #[test]
+    fn mcp_stateful_comes_from_the_config_file() {
+        let c = cli_settings(&Raw::Undefined, &obj(&[("stateful", Raw::Bool(true)), ("statefulIdleMs", num(5000.0))]), Some("c.json"), None).unwrap();
+        assert_eq!((c.stateful, c.stateful_idle_ms), (true, Some(5000)));
+        let c = cli_settings(&Raw::Undefined, &Raw::Undefined, None, None).unwrap();
+        assert_eq!((c.stateful, c.stateful_idle_ms), (false, None));
+        let e = cli_settings(&Raw::Undefined, &obj(&[("statefulIdleMs", num(5000.0))]), Some("c.json"), None).unwrap_err();
+        assert_eq!(e.message, "--config c.json: statefulIdleMs applies to a stateful server only; set stateful: true");
+        let e = cli_settings(&Raw::Undefined, &obj(&[("stateful", s("yes"))]), Some("c.json"), None).unwrap_err();
+        assert!(e.message.starts_with("--config c.json: stateful must be a boolean"), "{}", e.message);
     }
 
     #[test]
