@@ -845,6 +845,12 @@ impl State {
             }
             Kind::Bye => return Ok(()),
             Kind::SandboxClosed => {
+                // Counted like health frames: a compromised host cannot flood them either.
+                let Some(host) = self.host_mut(key) else { return Ok(()) };
+                host.health_frames += 1;
+                if !policy::health_allowed(host.health_frames, host.done_frames, host.born.elapsed().as_millis() as u64) {
+                    return Err("more sandbox-closed frames than a host sends".into());
+                }
                 let reason = frame::decode_sandbox_closed(&payload).map_err(bad)?;
                 self.sandbox_closed_on_host(key, h.run_id, reason);
                 return Ok(());
@@ -951,16 +957,19 @@ impl State {
     /// then turned out well).
     fn after_run_left(&mut self, key: u64) {
         let Some(h) = self.host(key) else { return };
-        if !h.runs.is_empty() || self.sandboxes.values().any(|sb| sb.host == key && sb.is_open()) {
+        if !h.runs.is_empty() {
             return;
         }
+        // A draining host ends even with sandboxes open (they are lost): it holds a thread
+        // that ignored termination.
         if h.phase == HostPhase::Draining {
             self.end_host(key, HostEnd::Stuck);
             return;
         }
         let suspect_elsewhere = self.hosts.iter().any(|o| o.suspect && o.end.is_none());
         let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining).count();
-        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() {
+        let holds_sandboxes = self.sandboxes.values().any(|sb| sb.host == key && sb.is_open());
+        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() && !holds_sandboxes {
             self.end_host(key, HostEnd::Surplus);
         }
     }
