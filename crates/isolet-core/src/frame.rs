@@ -374,8 +374,11 @@ pub fn encode_sandbox_run(run_id: u32, sandbox: u32, plan: &RunPlan, started_eve
     w.finish()
 }
 
+/// `sandbox.call`: the global function's name and its serialized arguments (an array).
+pub type SandboxCall = (String, Vec<u8>);
+
 /// A `SandboxRun` frame's plan, `started` choice and call.
-pub fn decode_sandbox_run(payload: &[u8]) -> Result<(RunPlan, bool, Option<(String, Vec<u8>)>), FrameError> {
+pub fn decode_sandbox_run(payload: &[u8]) -> Result<(RunPlan, bool, Option<SandboxCall>), FrameError> {
     let mut r = Reader::new(payload);
     let call = if r.bool()? { Some((r.str()?.to_string(), r.bytes()?.to_vec())) } else { None };
     let (plan, started_event) = decode_run(r.rest())?;
@@ -391,7 +394,7 @@ pub fn encode_sandbox_closed(sandbox: u32, reason: crate::sandbox::CloseReason) 
 
 pub fn decode_sandbox_closed(payload: &[u8]) -> Result<crate::sandbox::CloseReason, FrameError> {
     let mut r = Reader::new(payload);
-    let reason = crate::sandbox::CloseReason::from_str(r.str()?).ok_or(FrameError::Invalid("close reason"))?;
+    let reason = crate::sandbox::CloseReason::named(r.str()?).ok_or(FrameError::Invalid("close reason"))?;
     r.end()?;
     Ok(reason)
 }

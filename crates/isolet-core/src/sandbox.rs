@@ -70,7 +70,8 @@ impl CloseReason {
         CloseReason::Internal,
     ];
 
-    pub fn from_str(s: &str) -> Option<CloseReason> {
+    /// The reason named `s` (as `as_str` names it).
+    pub fn named(s: &str) -> Option<CloseReason> {
         CloseReason::ALL.iter().copied().find(|r| r.as_str() == s)
     }
 }
@@ -268,7 +269,7 @@ mod tests {
             assert_eq!(f.kind, ErrorKind::Validation);
             assert!(f.message.starts_with("The sandbox is closed ("), "{}", f.message);
             assert!(f.message.contains(reason.as_str()));
-            assert_eq!(CloseReason::from_str(reason.as_str()), Some(reason));
+            assert_eq!(CloseReason::named(reason.as_str()), Some(reason));
         }
         let f = budget_failure(CloseReason::TotalCpuTime, &limits(Some(50), None)).unwrap();
         assert_eq!((f.kind, f.limit), (ErrorKind::Timeout, Some("cpu")));
