@@ -347,6 +347,82 @@ export declare function runSandbox<T = unknown>(code: string, options?: SandboxO
 export declare const RUN_SANDBOX_DEFAULTS: Readonly<{ memoryLimitMb: 64; timeoutMs: 5000 }>;
 
 // ---------------------------------------------------------------------------
+// Persistent sandboxes
+// ---------------------------------------------------------------------------
+
+/**
+ * Options of `createSandbox` and `engine.openSandbox`: runSandbox's (but `signal`, which
+ * is per run) and the sandbox-wide limits. `memoryLimitMb` is the isolate's heap for the
+ * sandbox's whole life; `timeoutMs` and `cpuTimeMs` are each run's defaults; `maxHostCalls`
+ * is per run. With capabilities the code is still a script (top-level `await` works).
+ */
+export interface PersistentSandboxOptions extends Omit<SandboxOptions, 'signal'> {
+  /** CPU time of all runs together, in ms; used up, it closes the sandbox (`totalCpuTime`). Default: none. */
+  totalCpuTimeMs?: number;
+  /** No run for this long (ms) closes the sandbox (`idleTimeout`). Default: none. */
+  idleTimeoutMs?: number;
+  /** Host calls of all runs together; used up, it closes the sandbox (`totalHostCalls`). Default: none. */
+  maxTotalHostCalls?: number;
+}
+
+/** Options of one `sandbox.run`. */
+export interface SandboxRunOptions {
+  /** This run's wall-clock limit in ms (default: the sandbox's `timeoutMs`). */
+  timeoutMs?: number;
+  /** This run's CPU limit in ms (default: the sandbox's `cpuTimeMs`), cut to what is left of `totalCpuTimeMs`. */
+  cpuTimeMs?: number;
+  /** This run's language (default: the sandbox's). */
+  language?: SandboxLanguage;
+  /** Aborts this run with SandboxAbortedError (the sandbox stays open). */
+  signal?: AbortSignal;
+}
+
+/** Why a sandbox closed. */
+export type SandboxCloseReason =
+  | 'closed'
+  | 'idleTimeout'
+  | 'outOfMemory'
+  | 'unresponsive'
+  | 'totalCpuTime'
+  | 'totalHostCalls'
+  | 'shutdown'
+  | 'hostLost'
+  | 'internal';
+
+/**
+ * One isolate and one context kept across runs: top-level declarations and globals of a
+ * run are there for the next. Runs take turns. Nothing of it is visible to any other
+ * sandbox or run. With `isolation: 'process'` (the default) it lives in one sandbox host
+ * process; a host that is lost closes it (`hostLost`).
+ */
+export declare class Sandbox {
+  private constructor();
+  /** True once closed (by `close()`, a limit, idleness, or its engine's shutdown). */
+  readonly closed: boolean;
+  /** Why it closed; null while open. */
+  readonly closeReason: SandboxCloseReason | null;
+  /** What it has used of its sandbox-wide limits. */
+  readonly usage: { runs: number; cpuTimeMs: number; hostCalls: number };
+  /**
+   * Evaluates `code` as a script in the sandbox's context; `output` is its completion
+   * value (a promise is awaited). Never rejects; a closed sandbox gives a SandboxValidationError.
+   */
+  run<T = unknown>(code: string, options?: SandboxRunOptions): Promise<SandboxResult<T>>;
+  /** Calls global function `name` with copies of `args`; its (awaited) return value is `output`. */
+  call<T = unknown>(name: string, ...args: unknown[]): Promise<SandboxResult<T>>;
+  /** Closes the sandbox: a run in flight is aborted, later ones fail. Idempotent. */
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Opens a persistent sandbox on runSandbox's default engine of its isolation. Rejects
+ * with a SandboxValidationError for bad options, a SandboxError (`ERR_ISOLET_OVERLOADED`)
+ * when every isolate slot is taken.
+ */
+export declare function createSandbox(options?: PersistentSandboxOptions): Promise<Sandbox>;
+
+// ---------------------------------------------------------------------------
 // Capabilities
 // ---------------------------------------------------------------------------
 
@@ -750,6 +826,8 @@ export interface IsolateStats {
   processes?: SandboxProcessStats;
   /** The compiled-code cache (process isolation: every live host's, added up). */
   codeCache: CodeCacheStats;
+  /** Persistent sandboxes: each open one holds an isolate slot. */
+  sandboxes: { open: number };
 }
 
 /** The compiled-code cache of an engine (`SandboxEngineConfig.codeCacheMb`). */
@@ -812,6 +890,11 @@ export declare class SandboxEngine {
    * the `result` event's `data` (default `unknown`); it is not checked at run time.
    */
   submit<T = unknown>(request: ExecuteMessage): SandboxSession<T>;
+  /**
+   * Opens a persistent sandbox on this engine; it holds one isolate slot until closed.
+   * `isolation` must be the engine's or left out.
+   */
+  openSandbox(options?: PersistentSandboxOptions): Promise<Sandbox>;
   /** Stops accepting work, aborts queued and running sessions, disposes every isolate. */
   shutdown(): Promise<void>;
   stats(): IsolateStats;

@@ -17,6 +17,9 @@ exports.createFileReadCapability = require('./lib/capabilities/file-read').creat
 exports.createFetchCapability = require('./lib/capabilities/fetch').createFetchCapability;
 exports.currentRun = require('./lib/run-context').currentRun;
 
+exports.createSandbox = require('./lib/sandbox').createSandbox;
+exports.Sandbox = require('./lib/sandbox').Sandbox;
+
 exports.SandboxEngine = engine.SandboxEngine;
 exports.SandboxSession = engine.SandboxSession;
 exports.DEFAULT_MEMORY_MB = engine.DEFAULT_MEMORY_MB;

@@ -120,7 +120,7 @@ describe('Executor contract', () => {
     // Its own options and the engine's are one list, for suggestions and for the known names.
     expect(() => new IsoletExecutor({ timeot: 5 } as any)).toThrow('timeot is not a known option of IsoletExecutor options; did you mean timeout?');
     expect(() => new IsoletExecutor({ warmPool: 1 } as any)).toThrow(/did you mean warmPoolSize\?$/);
-    expect(() => new IsoletExecutor({ zzz: 1 } as any)).toThrow(/known options: timeout, language, memoryMb, /);
+    expect(() => new IsoletExecutor({ zzz: 1 } as any)).toThrow(/known options: timeout, language, stateful, idleTimeout, memoryMb, /);
     expect(() => new IsoletExecutor(null as any)).toThrow(SandboxValidationError);
   });
 
@@ -137,6 +137,51 @@ describe('Executor contract', () => {
     } finally {
       await cpu.dispose();
     }
+  });
+});
+
+describe('stateful executor', () => {
+  it('keeps one sandbox for every execution: what one puts on globalThis the next sees', async () => {
+    const session = new IsoletExecutor({ stateful: true, timeout: 2000, memoryMb: 64, maxConcurrentIsolates: 2 });
+    try {
+      expect(session.stateful).toBe(true);
+      const first = await session.execute('async () => { const list = await github.listIssues({ repo: "a" }); globalThis.seen = list; return list.length }', [issues]);
+      expect(first).toEqual({ result: 1, logs: [] });
+      // Its own declarations were its own: a new `const list` is fine; the global stays.
+      const second = await session.execute('async () => { const list = [1, 2]; return { list, seen: globalThis.seen, user: await github.get_user() } }', [issues]);
+      expect(second.error).toBeUndefined();
+      expect(second.result).toEqual({ list: [1, 2], seen: [{ repo: 'a', number: 1 }], user: 'octocat' });
+      // Tools are the execution's own: another provider set is what the next one calls.
+      const third = await session.execute('async () => [await codemode.add(2, 3), typeof github, globalThis.seen.length]', { add: async (a: unknown, b: unknown) => (a as number) + (b as number) });
+      expect(third.result).toEqual([5, 'undefined', 1]);
+      // A stateless executor shares nothing with it.
+      const other = await executor.execute('async () => typeof globalThis.seen', [issues]);
+      expect(other.result).toBe('undefined');
+      // A timeout ends that execution; the session's state stays.
+      const stuck = await session.execute('async () => { while (true) {} }', []);
+      expect(stuck.error).toBe('Execution timed out');
+      expect((await session.execute('async () => globalThis.seen.length', [])).result).toBe(1);
+    } finally {
+      await session.dispose();
+    }
+  });
+
+  it('idleTimeout closes the sandbox; the next execution starts empty', async () => {
+    const session = new IsoletExecutor({ stateful: true, idleTimeout: 200, timeout: 2000, memoryMb: 64, maxConcurrentIsolates: 1 });
+    try {
+      await session.execute('async () => { globalThis.kept = 1 }', []);
+      expect((await session.execute('async () => globalThis.kept', [])).result).toBe(1);
+      await new Promise((r) => setTimeout(r, 600));
+      expect((await session.execute('async () => typeof globalThis.kept', [])).result).toBe('undefined');
+    } finally {
+      await session.dispose();
+    }
+  });
+
+  it('validates its options', () => {
+    expect(() => new IsoletExecutor({ idleTimeout: 1000 })).toThrow(/idleTimeout applies to a stateful executor only/);
+    expect(() => new IsoletExecutor({ stateful: 'yes' as never })).toThrow(SandboxValidationError);
+    expect(() => new IsoletExecutor({ stateful: true, idleTimeoutMs: 5 } as never)).toThrow(/did you mean idleTimeout\?/);
   });
 });
 

@@ -304,3 +304,29 @@ describe('serveHttp (programmatic API)', () => {
     }
   });
 });
+
+describe('serveHttp with stateful: true', () => {
+  it('keeps one sandbox per MCP session: its calls share state, other sessions see none, and it closes with the session', async () => {
+    const { serveHttp, mcpSettings } = require('../lib/mcp');
+    const settings = mcpSettings({ stateful: true, statefulIdleMs: 60_000, timeoutMs: 2000, memoryMb: 32, isolation: 'thread', engine: { maxConcurrentIsolates: 4 } });
+    const served = await serveHttp(settings, { token: TOKEN, maxSessions: 4 });
+    try {
+      const a = await connect(served.url);
+      const b = await connect(served.url);
+      expect((await call(a, 'var who = "a"; let n = 1; n')).content[0].text).toBe('1');
+      expect((await call(b, 'typeof who')).content[0].text).toBe('"undefined"');
+      expect((await call(b, 'var who = "b"; who')).content[0].text).toBe('"b"');
+      expect((await call(a, 'n += await Promise.resolve(41); [who, n]')).content[0].text).toBe(JSON.stringify(['a', 42], null, 2));
+      expect(served.engine.stats().sandboxes.open).toBe(2);
+      // The client ends its session (DELETE); the server closes that session's sandbox.
+      await (a.transport as StreamableHTTPClientTransport).terminateSession();
+      await a.close();
+      await new Promise((r) => setTimeout(r, 200));
+      expect(served.engine.stats().sandboxes.open).toBe(1);
+      expect((await call(b, 'who')).content[0].text).toBe('"b"');
+      await b.close();
+    } finally {
+      await served.close();
+    }
+  });
+});

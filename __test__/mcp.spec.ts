@@ -145,3 +145,52 @@ describe('isolet mcp without the SDK installed', () => {
     }
   });
 });
+
+describe('isolet mcp with stateful: true (one sandbox per session)', () => {
+  it("keeps what a call declares for the session's later calls, with the SDK's own client", async () => {
+    const config = path.join(dir, 'stateful.json');
+    fs.writeFileSync(config, JSON.stringify({ stateful: true, statefulIdleMs: 60_000, timeoutMs: 1000, memoryMb: 32, isolation: 'thread' }));
+    const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--config', config], stderr: 'pipe' });
+    const session = new Client({ name: 'isolet-test-stateful', version: '1.0.0' });
+    await session.connect(transport);
+    try {
+      const run = async (code: string) => (await session.callTool({ name: 'run_code', arguments: { code } })) as { isError?: boolean; content: Content };
+      const { tools } = await session.listTools();
+      expect(tools[0].description).toContain('that this session keeps');
+      expect((await run('var total = 40; function add(n) { total += n; return total }; console.log("set"); total')).content.map((c) => c.text)).toEqual(['40', 'console:\nset']);
+      expect((await run('const step = await Promise.resolve(2); add(step)')).content[0].text).toBe('42');
+      expect((await run('[total, step, typeof add]')).content[0].text).toBe(JSON.stringify([42, 2, 'function'], null, 2));
+      // An error or a timeout ends that call only.
+      const thrown = await run('throw new RangeError("nope")');
+      expect(thrown.isError).toBe(true);
+      expect(thrown.content[0].text).toMatch(/^SandboxRuntimeError \[ERR_ISOLET_RUNTIME\]: RangeError: nope/);
+      const stuck = await run('while (true) {}');
+      expect(stuck.isError).toBe(true);
+      expect(stuck.content[0].text).toMatch(/ERR_ISOLET_TIMEOUT/);
+      expect((await run('total')).content[0].text).toBe('42');
+      // TypeScript, declared into the same context.
+      const ts = (await session.callTool({ name: 'run_code', arguments: { code: 'const typed: number = total + 1; typed', language: 'typescript' } })) as { content: Content };
+      expect(ts.content[0].text).toBe('43');
+    } finally {
+      await session.close();
+    }
+    // A new session starts empty.
+    const transport2 = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--config', config], stderr: 'pipe' });
+    const fresh = new Client({ name: 'isolet-test-stateful-2', version: '1.0.0' });
+    await fresh.connect(transport2);
+    try {
+      const r = (await fresh.callTool({ name: 'run_code', arguments: { code: 'typeof total' } })) as { content: Content };
+      expect(r.content[0].text).toBe('"undefined"');
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it('refuses statefulIdleMs without stateful, naming the key', () => {
+    const config = path.join(dir, 'bad-stateful.json');
+    fs.writeFileSync(config, JSON.stringify({ statefulIdleMs: 1000 }));
+    const r = spawnSync(process.execPath, [BIN, 'mcp', '--config', config], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('statefulIdleMs applies to a stateful server only');
+  });
+});

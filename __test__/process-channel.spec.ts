@@ -72,6 +72,7 @@ describe('process isolation: a compromised host on the run channel', () => {
     ['pending-flood', 'keeps more host calls in flight than the run allows (maxPendingHostCalls)'],
     ['log-flood', "sends a done whose log list claims 3 million entries (the run keeps 1000)"],
     ['health-flood', 'floods health frames'],
+    ['sandbox-closed-flood', 'floods sandboxClosed frames for sandboxes it was never given'],
   ])('%s: a host that %s fails only its own run (ERR_ISOLET_CRASHED); the others serve', (mode) => {
     const out = attack(mode);
     const failed = out.first.filter((r: { code?: string }) => r.code !== undefined);

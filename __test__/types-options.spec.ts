@@ -26,7 +26,11 @@ it("the option types list exactly isolet-core's option tables", () => {
     ['ToolPolicy', 'TOOL_POLICY'],
     ['IsolateLimits', 'ISOLATE_LIMITS'],
     ['BridgeLimits', 'BRIDGE_LIMITS'],
+    ['SandboxRunOptions', 'SANDBOX_RUN'],
   ]) {
     expect(props(type), `${type} vs ${rust}`).toEqual(table(rust));
   }
+  // createSandbox: runSandbox's options but the per-run signal, and the sandbox-wide limits.
+  const persistent = [...table('RUN_SANDBOX').filter((n) => n !== 'signal'), ...table('SANDBOX_LIMITS')].sort();
+  expect(props('PersistentSandboxOptions')).toEqual(persistent);
 });

@@ -16,6 +16,7 @@ import {
   SandboxValidationError,
   SandboxAbortedError,
   createFetchCapability,
+  createSandbox,
   createFileReadCapability,
   runSandbox,
   type SandboxEvent,
@@ -213,6 +214,21 @@ describe('every option the types list is read by the runtime under that name', (
     throw new Error('no error');
   }
 
+  it('createSandbox(options) and sandbox.run(code, options)', async () => {
+    const options = badOptions('PersistentSandboxOptions');
+    expect(options.length).toBeGreaterThanOrEqual(17);
+    for (const [name, value] of options) {
+      await expect(createSandbox({ isolation: 'thread', [name]: value }), name).rejects.toThrow(name);
+    }
+    const sandbox = await createSandbox({ isolation: 'thread' });
+    for (const [name, value] of badOptions('SandboxRunOptions')) {
+      const r = await sandbox.run('1', { [name]: value });
+      expect(r.success, name).toBe(false);
+      if (!r.success) expect(r.error.message, name).toContain(name);
+    }
+    sandbox.close();
+  });
+
   it('runSandbox(code, options)', async () => {
     const options = badOptions('SandboxOptions');
     expect(options.length).toBeGreaterThanOrEqual(14);
@@ -274,7 +290,7 @@ describe('every option the types list is read by the runtime under that name', (
       expect(refusal(() => createFetchCapability({ allowedOrigins: ['http://127.0.0.1'], [name]: value })), name).toContain(name);
     }
     const own = badOptions('IsoletExecutorOptions', codemodeTypes).filter(([name]) => !propertyNames(declaredType('SandboxEngineConfig')).includes(name));
-    expect(own.map(([name]) => name).sort()).toEqual(['language', 'timeout']);
+    expect(own.map(([name]) => name).sort()).toEqual(['idleTimeout', 'language', 'stateful', 'timeout']);
     for (const [name, value] of own) {
       expect(refusal(() => new IsoletExecutor({ isolation: 'thread', [name]: value })), name).toContain(name);
     }

@@ -47,6 +47,15 @@ export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
   timeout?: number;
   /** Language the model writes in. Default `javascript`. */
   language?: SandboxLanguage;
+  /**
+   * One persistent sandbox for every execution of this executor (opened at the first):
+   * what an execution puts on `globalThis` the next one sees; its own declarations stay
+   * its own. Each execution calls its own tools. Once the sandbox closes (idleTimeout, a
+   * memory overrun), the next execution starts in a new, empty one. Default false.
+   */
+  stateful?: boolean;
+  /** Stateful only: no execution for this long (ms) closes the sandbox. Default: none. */
+  idleTimeout?: number;
 }
 
 /** Runs Code Mode programs in isolet: one fresh isolate per execution. Never throws from `execute`. */
@@ -54,6 +63,8 @@ export declare class IsoletExecutor implements Executor {
   constructor(options?: IsoletExecutorOptions);
   readonly timeout: number;
   readonly language: SandboxLanguage;
+  /** One persistent sandbox for every execution (the `stateful` option). */
+  readonly stateful: boolean;
   execute(
     code: string,
     providersOrFns: ResolvedProvider[] | Record<string, (...args: unknown[]) => Promise<unknown>>,

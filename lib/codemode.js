@@ -18,6 +18,8 @@ const DEFAULT_CODEMODE_TIMEOUT_MS = native.entryDefaults().codemode.timeout;
 // the wrapper needs.
 const RESERVED = new Set(['globalThis', 'Object', 'Promise', 'Error', 'console', 'data', 'wasm']);
 const IDENT = /^[A-Za-z_$][\w$]*$/;
+/** Stateful executors: the one host function every tool call goes through. */
+const SESSION_TOOL = '__isoletTool';
 const JS_RESERVED = new Set(
   ('abstract arguments await boolean break byte case catch char class const continue debugger default delete do double ' +
     'else enum eval export extends false final finally float for function goto if implements import in instanceof int ' +
@@ -64,9 +66,17 @@ class IsoletExecutor {
     } catch (err) {
       throw errorFromThrown(err);
     }
-    const { timeout, language, ...engineConfig } = options;
+    const { timeout, language, stateful, idleTimeout, ...engineConfig } = options;
     this.timeout = settings.timeout;
     this.language = settings.language;
+    this.stateful = settings.stateful;
+    // Stateful: one persistent sandbox for every execution, opened at the first; the
+    // tools of the execution in flight (executions take turns).
+    this._idleTimeout = settings.idleTimeout ?? undefined;
+    this._cpuTimeMs = settings.cpuTimeMs;
+    this._sandbox = null;
+    this._fns = null;
+    this._turn = Promise.resolve();
     // Own properties only, as isolet-core read them: a `defaultIsolateLimits` on Object.prototype is none.
     const given = Object.hasOwn(engineConfig, 'defaultIsolateLimits') ? engineConfig.defaultIsolateLimits : undefined;
     const limits = { ...given, wallTimeMs: settings.timeout, cpuTimeMs: settings.cpuTimeMs };
@@ -133,16 +143,68 @@ class IsoletExecutor {
     } catch (err) {
       return { result: undefined, error: err.message };
     }
-    // Line 1: namespaces and preludes; then the function, so its lines are the code's own plus one.
-    const body = `${header.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)();`;
-
     if (this._ready === null) this._ready = this._engine.init();
     await this._ready;
+    if (this.stateful) return this._takeTurn(() => this._executeInSession(providers, tools, preludes, fnSource));
+    // Line 1: namespaces and preludes; then the function, so its lines are the code's own plus one.
+    const body = `${header.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)();`;
     const session = this._engine.submit({ code: body, tools });
     const end = await session.done;
     const logs = (end.logs || []).map(formatLog);
     if (end.type === 'result') return { result: end.data, logs };
     return { result: undefined, error: describeError(end.error), logs };
+  }
+
+  /** Runs `job` after the executions started before it (stateful executors). */
+  _takeTurn(job) {
+    const result = this._turn.then(job);
+    this._turn = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  /**
+   * Stateful: runs the function in the session's sandbox. Its own declarations are its
+   * own (it is a function); what it puts on `globalThis` stays for the next execution.
+   * Tools reach the host through one host function that calls this execution's tools.
+   */
+  async _executeInSession(providers, tools, preludes, fnSource) {
+    if (this._sandbox === null || this._sandbox.closed) {
+      this._sandbox = await this._engine.openSandbox({
+        capabilities: { [SESSION_TOOL]: (provider, name, args) => this._callTool(provider, name, args) },
+        memoryLimitMb: this._engine._settings.memoryMb,
+        timeoutMs: this.timeout,
+        cpuTimeMs: this._cpuTimeMs,
+        idleTimeoutMs: this._idleTimeout,
+      });
+    }
+    this._fns = tools;
+    const namespaces = providers.map((p) => {
+      const name = own(p, 'name');
+      const members = Object.keys(tools[name] || {})
+        .map((tool) => `${tool}: (...args) => ${SESSION_TOOL}(${JSON.stringify(name)}, ${JSON.stringify(tool)}, args)`)
+        .join(', ');
+      return `const ${name} = Object.assign(Object.create(null), { ${members} });`;
+    });
+    // One expression (no top-level declaration is left behind): namespaces and preludes on
+    // line 1, then the function.
+    const code = `(async () => { ${namespaces.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)(); })()`;
+    try {
+      const r = await this._sandbox.run(code);
+      const logs = (r.logs || []).map(formatLog);
+      if (r.success) return { result: r.output, logs };
+      return { result: undefined, error: describeError(r.error), logs };
+    } finally {
+      this._fns = null;
+    }
+  }
+
+  _callTool(provider, name, args) {
+    const fn = this._fns && this._fns[provider] && this._fns[provider][name];
+    if (typeof fn !== 'function') throw new TypeError(`${provider}.${name} is not a tool of this execution`);
+    return fn(...(Array.isArray(args) ? args : []));
   }
 
   /** Stops the engine behind this executor (idempotent). */

@@ -291,6 +291,18 @@ class SandboxEngine {
   }
 
   /**
+   * Opens a persistent sandbox on this engine (see createSandbox): it holds one of the
+   * engine's isolate slots until closed. `options` are createSandbox's; its isolation is
+   * the engine's. Rejects with a typed error for bad options, before init(), after
+   * shutdown, or when every slot is taken.
+   */
+  async openSandbox(options = undefined) {
+    if (this._state === 'shutdown') throw new SandboxAbortedError('The sandbox engine is shut down');
+    if (this._state !== 'ready') throw errorOfKind('NotReady', 'SandboxEngine.init() has not completed');
+    return require('./sandbox').openOn(this._native, options);
+  }
+
+  /**
    * Stops accepting work, aborts queued and running sessions (each ends with a
    * SandboxAbortedError event), disposes every isolate and waits for its thread.
    */
@@ -308,11 +320,11 @@ class SandboxEngine {
   stats() {
     if (!this._native) {
       const codeCache = { hits: 0, misses: 0, rejected: 0, evictions: 0, entries: 0, bytes: 0, budgetBytes: 0 };
-      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [], codeCache };
+      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [], codeCache, sandboxes: { open: 0 } };
     }
     const s = this._native.stats();
     const tenants = s.tenants.map((t) => ({ ...t, tenant: t.tenant ?? null, failed: { ...t.failed } }));
-    return { ...s, failed: { ...s.failed }, isolation: this._isolation, tenants, codeCache: { ...s.codeCache } };
+    return { ...s, failed: { ...s.failed }, isolation: this._isolation, tenants, codeCache: { ...s.codeCache }, sandboxes: { ...s.sandboxes } };
   }
 
   /**

@@ -28,13 +28,20 @@ const INPUT_SCHEMA = Object.freeze({
   additionalProperties: false,
 });
 
-function toolDescription(capabilities, limits) {
-  const lines = [
-    'Runs JavaScript or TypeScript in a fresh, isolated V8 sandbox and returns what it returns (as JSON) and its console output.',
-    'The code is the body of an async function: use `await`. The result is what a `return` gives, or else the value of the last top-level expression statement (`const x = 20; x + 22` gives 42).',
+function toolDescription(capabilities, limits, stateful) {
+  const lines = stateful
+    ? [
+        'Runs JavaScript or TypeScript in an isolated V8 sandbox that this session keeps: what one call declares at top level (var, let, const, function, class) or puts on globalThis, later calls can use. Returns the result (as JSON) and the console output.',
+        'The code is a script: top-level `await` works; the result is the value of its last expression statement (`const x = 20; x + 22` gives 42). Redeclaring a let or const of an earlier call is an error: assign to it instead.',
+      ]
+    : [
+        'Runs JavaScript or TypeScript in a fresh, isolated V8 sandbox and returns what it returns (as JSON) and its console output.',
+        'The code is the body of an async function: use `await`. The result is what a `return` gives, or else the value of the last top-level expression statement (`const x = 20; x + 22` gives 42).',
+      ];
+  lines.push(
     'Only standard ECMAScript built-ins exist: no require, process, timers, file system or network' +
       (Object.keys(capabilities).length > 0 ? ', except these functions:' : '.'),
-  ];
+  );
   if (Object.keys(capabilities).length > 0) lines.push('', describeTools(capabilities).trimEnd(), '');
   lines.push(`Limits per run: ${limits.wallTimeMs} ms wall-clock, ${limits.cpuTimeMs} ms CPU, ${limits.memoryMb} MB heap.`);
   return lines.join('\n');
@@ -76,7 +83,10 @@ function createMcpServer(settings, shared = {}) {
   const tracked = shared.runs ?? new Set();
   const version = require('../package.json').version;
   const server = new Server({ name: 'isolet', version }, { capabilities: { tools: {}, logging: {} } });
-  const description = toolDescription(settings.capabilities, settings.limits);
+  const description = toolDescription(settings.capabilities, settings.limits, settings.stateful === true);
+  // Stateful: this server's (this MCP session's) persistent sandbox, opened at its first
+  // call; a closed one (idle, out of memory) is replaced by a new, empty one.
+  let sandbox = null;
   let runs = 0;
   let inFlight = 0;
 
@@ -105,7 +115,31 @@ function createMcpServer(settings, shared = {}) {
     }
   });
 
+  async function runInSandbox(extra, args) {
+    let input;
+    try {
+      input = ownCopy(native.runCodeArguments(args ?? {}));
+      await initOnce(engine);
+      if (sandbox === null || sandbox.closed) {
+        sandbox = await engine.openSandbox({
+          capabilities: settings.capabilities,
+          memoryLimitMb: settings.limits.memoryMb,
+          timeoutMs: settings.limits.wallTimeMs,
+          cpuTimeMs: settings.limits.cpuTimeMs,
+          idleTimeoutMs: settings.statefulIdleMs,
+        });
+      }
+    } catch (err) {
+      return errorResult(errorFromThrown(err), []);
+    }
+    // A cancelled call (notifications/cancelled, or its HTTP stream gone) ends its run.
+    const r = await sandbox.run(input.code, { language: input.language ?? settings.language ?? 'javascript', signal: extra.signal });
+    if (r.success) return { content: [{ type: 'text', text: toJson(r.output, 2) ?? 'null' }, ...logContent(r.logs)] };
+    return errorResult(r.error, r.logs);
+  }
+
   async function runCall(request, extra, args) {
+    if (settings.stateful === true) return runInSandbox(extra, args);
     let input;
     let prepared;
     try {
@@ -167,6 +201,7 @@ function createMcpServer(settings, shared = {}) {
     server,
     engine,
     async close() {
+      if (sandbox !== null) sandbox.close();
       await server.close();
       if (ownsEngine) await engine.shutdown();
     },

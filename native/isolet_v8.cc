@@ -1545,6 +1545,45 @@ int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_
   return isolet_sandbox_poll(sb);
 }
 
+// Persistent sandboxes: calls globalThis[name](...args) in the context the earlier runs
+// left, `args` a serialized array. The result is the completion, as for isolet_sandbox_run.
+int32_t isolet_sandbox_call_global(isolet_sandbox* sb, const uint8_t* name, size_t name_len,
+                                   const uint8_t* args, size_t args_len, isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  Local<Value> fn;
+  Local<Value> list;
+  bool ok = ctx->Global()->Get(ctx, Utf8(isolate, name, name_len)).ToLocal(&fn);
+  if (ok && !fn->IsFunction()) {
+    isolate->ThrowException(v8::Exception::TypeError(
+        Utf8(isolate, (std::string(reinterpret_cast<const char*>(name), name_len) + " is not a function").c_str())));
+    ok = false;
+  }
+  ok = ok && DeserializeValue(isolate, ctx, args, args_len).ToLocal(&list);
+  if (ok && !list->IsArray()) return ISOLET_FAILED;
+  Local<Value> result;
+  if (ok) {
+    Local<v8::Array> array = list.As<v8::Array>();
+    uint32_t n = array->Length();
+    std::vector<Local<Value>> argv;
+    argv.reserve(n);
+    for (uint32_t i = 0; ok && i < n; ++i) {
+      Local<Value> item;
+      ok = array->Get(ctx, i).ToLocal(&item);
+      if (ok) argv.push_back(item);
+    }
+    ok = ok && fn.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), static_cast<int>(argv.size()), argv.data()).ToLocal(&result);
+  }
+  if (!ok) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!try_catch.HasCaught()) return ISOLET_FAILED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  sb->completion.Reset(isolate, result);
+  return isolet_sandbox_poll(sb);
+}
+
 int32_t isolet_sandbox_create_code_cache(isolet_sandbox* sb, isolet_bytes* out) {
   *out = isolet_bytes{nullptr, 0};
   ENTER(sb);
@@ -1554,6 +1593,17 @@ int32_t isolet_sandbox_create_code_cache(isolet_sandbox* sb, isolet_bytes* out) 
   if (!data || data->length <= 0) return ISOLET_FAILED;
   *out = CopyBytes(data->data, static_cast<size_t>(data->length));
   return out->ptr == nullptr ? ISOLET_FAILED : ISOLET_OK;
+}
+
+// Persistent sandboxes, between two runs: forgets the finished run's result and its host
+// calls still pending (their promises never settle), and clears a termination the run
+// left behind, so the next run of the same context starts clean.
+void isolet_sandbox_end_run(isolet_sandbox* sb) {
+  Isolate::Scope isolate_scope(sb->isolate);
+  HandleScope handle_scope(sb->isolate);
+  sb->calls.clear();
+  sb->completion.Reset();
+  sb->isolate->CancelTerminateExecution();
 }
 
 int32_t isolet_sandbox_check_syntax(isolet_sandbox* sb, const uint8_t* code, size_t len,

@@ -250,6 +250,14 @@ int32_t isolet_sandbox_check_syntax(isolet_sandbox* sb, const uint8_t* code, siz
                                     const uint8_t* origin, size_t origin_len,
                                     int32_t column_offset, int32_t as_function_body,
                                     isolet_error* err);
+// Persistent sandboxes: calls the global function `name` with the serialized array `args`
+// as its arguments, in the context earlier runs left; its return value is the result, as
+// for isolet_sandbox_run (ISOLET_OK, _PENDING, _THREW, _TERMINATED or _FAILED).
+int32_t isolet_sandbox_call_global(isolet_sandbox* sb, const uint8_t* name, size_t name_len,
+                                   const uint8_t* args, size_t args_len, isolet_error* err);
+// Persistent sandboxes, between runs: drops the last result and the host calls still
+// pending, and cancels a termination left by the run, so the context serves another.
+void isolet_sandbox_end_run(isolet_sandbox* sb);
 // Runs microtasks and reports: ISOLET_OK (settled), ISOLET_PENDING or ISOLET_TERMINATED.
 int32_t isolet_sandbox_poll(isolet_sandbox* sb);
 // Copies the settled result out: ISOLET_OK (*value set), ISOLET_THREW (*err set),

@@ -131,6 +131,14 @@ if (!evil) {
         frames.push(h, len, name, args);
       }
       channel.write(Buffer.concat(frames));
+    } else if (mode === 'sandbox-closed-flood') {
+      // sandboxClosed frames (kind 27) for sandboxes it was never given, at pipe speed.
+      const reason = Buffer.from('closed');
+      const body = Buffer.alloc(4 + reason.length);
+      body.writeUInt32LE(reason.length, 0);
+      reason.copy(body, 4);
+      const one = Buffer.concat([header(27, 7, body.length), body]);
+      channel.write(Buffer.concat(Array.from({ length: 20000 }, () => one)));
     } else if (mode === 'health-flood') {
       // Health frames (run id 0) at pipe speed: more than a host ever reports.
       const one = Buffer.concat([header(KIND_HEALTH, 0, HEALTH_BYTES), Buffer.alloc(HEALTH_BYTES)]);

@@ -12,6 +12,7 @@ import {
   SandboxValidationError,
   SandboxAbortedError,
   runSandbox,
+  createSandbox,
   createFileReadCapability,
   createFetchCapability,
   DEFAULT_ISOLATE_LIMITS,
@@ -29,6 +30,8 @@ import {
   type SandboxEvent,
   type SandboxFailureError,
   type SandboxSession,
+  type Sandbox,
+  type SandboxCloseReason,
   type SessionFactory,
   type ToolExecuteOptions,
   type ModuleResolver,
@@ -343,4 +346,25 @@ export function codemode() {
   void executor.execute('async () => 1', { add: async (...args) => exactly<unknown[]>()(args) });
   // @ts-expect-error misspelled option (timeout)
   new IsoletExecutor({ timeoutMs: 1000 });
+}
+
+// --- persistent sandboxes ----------------------------------------------------------------
+export async function persistent() {
+  const sb: Sandbox = await createSandbox({ isolation: 'thread', idleTimeoutMs: 1000, totalCpuTimeMs: 500, maxTotalHostCalls: 10, capabilities: { f: () => 1 } });
+  const r = await sb.run<number>('1', { timeoutMs: 100, cpuTimeMs: 50 });
+  if (r.success) exactly<number>()(r.output);
+  const c = await sb.call('f', 1, 'two', { three: 3 });
+  if (c.success) exactly<unknown>()(c.output);
+  exactly<SandboxCloseReason | null>()(sb.closeReason);
+  exactly<boolean>()(sb.closed);
+  sb.close();
+  await sb[Symbol.asyncDispose]();
+  const engine = new SandboxEngine({ isolation: 'thread' });
+  const other: Sandbox = await engine.openSandbox({ memoryLimitMb: 32 });
+  exactly<number>()(engine.stats().sandboxes.open);
+  void other;
+  // @ts-expect-error signal is per run, not the sandbox's
+  await createSandbox({ signal: new AbortController().signal });
+  // @ts-expect-error memory is the sandbox's, not a run's
+  await sb.run('1', { memoryLimitMb: 8 });
 }

@@ -151,7 +151,15 @@ function settingsFrom(values, sourceFile, config) {
     defaultIsolateLimits: { ...(Object.hasOwn(engine, 'defaultIsolateLimits') ? engine.defaultIsolateLimits : {}), ...limits },
     tools: capabilities,
   };
-  return { engineConfig, limits, language: s.language, capabilities, toolNames: Object.keys(capabilities) };
+  return {
+    engineConfig,
+    limits,
+    language: s.language,
+    capabilities,
+    toolNames: Object.keys(capabilities),
+    stateful: s.stateful,
+    statefulIdleMs: s.statefulIdleMs,
+  };
 }
 
 module.exports = { UsageError, LIMIT_FLAGS, limitsHelp, parse, readConfig, settingsFrom, usageText };

@@ -22,6 +22,11 @@ use crate::v8::{DataAnswer, WasmModule};
 
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A new id for a run or a sandbox (one sequence: a sandbox's slot is keyed by it).
+pub(crate) fn next_run_id() -> u64 {
+    NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A checked `SandboxEngine` config (or the config of one of runSandbox's engines):
 /// `new SandboxEngine(config)` is validated here, once, under the public names.
 #[napi]
@@ -90,7 +95,7 @@ pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
 /// the run (no copy of its code or data).
 #[napi(js_name = "RunPlan")]
 pub struct RunPlanJs {
-    plan: Arc<RunPlan>,
+    pub(crate) plan: Arc<RunPlan>,
 }
 
 #[napi]
@@ -257,6 +262,8 @@ pub struct EngineStatsJs {
     pub processes: Option<SandboxProcessStatsJs>,
     /// The compiled-code cache (process mode: every live host's, added up).
     pub code_cache: CodeCacheStatsJs,
+    /// Persistent sandboxes of the engine.
+    pub sandboxes: SandboxCountsJs,
 }
 
 #[napi(object)]
@@ -282,6 +289,12 @@ impl From<isolet_core::code_cache::CodeCacheStats> for CodeCacheStatsJs {
             budget_bytes: c.budget_bytes as f64,
         }
     }
+}
+
+#[napi(object)]
+pub struct SandboxCountsJs {
+    /// Open sandboxes; each holds one of the engine's isolate slots.
+    pub open: u32,
 }
 
 #[napi(object)]
@@ -584,6 +597,7 @@ impl NativeEngine {
             threads: s.threads as u32,
             quarantined: s.quarantined as u32,
             tenants: s.tenants.into_iter().map(tenant_stats).collect(),
+            sandboxes: SandboxCountsJs { open: s.sandboxes as u32 },
             processes,
             code_cache: code_cache.into(),
         }
@@ -710,6 +724,34 @@ impl RunControl for ProcessRun {
 #[napi]
 pub struct RunHandle {
     run: Arc<dyn RunControl>,
+}
+
+impl RunHandle {
+    pub(crate) fn of(run: Arc<dyn RunControl>) -> RunHandle {
+        RunHandle { run }
+    }
+}
+
+impl NativeEngine {
+    /// Thread mode: the engine of isolate threads (persistent sandboxes open there).
+    pub(crate) fn threads(&self) -> Option<&Engine> {
+        match &self.backend {
+            Backend::Threads(e) => Some(e),
+            Backend::Processes(_) => None,
+        }
+    }
+
+    /// Process mode: the engine of sandbox host processes.
+    pub(crate) fn processes(&self) -> Option<&ProcessEngine> {
+        match &self.backend {
+            Backend::Threads(_) => None,
+            Backend::Processes(p) => Some(p),
+        }
+    }
+
+    pub(crate) fn dispatcher(&self) -> &std::rc::Rc<Dispatcher> {
+        &self.dispatcher
+    }
 }
 
 #[napi]

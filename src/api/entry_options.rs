@@ -29,6 +29,9 @@ pub struct CliSettingsJs {
     pub allow_origins: Vec<String>,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
+    /// `isolet mcp`: one persistent sandbox per session.
+    pub stateful: bool,
+    pub stateful_idle_ms: Option<f64>,
 }
 
 /// `flags`: parsed flags by name (strings; an array for `--allow-origin`); `config`: the
@@ -52,6 +55,8 @@ pub fn cli_settings(
         allow_origins: s.allow_origins,
         max_concurrent_isolates: s.max_concurrent_isolates,
         warm_pool_size: s.warm_pool_size,
+        stateful: s.stateful,
+        stateful_idle_ms: s.stateful_idle_ms.map(|ms| ms as f64),
     })
 }
 
@@ -143,13 +148,21 @@ pub struct CodemodeSettingsJs {
     pub timeout: f64,
     pub cpu_time_ms: f64,
     pub language: String,
+    pub stateful: bool,
+    pub idle_timeout: Option<f64>,
 }
 
 /// `new IsoletExecutor(options)` (`CODEMODE_EXECUTOR`, then the engine's names).
 #[napi]
 pub fn codemode_settings(options: Unknown) -> std::result::Result<CodemodeSettingsJs, Error<String>> {
     let s = options::codemode_executor(&raw(&options)?).map_err(options_error)?;
-    Ok(CodemodeSettingsJs { timeout: s.timeout_ms as f64, cpu_time_ms: s.cpu_time_ms as f64, language: s.language.to_string() })
+    Ok(CodemodeSettingsJs {
+        timeout: s.timeout_ms as f64,
+        cpu_time_ms: s.cpu_time_ms as f64,
+        language: s.language.to_string(),
+        stateful: s.stateful,
+        idle_timeout: s.idle_timeout_ms.map(|ms| ms as f64),
+    })
 }
 
 #[napi(object)]

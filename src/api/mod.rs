@@ -7,6 +7,7 @@ mod diagnostics;
 mod engine;
 mod entry_options;
 mod events;
+mod sandbox;
 mod sandbox_host;
 mod keys;
 mod lockdown;

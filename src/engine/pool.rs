@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant, TenantCounts};
 use isolet_core::{ErrorKind, Failure};
 
+use isolet_core::sandbox::{CloseReason, SandboxPlan};
+
+use crate::isolate::persistent::{self, SandboxCore, SlotRelease};
 use crate::isolate::thread::JobSource;
 use crate::isolate::{IsolateThread, RunShared, StopReason};
 use crate::limits::{lock, quarantine};
@@ -30,6 +33,8 @@ pub(crate) struct EngineStats {
     pub threads: usize,
     pub quarantined: usize,
     pub tenants: Vec<TenantCounts>,
+    /// Open persistent sandboxes (each holds a slot).
+    pub sandboxes: usize,
 }
 
 /// A warm isolate's thread, waiting for its one run.
@@ -43,6 +48,8 @@ struct Inner {
     /// Callers sleeping in `wait_idle`; changed and read under `pool`'s lock, so runs and
     /// threads ending (twice per run) notify `idle` only when someone waits.
     idle_waiters: AtomicUsize,
+    /// Open persistent sandboxes, to close at shutdown.
+    sandboxes: Mutex<HashMap<u64, Weak<SandboxCore>>>,
 }
 
 impl Inner {
@@ -125,7 +132,12 @@ impl Engine {
     /// `env` identifies the Node environment that owns the engine (see `shutdown_all`).
     pub(crate) fn new(config: PoolConfig, env: usize) -> Engine {
         let pool = Pool::new(config);
-        let inner = Arc::new(Inner { pool: Mutex::new(pool), idle: Condvar::new(), idle_waiters: AtomicUsize::new(0) });
+        let inner = Arc::new(Inner {
+            pool: Mutex::new(pool),
+            idle: Condvar::new(),
+            idle_waiters: AtomicUsize::new(0),
+            sandboxes: Mutex::new(HashMap::new()),
+        });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
         engines.push((env, Arc::downgrade(&inner)));
@@ -178,6 +190,10 @@ impl Engine {
     /// Stops accepting work, aborts queued and running runs, drops warm isolates
     /// (closing their channels ends their threads).
     pub(crate) fn shutdown(&self) {
+        let open: Vec<_> = lock(&self.inner.sandboxes).drain().filter_map(|(_, s)| s.upgrade()).collect();
+        for sandbox in open {
+            sandbox.close(CloseReason::Shutdown, true);
+        }
         let (queued, running) = self.inner.pool().shutdown();
         for run in queued {
             run.refuse(run.failure_for(StopReason::Shutdown));
@@ -220,6 +236,7 @@ impl Engine {
             threads: c.threads,
             quarantined: c.quarantined,
             tenants: pool.tenants(),
+            sandboxes: pool.open_sandboxes(),
         }
     }
 
@@ -317,6 +334,69 @@ impl Engine {
     fn finished(&self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
         let mut pool = self.inner.pool();
         pool.finished(id, failed, quarantined);
+        let mut launch = Launch::default();
+        while let Some(next) = pool.next_to_start() {
+            self.start(&mut pool, next, &mut launch);
+        }
+        Self::replenish(&mut pool, &mut launch);
+        let watched = self.inner.idle_watched();
+        drop(pool);
+        if watched {
+            self.inner.idle.notify_all();
+        }
+        self.launch(launch);
+    }
+}
+
+impl Engine {
+    /// Opens a persistent sandbox: takes a slot (or is refused, see
+    /// `Pool::admit_sandbox`) and starts its isolate thread, which keeps it until closed.
+    pub(crate) fn open_sandbox(&self, id: u64, plan: SandboxPlan) -> Result<Arc<SandboxCore>, Failure> {
+        let tenant = Tenant::from(plan.base.tenant.as_deref());
+        let config = sandbox_config(plan.base.limits.memory_mb);
+        {
+            let mut pool = self.inner.pool();
+            pool.admit_sandbox(id, tenant, quarantine::quarantined(), quarantine::max_quarantined())?;
+            pool.thread_started();
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let release: SlotRelease = Box::new(move |failed, quarantined| {
+            if let Some(inner) = weak.upgrade() {
+                lock(&inner.sandboxes).remove(&id);
+                Engine { inner }.sandbox_closed(id, failed, quarantined);
+            }
+        });
+        let (core, jobs) = SandboxCore::new(plan, release);
+        lock(&self.inner.sandboxes).insert(id, Arc::downgrade(&core));
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let on_exit = Box::new(move |quarantined: bool| {
+            if let Some(inner) = weak.upgrade() {
+                let mut pool = inner.pool();
+                pool.thread_exited(quarantined);
+                let watched = inner.idle_watched();
+                drop(pool);
+                if watched {
+                    inner.idle.notify_all();
+                }
+            }
+        });
+        let thread_core = core.clone();
+        let body = Box::new(move || persistent::sandbox_main(config, thread_core, jobs));
+        if IsolateThread::spawn_with(body, on_exit).is_err() {
+            self.inner.thread_not_started(false);
+            core.close(CloseReason::Internal, false);
+            // The thread never ran: give the slot back here.
+            lock(&self.inner.sandboxes).remove(&id);
+            self.sandbox_closed(id, Some(ErrorKind::Internal), false);
+            return Err(could_not_start());
+        }
+        Ok(core)
+    }
+
+    /// Sandbox `id` gave its slot back: start queued runs, top the pool up.
+    fn sandbox_closed(&self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
+        let mut pool = self.inner.pool();
+        pool.sandbox_closed(id, failed, quarantined);
         let mut launch = Launch::default();
         while let Some(next) = pool.next_to_start() {
             self.start(&mut pool, next, &mut launch);

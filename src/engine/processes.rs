@@ -156,6 +156,8 @@ struct Run {
     /// Set when it was started again after its host ended: its answer if it cannot be
     /// started again in time.
     lost: Option<Failure>,
+    /// A run of this persistent sandbox (pinned to its host, never started again).
+    sandbox: Option<u64>,
 }
 
 #[derive(Default)]
@@ -207,6 +209,8 @@ struct State {
     counters: Counters,
     epoch: Instant,
     me: Weak<Inner>,
+    /// Open persistent sandboxes, each on one host.
+    sandboxes: HashMap<u64, Arc<ProcessSandbox>>,
 }
 
 /// What a host-side snapshot of an engine reports (`stats().processes`).
@@ -288,6 +292,7 @@ impl ProcessEngine {
                 counters: Counters::default(),
                 epoch: Instant::now(),
                 me: me.clone(),
+                sandboxes: HashMap::new(),
             }),
             changed: Condvar::new(),
         });
@@ -372,6 +377,7 @@ impl ProcessEngine {
             started_sent: false,
             overdue: false,
             lost: None,
+            sandbox: None,
         };
         match s.pool.admit(id, tenant, id, 0, usize::MAX) {
             Admission::Refused(_, failure) => {
@@ -804,6 +810,7 @@ impl State {
         if self.shut {
             return;
         }
+        self.close_sandboxes(isolet_core::sandbox::CloseReason::Shutdown);
         self.shut = true;
         let (queued, _active) = self.pool.shutdown();
         for id in queued {
@@ -839,6 +846,9 @@ impl State {
     /// The largest payload host `key` may send in a frame with `h`'s header.
     fn frame_limit(&self, key: u64, h: &Header) -> Result<usize, String> {
         let Some(host) = self.host(key) else { return Err("a frame of a host that ended".into()) };
+        if h.kind == Kind::SandboxClosed {
+            return Ok(policy::MAX_CONTROL_FRAME_BYTES);
+        }
         if h.run_id == 0 {
             return match h.kind {
                 Kind::Health | Kind::Ready | Kind::Invalid | Kind::Bye | Kind::Lower => Ok(policy::MAX_CONTROL_FRAME_BYTES),
@@ -883,6 +893,17 @@ impl State {
                 return Ok(());
             }
             Kind::Bye => return Ok(()),
+            Kind::SandboxClosed => {
+                // Counted like health frames: a compromised host cannot flood them either.
+                let Some(host) = self.host_mut(key) else { return Ok(()) };
+                host.health_frames += 1;
+                if !policy::health_allowed(host.health_frames, host.done_frames, host.born.elapsed().as_millis() as u64) {
+                    return Err("more sandbox-closed frames than a host sends".into());
+                }
+                let reason = frame::decode_sandbox_closed(&payload).map_err(bad)?;
+                self.sandbox_closed_on_host(key, h.run_id, reason);
+                return Ok(());
+            }
             Kind::Lower | Kind::Health => {
                 // A compromised host could flood these to take this thread's time.
                 let Some(host) = self.host_mut(key) else { return Ok(()) };
@@ -997,13 +1018,16 @@ impl State {
         if !h.runs.is_empty() {
             return;
         }
+        // A draining host ends even with sandboxes open (they are lost): it holds a thread
+        // that ignored termination.
         if h.phase == HostPhase::Draining {
             self.end_host(key, HostEnd::Stuck);
             return;
         }
         let suspect_elsewhere = self.hosts.iter().any(|o| o.suspect && o.end.is_none());
         let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining).count();
-        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() {
+        let holds_sandboxes = self.sandboxes.values().any(|sb| sb.host == key && sb.is_open());
+        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() && !holds_sandboxes {
             self.end_host(key, HostEnd::Surplus);
         }
     }
@@ -1075,7 +1099,9 @@ impl State {
             self.end_host(key, HostEnd::Overdue);
             return;
         }
-        let in_flight: Vec<u32> = host.runs.values().filter_map(|id| self.runs.get(id)).map(|r| r.memory_mb).collect();
+        let mut in_flight: Vec<u32> = host.runs.values().filter_map(|id| self.runs.get(id)).map(|r| r.memory_mb).collect();
+        // An open sandbox keeps its heap between runs.
+        in_flight.extend(self.sandboxes.values().filter(|sb| sb.host == key && sb.is_open()).map(|sb| sb.memory_mb));
         let now_ms = self.now_ms();
         let Some(host) = self.host_mut(key) else { return };
         let ready_rss = host.ready_rss_mb;
@@ -1137,6 +1163,7 @@ impl State {
         self.counters.retired_warm_starts = self.counters.retired_warm_starts.saturating_add(host.health.warm_starts);
         self.counters.retired_cold_starts = self.counters.retired_cold_starts.saturating_add(host.health.cold_starts);
         let in_host = host.runs.len();
+        self.sandboxes_lost(key);
         let mut lost: Vec<(u32, u64)> = host.runs.into_iter().collect();
         lost.sort_unstable();
         for (_, id) in lost {
@@ -1150,6 +1177,11 @@ impl State {
                 elapsed_ms: run.first_started.map(|t| t.elapsed().as_millis() as u64).unwrap_or(0),
                 alone: run.alone,
             };
+            // A sandbox's run is never started again elsewhere: its context is gone.
+            if run.sandbox.is_some() {
+                self.fail(id, policy::lost_run_failure(&end, view));
+                continue;
+            }
             // A run the caller stopped (abort, shutdown) is answered as such, never started again.
             if let Some(reason) = run.life.stop_reason() {
                 let failure = match reason {
@@ -1208,6 +1240,7 @@ impl State {
             tenants: self.pool.tenants(),
             warm_starts: self.counters.retired_warm_starts,
             cold_starts: self.counters.retired_cold_starts,
+            sandboxes: self.pool.open_sandboxes(),
             ..Default::default()
         };
         for h in &self.hosts {
@@ -1519,6 +1552,240 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
         s.host_exited(key, status, &stderr.text(), None);
         drop(s);
         inner.changed.notify_all();
+    }
+}
+
+/// A persistent sandbox of a process engine: on which host it lives, and what the parent
+/// knows of it (the host decides when it closes and tells; the parent closes it when
+/// asked, when its host is lost, and at shutdown).
+pub(crate) struct ProcessSandbox {
+    pub id: u64,
+    host: u64,
+    wire: u32,
+    memory_mb: u32,
+    status: Mutex<SandboxStatus>,
+    inner: Weak<Inner>,
+}
+
+#[derive(Default)]
+struct SandboxStatus {
+    closed: Option<isolet_core::sandbox::CloseReason>,
+    usage: isolet_core::sandbox::Budget,
+}
+
+impl ProcessSandbox {
+    fn is_open(&self) -> bool {
+        lock(&self.status).closed.is_none()
+    }
+
+    pub(crate) fn close_reason(&self) -> Option<isolet_core::sandbox::CloseReason> {
+        lock(&self.status).closed
+    }
+
+    pub(crate) fn usage(&self) -> isolet_core::sandbox::Budget {
+        lock(&self.status).usage
+    }
+
+    /// Closes it (a run in flight is aborted by its host). Idempotent.
+    pub(crate) fn close(&self) {
+        let Some(inner) = self.inner.upgrade() else { return };
+        let mut s = inner.state();
+        s.close_sandbox(self.id, isolet_core::sandbox::CloseReason::Closed, true);
+    }
+
+    /// Starts run `id` of the sandbox on its host; its events go to `sink`.
+    pub(crate) fn submit(
+        self: &Arc<Self>,
+        id: u64,
+        plan: Arc<RunPlan>,
+        call: Option<(String, Vec<u8>)>,
+        started_event: bool,
+        sink: Arc<dyn EventSink>,
+    ) -> Arc<ProcessRun> {
+        let handle = Arc::new(ProcessRun { id, inner: self.inner.clone() });
+        let sink: Arc<dyn EventSink> = Arc::new(UsageSink { inner: sink, sandbox: Arc::downgrade(self) });
+        let Some(inner) = self.inner.upgrade() else {
+            sink.done(failure_completion(shut_down_failure(), 0.0));
+            return handle;
+        };
+        let mut s = inner.state();
+        if let Some(reason) = self.close_reason() {
+            drop(s);
+            sink.done(failure_completion(isolet_core::sandbox::closed_failure(reason), 0.0));
+            return handle;
+        }
+        s.start_sandbox_run(self, id, plan, call, started_event, sink);
+        handle
+    }
+}
+
+/// A sandbox run's sink: counts what the run used before its caller hears of it.
+struct UsageSink {
+    inner: Arc<dyn EventSink>,
+    sandbox: Weak<ProcessSandbox>,
+}
+
+impl EventSink for UsageSink {
+    fn started(&self) {
+        self.inner.started();
+    }
+    fn console(&self, level: isolet_core::LogLevel, message: &str) {
+        self.inner.console(level, message);
+    }
+    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
+        self.inner.host_call(call_id, name, args);
+    }
+    fn data_request(&self, id: u32, key: &str) {
+        self.inner.data_request(id, key);
+    }
+    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool) {
+        self.inner.module_request(id, key, referrer, typescript);
+    }
+    fn done(&self, completion: Completion) {
+        if let Some(sb) = self.sandbox.upgrade() {
+            let mut status = lock(&sb.status);
+            status.usage.runs += 1;
+            status.usage.cpu_used_ms += completion.stats.cpu_time_ms.max(0.0);
+            status.usage.host_calls_used += completion.stats.host_calls as u64;
+        }
+        self.inner.done(completion);
+    }
+}
+
+impl ProcessEngine {
+    /// Opens a persistent sandbox on the serving host with the least work: it takes a
+    /// slot of the engine (or is refused, see `Pool::admit_sandbox`) and lives in that
+    /// host until closed, or until the host is lost.
+    pub(crate) fn open_sandbox(&self, id: u64, plan: isolet_core::sandbox::SandboxPlan) -> Result<Arc<ProcessSandbox>, Failure> {
+        let mut s = self.inner.state();
+        if s.shut {
+            return Err(shut_down_failure());
+        }
+        let host = s
+            .hosts
+            .iter()
+            .filter(|h| h.phase == HostPhase::Serving && h.end.is_none() && !h.suspect && h.writer.is_some())
+            .min_by_key(|h| h.runs.len() + s.sandboxes.values().filter(|sb| sb.host == h.key && sb.is_open()).count())
+            .map(|h| h.key);
+        let Some(host) = host else {
+            let why = s.cannot_start.clone().map_or_else(|| "no sandbox host process is serving yet; try again".to_string(), |f| f.message);
+            return Err(Failure::new(ErrorKind::Overloaded, why));
+        };
+        let tenant = Tenant::from(plan.base.tenant.as_deref());
+        s.pool.admit_sandbox(id, tenant, 0, usize::MAX)?;
+        let wire = s.next_wire;
+        s.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
+        let sandbox = Arc::new(ProcessSandbox {
+            id,
+            host,
+            wire,
+            memory_mb: plan.base.limits.memory_mb,
+            status: Mutex::new(SandboxStatus::default()),
+            inner: Arc::downgrade(&self.inner),
+        });
+        s.sandboxes.insert(id, sandbox.clone());
+        if let Some(w) = s.host(host).and_then(|h| h.writer.clone()) {
+            w.send(&[&frame::encode_sandbox_open(wire, &plan)]);
+        }
+        Ok(sandbox)
+    }
+}
+
+impl State {
+    /// Starts a sandbox's run on the sandbox's host (no slot of its own: the sandbox holds one).
+    fn start_sandbox_run(
+        &mut self,
+        sandbox: &ProcessSandbox,
+        id: u64,
+        plan: Arc<RunPlan>,
+        call: Option<(String, Vec<u8>)>,
+        started_event: bool,
+        sink: Arc<dyn EventSink>,
+    ) {
+        let Some(host_index) = self.hosts.iter().position(|h| h.key == sandbox.host && h.end.is_none()) else {
+            sink.done(failure_completion(isolet_core::sandbox::closed_failure(isolet_core::sandbox::CloseReason::HostLost), 0.0));
+            return;
+        };
+        let wire = self.next_wire;
+        self.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
+        let frame = frame::encode_sandbox_run(wire, sandbox.wire, &plan, started_event, call.as_ref().map(|(n, a)| (n.as_str(), a.as_slice())));
+        let now = Instant::now();
+        let mut run = Run {
+            sink,
+            memory_mb: plan.limits.memory_mb,
+            wall_time_ms: plan.limits.wall_time_ms,
+            bridge: plan.bridge,
+            stream_console: plan.stream_console,
+            language: plan.language,
+            max_modules: plan.module_limits.max_modules,
+            budget: EventBudget::new(plan.bridge, plan.stream_console).with_max_module_requests(plan.module_limits.max_modules),
+            deadline: Some(now + Duration::from_millis(policy::run_deadline_ms(plan.limits.wall_time_ms))),
+            plan: Some(plan),
+            started_event,
+            life: RunState::new(),
+            on_host: Some((sandbox.host, wire)),
+            first_started: Some(now),
+            attempt_started: Some(now),
+            restarts: 0,
+            alone: false,
+            started_sent: false,
+            overdue: false,
+            lost: None,
+            sandbox: Some(sandbox.id),
+        };
+        let _ = run.life.admit();
+        self.runs.insert(id, run);
+        let h = &mut self.hosts[host_index];
+        h.runs.insert(wire, id);
+        if let Some(w) = &h.writer {
+            w.send(&[&frame]);
+        }
+    }
+
+    /// Closes sandbox `id` for `reason` and gives its slot back; `tell_host`: ask its host
+    /// to close it too (not when the host said so, or is gone).
+    fn close_sandbox(&mut self, id: u64, reason: isolet_core::sandbox::CloseReason, tell_host: bool) {
+        let Some(sb) = self.sandboxes.remove(&id) else { return };
+        {
+            let mut status = lock(&sb.status);
+            if status.closed.is_none() {
+                status.closed = Some(reason);
+            }
+        }
+        if tell_host {
+            if let Some(w) = self.host(sb.host).and_then(|h| h.writer.clone()) {
+                w.send(&[&frame::header_only(Kind::SandboxClose, sb.wire, 0, 0)]);
+            }
+        }
+        let failed = matches!(reason, isolet_core::sandbox::CloseReason::HostLost).then_some(ErrorKind::Crashed);
+        self.pool.sandbox_closed(id, failed, false);
+        let key = sb.host;
+        self.after_run_left(key);
+        self.dispatch();
+    }
+
+    /// Host `key` said it closed the sandbox it knows as `wire`.
+    fn sandbox_closed_on_host(&mut self, key: u64, wire: u32, reason: isolet_core::sandbox::CloseReason) {
+        let id = self.sandboxes.values().find(|sb| sb.host == key && sb.wire == wire).map(|sb| sb.id);
+        if let Some(id) = id {
+            self.close_sandbox(id, reason, false);
+        }
+    }
+
+    /// Host `key` is gone: its sandboxes are closed (`hostLost`).
+    fn sandboxes_lost(&mut self, key: u64) {
+        let ids: Vec<u64> = self.sandboxes.values().filter(|sb| sb.host == key).map(|sb| sb.id).collect();
+        for id in ids {
+            self.close_sandbox(id, isolet_core::sandbox::CloseReason::HostLost, false);
+        }
+    }
+
+    /// Closes every sandbox (shutdown).
+    fn close_sandboxes(&mut self, reason: isolet_core::sandbox::CloseReason) {
+        let ids: Vec<u64> = self.sandboxes.keys().copied().collect();
+        for id in ids {
+            self.close_sandbox(id, reason, true);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! execution on it and disposes it. `run` holds the state a run shares with other
 //! threads (inbox, lifecycle and its one `end`); `thread` holds the run loop.
 pub(crate) mod code;
+pub(crate) mod persistent;
 pub(crate) mod run;
 pub(crate) mod thread;
 

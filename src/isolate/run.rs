@@ -38,6 +38,9 @@ pub(crate) struct RunSpec {
     pub wasm_modules: Vec<(String, Arc<WasmModule>)>,
     /// The engine's prelude and compiled-code cache.
     pub code: Arc<EngineCode>,
+    /// Persistent sandboxes (`sandbox.call`): call this global function with these
+    /// serialized arguments (an array) instead of running `plan.code`.
+    pub call: Option<(String, Vec<u8>)>,
 }
 
 impl RunSpec {
@@ -45,7 +48,7 @@ impl RunSpec {
     pub(crate) fn new(plan: Arc<RunPlan>, engine_modules: &[(String, Arc<WasmModule>)]) -> RunSpec {
         let tool_calls = ToolCalls::new(plan.max_calls.clone());
         let wasm_modules = if plan.wasm { engine_modules.to_vec() } else { Vec::new() };
-        RunSpec { plan, tool_calls, wasm_modules, code: EngineCode::none() }
+        RunSpec { plan, tool_calls, wasm_modules, code: EngineCode::none(), call: None }
     }
 
     /// The run uses the engine's prelude and compiled-code cache.
@@ -288,6 +291,11 @@ impl RunShared {
         }
         self.wake();
         true
+    }
+
+    /// The run has been answered (its `done` was delivered).
+    pub(crate) fn has_answered(&self) -> bool {
+        lock(&self.life).state.has_ended()
     }
 
     pub(crate) fn stop_reason(&self) -> Option<StopReason> {

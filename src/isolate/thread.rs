@@ -156,6 +156,37 @@ impl IsolateThread {
     }
 }
 
+impl IsolateThread {
+    /// Starts an isolate thread (a persistent sandbox's) that runs `body`, which returns
+    /// whether the thread had been quarantined; `on_exit` as for `spawn`.
+    pub(crate) fn spawn_with(
+        body: Box<dyn FnOnce() -> bool + Send>,
+        on_exit: Box<dyn FnOnce(bool) + Send>,
+    ) -> std::io::Result<()> {
+        LIVE_THREADS.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("isolet-sandbox".into())
+            .stack_size(ISOLATE_THREAD_STACK)
+            .spawn(move || {
+                let quarantined = body();
+                LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+                on_exit(quarantined);
+            });
+        if spawned.is_err() {
+            LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+        }
+        spawned.map(|_| ())
+    }
+}
+
+/// Gives freed malloc'd pages back after a big run (see `thread_main`).
+pub(crate) fn trim_after(peak_heap: f64, failed: Option<ErrorKind>) {
+    if peak_heap > TRIM_AFTER_PEAK_HEAP_BYTES || failed == Some(ErrorKind::MemoryLimit) {
+        // SAFETY: malloc_trim has no preconditions.
+        unsafe { libc::malloc_trim(0) };
+    }
+}
+
 /// Returns whether the run's thread had been quarantined.
 fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
     let host = Arc::new(ThreadHost::default());
@@ -197,6 +228,12 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
 /// Runs `run` on `sandbox` until it settles or is stopped; delivers the completion and
 /// returns the failure kind, if any, and the peak heap in bytes.
 fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (Option<ErrorKind>, f64) {
+    execute_plan(sandbox, host, run, true)
+}
+
+/// Executes one plan on `sandbox`: a one-shot run, or one run of a persistent sandbox
+/// (whose globals were installed by its first run: `install` false after that).
+pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>, install: bool) -> (Option<ErrorKind>, f64) {
     let started = Instant::now();
     let clock = ThreadClock::start_on_current_thread();
     *lock(&host.run) = Some(run.clone());
@@ -205,7 +242,7 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
     watchdog::watch(watched);
     run.sink().started();
 
-    let step = install_and_run(sandbox, run);
+    let step = install_and_run(sandbox, run, install);
     let result = finish(sandbox, run, step);
 
     let heap = sandbox.heap();
@@ -223,44 +260,24 @@ fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (O
     (kind, stats.heap_peak_bytes)
 }
 
-fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
+fn install_and_run(sandbox: &mut Sandbox, run: &RunShared, install: bool) -> Step {
     let spec = &run.spec;
     sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes, run.log_room());
     sandbox.set_module_limits(spec.plan.module_limits);
-    // The prelude runs first, under the run's limits, before any tool or `data` exists.
-    match sandbox.run_prelude(&spec.code) {
-        Step::Settled | Step::Pending => {}
-        failed => return failed,
-    }
-    // Names were checked when the request was admitted; dotted ones go into namespaces.
-    let mut namespaces: Vec<(&str, Vec<(&str, u32)>)> = Vec::new();
-    for (index, name) in spec.plan.tools.iter().enumerate() {
-        match name.split_once('.') {
-            None => {
-                if !sandbox.add_host_function(name, index as u32) {
-                    return Step::Terminated;
-                }
-            }
-            Some((ns, member)) => match namespaces.iter_mut().find(|(n, _)| *n == ns) {
-                Some((_, members)) => members.push((member, index as u32)),
-                None => namespaces.push((ns, vec![(member, index as u32)])),
-            },
+    if install {
+        // The prelude runs first, under the run's limits, before any tool or `data` exists.
+        match sandbox.run_prelude(&spec.code) {
+            Step::Settled | Step::Pending => {}
+            failed => return failed,
+        }
+        if let Some(step) = install_globals(sandbox, spec) {
+            return step;
         }
     }
-    for (ns, members) in &namespaces {
-        if !sandbox.add_host_namespace(ns, members) {
-            return Step::Terminated;
-        }
-    }
-    if spec.plan.data_object && !sandbox.add_data_object("data") {
-        return Step::Terminated;
-    }
-    for (name, module) in &spec.wasm_modules {
-        if let Err(thrown) = sandbox.add_wasm_instance("wasm", name, module) {
-            return Step::Threw(thrown);
-        }
-    }
-    let mut step = sandbox.run_with(&spec.plan.code, spec.plan.mode, Some(&spec.code));
+    let mut step = match &spec.call {
+        Some((name, args)) => sandbox.call_global(name, args),
+        None => sandbox.run_with(&spec.plan.code, spec.plan.mode, Some(&spec.code)),
+    };
     let mut replies = VecDeque::new();
     while matches!(step, Step::Pending) {
         if run.should_stop() {
@@ -278,6 +295,40 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared) -> Step {
         step = sandbox.poll();
     }
     step
+}
+
+/// Installs the run's host functions, data object and WebAssembly instances; `Some`
+/// when that ended the run.
+fn install_globals(sandbox: &mut Sandbox, spec: &super::RunSpec) -> Option<Step> {
+    // Names were checked when the request was admitted; dotted ones go into namespaces.
+    let mut namespaces: Vec<(&str, Vec<(&str, u32)>)> = Vec::new();
+    for (index, name) in spec.plan.tools.iter().enumerate() {
+        match name.split_once('.') {
+            None => {
+                if !sandbox.add_host_function(name, index as u32) {
+                    return Some(Step::Terminated);
+                }
+            }
+            Some((ns, member)) => match namespaces.iter_mut().find(|(n, _)| *n == ns) {
+                Some((_, members)) => members.push((member, index as u32)),
+                None => namespaces.push((ns, vec![(member, index as u32)])),
+            },
+        }
+    }
+    for (ns, members) in &namespaces {
+        if !sandbox.add_host_namespace(ns, members) {
+            return Some(Step::Terminated);
+        }
+    }
+    if spec.plan.data_object && !sandbox.add_data_object("data") {
+        return Some(Step::Terminated);
+    }
+    for (name, module) in &spec.wasm_modules {
+        if let Err(thrown) = sandbox.add_wasm_instance("wasm", name, module) {
+            return Some(Step::Threw(thrown));
+        }
+    }
+    None
 }
 
 fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>, Failure> {

@@ -20,8 +20,11 @@ use std::time::Duration;
 use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WireLockdown, WireReady, WireStart, WireStats, HEADER_BYTES};
 use isolet_core::{ErrorKind, Failure, LogLevel};
 
+use isolet_core::sandbox::CloseReason;
+
 use crate::engine::Engine;
 use crate::isolate::code::{check_prelude, EngineCode};
+use crate::isolate::persistent::SandboxCore;
 use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
 use crate::limits::lock;
 use crate::v8::{DataAnswer, WasmModule};
@@ -62,6 +65,8 @@ struct Channel {
     code: Arc<EngineCode>,
     /// Runs in flight, by the parent's run id.
     runs: Mutex<HashMap<u32, Arc<RunShared>>>,
+    /// Persistent sandboxes open here, by the parent's wire id.
+    sandboxes: Mutex<HashMap<u32, Arc<SandboxCore>>>,
     health_due: Mutex<HealthDue>,
     health_wake: Condvar,
 }
@@ -103,6 +108,7 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
         wasm_modules,
         code,
         runs: Mutex::new(HashMap::new()),
+        sandboxes: Mutex::new(HashMap::new()),
         health_due: Mutex::new(HealthDue { due: false, asleep: false }),
         health_wake: Condvar::new(),
     });
@@ -313,6 +319,14 @@ impl Channel {
                     self.engine.abort(&run);
                 }
             }
+            Kind::SandboxOpen => self.open_sandbox(h.run_id, &payload)?,
+            Kind::SandboxRun => self.sandbox_run(h.run_id, h.call_id, &payload),
+            Kind::SandboxClose => {
+                let core = lock(&self.sandboxes).remove(&h.run_id);
+                if let Some(core) = core {
+                    core.close(CloseReason::Closed, true);
+                }
+            }
             Kind::Start => return Err(FrameError::Invalid("a second start")),
             _ => return Err(FrameError::UnknownKind(h.kind as u8)),
         }
@@ -331,6 +345,51 @@ impl Channel {
         lock(&self.runs).insert(run_id, run.clone());
         // The parent served tenants in turn already.
         self.engine.submit(run, isolet_core::queue::Tenant::SHARED);
+    }
+}
+
+impl Channel {
+    /// Opens persistent sandbox `wire` on this host's engine; a sandbox that cannot be
+    /// opened here is reported closed at once.
+    fn open_sandbox(self: &Arc<Self>, wire: u32, payload: &[u8]) -> Result<(), FrameError> {
+        let plan = frame::decode_sandbox_open(payload)?;
+        match self.engine.open_sandbox(wire as u64, plan) {
+            Ok(core) => {
+                lock(&self.sandboxes).insert(wire, core.clone());
+                let ch = Arc::downgrade(self);
+                core.on_close(Box::new(move |reason| {
+                    if let Some(ch) = ch.upgrade() {
+                        lock(&ch.sandboxes).remove(&wire);
+                        ch.send(frame::encode_sandbox_closed(wire, reason), &[]);
+                    }
+                }));
+            }
+            Err(_) => self.send(frame::encode_sandbox_closed(wire, CloseReason::Internal), &[]),
+        }
+        Ok(())
+    }
+
+    /// A run of persistent sandbox `sandbox`, under the parent's wire id `run_id`.
+    fn sandbox_run(self: &Arc<Self>, run_id: u32, sandbox: u32, payload: &[u8]) {
+        let sink = |started_event| Arc::new(ChannelSink { ch: self.clone(), run_id, started_event });
+        let (plan, started_event, call) = match frame::decode_sandbox_run(payload) {
+            Ok(decoded) => decoded,
+            Err(e) => return sink(false).refused(&format!("a sandbox run frame is malformed: {e}")),
+        };
+        let core = lock(&self.sandboxes).get(&sandbox).cloned();
+        let Some(core) = core else {
+            let failure = isolet_core::sandbox::closed_failure(CloseReason::Closed);
+            let done = WireDone { stats: WireStats::default(), logs: Vec::new(), health: self.health(), result: Err(failure) };
+            return self.send(done.encode_head(run_id, &[]), &[]);
+        };
+        // Replies and answers for it come through this (the reader) thread, after this
+        // returns; a run that answered meanwhile is taken out again (its `done` found
+        // nothing to remove).
+        let run = core.start_run(run_id as u64, Arc::new(plan), call, sink(started_event));
+        lock(&self.runs).insert(run_id, run.clone());
+        if run.has_answered() {
+            lock(&self.runs).remove(&run_id);
+        }
     }
 }
 

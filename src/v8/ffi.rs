@@ -191,6 +191,15 @@ extern "C" {
         as_function_body: i32,
         err: *mut isolet_error,
     ) -> i32;
+    pub fn isolet_sandbox_call_global(
+        sb: *mut isolet_sandbox,
+        name: *const u8,
+        name_len: usize,
+        args: *const u8,
+        args_len: usize,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_sandbox_end_run(sb: *mut isolet_sandbox);
     pub fn isolet_sandbox_poll(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_sandbox_take_result(
         sb: *mut isolet_sandbox,

@@ -1030,6 +1030,36 @@ impl Sandbox {
         step
     }
 
+    /// Persistent sandboxes: calls the global function `name` with `args` (a serialized
+    /// array) in the context earlier runs left; its return value is the result.
+    pub(crate) fn call_global(&mut self, name: &str, args: &[u8]) -> Step {
+        let mut err = empty_error();
+        // SAFETY: live sandbox, valid buffers.
+        let rc = unsafe { ffi::isolet_sandbox_call_global(self.raw, name.as_ptr(), name.len(), args.as_ptr(), args.len(), &mut err) };
+        let step = match rc {
+            _ if self.panicked() => Step::Terminated,
+            ffi::ISOLET_OK => Step::Settled,
+            ffi::ISOLET_PENDING => Step::Pending,
+            ffi::ISOLET_THREW => Step::Threw(take_error(&mut err)),
+            ffi::ISOLET_FAILED => Step::Threw(Thrown {
+                name: "TypeError".into(),
+                message: "the arguments could not be copied into the sandbox".into(),
+                ..Default::default()
+            }),
+            _ => Step::Terminated,
+        };
+        // SAFETY: frees leftovers, null-safe.
+        unsafe { ffi::isolet_error_free(&mut err) };
+        step
+    }
+
+    /// Persistent sandboxes, between runs: forgets the last result and the host calls
+    /// still pending, and cancels a termination the run left behind.
+    pub(crate) fn end_run(&mut self) {
+        // SAFETY: live sandbox; no other thread can terminate it now (the run is detached).
+        unsafe { ffi::isolet_sandbox_end_run(self.raw) };
+    }
+
     /// Compiles `source` without running it: its syntax error, if any; `Err` when the
     /// run was terminated meanwhile.
     fn check_syntax(&mut self, source: &str, column_offset: i32, how: seam_policy::CheckAs) -> Result<Option<seam_policy::SyntaxAt>, ()> {

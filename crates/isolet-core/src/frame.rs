@@ -33,6 +33,12 @@ pub enum Kind {
     Start = 6,
     /// End once the runs in flight have ended.
     Shutdown = 7,
+    /// Open a persistent sandbox (`run_id`: its wire id).
+    SandboxOpen = 8,
+    /// A run of a persistent sandbox (`run_id`: the run's wire id, `call_id`: the sandbox's).
+    SandboxRun = 9,
+    /// Close a persistent sandbox (`run_id`: its wire id).
+    SandboxClose = 10,
     Started = 16,
     Console = 17,
     HostCall = 18,
@@ -52,6 +58,9 @@ pub enum Kind {
     /// An import the run's module map does not hold, for the host's `resolve`: answered
     /// with an `Answer` frame, like a data request.
     ModuleRequest = 26,
+    /// A persistent sandbox closed on the host (`run_id`: its wire id): its reason. Sent
+    /// before the `Done` of the run that closed it.
+    SandboxClosed = 27,
 }
 
 impl Kind {
@@ -64,6 +73,9 @@ impl Kind {
             5 => Kind::Abort,
             6 => Kind::Start,
             7 => Kind::Shutdown,
+            8 => Kind::SandboxOpen,
+            9 => Kind::SandboxRun,
+            10 => Kind::SandboxClose,
             16 => Kind::Started,
             17 => Kind::Console,
             18 => Kind::HostCall,
@@ -75,6 +87,7 @@ impl Kind {
             24 => Kind::Bye,
             25 => Kind::Lower,
             26 => Kind::ModuleRequest,
+            27 => Kind::SandboxClosed,
             _ => return None,
         })
     }
@@ -324,6 +337,78 @@ pub fn encode_run(run_id: u32, plan: &RunPlan, started_event: bool) -> Vec<u8> {
     w.u32(plan.module_limits.max_modules).u64(plan.module_limits.max_module_bytes).bool(plan.module_resolver);
     w.bool(started_event);
     w.finish()
+}
+
+fn opt_u64(w: &mut FrameWriter, v: Option<u64>) {
+    match v {
+        Some(n) => w.u8(1).u64(n),
+        None => w.u8(0),
+    };
+}
+
+fn read_opt_u64(r: &mut Reader) -> Result<Option<u64>, FrameError> {
+    Ok(if r.bool()? { Some(r.u64()?) } else { None })
+}
+
+/// `SandboxOpen`: the sandbox-wide limits, then its base plan as a `Run` payload.
+pub fn encode_sandbox_open(sandbox: u32, plan: &crate::sandbox::SandboxPlan) -> Vec<u8> {
+    let run = encode_run(0, &plan.base, false);
+    let mut w = FrameWriter::new(Kind::SandboxOpen, sandbox, 0, run.len() + 32);
+    opt_u64(&mut w, plan.limits.total_cpu_time_ms);
+    opt_u64(&mut w, plan.limits.idle_timeout_ms);
+    opt_u64(&mut w, plan.limits.max_total_host_calls);
+    w.tail(&run[HEADER_BYTES..]);
+    w.finish()
+}
+
+pub fn decode_sandbox_open(payload: &[u8]) -> Result<crate::sandbox::SandboxPlan, FrameError> {
+    let mut r = Reader::new(payload);
+    let limits = crate::sandbox::SandboxLimits {
+        total_cpu_time_ms: read_opt_u64(&mut r)?,
+        idle_timeout_ms: read_opt_u64(&mut r)?,
+        max_total_host_calls: read_opt_u64(&mut r)?,
+    };
+    let (base, _) = decode_run(r.rest())?;
+    Ok(crate::sandbox::SandboxPlan { base, limits })
+}
+
+/// `SandboxRun`: the global function to call with its serialized arguments (or none:
+/// run the plan's code), then the run's plan as a `Run` payload.
+pub fn encode_sandbox_run(run_id: u32, sandbox: u32, plan: &RunPlan, started_event: bool, call: Option<(&str, &[u8])>) -> Vec<u8> {
+    let run = encode_run(0, plan, started_event);
+    let extra = call.map_or(0, |(n, a)| n.len() + a.len() + 8);
+    let mut w = FrameWriter::new(Kind::SandboxRun, run_id, sandbox, run.len() + extra + 8);
+    match call {
+        Some((name, args)) => w.u8(1).str(name).bytes(args),
+        None => w.u8(0),
+    };
+    w.tail(&run[HEADER_BYTES..]);
+    w.finish()
+}
+
+/// `sandbox.call`: the global function's name and its serialized arguments (an array).
+pub type SandboxCall = (String, Vec<u8>);
+
+/// A `SandboxRun` frame's plan, `started` choice and call.
+pub fn decode_sandbox_run(payload: &[u8]) -> Result<(RunPlan, bool, Option<SandboxCall>), FrameError> {
+    let mut r = Reader::new(payload);
+    let call = if r.bool()? { Some((r.str()?.to_string(), r.bytes()?.to_vec())) } else { None };
+    let (plan, started_event) = decode_run(r.rest())?;
+    Ok((plan, started_event, call))
+}
+
+/// `SandboxClosed`: why the host closed the sandbox.
+pub fn encode_sandbox_closed(sandbox: u32, reason: crate::sandbox::CloseReason) -> Vec<u8> {
+    let mut w = FrameWriter::new(Kind::SandboxClosed, sandbox, 0, 16);
+    w.str(reason.as_str());
+    w.finish()
+}
+
+pub fn decode_sandbox_closed(payload: &[u8]) -> Result<crate::sandbox::CloseReason, FrameError> {
+    let mut r = Reader::new(payload);
+    let reason = crate::sandbox::CloseReason::named(r.str()?).ok_or(FrameError::Invalid("close reason"))?;
+    r.end()?;
+    Ok(reason)
 }
 
 /// A `Run` frame's plan and `started` choice. A plan no checked plan could be (a language
@@ -859,6 +944,41 @@ pub fn header_only(kind: Kind, run_id: u32, call_id: u32, tail_len: usize) -> [u
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn sandbox_frames_round_trip_and_refuse_what_no_parent_sends() {
+        use crate::sandbox::{CloseReason, SandboxLimits, SandboxPlan};
+        let raw = crate::options::Raw::Object(vec![("capabilities".into(), crate::options::Raw::Array(vec![crate::options::Raw::String("f".into())]))]);
+        let mut plan = crate::sandbox::sandbox_plan(&raw).unwrap();
+        plan.limits = SandboxLimits { total_cpu_time_ms: Some(5), idle_timeout_ms: None, max_total_host_calls: Some(0) };
+        let open = encode_sandbox_open(7, &plan);
+        let h = Header::decode(&open).unwrap();
+        assert_eq!((h.kind, h.run_id, h.len as usize), (Kind::SandboxOpen, 7, open.len() - HEADER_BYTES));
+        assert!(h.kind.from_parent());
+        let back: SandboxPlan = decode_sandbox_open(&open[HEADER_BYTES..]).unwrap();
+        assert_eq!(back, plan);
+        let mut run = plan.base.clone();
+        run.code = "x + 1".into();
+        let frame = encode_sandbox_run(3, 7, &run, true, Some(("f", &[1, 2, 3])));
+        let h = Header::decode(&frame).unwrap();
+        assert_eq!((h.kind, h.run_id, h.call_id), (Kind::SandboxRun, 3, 7));
+        let (p, started, call) = decode_sandbox_run(&frame[HEADER_BYTES..]).unwrap();
+        assert_eq!((p, started, call), (run.clone(), true, Some(("f".to_string(), vec![1, 2, 3]))));
+        let frame = encode_sandbox_run(4, 7, &run, false, None);
+        assert_eq!(decode_sandbox_run(&frame[HEADER_BYTES..]).unwrap().2, None);
+        // Truncated frames are errors, never panics.
+        for cut in 0..frame.len() - HEADER_BYTES {
+            assert!(decode_sandbox_run(&frame[HEADER_BYTES..HEADER_BYTES + cut]).is_err());
+        }
+        let closed = encode_sandbox_closed(7, CloseReason::OutOfMemory);
+        let h = Header::decode(&closed).unwrap();
+        assert!(!h.kind.from_parent());
+        assert_eq!(decode_sandbox_closed(&closed[HEADER_BYTES..]).unwrap(), CloseReason::OutOfMemory);
+        let mut bad = FrameWriter::new(Kind::SandboxClosed, 7, 0, 8);
+        bad.str("gone fishing");
+        assert!(decode_sandbox_closed(&bad.finish()[HEADER_BYTES..]).is_err());
+    }
+
     use super::*;
 
     fn payload(frame: &[u8]) -> (Header, &[u8]) {

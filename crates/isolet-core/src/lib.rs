@@ -18,6 +18,7 @@ pub mod names;
 pub mod options;
 pub mod queue;
 pub mod run_state;
+pub mod sandbox;
 pub mod seam_policy;
 pub mod syscall_policy;
 pub mod wasm;

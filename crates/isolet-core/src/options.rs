@@ -943,6 +943,95 @@ impl ToolCalls {
 /// The error name a tool-policy refusal has inside the sandbox.
 pub const TOOL_REFUSAL_NAME: &str = "PermissionError";
 
+/// The sandbox-wide options of `createSandbox(options)` (see `crate::sandbox`).
+pub const SANDBOX_LIMITS: &[Opt] = &[
+    whole("totalCpuTimeMs", 1, MAX_TIME_MS, None, &["maxTotalCpuTimeMs", "cpuBudgetMs"]),
+    whole("idleTimeoutMs", 1, MAX_TIME_MS, None, &["idleMs", "idleTimeout"]),
+    whole("maxTotalHostCalls", 0, MAX_COUNT, None, &["totalHostCalls"]),
+];
+
+/// `sandbox.run(code, options)` of a persistent sandbox (and the run of `sandbox.call`).
+pub const SANDBOX_RUN: &[Opt] = &[
+    whole("timeoutMs", 1, MAX_TIME_MS, None, &["wallTimeMs", "timeout"]),
+    whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
+    opt("language", Kind::OneOf(LANGUAGES)),
+    opt("signal", Kind::Shaped),
+];
+
+/// Options of runSandbox a persistent sandbox does not take: the per-call `signal`, and
+/// ES modules (its runs are classic scripts, so declarations persist).
+const NOT_SANDBOX_OPTIONS: &[&str] = &["signal", "type", "modules", "resolve", "maxModules", "maxModuleBytes"];
+
+/// `createSandbox(options)` / `engine.openSandbox(options)`: runSandbox's options but
+/// `NOT_SANDBOX_OPTIONS` (`timeoutMs` and `cpuTimeMs` are each run's defaults), and the
+/// sandbox-wide limits.
+pub fn sandbox_table() -> &'static [Opt] {
+    static TABLE: std::sync::OnceLock<Vec<Opt>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        RUN_SANDBOX.iter().filter(|o| !NOT_SANDBOX_OPTIONS.contains(&o.name)).chain(SANDBOX_LIMITS).copied().collect()
+    })
+}
+
+/// Checks `createSandbox(options)`; see `crate::sandbox::sandbox_plan`.
+pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPlan, OptionsError> {
+    let f = fields("", "createSandbox options", options, sandbox_table())?;
+    let bridge = bridge_limits(&f, BridgeLimits::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
+    let tools = f.names("capabilities")?.unwrap_or_default();
+    check_tool_names("capabilities", "capability", &tools)?;
+    let base = RunPlan {
+        code: String::new(),
+        // Declarations must land in the context's global scope: always a classic script.
+        mode: ExecMode::Script,
+        language: f.one_of("language")?.unwrap_or("javascript"),
+        isolation: Some(Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION)),
+        limits: IsolateLimits {
+            memory_mb: f.whole_or_default("memoryLimitMb")? as u32,
+            wall_time_ms: f.whole_or_default("timeoutMs")?,
+            cpu_time_ms: f.whole("cpuTimeMs")?,
+        },
+        bridge,
+        max_calls: vec![None; tools.len()],
+        tools,
+        data_object: false,
+        data_values: BTreeMap::new(),
+        wasm: false,
+        stream_console: false,
+        tenant: f.label("tenant")?,
+        modules: BTreeMap::new(),
+        module_limits: ModuleLimits::default(),
+        module_resolver: false,
+    };
+    let limits = crate::sandbox::SandboxLimits {
+        total_cpu_time_ms: f.whole("totalCpuTimeMs")?,
+        idle_timeout_ms: f.whole("idleTimeoutMs")?,
+        max_total_host_calls: f.whole("maxTotalHostCalls")?,
+    };
+    Ok(crate::sandbox::SandboxPlan { base, limits })
+}
+
+/// Checks `sandbox.run(code, options)`; see `crate::sandbox::run_plan`.
+pub(crate) fn sandbox_run(
+    sandbox: &crate::sandbox::SandboxPlan,
+    budget: &crate::sandbox::Budget,
+    code: &Raw,
+    options: &Raw,
+) -> Result<RunPlan, OptionsError> {
+    let code = code_of("code", code)?;
+    let f = fields("", "sandbox.run options", options, SANDBOX_RUN)?;
+    let mut plan = sandbox.base.clone();
+    plan.code = code;
+    if let Some(language) = f.one_of("language")? {
+        plan.language = language;
+    }
+    if let Some(wall) = f.whole("timeoutMs")? {
+        plan.limits.wall_time_ms = wall;
+    }
+    let own_cpu = f.whole("cpuTimeMs")?.or(plan.limits.cpu_time_ms);
+    plan.limits.cpu_time_ms = budget.run_cpu_limit_ms(&sandbox.limits, own_cpu);
+    plan.bridge.max_messages = budget.run_host_calls(&sandbox.limits, plan.bridge.max_messages);
+    Ok(plan)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1256,6 +1345,9 @@ pub const CLI_SETTINGS: &[Opt] = &[
     // `isolet mcp --http`'s settings; `isolet run` takes the key and ignores it, so that
     // one file can serve both commands.
     opt("http", Kind::Object(MCP_HTTP)),
+    // `isolet mcp`: one persistent sandbox per MCP session (`isolet run` ignores them).
+    opt("stateful", Kind::Bool),
+    whole("statefulIdleMs", 1, MAX_TIME_MS, None, &["sandboxIdleMs", "idleTimeoutMs"]),
 ];
 
 /// The flags of `isolet run` and `isolet mcp` that set `CLI_SETTINGS`.
@@ -1278,6 +1370,8 @@ pub const DEFAULT_CODEMODE_TIMEOUT_MS: u64 = 60_000;
 pub const CODEMODE_EXECUTOR: &[Opt] = &[
     whole("timeout", 1, MAX_TIME_MS, Some(DEFAULT_CODEMODE_TIMEOUT_MS), &["timeoutMs", "wallTimeMs"]),
     opt("language", Kind::OneOf(LANGUAGES)),
+    opt("stateful", Kind::Bool),
+    whole("idleTimeout", 1, MAX_TIME_MS, None, &["idleTimeoutMs"]),
 ];
 
 /// How long autoFix waits for the provider by default.
@@ -1500,6 +1594,10 @@ pub struct CliSettings {
     pub allow_origins: Vec<String>,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
+    /// `isolet mcp`: one persistent sandbox per session, closed after `stateful_idle_ms`
+    /// without a call (config file only).
+    pub stateful: bool,
+    pub stateful_idle_ms: Option<u64>,
 }
 
 /// One source's CLI settings, checked.
@@ -1532,6 +1630,7 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
     let flag_options = options_of_flags(flags, CLI_FLAGS, CLI_SETTINGS);
     let given = fields("", "the command line", &flag_options, CLI_SETTINGS).and_then(|f| cli_values(&f)).map_err(|e| as_flag(e, CLI_FLAGS))?;
     let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
+    let mut stateful = (false, None);
     let (file, concurrency, warm) = match config {
         Raw::Undefined => (None, None, None),
         Raw::Object(_) => {
@@ -1541,6 +1640,10 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
             let engine = f.object("engine").map_err(in_file)?;
             let raw = Raw::Object(engine.values.iter().map(|(o, v)| (o.name.to_string(), (*v).clone())).collect());
             EngineConfig::from_raw(&raw).map_err(|e| in_file(within("engine", e)))?;
+            stateful = (f.bool("stateful").map_err(in_file)?.unwrap_or(false), f.whole("statefulIdleMs").map_err(in_file)?);
+            if stateful.1.is_some() && !stateful.0 {
+                return Err(in_file(err("statefulIdleMs", "statefulIdleMs applies to a stateful server only; set stateful: true".into())));
+            }
             (Some(values), engine.whole("maxConcurrentIsolates").map_err(in_file)?, engine.whole("warmPoolSize").map_err(in_file)?)
         }
         other => return Err(in_file(err("", format!("must hold a JSON object, got {}", other.describe())))),
@@ -1560,6 +1663,8 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
         allow_origins: given.allow_origins.or(file.and_then(|v| v.allow_origins.clone())).unwrap_or_default(),
         max_concurrent_isolates: concurrency.unwrap_or(CLI_MAX_CONCURRENT_ISOLATES) as u32,
         warm_pool_size: warm.unwrap_or(CLI_WARM_POOL_SIZE) as u32,
+        stateful: stateful.0,
+        stateful_idle_ms: stateful.1,
     })
 }
 
@@ -1584,6 +1689,10 @@ pub struct CodemodeSettings {
     /// The engine's `defaultIsolateLimits.cpuTimeMs`, else the timeout.
     pub cpu_time_ms: u64,
     pub language: &'static str,
+    /// One persistent sandbox for all executions (`stateful: true`).
+    pub stateful: bool,
+    /// Stateful only: no execution for this long closes the sandbox.
+    pub idle_timeout_ms: Option<u64>,
 }
 
 /// Its own options, then the engine's: one list for names and suggestions.
@@ -1597,10 +1706,17 @@ fn codemode_table() -> &'static [Opt] {
 pub fn codemode_executor(options: &Raw) -> Result<CodemodeSettings, OptionsError> {
     let f = fields("", "IsoletExecutor options", options, codemode_table())?;
     let timeout_ms = f.whole_or_default("timeout")?;
+    let stateful = f.bool("stateful")?.unwrap_or(false);
+    let idle_timeout_ms = f.whole("idleTimeout")?;
+    if idle_timeout_ms.is_some() && !stateful {
+        return Err(err("idleTimeout", "idleTimeout applies to a stateful executor only; set stateful: true".into()));
+    }
     Ok(CodemodeSettings {
         timeout_ms,
         cpu_time_ms: f.object("defaultIsolateLimits")?.whole("cpuTimeMs")?.unwrap_or(timeout_ms),
         language: f.one_of("language")?.unwrap_or("javascript"),
+        stateful,
+        idle_timeout_ms,
     })
 }
 
@@ -1992,17 +2108,36 @@ mod entry_tests {
     }
 
     #[test]
+    fn mcp_stateful_comes_from_the_config_file() {
+        let c = cli_settings(&Raw::Undefined, &obj(&[("stateful", Raw::Bool(true)), ("statefulIdleMs", num(5000.0))]), Some("c.json"), None).unwrap();
+        assert_eq!((c.stateful, c.stateful_idle_ms), (true, Some(5000)));
+        let c = cli_settings(&Raw::Undefined, &Raw::Undefined, None, None).unwrap();
+        assert_eq!((c.stateful, c.stateful_idle_ms), (false, None));
+        let e = cli_settings(&Raw::Undefined, &obj(&[("statefulIdleMs", num(5000.0))]), Some("c.json"), None).unwrap_err();
+        assert_eq!(e.message, "--config c.json: statefulIdleMs applies to a stateful server only; set stateful: true");
+        let e = cli_settings(&Raw::Undefined, &obj(&[("stateful", s("yes"))]), Some("c.json"), None).unwrap_err();
+        assert!(e.message.starts_with("--config c.json: stateful must be a boolean"), "{}", e.message);
+    }
+
+    #[test]
     fn codemode_has_its_own_timeout_and_the_engines_names() {
         let c = codemode_executor(&Raw::Undefined).unwrap();
-        assert_eq!(c, CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript" });
+        assert_eq!(c, CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript", stateful: false, idle_timeout_ms: None });
         let c = codemode_executor(&obj(&[("timeout", num(500.0)), ("defaultIsolateLimits", obj(&[("cpuTimeMs", num(100.0))]))])).unwrap();
         assert_eq!((c.timeout_ms, c.cpu_time_ms), (500, 100));
         let e = |o: Raw| codemode_executor(&o).unwrap_err().message;
         assert_eq!(e(obj(&[("timeot", num(1.0))])), "timeot is not a known option of IsoletExecutor options; did you mean timeout?");
-        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, memoryMb"));
+        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, stateful, idleTimeout, memoryMb"));
         assert!(e(obj(&[("warmPool", num(1.0))])).ends_with("did you mean warmPoolSize?"));
         assert_eq!(e(obj(&[("timeout", num(-1.0))])), "timeout must be a whole number from 1 to 2147483647, got -1");
         assert_eq!(e(s("x")), "IsoletExecutor options must be an object, got 'x'");
+        // Stateful: one persistent sandbox, closed after idleTimeout.
+        let c = codemode_executor(&obj(&[("stateful", Raw::Bool(true)), ("idleTimeout", num(1000.0))])).unwrap();
+        assert_eq!((c.stateful, c.idle_timeout_ms), (true, Some(1000)));
+        assert!(e(obj(&[("idleTimeout", num(1000.0))])).contains("idleTimeout applies to a stateful executor only"));
+        assert!(e(obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(5.0))])).ends_with("did you mean idleTimeout?"));
+        assert!(e(obj(&[("stateful", num(1.0))])).starts_with("stateful must be a boolean"));
+        assert!(e(obj(&[("stateful", Raw::Bool(true)), ("idleTimeout", num(0.0))])).starts_with("idleTimeout must be a whole number"));
     }
 
     #[test]

@@ -325,6 +325,8 @@ pub struct Pool<T, W> {
     config: PoolConfig,
     shutdown: bool,
     active: HashMap<u64, (Tenant, T)>,
+    /// Open persistent sandboxes, each holding a slot for its life (see `admit_sandbox`).
+    sandboxes: HashMap<u64, Tenant>,
     queue: AdmissionQueue<T>,
     tenants: TenantBook,
     warm: VecDeque<W>,
@@ -337,6 +339,7 @@ impl<T: Clone, W> Pool<T, W> {
             config,
             shutdown: false,
             active: HashMap::new(),
+            sandboxes: HashMap::new(),
             queue: AdmissionQueue::new(config.max_queue),
             tenants: TenantBook::default(),
             warm: VecDeque::new(),
@@ -360,7 +363,7 @@ impl<T: Clone, W> Pool<T, W> {
         if let Some(failure) = stuck_thread_refusal(quarantined, max_quarantined) {
             return Admission::Refused(run, failure);
         }
-        if self.active.len() < self.config.max_concurrent {
+        if self.slots_taken() < self.config.max_concurrent {
             self.tenants.busy(&tenant).running += 1;
             self.active.insert(id, (tenant, run.clone()));
             return Admission::Start(run);
@@ -432,7 +435,7 @@ impl<T: Clone, W> Pool<T, W> {
     /// The queued run whose turn it is (round-robin across tenants, see
     /// [`AdmissionQueue`]), now holding a slot, while a slot is free (never after shutdown).
     pub fn next_to_start(&mut self) -> Option<T> {
-        if self.shutdown || self.active.len() >= self.config.max_concurrent {
+        if self.shutdown || self.slots_taken() >= self.config.max_concurrent {
             return None;
         }
         let Queued { id, tenant, item } = self.queue.pop()?;
@@ -504,7 +507,7 @@ impl<T: Clone, W> Pool<T, W> {
 
     /// No run holds a slot and every thread left is a quarantined one.
     pub fn is_idle(&self) -> bool {
-        self.active.is_empty() && self.counters.threads <= self.counters.quarantined
+        self.active.is_empty() && self.sandboxes.is_empty() && self.counters.threads <= self.counters.quarantined
     }
 
     pub fn counters(&self) -> &PoolCounters {
@@ -521,6 +524,61 @@ impl<T: Clone, W> Pool<T, W> {
 
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Slots held by runs and by open sandboxes.
+    fn slots_taken(&self) -> usize {
+        self.active.len() + self.sandboxes.len()
+    }
+
+    /// Opens persistent sandbox `id` of `tenant`: it holds one slot from now until
+    /// `sandbox_closed`, like a run that lasts. Never queued: refused (overloaded) when
+    /// every slot is taken, so opening never waits behind runs; refused once shut down or
+    /// when too many stuck threads run, as runs are.
+    pub fn admit_sandbox(&mut self, id: u64, tenant: Tenant, quarantined: usize, max_quarantined: usize) -> Result<(), Failure> {
+        if self.shutdown {
+            return Err(Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"));
+        }
+        if let Some(failure) = stuck_thread_refusal(quarantined, max_quarantined) {
+            return Err(failure);
+        }
+        if self.slots_taken() >= self.config.max_concurrent {
+            let message = format!(
+                "Every isolate slot of the engine is taken ({} of {}, {} by open sandboxes); close a sandbox or try again later",
+                self.slots_taken(),
+                self.config.max_concurrent,
+                self.sandboxes.len()
+            );
+            return Err(Failure::new(ErrorKind::Overloaded, message));
+        }
+        self.tenants.busy(&tenant).running += 1;
+        self.sandboxes.insert(id, tenant);
+        Ok(())
+    }
+
+    /// Sandbox `id` closed and gave its slot back (`failed`: the kind of failure that
+    /// closed it, if one did; `quarantined`: its thread was left running). Counted once.
+    pub fn sandbox_closed(&mut self, id: u64, failed: Option<ErrorKind>, quarantined: bool) -> bool {
+        let Some(tenant) = self.sandboxes.remove(&id) else { return false };
+        self.tenants.release(&tenant);
+        if let Some(kind) = failed {
+            *self.counters.failed.entry(kind).or_insert(0) += 1;
+        }
+        if quarantined {
+            self.counters.quarantined += 1;
+        }
+        self.settle(&tenant);
+        true
+    }
+
+    /// Open persistent sandboxes.
+    pub fn open_sandboxes(&self) -> usize {
+        self.sandboxes.len()
+    }
+
+    /// Ids of the open sandboxes (to close them at shutdown).
+    pub fn sandbox_ids(&self) -> Vec<u64> {
+        self.sandboxes.keys().copied().collect()
     }
 
     /// Per tenant with runs queued or running, and the latest idle ones (at most
@@ -697,6 +755,45 @@ mod tests {
         p.forget(2);
         assert!(p.is_idle());
         assert_eq!(p.counters().completed, 0);
+    }
+
+    #[test]
+    fn an_open_sandbox_holds_a_slot_until_it_closes() {
+        let mut p = pool(2, 1);
+        assert_eq!(p.admit_sandbox(100, Tenant::SHARED, 0, 32), Ok(()));
+        assert_eq!(p.open_sandboxes(), 1);
+        assert_eq!(p.admit(1, Tenant::SHARED, "a", 0, 32), Admission::Start("a"));
+        // Both slots taken: a run queues, another sandbox is refused at once.
+        assert_eq!(p.admit(2, Tenant::SHARED, "b", 0, 32), Admission::Queued);
+        let refused = p.admit_sandbox(101, Tenant::SHARED, 0, 32).unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Overloaded);
+        assert!(refused.message.contains("1 by open sandboxes"), "{}", refused.message);
+        assert_eq!(p.next_to_start(), None);
+        assert!(!p.is_idle());
+        // Closing gives the slot back to the queued run; counted once.
+        assert!(p.sandbox_closed(100, None, false));
+        assert!(!p.sandbox_closed(100, None, false));
+        assert_eq!(p.next_to_start(), Some("b"));
+        p.finished(1, None, false);
+        p.finished(2, None, false);
+        assert!(p.is_idle());
+    }
+
+    #[test]
+    fn a_sandbox_closed_by_a_stuck_run_counts_its_thread_as_quarantined() {
+        let mut p = pool(1, 0);
+        p.admit_sandbox(7, Tenant::named("t"), 0, 32).unwrap();
+        p.thread_started();
+        assert!(p.sandbox_closed(7, Some(ErrorKind::Timeout), true));
+        assert_eq!(p.counters().quarantined, 1);
+        assert_eq!(p.counters().failed.get(&ErrorKind::Timeout), Some(&1));
+        assert!(p.is_idle(), "only a quarantined thread is left");
+        p.thread_exited(true);
+        assert_eq!(p.counters().quarantined, 0);
+        // After shutdown, and with too many stuck threads, no sandbox opens.
+        assert_eq!(p.admit_sandbox(8, Tenant::SHARED, 32, 32).unwrap_err().kind, ErrorKind::Overloaded);
+        p.shutdown();
+        assert_eq!(p.admit_sandbox(9, Tenant::SHARED, 0, 32).unwrap_err().kind, ErrorKind::Aborted);
     }
 
     #[test]

@@ -1,0 +1,230 @@
+'use strict';
+// Persistent sandboxes: `createSandbox(options)` and `engine.openSandbox(options)`. One
+// isolate and one context serve many runs: what a run declares at top level or puts on
+// globalThis is there for the next. Options are checked natively (isolet-core's sandbox
+// table); what closes a sandbox is isolet-core's too (src/isolate/persistent.rs carries it
+// out). Runs of one sandbox take turns: a run or call made while another is in flight
+// starts when it has ended.
+const native = require('./native');
+const { execute, EMPTY_STATS } = require('./execute');
+const { serialize } = require('./bridge');
+const { normalizeTools } = require('./tools');
+const { stripTypes } = require('./typescript');
+const { withTopLevelAwait } = require('./top-level-await');
+const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
+const { isPlainObject, readOptions, describeThrown } = require('./own');
+
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
+const addListener = EventTarget.prototype.addEventListener;
+const removeListener = EventTarget.prototype.removeEventListener;
+
+function failure(error) {
+  return { success: false, error, stats: { ...EMPTY_STATS }, logs: [] };
+}
+
+function record(r) {
+  return r.ok ? { success: true, output: r.value, stats: r.stats, logs: r.logs } : { success: false, error: r.error, stats: r.stats, logs: r.logs };
+}
+
+/** Splits `createSandbox` options into what is checked natively and the tool handlers. */
+function settingsOf(options) {
+  let tools = { names: [], handlers: Object.create(null) };
+  let shaped = options;
+  if (isPlainObject(options)) {
+    shaped = readOptions(options, 'createSandbox options', '');
+    const capabilities = shaped.capabilities;
+    if (capabilities !== undefined) tools = normalizeTools(capabilities);
+    shaped.capabilities = capabilities === undefined ? undefined : tools.names;
+  }
+  return { settings: new native.SandboxSettings(shaped), handlers: tools.handlers };
+}
+
+/** Per-run options: the signal is shaped here, the rest checked natively. */
+function runOptionsOf(options) {
+  if (options === undefined || !isPlainObject(options)) return { shaped: options, signal: undefined };
+  const shaped = readOptions(options, 'sandbox.run options', '');
+  const signal = shaped.signal;
+  if (signal !== undefined) {
+    try {
+      abortedOf.call(signal);
+    } catch {
+      throw new SandboxValidationError(`signal must be an AbortSignal, got ${signal === null ? 'null' : typeof signal}`);
+    }
+  }
+  shaped.signal = undefined;
+  return { shaped, signal };
+}
+
+class Sandbox {
+  /** @internal Use createSandbox() or engine.openSandbox(). */
+  constructor(nativeSandbox, handlers) {
+    this._native = nativeSandbox;
+    this._handlers = handlers;
+    this._turn = Promise.resolve();
+  }
+
+  /** True once the sandbox is closed (by close(), a limit, idleness or its engine). */
+  get closed() {
+    return this._native.closeReason !== null;
+  }
+
+  /**
+   * Why it is closed: 'closed', 'idleTimeout', 'outOfMemory', 'unresponsive',
+   * 'totalCpuTime', 'totalHostCalls', 'shutdown', 'hostLost' or 'internal'; null while open.
+   */
+  get closeReason() {
+    return this._native.closeReason;
+  }
+
+  /** What the sandbox has used of its sandbox-wide limits: runs, CPU time, host calls. */
+  get usage() {
+    return { ...this._native.usage };
+  }
+
+  /** Evaluates `code` in the sandbox's context; resolves to runSandbox's result record. */
+  run(code, options = undefined) {
+    return this._take(() => this._run(code, options, undefined));
+  }
+
+  /** Calls global function `name` of the sandbox with copies of `args`. */
+  call(name, ...args) {
+    return this._take(() => this._run('', undefined, { name, args }));
+  }
+
+  /** Closes the sandbox: a run in flight is aborted, later ones fail. Idempotent. */
+  close() {
+    this._native.close();
+  }
+
+  async [Symbol.asyncDispose]() {
+    this.close();
+  }
+
+  /** Runs `job` after every run or call made before it. */
+  _take(job) {
+    const result = this._turn.then(job);
+    this._turn = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  async _run(code, options, call) {
+    const reason = this._native.closedMessage;
+    if (reason !== null) return failure(new SandboxValidationError(reason));
+    let handle = null;
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      if (handle) handle.abort();
+    };
+    let signal;
+    let listening = false;
+    let done;
+    try {
+      const run = runOptionsOf(options);
+      signal = run.signal;
+      let bytes;
+      if (call !== undefined) {
+        if (typeof call.name !== 'string' || call.name.length === 0) {
+          throw new SandboxValidationError(`sandbox.call: name must be a non-empty string, got ${call.name === null ? 'null' : typeof call.name}`);
+        }
+        try {
+          bytes = serialize(call.args);
+        } catch (err) {
+          throw new SandboxValidationError(`sandbox.call(${call.name}): arguments cannot be copied into the sandbox: ${err.message}`);
+        }
+      }
+      const plan = this._native.plan(code, run.shaped);
+      if (call === undefined) {
+        let js = plan.code;
+        if (plan.language === 'typescript') js = await stripTypes(js, { language: 'typescript', timeoutMs: plan.wallTimeMs });
+        const rewritten = withTopLevelAwait(js);
+        if (rewritten !== plan.code) plan.code = rewritten;
+      } else if (bytes.length > plan.maxMessageBytes) {
+        throw new SandboxValidationError(`sandbox.call(${call.name}): arguments are ${bytes.length} bytes, over maxMessageBytes (${plan.maxMessageBytes})`);
+      }
+      if (signal !== undefined) {
+        try {
+          addListener.call(signal, 'abort', onAbort, { once: true });
+        } catch (err) {
+          throw new SandboxValidationError(`signal must be an AbortSignal: adding a listener threw ${describeThrown(err)}`);
+        }
+        listening = true;
+        if (abortedOf.call(signal)) aborted = true;
+      }
+      if (aborted) {
+        unlisten(signal, onAbort, listening);
+        return failure(new SandboxAbortedError('Execution was aborted before it started'));
+      }
+      const target =
+        call === undefined
+          ? this._native
+          : { submit: (p, onEvent, started) => this._native.submitCall(p, call.name, bytes, onEvent, started) };
+      ({ done, handle } = execute(target, plan, { handlers: this._handlers }));
+    } catch (err) {
+      unlisten(signal, onAbort, listening);
+      return failure(errorFromThrown(err));
+    }
+    try {
+      return record(await done);
+    } finally {
+      unlisten(signal, onAbort, listening);
+    }
+  }
+}
+
+function unlisten(signal, onAbort, listening) {
+  if (!listening) return;
+  try {
+    removeListener.call(signal, 'abort', onAbort);
+  } catch {
+    // the listener is `once` and the run is over
+  }
+}
+
+/** Opens a sandbox on a NativeEngine; throws a typed error (bad options, no free slot). */
+function openOn(nativeEngine, options) {
+  let planned;
+  try {
+    planned = settingsOf(options);
+  } catch (err) {
+    throw errorFromThrown(err);
+  }
+  return openWith(nativeEngine, planned);
+}
+
+function openWith(nativeEngine, { settings, handlers }) {
+  let nativeSandbox;
+  try {
+    nativeSandbox = native.openSandbox(nativeEngine, settings);
+  } catch (err) {
+    throw errorFromThrown(err);
+  }
+  return new Sandbox(nativeSandbox, handlers);
+}
+
+/**
+ * Opens a persistent sandbox on runSandbox's default engine of its isolation. Resolves
+ * to a Sandbox; rejects with a typed error for bad options or when no slot is free.
+ */
+async function createSandbox(options = undefined) {
+  const { getDefaultEngine } = require('./run-sandbox');
+  let planned;
+  try {
+    planned = settingsOf(options);
+  } catch (err) {
+    throw errorFromThrown(err);
+  }
+  const engine = getDefaultEngine(planned.settings.isolation);
+  try {
+    // Process isolation: a sandbox opens in a host that serves.
+    await engine.ready();
+  } catch (err) {
+    throw errorFromThrown(err);
+  }
+  return openWith(engine, planned);
+}
+
+module.exports = { Sandbox, createSandbox, openOn };

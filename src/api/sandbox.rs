@@ -1,0 +1,227 @@
+//! `SandboxSettings`, `openSandbox` and `NativeSandbox`: the bindings `lib/sandbox.js`
+//! builds persistent sandboxes on. Options are checked here, once, by isolet-core
+//! (`isolet_core::sandbox`); what closes a sandbox is decided there too.
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use isolet_core::sandbox::{closed_failure, CloseReason, SandboxPlan};
+
+use super::engine::{NativeEngine, RunControl, RunHandle, RunPlanJs};
+use super::events::Dispatcher;
+use super::options::raw_of;
+use super::{kind_error, options_error};
+use crate::engine::processes::ProcessSandbox;
+use crate::engine::Engine;
+use crate::isolate::persistent::SandboxCore;
+use crate::isolate::{HostReply, RunShared, StopReason};
+use crate::v8::DataAnswer;
+
+/// A checked `createSandbox(options)`.
+#[napi]
+pub struct SandboxSettings {
+    plan: Arc<SandboxPlan>,
+    /// `isolation` was given (engine.openSandbox refuses one that is not the engine's).
+    isolation_given: bool,
+}
+
+#[napi]
+impl SandboxSettings {
+    /// Checks `createSandbox(options)` (`capabilities` as names, like runSandbox's).
+    #[napi(constructor)]
+    pub fn new(options: Unknown) -> Result<Self, String> {
+        let raw = raw_of(&options, 0).map_err(super::internal_error)?;
+        let plan = isolet_core::sandbox::sandbox_plan(&raw).map_err(options_error)?;
+        let isolation_given = matches!(&raw, isolet_core::Raw::Object(entries) if entries.iter().any(|(k, v)| k == "isolation" && *v != isolet_core::Raw::Undefined));
+        Ok(SandboxSettings { plan: Arc::new(plan), isolation_given })
+    }
+
+    /// `process` or `thread`.
+    #[napi(getter)]
+    pub fn isolation(&self) -> &'static str {
+        self.plan.base.isolation.unwrap_or(isolet_core::options::DEFAULT_ISOLATION).as_str()
+    }
+
+    #[napi(getter)]
+    pub fn memory_limit_mb(&self) -> u32 {
+        self.plan.base.limits.memory_mb
+    }
+}
+
+/// Where a sandbox lives.
+enum Backend {
+    Thread { core: Arc<SandboxCore> },
+    Process { sandbox: Arc<ProcessSandbox> },
+}
+
+/// One open persistent sandbox (see `lib/sandbox.js`).
+#[napi]
+pub struct NativeSandbox {
+    backend: Backend,
+    plan: Arc<SandboxPlan>,
+    dispatcher: std::rc::Rc<Dispatcher>,
+}
+
+impl Drop for NativeSandbox {
+    fn drop(&mut self) {
+        // A sandbox nobody can reach any more is closed: its slot goes back.
+        self.close_for(CloseReason::Closed);
+    }
+}
+
+/// Opens a persistent sandbox on `engine`: it holds one of the engine's isolate slots
+/// until closed. Throws (typed) when the engine has no free slot or is shut down.
+#[napi]
+pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result<NativeSandbox, String> {
+    let id = super::engine::next_run_id();
+    let plan = (*settings.plan).clone();
+    let engine_isolation = if engine.threads().is_some() { "thread" } else { "process" };
+    if settings.isolation_given && settings.isolation() != engine_isolation {
+        return Err(kind_error(
+            isolet_core::ErrorKind::Validation,
+            format!("isolation must be the engine's ('{engine_isolation}') or left out, got '{}'", settings.isolation()),
+        ));
+    }
+    let backend = match (engine.threads(), engine.processes()) {
+        (Some(threads), _) => open_thread(threads, id, plan)?,
+        (None, Some(processes)) => {
+            let sandbox = processes.open_sandbox(id, plan).map_err(|f| kind_error(f.kind, f.message))?;
+            Backend::Process { sandbox }
+        }
+        (None, None) => return Err(kind_error(isolet_core::ErrorKind::Internal, "an engine of no isolation")),
+    };
+    Ok(NativeSandbox { backend, plan: settings.plan.clone(), dispatcher: engine.dispatcher().clone() })
+}
+
+fn open_thread(engine: &Engine, id: u64, plan: SandboxPlan) -> Result<Backend, String> {
+    let core = engine.open_sandbox(id, plan).map_err(|f| kind_error(f.kind, f.message))?;
+    Ok(Backend::Thread { core })
+}
+
+#[napi]
+impl NativeSandbox {
+    /// The plan of one run: `code` (a string) with `options` (`timeoutMs`, `cpuTimeMs`,
+    /// `language`, `signal`) over the sandbox's, within what is left of its budgets.
+    #[napi]
+    pub fn plan(&self, code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
+        let code = raw_of(&code, 0).map_err(super::internal_error)?;
+        let options = raw_of(&options, 0).map_err(super::internal_error)?;
+        // The sandbox's budgets cut the run's limits when it starts (`SandboxCore::start_run`).
+        let budget = isolet_core::sandbox::Budget::default();
+        let plan = isolet_core::sandbox::run_plan(&self.plan, &budget, &code, &options).map_err(options_error)?;
+        Ok(RunPlanJs { plan: Arc::new(plan) })
+    }
+
+    /// Runs a planned run in the sandbox; the same events as `NativeEngine.submit`.
+    #[napi]
+    pub fn submit(&self, plan: &RunPlanJs, on_event: Function, started_event: Option<bool>) -> Result<RunHandle> {
+        self.start(plan, None, on_event, started_event)
+    }
+
+    /// Calls global function `name` of the sandbox with `args` (a serialized array) under
+    /// a planned run's limits; the same events as `submit`.
+    #[napi]
+    pub fn submit_call(
+        &self,
+        plan: &RunPlanJs,
+        name: String,
+        args: Buffer,
+        on_event: Function,
+        started_event: Option<bool>,
+    ) -> Result<RunHandle> {
+        self.start(plan, Some((name, args.to_vec())), on_event, started_event)
+    }
+
+    fn start(&self, plan: &RunPlanJs, call: Option<(String, Vec<u8>)>, on_event: Function, started_event: Option<bool>) -> Result<RunHandle> {
+        let id = super::engine::next_run_id();
+        let sink = self.dispatcher.register(id, on_event.value().value, started_event.unwrap_or(true))?;
+        match &self.backend {
+            Backend::Thread { core } => {
+                let run = core.start_run(id, plan.plan.clone(), call, sink);
+                Ok(RunHandle::of(Arc::new(SandboxRun { run })))
+            }
+            Backend::Process { sandbox } => {
+                let run = sandbox.submit(id, plan.plan.clone(), call, started_event.unwrap_or(true), sink);
+                Ok(RunHandle::of(run))
+            }
+        }
+    }
+
+    /// Closes the sandbox: a run in flight is aborted, later runs are refused; its
+    /// isolate is disposed and its slot given back. Idempotent.
+    #[napi]
+    pub fn close(&self) {
+        self.close_for(CloseReason::Closed);
+    }
+
+    fn close_for(&self, reason: CloseReason) {
+        match &self.backend {
+            Backend::Thread { core } => {
+                core.close(reason, true);
+            }
+            Backend::Process { sandbox } => sandbox.close(),
+        }
+    }
+
+    /// Why the sandbox is closed (`closed`, `idleTimeout`, `outOfMemory`, ...), or null.
+    #[napi(getter)]
+    pub fn close_reason(&self) -> Option<&'static str> {
+        self.reason().map(CloseReason::as_str)
+    }
+
+    /// The message every later run of the closed sandbox fails with, or null while open.
+    #[napi(getter)]
+    pub fn closed_message(&self) -> Option<String> {
+        self.reason().map(|r| closed_failure(r).message)
+    }
+
+    fn reason(&self) -> Option<CloseReason> {
+        match &self.backend {
+            Backend::Thread { core } => core.close_reason(),
+            Backend::Process { sandbox } => sandbox.close_reason(),
+        }
+    }
+
+    /// What the sandbox has used of its sandbox-wide limits.
+    #[napi(getter)]
+    pub fn usage(&self) -> SandboxUsageJs {
+        let budget = match &self.backend {
+            Backend::Thread { core } => core.budget(),
+            Backend::Process { sandbox } => sandbox.usage(),
+        };
+        SandboxUsageJs { runs: budget.runs as f64, cpu_time_ms: budget.cpu_used_ms, host_calls: budget.host_calls_used as f64 }
+    }
+}
+
+#[napi(object)]
+pub struct SandboxUsageJs {
+    pub runs: f64,
+    pub cpu_time_ms: f64,
+    pub host_calls: f64,
+}
+
+/// The host side of one run of a thread-mode sandbox.
+struct SandboxRun {
+    run: Arc<RunShared>,
+}
+
+impl RunControl for SandboxRun {
+    fn reply(&self, reply: HostReply) {
+        self.run.push_reply(reply);
+    }
+
+    fn answer(&self, id: u32, answer: DataAnswer) -> bool {
+        self.run.push_answer(id, answer)
+    }
+
+    fn abort(&self) {
+        // Queued behind another run (in the sandbox's channel) or running: either way
+        // the stop reaches it (a queued one is stopped as it attaches).
+        self.run.request_stop(StopReason::Aborted);
+    }
+
+    fn id(&self) -> u64 {
+        self.run.id
+    }
+}

@@ -1,0 +1,265 @@
+//! Persistent sandboxes: one isolate thread keeps one `Sandbox` (isolate and context)
+//! and serves the runs of one sandbox in turn, each with its own `RunShared` (so the
+//! watchdog, stops, host calls and events work as for one-shot runs). What closes a
+//! sandbox is `isolet_core::sandbox`'s; this file carries it out.
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use isolet_core::sandbox::{budget_failure, closed_failure, Budget, CloseReason, RunOutcome, SandboxPlan};
+use isolet_core::{ErrorKind, LogLevel};
+
+use isolet_core::RunPlan;
+
+use super::run::{Completion, EventSink, RunShared, RunSpec, StopReason};
+use super::thread::{execute_plan, trim_after, ThreadHost};
+use crate::limits::lock;
+use crate::v8::{Sandbox, SandboxConfig};
+
+/// Gives the sandbox's slot back: (the failure kind that closed it, thread quarantined).
+pub(crate) type SlotRelease = Box<dyn FnOnce(Option<ErrorKind>, bool) + Send>;
+
+struct CoreState {
+    budget: Budget,
+    closed: Option<CloseReason>,
+    /// The run being served, to stop it when the sandbox is closed meanwhile.
+    current: Option<Weak<RunShared>>,
+    release: Option<SlotRelease>,
+}
+
+/// One persistent sandbox, shared by its handle (JS), its isolate thread and its runs'
+/// event sinks.
+pub(crate) struct SandboxCore {
+    pub plan: SandboxPlan,
+    jobs: Mutex<Option<mpsc::Sender<Arc<RunShared>>>>,
+    state: Mutex<CoreState>,
+    /// Told once, when the sandbox closes (a sandbox host tells its parent).
+    on_close: Mutex<Option<Box<dyn FnOnce(CloseReason) + Send>>>,
+}
+
+impl SandboxCore {
+    pub(crate) fn new(plan: SandboxPlan, release: SlotRelease) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
+        let (tx, rx) = mpsc::channel();
+        let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
+        (Arc::new(SandboxCore { plan, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
+    }
+
+    pub(crate) fn budget(&self) -> Budget {
+        lock(&self.state).budget
+    }
+
+    pub(crate) fn close_reason(&self) -> Option<CloseReason> {
+        lock(&self.state).closed
+    }
+
+    /// Sets what to tell when the sandbox closes (told at once if it is closed already).
+    pub(crate) fn on_close(&self, tell: Box<dyn FnOnce(CloseReason) + Send>) {
+        match self.close_reason() {
+            Some(reason) => tell(reason),
+            None => *lock(&self.on_close) = Some(tell),
+        }
+    }
+
+    /// Starts run `id` of this sandbox: `plan` (the run's own limits) within what is left
+    /// of the sandbox's budgets, or `call` instead of its code. Runs are handed over one
+    /// at a time by their caller, so the budget read here is the one the run gets.
+    pub(crate) fn start_run(
+        self: &Arc<Self>,
+        id: u64,
+        plan: Arc<RunPlan>,
+        call: Option<(String, Vec<u8>)>,
+        sink: Arc<dyn EventSink>,
+    ) -> Arc<RunShared> {
+        let budget = self.budget();
+        let limits = &self.plan.limits;
+        let mut plan = plan;
+        let cpu = budget.run_cpu_limit_ms(limits, plan.limits.cpu_time_ms);
+        let calls = budget.run_host_calls(limits, plan.bridge.max_messages);
+        if cpu != plan.limits.cpu_time_ms || calls != plan.bridge.max_messages {
+            let p = Arc::make_mut(&mut plan);
+            p.limits.cpu_time_ms = cpu;
+            p.bridge.max_messages = calls;
+        }
+        let sink: Arc<dyn EventSink> = Arc::new(SandboxSink { inner: sink, core: Arc::downgrade(self) });
+        let mut spec = RunSpec::new(plan, &[]);
+        spec.call = call;
+        let run = RunShared::new(id, spec, sink);
+        self.submit(run.clone());
+        run
+    }
+
+    /// Hands `run` to the sandbox's thread, or refuses it when the sandbox is closed.
+    fn submit(self: &Arc<Self>, run: Arc<RunShared>) {
+        if let Some(reason) = self.close_reason() {
+            run.refuse(closed_failure(reason));
+            return;
+        }
+        // The slot is the sandbox's: a run's release only tells of a thread left behind.
+        let weak = Arc::downgrade(self);
+        let admitted = run.admit(Box::new(move |failed, quarantined| {
+            if let (Some(core), true) = (weak.upgrade(), quarantined) {
+                let reason = if failed == Some(ErrorKind::MemoryLimit) { CloseReason::OutOfMemory } else { CloseReason::Unresponsive };
+                core.close(reason, false);
+                core.release_slot(failed, true);
+            }
+        }));
+        if !admitted {
+            return;
+        }
+        let sent = match lock(&self.jobs).as_ref() {
+            Some(jobs) => jobs.send(run.clone()).is_ok(),
+            None => false,
+        };
+        if !sent {
+            let reason = self.close_reason().unwrap_or(CloseReason::Internal);
+            run.refuse(closed_failure(reason));
+        }
+    }
+
+    /// Closes the sandbox (the first reason stays); its thread ends once its current run
+    /// does. `stop_current`: stop the run being served (a close from outside).
+    pub(crate) fn close(&self, reason: CloseReason, stop_current: bool) -> bool {
+        let current = {
+            let mut state = lock(&self.state);
+            if state.closed.is_some() {
+                return false;
+            }
+            state.closed = Some(reason);
+            state.current.as_ref().and_then(Weak::upgrade)
+        };
+        // Dropping the only sender ends the thread's wait for the next run.
+        drop(lock(&self.jobs).take());
+        let tell = lock(&self.on_close).take();
+        if let Some(tell) = tell {
+            tell(reason);
+        }
+        if let (true, Some(run)) = (stop_current, current) {
+            let stop = if reason == CloseReason::Shutdown { StopReason::Shutdown } else { StopReason::Aborted };
+            run.request_stop(stop);
+        }
+        true
+    }
+
+    /// Gives the slot back, once.
+    fn release_slot(&self, failed: Option<ErrorKind>, quarantined: bool) {
+        let release = lock(&self.state).release.take();
+        if let Some(release) = release {
+            release(failed, quarantined);
+        }
+    }
+
+    /// A run of this sandbox ended with `completion`: counts it against the budgets and
+    /// closes the sandbox when the policy says so (before the caller hears of the run,
+    /// so `closeReason` is set when its result arrives).
+    fn run_done(&self, completion: &mut Completion) {
+        let outcome = RunOutcome {
+            failed: completion.result.as_ref().err().map(|f| f.kind),
+            abandoned: false,
+            cpu_time_ms: completion.stats.cpu_time_ms,
+            host_calls: completion.stats.host_calls as u64,
+        };
+        let close = {
+            let mut state = lock(&self.state);
+            let close = state.budget.after_run(&self.plan.limits, &outcome);
+            if state.closed.is_some() { None } else { close }
+        };
+        if let Some(reason) = close {
+            if let Some(failure) = budget_failure(reason, &self.plan.limits) {
+                if completion.result.as_ref().is_err_and(|f| f.kind == ErrorKind::Timeout) {
+                    completion.result = Err(failure);
+                }
+            }
+            self.close(reason, false);
+        }
+    }
+}
+
+/// The event sink of a sandbox's run: the caller's, after the sandbox has counted the run.
+pub(crate) struct SandboxSink {
+    pub inner: Arc<dyn EventSink>,
+    pub core: Weak<SandboxCore>,
+}
+
+impl EventSink for SandboxSink {
+    fn started(&self) {
+        self.inner.started();
+    }
+
+    fn console(&self, level: LogLevel, message: &str) {
+        self.inner.console(level, message);
+    }
+
+    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
+        self.inner.host_call(call_id, name, args);
+    }
+
+    fn data_request(&self, id: u32, key: &str) {
+        self.inner.data_request(id, key);
+    }
+
+    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool) {
+        self.inner.module_request(id, key, referrer, typescript);
+    }
+
+    fn done(&self, mut completion: Completion) {
+        if let Some(core) = self.core.upgrade() {
+            // An abandoned run closed the sandbox already: its slot release came first.
+            core.run_done(&mut completion);
+        }
+        self.inner.done(completion);
+    }
+}
+
+/// The isolate thread of one sandbox: creates it, serves its runs in turn until it is
+/// closed (or idle too long), disposes it. Returns whether the thread had been quarantined.
+pub(crate) fn sandbox_main(config: SandboxConfig, core: Arc<SandboxCore>, jobs: mpsc::Receiver<Arc<RunShared>>) -> bool {
+    let host = Arc::new(ThreadHost::default());
+    let mut sandbox = Sandbox::new(&config, host.clone());
+    if sandbox.is_none() {
+        core.close(CloseReason::Internal, false);
+    }
+    let idle = core.plan.limits.idle_timeout_ms.map(Duration::from_millis);
+    let mut installed = false;
+    let mut quarantined = false;
+    let mut peak = 0.0;
+    let mut closing_kind = None;
+    loop {
+        let next = match idle {
+            Some(after) => jobs.recv_timeout(after),
+            None => jobs.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let run = match next {
+            Ok(run) => run,
+            Err(RecvTimeoutError::Timeout) => {
+                core.close(CloseReason::IdleTimeout, false);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let (Some(sb), None) = (sandbox.as_mut(), core.close_reason()) else {
+            run.refuse(closed_failure(core.close_reason().unwrap_or(CloseReason::Internal)));
+            continue;
+        };
+        lock(&core.state).current = Some(Arc::downgrade(&run));
+        let (failed, heap_peak) = execute_plan(sb, &host, &run, !installed);
+        installed = true;
+        peak = heap_peak;
+        sb.end_run();
+        lock(&core.state).current = None;
+        quarantined = run.thread_exited();
+        if core.close_reason().is_some() {
+            closing_kind = failed;
+        }
+        if quarantined {
+            break;
+        }
+    }
+    // Whatever was queued behind the last run is refused.
+    while let Ok(run) = jobs.try_recv() {
+        run.refuse(closed_failure(core.close_reason().unwrap_or(CloseReason::Closed)));
+    }
+    drop(sandbox);
+    trim_after(peak, closing_kind);
+    core.release_slot(closing_kind, false);
+    quarantined
+}
