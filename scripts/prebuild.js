@@ -339,7 +339,8 @@ function buildArch(arch, majors, hash) {
   const missing = majors.filter((m) => !lines.includes(m));
   if (missing.length) console.log(`prebuild: no linux-${arch} binary for Node ${missing.join(', ')} (no such Node to build and check against)`);
   for (const major of lines) {
-    const node = runnerFor(nodeFor(major, arch), arch);
+    const nodeBinary = nodeFor(major, arch);
+    const node = runnerFor(nodeBinary, arch);
     const probe = run(node, ['-p', 'process.version + " " + process.versions.modules']);
     if (probe.status !== 0) fail(`${node} does not run: ${probe.stderr}`);
     const [version, abi] = probe.stdout.trim().split(' ');
@@ -360,6 +361,8 @@ function buildArch(arch, majors, hash) {
       };
       // The cc crate compiles the C++ seam with the cross g++ (Node's arm64 builds use libstdc++ too).
       if (cross) env[`CXX_${rust.replace(/-/g, '_')}`] = ARCH[arch].cxx;
+      // Started through its loader, that Node's execPath is the loader: name its headers.
+      if (ARCH[arch].musl) env.ISOLET_NODE_INCLUDE = path.join(path.dirname(path.dirname(nodeBinary)), 'include', 'node');
       // A cdylib on musl links libc dynamically (Rust's musl targets default to static).
       if (ARCH[arch].musl) env[`CARGO_TARGET_${rust.toUpperCase().replace(/-/g, '_')}_RUSTFLAGS`] = '-C target-feature=-crt-static';
       const args = ['build', '--release', '-p', 'isolet', ...(cross ? ['--target', rust] : [])];
