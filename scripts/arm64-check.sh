@@ -60,7 +60,7 @@ else
     __test__/async-context.spec.ts
   )
 fi
-# By absolute path: bounded commands may run with a PATH that has none of them.
+# By absolute path, whatever PATH a caller gives bounded's environment.
 SETSID="$(command -v setsid)" SLEEP="$(command -v sleep)" PS="$(command -v ps)"
 t0=$SECONDS
 step() { echo "== arm64 [$((SECONDS - t0)) s] $*"; }
@@ -167,9 +167,8 @@ if has smoke; then
     (
       cd "${project}"
       # An empty PATH: the launcher and its #!/bin/sh are absolute, and no compiler can be found.
-      PATH="${tmp}/empty" ISOLET_SANDBOX_HOST_EXEC="${node_arm64}" \
-        ISOLET_SMOKE_ARCH=arm64 ISOLET_SMOKE_SECCOMP=unavailable \
-        bounded 240 "${node_arm64}" smoke-arch.mjs
+      bounded 240 env PATH="${tmp}/empty" ISOLET_SANDBOX_HOST_EXEC="${node_arm64}" \
+        ISOLET_SMOKE_ARCH=arm64 ISOLET_SMOKE_SECCOMP=unavailable "${node_arm64}" smoke-arch.mjs
     )
   done
 fi
