@@ -20,10 +20,12 @@
 # Every command that runs emulated code is bounded (ARM64_TIMEOUT_SCALE multiplies the
 # bounds): past its bound the command's whole process group is killed, its process tree
 # printed, and the check fails. Nothing is retried. The reason: qemu-user 7.2 (Debian 12)
-# can leave a child that a multi-threaded guest forks stuck inside qemu before it reaches
-# execve (seen once in a Node 26 vitest run; not reproduced in 900 spawns from a guest
-# with three busy JIT threads, /tmp-style repro in the issue notes). A stuck child keeps
-# the output pipe open, so without a bound the run would wait forever.
+# once left a child that a multi-threaded guest forked stuck inside qemu before it reached
+# execve (a Node 26 vitest run, 2026-12-02; forking from a threaded process under qemu-user
+# can inherit a lock another thread held). It did not happen again: not in 900 spawns from
+# an arm64 node whose three Worker threads ran JIT-compiled loops, nor in the vitest runs
+# since. A stuck child keeps the output pipe open, so without a bound the run would wait
+# forever; with one, the process list printed says where it stuck.
 #
 # What qemu-user cannot show: seccomp filters, which it refuses (ENOSYS: a filter would
 # judge qemu's own x86-64 calls), so the sandbox hosts run without one here and the smoke
