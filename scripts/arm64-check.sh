@@ -19,13 +19,18 @@
 #
 # Every command that runs emulated code is bounded (ARM64_TIMEOUT_SCALE multiplies the
 # bounds): past its bound the command's whole process group is killed, its process tree
-# printed, and the check fails. Nothing is retried. The reason: qemu-user 7.2 (Debian 12)
-# once left a child that a multi-threaded guest forked stuck inside qemu before it reached
-# execve (a Node 26 vitest run, 2026-12-02; forking from a threaded process under qemu-user
-# can inherit a lock another thread held). It did not happen again: not in 900 spawns from
-# an arm64 node whose three Worker threads ran JIT-compiled loops, nor in the vitest runs
-# since. A stuck child keeps the output pipe open, so without a bound the run would wait
-# forever; with one, the process list printed says where it stuck.
+# printed, and the check fails. Nothing is retried.
+#
+# Why a run could hang, and the fix (2026-12-02): under qemu-user 7.2 (Debian 12) a child
+# forked by isolet's spawner thread (Rust's Command with pre_exec, i.e. fork then exec)
+# hung before its execve, in futex_wait. gdb on the stuck child: qemu translating the
+# child's next guest code, tcg_tb_insert -> GLib's GTree -> g_slice_alloc, waiting for
+# GSlice's lock, which another thread of the parent (translating code too) held at the
+# moment of the fork; in the child nobody ever releases it. qemu 7.2's fork handling does
+# not take GLib's slice allocator lock (qemu 8 replaced GTree with its own QTree for this
+# reason). G_SLICE=always-malloc makes GSlice use malloc, whose locks glibc's fork()
+# resets in the child, so the launchers below set it. The bounds stay, for anything else.
+# A stuck child keeps the output pipe open, so without a bound the run would wait forever.
 #
 # What qemu-user cannot show: seccomp filters, which it refuses (ENOSYS: a filter would
 # judge qemu's own x86-64 calls), so the sandbox hosts run without one here and the smoke
@@ -104,7 +109,7 @@ trap 'rm -rf "${tmp}"' EXIT
 # the same launcher (lib/native.js, ISOLET_SANDBOX_HOST_EXEC).
 launcher() {
   local major="$1" file="${tmp}/node-arm64-$1"
-  printf '#!/bin/sh\nexec %s -L %s %s "$@"\n' "$(command -v qemu-aarch64)" "${SYSROOT}" \
+  printf '#!/bin/sh\nG_SLICE=always-malloc exec %s -L %s %s "$@"\n' "$(command -v qemu-aarch64)" "${SYSROOT}" \
     "${root}/.ci-cache/node${major}-arm64/package/bin/node" >"${file}"
   chmod +x "${file}"
   echo "${file}"

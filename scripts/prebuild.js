@@ -310,7 +310,8 @@ function runnerFor(node, arch) {
   }
   fs.mkdirSync(targetDir, { recursive: true });
   const wrapper = path.join(targetDir, `node-${arch}-${path.basename(path.dirname(path.dirname(path.dirname(node))))}`);
-  fs.writeFileSync(wrapper, `#!/bin/sh\nexec qemu-aarch64 -L '${sysroot}' '${node}' "$@"\n`, { mode: 0o755 });
+  // G_SLICE=always-malloc: qemu-user 7.2 forks of a threaded guest can hang otherwise (scripts/arm64-check.sh).
+  fs.writeFileSync(wrapper, `#!/bin/sh\nG_SLICE=always-malloc exec qemu-aarch64 -L '${sysroot}' '${node}' "$@"\n`, { mode: 0o755 });
   return wrapper;
 }
 
