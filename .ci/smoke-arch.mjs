@@ -2,7 +2,8 @@
 // qemu-user, from a project that installed the packed tarball with --ignore-scripts):
 // the binary for this arch loads from prebuilds/, both isolation modes run code, a
 // timeout and a heap bomb end as their error classes, and process isolation reports
-// its lock-down. ISOLET_SMOKE_ARCH names the arch the binary must be for.
+// its lock-down. ISOLET_SMOKE_ARCH names the arch the binary must be for (and
+// ISOLET_SMOKE_LIBC=musl its C library).
 // ISOLET_SMOKE_SECCOMP=required fails unless hosts installed their seccomp filter;
 // =unavailable requires that they did not and that they say why (qemu-user refuses
 // seccomp filters: they would apply to qemu's own host-architecture calls).
@@ -18,7 +19,10 @@ const pkgDir = path.dirname(require.resolve('isolet/package.json'));
 const arch = process.env.ISOLET_SMOKE_ARCH || process.arch;
 assert.equal(process.arch, arch, `this node is ${process.arch}, expected ${arch}`);
 assert.equal(fs.existsSync(path.join(pkgDir, 'build')), false, 'installed package has a build/ directory');
-const binary = path.join(pkgDir, 'prebuilds', `linux-${arch}`, `isolet.abi${process.versions.modules}.node`);
+// ISOLET_SMOKE_LIBC=musl: the musl binary (prebuilds/linux-x64-musl), and this Node must be musl's.
+const musl = process.env.ISOLET_SMOKE_LIBC === 'musl';
+assert.equal(!process.report.getReport().header.glibcVersionRuntime, musl, `this node's C library is not ${musl ? 'musl' : 'glibc'}`);
+const binary = path.join(pkgDir, 'prebuilds', `linux-${arch}${musl ? '-musl' : ''}`, `isolet.abi${process.versions.modules}.node`);
 assert.ok(fs.existsSync(binary), `no ${binary}`);
 // The ELF machine of the binary that loaded (e_machine at offset 18: 62 x86-64, 183 AArch64).
 const machine = fs.readFileSync(binary).readUInt16LE(18);

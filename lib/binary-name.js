@@ -49,7 +49,7 @@ function prebuildDir(root) {
 
 /** The platform package (npm/<triple>) that may hold prebuilt binaries, if installed. */
 function platformPackageDir() {
-  const triple = { 'linux-x64': 'linux-x64-gnu', 'linux-arm64': 'linux-arm64-gnu' }[tag()];
+  const triple = { 'linux-x64': 'linux-x64-gnu', 'linux-arm64': 'linux-arm64-gnu', 'linux-x64-musl': 'linux-x64-musl' }[tag()];
   if (!triple) return null;
   try {
     return path.dirname(require.resolve(`isolet-${triple}/package.json`));

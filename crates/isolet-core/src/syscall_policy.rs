@@ -692,6 +692,168 @@ mod tests {
         }
     }
 
+    /// Every number the policy uses, checked against the kernel's own list for this
+    /// architecture (its uapi `asm/unistd*.h`, as Debian installs it: `linux-libc-dev`,
+    /// or `linux-libc-dev-arm64-cross` for the aarch64 tests run under qemu-user). libc's
+    /// tables and the two numbers written here by hand could drift; the kernel's cannot.
+    /// An entry the policy calls absent must be absent there too.
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    mod kernel_headers {
+        use super::super::*;
+        use std::collections::{BTreeMap, HashSet};
+        use std::path::{Path, PathBuf};
+
+        #[cfg(target_arch = "x86_64")]
+        const CANDIDATES: &[&str] = &["/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"];
+        #[cfg(target_arch = "aarch64")]
+        const CANDIDATES: &[&str] = &[
+            "/usr/aarch64-linux-gnu/include/asm/unistd.h",
+            "/usr/include/aarch64-linux-gnu/asm/unistd.h",
+            "/usr/include/asm/unistd.h",
+        ];
+
+        /// The `__NR_*` macros a 64-bit, non-compat build of `header` defines: a small
+        /// preprocessor for what these headers use (#define, #undef, #ifdef, #ifndef,
+        /// #if/#elif over `defined(X)` and `__BITS_PER_LONG`, #else, #endif, #include
+        /// of other unistd headers). Anything else in a condition fails the test.
+        fn numbers(header: &Path) -> BTreeMap<String, i64> {
+            let root = header.parent().and_then(Path::parent).expect("header under <root>/asm/").to_path_buf();
+            let mut macros: BTreeMap<String, String> = BTreeMap::new();
+            read(header, &root, &mut macros);
+            let resolve = |name: &str| {
+                let mut value = macros.get(name)?.clone();
+                for _ in 0..4 {
+                    if let Ok(n) = value.parse::<i64>() {
+                        return Some(n);
+                    }
+                    value = macros.get(value.as_str())?.clone();
+                }
+                None
+            };
+            macros
+                .keys()
+                .filter_map(|k| k.strip_prefix("__NR_").map(|n| (n.to_string(), k)))
+                .filter_map(|(n, k)| resolve(k).map(|v| (n, v)))
+                .collect()
+        }
+
+        fn condition(expr: &str, macros: &BTreeMap<String, String>) -> bool {
+            expr.split("||").any(|any| {
+                any.split("&&").all(|term| {
+                    let t: String = term.split_whitespace().collect();
+                    let (negate, t) = t.strip_prefix('!').map_or((false, t.as_str()), |r| (true, r));
+                    let value = if let Some(name) = t.strip_prefix("defined(").and_then(|r| r.strip_suffix(')')) {
+                        macros.contains_key(name)
+                    } else if let Some(n) = t.strip_prefix("__BITS_PER_LONG==") {
+                        n == "64"
+                    } else if let Some(n) = t.strip_prefix("__BITS_PER_LONG!=") {
+                        n != "64"
+                    } else {
+                        panic!("unknown condition `{t}` in a unistd header: teach this test about it");
+                    };
+                    value != negate
+                })
+            })
+        }
+
+        fn read(file: &Path, root: &Path, macros: &mut BTreeMap<String, String>) {
+            let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            // One entry per open #if: (this branch is live, some branch was taken).
+            let mut stack: Vec<(bool, bool)> = Vec::new();
+            let live = |stack: &Vec<(bool, bool)>| stack.iter().all(|&(on, _)| on);
+            for line in text.lines() {
+                let Some(directive) = line.trim_start().strip_prefix('#') else { continue };
+                let directive = directive.split("/*").next().unwrap_or_default().trim();
+                let (word, rest) = directive.split_once(char::is_whitespace).unwrap_or((directive, ""));
+                let rest = rest.trim();
+                match word {
+                    "ifdef" | "ifndef" | "if" => {
+                        let on = match word {
+                            "ifdef" => macros.contains_key(rest),
+                            "ifndef" => !macros.contains_key(rest),
+                            _ => !live(&stack) || condition(rest, macros),
+                        };
+                        stack.push((on, on));
+                    }
+                    "elif" => {
+                        let (_, taken) = stack.pop().expect("#elif without #if");
+                        let on = !taken && condition(rest, macros);
+                        stack.push((on, taken || on));
+                    }
+                    "else" => {
+                        let (_, taken) = stack.pop().expect("#else without #if");
+                        stack.push((!taken, true));
+                    }
+                    "endif" => {
+                        stack.pop().expect("#endif without #if");
+                    }
+                    _ if !live(&stack) => {}
+                    "define" => {
+                        let mut parts = rest.split_whitespace();
+                        let name = parts.next().unwrap_or_default();
+                        let name = name.split('(').next().unwrap_or_default().to_string();
+                        macros.insert(name, parts.next().unwrap_or_default().to_string());
+                    }
+                    "undef" => {
+                        macros.remove(rest);
+                    }
+                    "include" => {
+                        let inner = rest.trim_matches(|c| c == '<' || c == '>' || c == '"');
+                        if inner.contains("unistd") {
+                            read(&root.join(inner), root, macros);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            assert!(stack.is_empty(), "{}: unbalanced #if", file.display());
+        }
+
+        fn header() -> PathBuf {
+            let found = CANDIDATES.iter().map(PathBuf::from).find(|p| p.exists());
+            found.unwrap_or_else(|| {
+                panic!("no kernel header for this architecture at {CANDIDATES:?} (install linux-libc-dev, or linux-libc-dev-arm64-cross)")
+            })
+        }
+
+        #[test]
+        fn every_number_of_the_policy_is_the_kernels() {
+            let kernel = numbers(&header());
+            // The headers were read right: a few numbers that never change.
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!((kernel["read"], kernel["execve"], kernel["openat"]), (0, 59, 257));
+            #[cfg(target_arch = "aarch64")]
+            assert_eq!((kernel["read"], kernel["execve"], kernel["openat"]), (63, 221, 56));
+            let newest = kernel.iter().filter(|(name, _)| *name != "syscalls").map(|(_, &n)| n).max().unwrap();
+            let mut checked = HashSet::new();
+            for entry in REFUSED {
+                match (syscall_number(entry.syscall), kernel.get(entry.syscall)) {
+                    (Some(ours), Some(&theirs)) => assert_eq!(ours, theirs, "{}: the policy uses {ours}, the kernel {theirs}", entry.syscall),
+                    // A call newer than these headers (fchmodat2 is 6.6, Debian 12's headers
+                    // 6.1): from 424 on every architecture shares one number, and it must
+                    // be past every number the headers know.
+                    (Some(ours), None) if ours >= 424 && ours > newest => {}
+                    (Some(ours), None) => panic!("{}: the policy uses {ours}, the kernel has no such call here", entry.syscall),
+                    (None, Some(theirs)) => panic!("{}: the policy skips it, but the kernel has it as {theirs}", entry.syscall),
+                    (None, None) => {}
+                }
+                checked.insert(entry.syscall);
+            }
+            for name in REFUSED_BEFORE_EXEC {
+                assert!(checked.contains(name), "{name}");
+            }
+        }
+
+        #[test]
+        fn a_condition_this_reader_does_not_know_fails_loudly() {
+            let macros = BTreeMap::from([("__ARCH_WANT_X".to_string(), String::new())]);
+            assert!(condition("defined(__ARCH_WANT_X) || __BITS_PER_LONG != 32", &macros));
+            assert!(!condition("__BITS_PER_LONG == 32 || defined(__SYSCALL_COMPAT)", &macros));
+            assert!(condition("__BITS_PER_LONG == 64 && !defined(__SYSCALL_COMPAT)", &macros));
+            assert!(std::panic::catch_unwind(|| condition("__GNUC__ > 3", &BTreeMap::new())).is_err());
+        }
+    }
+
     /// Each rule tried at the system-call level: a forked child installs the compiled
     /// programs (only on itself) and makes the call; the parent reads the errno from the
     /// child's exit status. The probes' policies refuse with errnos that these calls
