@@ -56,6 +56,22 @@ describe.each(['thread', 'process'] as const)('prelude (%s isolation)', (isolati
     }
   });
 
+  it("a persistent sandbox starts from the prelude once and keeps what its runs change; other runs never see it", async () => {
+    const engine = engineWith({ isolation, prelude: LIBRARY });
+    await engine.init();
+    const sb = await engine.openSandbox();
+    try {
+      const first = await sb.run('settings.rate = 7; [add(1, 2), counted(), VERSION]');
+      expect(first.success && first.output).toEqual([3, 1, '1.2.3']);
+      // The prelude ran once: its state is the sandbox's and lives on between runs.
+      const second = await sb.run('[settings.rate, counted()]');
+      expect(second.success && second.output).toEqual([7, 2]);
+      expect(await outcome(engine.submit({ code: 'return [settings.rate, counted()]' }))).toEqual({ ok: true, data: [2, 1] });
+    } finally {
+      sb.close();
+    }
+  });
+
   it('the prelude runs before tools and data exist, so it cannot capture them', async () => {
     const engine = engineWith({
       isolation,

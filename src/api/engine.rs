@@ -749,6 +749,11 @@ impl NativeEngine {
         }
     }
 
+    /// The engine's prelude and compiled-code cache (thread mode's).
+    pub(crate) fn code(&self) -> Arc<EngineCode> {
+        self.code.clone()
+    }
+
     pub(crate) fn dispatcher(&self) -> &std::rc::Rc<Dispatcher> {
         &self.dispatcher
     }

@@ -84,7 +84,7 @@ pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result
         ));
     }
     let backend = match (engine.threads(), engine.processes()) {
-        (Some(threads), _) => open_thread(threads, id, plan)?,
+        (Some(threads), _) => open_thread(threads, id, plan, engine.code())?,
         (None, Some(processes)) => {
             let sandbox = processes.open_sandbox(id, plan).map_err(|f| kind_error(f.kind, f.message))?;
             Backend::Process { sandbox }
@@ -94,8 +94,13 @@ pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result
     Ok(NativeSandbox { backend, plan: settings.plan.clone(), dispatcher: engine.dispatcher().clone() })
 }
 
-fn open_thread(engine: &Engine, id: u64, plan: SandboxPlan) -> Result<Backend, String> {
-    let core = engine.open_sandbox(id, plan).map_err(|f| kind_error(f.kind, f.message))?;
+fn open_thread(
+    engine: &Engine,
+    id: u64,
+    plan: SandboxPlan,
+    code: std::sync::Arc<crate::isolate::code::EngineCode>,
+) -> Result<Backend, String> {
+    let core = engine.open_sandbox(id, plan, code).map_err(|f| kind_error(f.kind, f.message))?;
     Ok(Backend::Thread { core })
 }
 

@@ -351,7 +351,12 @@ impl Engine {
 impl Engine {
     /// Opens a persistent sandbox: takes a slot (or is refused, see
     /// `Pool::admit_sandbox`) and starts its isolate thread, which keeps it until closed.
-    pub(crate) fn open_sandbox(&self, id: u64, plan: SandboxPlan) -> Result<Arc<SandboxCore>, Failure> {
+    pub(crate) fn open_sandbox(
+        &self,
+        id: u64,
+        plan: SandboxPlan,
+        code: Arc<crate::isolate::code::EngineCode>,
+    ) -> Result<Arc<SandboxCore>, Failure> {
         let tenant = Tenant::from(plan.base.tenant.as_deref());
         let config = sandbox_config(plan.base.limits.memory_mb);
         {
@@ -366,7 +371,7 @@ impl Engine {
                 Engine { inner }.sandbox_closed(id, failed, quarantined);
             }
         });
-        let (core, jobs) = SandboxCore::new(plan, release);
+        let (core, jobs) = SandboxCore::new(plan, release, code);
         lock(&self.inner.sandboxes).insert(id, Arc::downgrade(&core));
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let on_exit = Box::new(move |quarantined: bool| {

@@ -11,6 +11,7 @@ use isolet_core::{ErrorKind, LogLevel};
 
 use isolet_core::RunPlan;
 
+use super::code::EngineCode;
 use super::run::{Completion, EventSink, RunShared, RunSpec, StopReason};
 use super::thread::{execute_plan, trim_after, ThreadHost};
 use crate::limits::lock;
@@ -31,6 +32,8 @@ struct CoreState {
 /// event sinks.
 pub(crate) struct SandboxCore {
     pub plan: SandboxPlan,
+    /// The engine's prelude (run once, before the sandbox's first run) and code cache.
+    code: Arc<EngineCode>,
     jobs: Mutex<Option<mpsc::Sender<Arc<RunShared>>>>,
     state: Mutex<CoreState>,
     /// Told once, when the sandbox closes (a sandbox host tells its parent).
@@ -38,10 +41,14 @@ pub(crate) struct SandboxCore {
 }
 
 impl SandboxCore {
-    pub(crate) fn new(plan: SandboxPlan, release: SlotRelease) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
+    pub(crate) fn new(
+        plan: SandboxPlan,
+        release: SlotRelease,
+        code: Arc<EngineCode>,
+    ) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
         let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
-        (Arc::new(SandboxCore { plan, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
+        (Arc::new(SandboxCore { plan, code, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
     }
 
     pub(crate) fn budget(&self) -> Budget {
@@ -81,7 +88,7 @@ impl SandboxCore {
             p.bridge.max_messages = calls;
         }
         let sink: Arc<dyn EventSink> = Arc::new(SandboxSink { inner: sink, core: Arc::downgrade(self) });
-        let mut spec = RunSpec::new(plan, &[]);
+        let mut spec = RunSpec::new(plan, &[]).with_code(self.code.clone());
         spec.call = call;
         let run = RunShared::new(id, spec, sink);
         self.submit(run.clone());

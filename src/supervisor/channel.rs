@@ -353,7 +353,7 @@ impl Channel {
     /// opened here is reported closed at once.
     fn open_sandbox(self: &Arc<Self>, wire: u32, payload: &[u8]) -> Result<(), FrameError> {
         let plan = frame::decode_sandbox_open(payload)?;
-        match self.engine.open_sandbox(wire as u64, plan) {
+        match self.engine.open_sandbox(wire as u64, plan, self.code.clone()) {
             Ok(core) => {
                 lock(&self.sandboxes).insert(wire, core.clone());
                 let ch = Arc::downgrade(self);
