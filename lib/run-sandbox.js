@@ -147,4 +147,4 @@ function failure(error) {
   return { success: false, error, stats: { ...EMPTY_STATS }, logs: [] };
 }
 
-module.exports = { runSandbox, getDefaultEngine, RUN_SANDBOX_DEFAULTS };
+module.exports = { runSandbox, getDefaultEngine, unlisten, RUN_SANDBOX_DEFAULTS };

@@ -13,10 +13,10 @@ const { stripTypes } = require('./typescript');
 const { withTopLevelAwait } = require('./top-level-await');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
+const { getDefaultEngine, unlisten } = require('./run-sandbox');
 
 const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
 const addListener = EventTarget.prototype.addEventListener;
-const removeListener = EventTarget.prototype.removeEventListener;
 
 function failure(error) {
   return { success: false, error, stats: { ...EMPTY_STATS }, logs: [] };
@@ -175,14 +175,6 @@ class Sandbox {
   }
 }
 
-function unlisten(signal, onAbort, listening) {
-  if (!listening) return;
-  try {
-    removeListener.call(signal, 'abort', onAbort);
-  } catch {
-    // the listener is `once` and the run is over
-  }
-}
 
 /** Opens a sandbox on a NativeEngine; throws a typed error (bad options, no free slot). */
 function openOn(nativeEngine, options) {
@@ -210,7 +202,6 @@ function openWith(nativeEngine, { settings, handlers }) {
  * to a Sandbox; rejects with a typed error for bad options or when no slot is free.
  */
 async function createSandbox(options = undefined) {
-  const { getDefaultEngine } = require('./run-sandbox');
   let planned;
   try {
     planned = settingsOf(options);

@@ -1472,34 +1472,9 @@ void isolet_wasm_module_free(isolet_wasm_module* module) { delete module; }
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
                            const uint8_t* origin_name, size_t origin_len, int32_t column_offset,
                            int32_t call_completion, isolet_error* err) {
-  ENTER(sb);
-  TryCatch try_catch(isolate);
-  sb->result_module.Reset();
-  Local<String> text;
-  if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
-  v8::ScriptCompiler::Source script_source(text, OriginOf(isolate, origin_name, origin_len, column_offset));
-  Local<v8::Script> script;
-  if (!v8::ScriptCompiler::Compile(ctx, &script_source).ToLocal(&script)) {
-    if (try_catch.HasTerminated()) return ISOLET_TERMINATED;
-    DescribeSyntaxError(isolate, ctx, try_catch, err);
-    return ISOLET_SYNTAX;
-  }
-  Local<Value> result;
-  bool ran = script->Run(ctx).ToLocal(&result);
-  // Called from here rather than by the script, so no frame of the wrapper's call site
-  // shows in the sandbox's stacks.
-  if (ran && call_completion != 0) {
-    ran = result->IsFunction() &&
-          result.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 0, nullptr).ToLocal(&result);
-  }
-  if (!ran) {
-    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
-    if (!try_catch.HasCaught()) return ISOLET_FAILED;
-    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
-    return ISOLET_THREW;
-  }
-  sb->completion.Reset(isolate, result);
-  return isolet_sandbox_poll(sb);
+  int32_t rejected = 0;
+  return isolet_sandbox_run_cached(sb, code, len, origin_name, origin_len, column_offset, call_completion,
+                                   nullptr, 0, &rejected, err);
 }
 
 int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
@@ -1509,6 +1484,7 @@ int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_
   ENTER(sb);
   TryCatch try_catch(isolate);
   *cache_rejected = 0;
+  sb->result_module.Reset();
   Local<String> text;
   if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
   // The Source owns the CachedData object (not the bytes, which stay Rust's).
@@ -1531,6 +1507,8 @@ int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_
   sb->last_script.Reset(isolate, script->GetUnboundScript());
   Local<Value> result;
   bool ran = script->Run(ctx).ToLocal(&result);
+  // Called from here rather than by the script, so no frame of the wrapper's call site
+  // shows in the sandbox's stacks.
   if (ran && call_completion != 0) {
     ran = result->IsFunction() &&
           result.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 0, nullptr).ToLocal(&result);

@@ -334,6 +334,11 @@ impl Engine {
     fn finished(&self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
         let mut pool = self.inner.pool();
         pool.finished(id, failed, quarantined);
+        self.slot_freed(pool);
+    }
+
+    /// A slot was given back (under `pool`'s lock): start queued runs, top the pool up.
+    fn slot_freed(&self, mut pool: MutexGuard<'_, Pool<Arc<RunShared>, WarmIsolate>>) {
         let mut launch = Launch::default();
         while let Some(next) = pool.next_to_start() {
             self.start(&mut pool, next, &mut launch);
@@ -402,17 +407,7 @@ impl Engine {
     fn sandbox_closed(&self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
         let mut pool = self.inner.pool();
         pool.sandbox_closed(id, failed, quarantined);
-        let mut launch = Launch::default();
-        while let Some(next) = pool.next_to_start() {
-            self.start(&mut pool, next, &mut launch);
-        }
-        Self::replenish(&mut pool, &mut launch);
-        let watched = self.inner.idle_watched();
-        drop(pool);
-        if watched {
-            self.inner.idle.notify_all();
-        }
-        self.launch(launch);
+        self.slot_freed(pool);
     }
 }
 
