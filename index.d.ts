@@ -356,7 +356,7 @@ export declare const RUN_SANDBOX_DEFAULTS: Readonly<{ memoryLimitMb: 64; timeout
  * sandbox's whole life; `timeoutMs` and `cpuTimeMs` are each run's defaults; `maxHostCalls`
  * is per run. With capabilities the code is still a script (top-level `await` works).
  */
-export interface PersistentSandboxOptions extends Omit<SandboxOptions, 'signal'> {
+export interface PersistentSandboxOptions extends Omit<SandboxOptions, 'signal' | keyof ModuleOptions> {
   /** CPU time of all runs together, in ms; used up, it closes the sandbox (`totalCpuTime`). Default: none. */
   totalCpuTimeMs?: number;
   /** No run for this long (ms) closes the sandbox (`idleTimeout`). Default: none. */

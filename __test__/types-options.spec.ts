@@ -30,7 +30,13 @@ it("the option types list exactly isolet-core's option tables", () => {
   ]) {
     expect(props(type), `${type} vs ${rust}`).toEqual(table(rust));
   }
-  // createSandbox: runSandbox's options but the per-run signal, and the sandbox-wide limits.
-  const persistent = [...table('RUN_SANDBOX').filter((n) => n !== 'signal'), ...table('SANDBOX_LIMITS')].sort();
+  // createSandbox: runSandbox's options but those NOT_SANDBOX_OPTIONS names, and the
+  // sandbox-wide limits.
+  const rust = fs.readFileSync(path.join(root, 'crates', 'isolet-core', 'src', 'options.rs'), 'utf8');
+  const list = /const NOT_SANDBOX_OPTIONS: &\[&str\] = &\[([^\]]*)\]/.exec(rust);
+  expect(list).not.toBeNull();
+  const not = [...list![1].matchAll(/"(\w+)"/g)].map((m) => m[1]);
+  expect(not).toContain('signal');
+  const persistent = [...table('RUN_SANDBOX').filter((n) => !not.includes(n)), ...table('SANDBOX_LIMITS')].sort();
   expect(props('PersistentSandboxOptions')).toEqual(persistent);
 });
