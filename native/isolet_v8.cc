@@ -1469,6 +1469,20 @@ int32_t isolet_sandbox_add_wasm_instance(isolet_sandbox* sb, const uint8_t* ns, 
 
 void isolet_wasm_module_free(isolet_wasm_module* module) { delete module; }
 
+// How a started run continues: `ran` false reports what stopped it (a termination, or
+// what it threw); else its value becomes the completion and microtasks run.
+static int32_t Started(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, TryCatch& try_catch,
+                       bool ran, Local<Value> result, isolet_error* err) {
+  if (!ran) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!try_catch.HasCaught()) return ISOLET_FAILED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  sb->completion.Reset(isolate, result);
+  return isolet_sandbox_poll(sb);
+}
+
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
                            const uint8_t* origin_name, size_t origin_len, int32_t column_offset,
                            int32_t call_completion, isolet_error* err) {
@@ -1513,14 +1527,7 @@ int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_
     ran = result->IsFunction() &&
           result.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 0, nullptr).ToLocal(&result);
   }
-  if (!ran) {
-    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
-    if (!try_catch.HasCaught()) return ISOLET_FAILED;
-    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
-    return ISOLET_THREW;
-  }
-  sb->completion.Reset(isolate, result);
-  return isolet_sandbox_poll(sb);
+  return Started(sb, isolate, ctx, try_catch, ran, result, err);
 }
 
 // Persistent sandboxes: calls globalThis[name](...args) in the context the earlier runs
@@ -1552,14 +1559,7 @@ int32_t isolet_sandbox_call_global(isolet_sandbox* sb, const uint8_t* name, size
     }
     ok = ok && fn.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), static_cast<int>(argv.size()), argv.data()).ToLocal(&result);
   }
-  if (!ok) {
-    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
-    if (!try_catch.HasCaught()) return ISOLET_FAILED;
-    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
-    return ISOLET_THREW;
-  }
-  sb->completion.Reset(isolate, result);
-  return isolet_sandbox_poll(sb);
+  return Started(sb, isolate, ctx, try_catch, ok, result, err);
 }
 
 int32_t isolet_sandbox_create_code_cache(isolet_sandbox* sb, isolet_bytes* out) {

@@ -303,10 +303,10 @@ impl Engine {
         }
     }
 
-    /// Starts an isolate thread already counted by `thread_started`.
-    fn spawn(&self, config: SandboxConfig, source: JobSource) -> std::io::Result<()> {
+    /// What an isolate thread's end tells the pool (it was counted by `thread_started`).
+    fn on_thread_exit(&self) -> Box<dyn FnOnce(bool) + Send> {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        let on_exit = Box::new(move |quarantined: bool| {
+        Box::new(move |quarantined: bool| {
             if let Some(inner) = weak.upgrade() {
                 let mut pool = inner.pool();
                 pool.thread_exited(quarantined);
@@ -316,7 +316,12 @@ impl Engine {
                     inner.idle.notify_all();
                 }
             }
-        });
+        })
+    }
+
+    /// Starts an isolate thread already counted by `thread_started`.
+    fn spawn(&self, config: SandboxConfig, source: JobSource) -> std::io::Result<()> {
+        let on_exit = self.on_thread_exit();
         IsolateThread::spawn(config, source, on_exit)
     }
 
@@ -378,18 +383,7 @@ impl Engine {
         });
         let (core, jobs) = SandboxCore::new(plan, release, code);
         lock(&self.inner.sandboxes).insert(id, Arc::downgrade(&core));
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        let on_exit = Box::new(move |quarantined: bool| {
-            if let Some(inner) = weak.upgrade() {
-                let mut pool = inner.pool();
-                pool.thread_exited(quarantined);
-                let watched = inner.idle_watched();
-                drop(pool);
-                if watched {
-                    inner.idle.notify_all();
-                }
-            }
-        });
+        let on_exit = self.on_thread_exit();
         let thread_core = core.clone();
         let body = Box::new(move || persistent::sandbox_main(config, thread_core, jobs));
         if IsolateThread::spawn_with(body, on_exit).is_err() {
