@@ -247,10 +247,11 @@ describe('process exit', () => {
     });
 
     it('a thread quarantined in a Worker that finishes on its own after the Worker ended leaves the quarantine', () => {
-      // indexOf from 2**53 - 1 - 1e6 ignores termination for ~1.4-2 s (slow path per index):
-      // quarantined at its limit + 400 ms, it then gets only idle CPU time, hence the waits.
+      // indexOf from 2**53 - 1 - 1e7 ignores termination for ~3.5-6 s of CPU (slow path per index;
+      // 1e6 took 0.36 s on Node 26, under the limit + 400 ms at which the thread is quarantined):
+      // quarantined, it then gets only idle CPU time, hence the waits.
       const r = runMain(`
-        ${worker(`isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1, 2 ** 53 - 1 - 1e6)', { timeoutMs: 50, isolation: 'thread' })
+        ${worker(`isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1, 2 ** 53 - 1 - 1e7)', { timeoutMs: 50, isolation: 'thread' })
           .then((x) => console.log(x.error.name, isolet.processStats().quarantinedThreads));`)}
           .on('exit', () => {
             const { processStats } = require(${JSON.stringify(root)});
