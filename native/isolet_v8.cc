@@ -1724,6 +1724,7 @@ void isolet_bytes_free(isolet_bytes* bytes) {
 void isolet_error_free(isolet_error* err) {
   if (err == nullptr) return;
   isolet_bytes_free(&err->name);
+  isolet_bytes_free(&err->constructor);
   isolet_bytes_free(&err->message);
   isolet_bytes_free(&err->stack);
 }
