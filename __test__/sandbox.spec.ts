@@ -386,14 +386,17 @@ describe('process isolation: the host of a sandbox', () => {
 
   it('a host that is lost ends its sandboxes with a typed error saying so; other sandboxes and runs keep working', async () => {
     const engine = await engineOf({ maxConcurrentIsolates: 4, processes: 2 });
+    const shared = new Set(engine.stats().processes!.pids);
     const a = await engine.openSandbox({ timeoutMs: 10_000 });
     open.push(a);
     await a.run('var state = 1');
-    // The second sandbox goes to the other host (the one with the least work).
+    // Each sandbox has a sandbox host process of its own, started when it opens.
+    const pidA = engine.stats().processes!.pids.find((p) => !shared.has(p))!;
+    expect(pidA).toBeGreaterThan(0);
     const b = await engine.openSandbox();
     open.push(b);
     await b.run('var other = 2');
-    const [pidA] = engine.stats().processes!.pids;
+    expect(engine.stats().processes!.pids.length).toBe(shared.size + 2);
     const inFlight = a.run('while (true) {}');
     await sleep(100);
     process.kill(pidA, 'SIGSEGV');
