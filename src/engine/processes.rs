@@ -561,12 +561,12 @@ impl State {
             }
         }
         let failed = completion.result.as_ref().err().map(|f| f.kind);
-        run.sink.done(completion);
-        match run.sandbox {
+        match &run.sandbox {
             // Counted like a one-shot run; the slot stays the sandbox's.
-            Some((_, tenant)) => self.pool.sandbox_run_finished(&tenant, failed),
+            Some((_, tenant)) => self.pool.sandbox_run_finished(tenant, failed),
             None => self.pool.finished(id, failed, false),
         }
+        run.sink.done(completion);
     }
 
     fn fail(&mut self, id: u64, failure: Failure) {
