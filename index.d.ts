@@ -416,9 +416,10 @@ export declare class Sandbox {
 }
 
 /**
- * Opens a persistent sandbox on runSandbox's default engine of its isolation. Rejects
- * with a SandboxValidationError for bad options, a SandboxError (`ERR_ISOLET_OVERLOADED`)
- * when every isolate slot is taken.
+ * Opens a persistent sandbox on runSandbox's default engine of its isolation (process
+ * isolation: in a sandbox host process of its own, started now; resolves once it is
+ * ready). Rejects with a SandboxValidationError for bad options, a SandboxError
+ * (`ERR_ISOLET_OVERLOADED`) when every isolate slot is taken.
  */
 export declare function createSandbox(options?: PersistentSandboxOptions): Promise<Sandbox>;
 
@@ -859,7 +860,7 @@ export interface TenantStats {
 
 /** Supervision counts of an engine's sandbox host processes. */
 export interface SandboxProcessStats {
-  /** Hosts starting or serving. */
+  /** Hosts starting or serving (each open persistent sandbox's own host included). */
   live: number;
   /** Hosts not yet ready (a replacement coming up counts here). */
   starting: number;
@@ -891,7 +892,8 @@ export declare class SandboxEngine {
    */
   submit<T = unknown>(request: ExecuteMessage): SandboxSession<T>;
   /**
-   * Opens a persistent sandbox on this engine; it holds one isolate slot until closed.
+   * Opens a persistent sandbox on this engine; it holds one isolate slot until closed
+   * (process isolation: and a sandbox host process of its own, started for it).
    * `isolation` must be the engine's or left out.
    */
   openSandbox(options?: PersistentSandboxOptions): Promise<Sandbox>;
