@@ -1255,7 +1255,8 @@ impl State {
                 LostVerdict::Fail(f) => self.fail(id, f),
             }
         }
-        if host.phase == HostPhase::Starting && !self.shut && self.invalid_config.is_none() {
+        // A sandbox's host ended while starting because its sandbox closed did not fail to start.
+        if host.phase == HostPhase::Starting && !self.shut && self.invalid_config.is_none() && end != HostEnd::SandboxClosed {
             if let StartVerdict::GiveUp { after_ms } = self.starts.failed() {
                 self.cannot_start = Some(policy::start_failure(reason, stderr_tail));
                 self.spawn_not_before = Some(Instant::now() + Duration::from_millis(after_ms));
@@ -1842,7 +1843,11 @@ impl State {
             }
         }
         self.pool.sandbox_closed(id, false);
-        // Its own host ends with it (now, or once its last run answered).
+        // Its own host ends with it: now if it is still starting (nothing of the sandbox
+        // was sent to it), else once its last run answered.
+        if self.host(sb.host).is_some_and(|h| h.phase == HostPhase::Starting) {
+            self.end_host(sb.host, HostEnd::SandboxClosed);
+        }
         self.after_run_left(sb.host);
         self.dispatch();
     }
