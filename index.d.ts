@@ -392,8 +392,9 @@ export type SandboxCloseReason =
 /**
  * One isolate and one context kept across runs: top-level declarations and globals of a
  * run are there for the next. Runs take turns. Nothing of it is visible to any other
- * sandbox or run. With `isolation: 'process'` (the default) it lives in one sandbox host
- * process; a host that is lost closes it (`hostLost`).
+ * sandbox or run. With `isolation: 'process'` (the default) it lives in a sandbox host
+ * process of its own, shared with no other run or sandbox; that host lost (its own run
+ * crashed it, or it was killed) closes it (`hostLost`).
  */
 export declare class Sandbox {
   private constructor();

@@ -148,4 +148,28 @@ describe('an open sandbox outlives hostile neighbours (process isolation)', () =
     // Each neighbour's tool ran once: none was run twice.
     expect(calls).toBe(Object.keys(kinds).length);
   });
+
+  it("a sandbox's host starts when it opens and ends when it closes; the engine's slots bound them, with a typed refusal", async () => {
+    const engine = await engineOf({ maxConcurrentIsolates: 3, processes: 1, warmPoolSize: 1 });
+    const shared = engine.stats().processes!.pids;
+    const started = engine.stats().processes!.started;
+    const boxes = [await openOn(engine), await openOn(engine), await openOn(engine)];
+    const own = newPids(engine, shared);
+    expect(own).toHaveLength(3);
+    expect(engine.stats().processes!.started).toBe(started + 3);
+    for (const [i, sb] of boxes.entries()) expect(output(await sb.run(`var i = ${i}; i`))).toBe(i);
+    const refused = engine.openSandbox();
+    await expect(refused).rejects.toMatchObject({ code: 'ERR_ISOLET_OVERLOADED' });
+    await expect(refused).rejects.toThrow(/3 persistent sandboxes open, each in a sandbox host process of its own, and allows at most 3 \(maxConcurrentIsolates\)/);
+    boxes[1].close();
+    for (let i = 0; i < 100 && engine.stats().processes!.pids.includes(own[1]); i++) await sleep(20);
+    expect(engine.stats().processes!.pids).not.toContain(own[1]);
+    // Ending it was no trouble: no spare, no replacement, nothing counted as recycled or crashed.
+    const p = engine.stats().processes!;
+    expect(p.pids.filter((pid) => !own.includes(pid))).toEqual(shared);
+    expect([p.crashed, p.recycled]).toEqual([0, {}]);
+    const again = await openOn(engine);
+    expect(output(await again.run('typeof i'))).toBe('undefined');
+    expect(output(await boxes[2].run('i'))).toBe(2);
+  });
 });
