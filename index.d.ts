@@ -674,7 +674,8 @@ export interface SandboxEngineConfig {
   /**
    * Sandbox host processes kept running in process isolation (runs are spread over
    * them; each idle one holds 43-50 MB resident). Default 2; 1 to 64, and more than
-   * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`.
+   * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`. Each open persistent
+   * sandbox has a host of its own besides.
    */
   processes?: number;
   /**
