@@ -392,8 +392,9 @@ export type SandboxCloseReason =
 /**
  * One isolate and one context kept across runs: top-level declarations and globals of a
  * run are there for the next. Runs take turns. Nothing of it is visible to any other
- * sandbox or run. With `isolation: 'process'` (the default) it lives in one sandbox host
- * process; a host that is lost closes it (`hostLost`).
+ * sandbox or run. With `isolation: 'process'` (the default) it lives in a sandbox host
+ * process of its own, shared with no other run or sandbox; that host lost (its own run
+ * crashed it, or it was killed) closes it (`hostLost`).
  */
 export declare class Sandbox {
   private constructor();
@@ -416,9 +417,10 @@ export declare class Sandbox {
 }
 
 /**
- * Opens a persistent sandbox on runSandbox's default engine of its isolation. Rejects
- * with a SandboxValidationError for bad options, a SandboxError (`ERR_ISOLET_OVERLOADED`)
- * when every isolate slot is taken.
+ * Opens a persistent sandbox on runSandbox's default engine of its isolation (process
+ * isolation: in a sandbox host process of its own, started now; resolves once it is
+ * ready). Rejects with a SandboxValidationError for bad options, a SandboxError
+ * (`ERR_ISOLET_OVERLOADED`) when every isolate slot is taken.
  */
 export declare function createSandbox(options?: PersistentSandboxOptions): Promise<Sandbox>;
 
@@ -672,7 +674,8 @@ export interface SandboxEngineConfig {
   /**
    * Sandbox host processes kept running in process isolation (runs are spread over
    * them; each idle one holds 43-50 MB resident). Default 2; 1 to 64, and more than
-   * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`.
+   * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`. Each open persistent
+   * sandbox has a host of its own besides.
    */
   processes?: number;
   /**
@@ -859,7 +862,7 @@ export interface TenantStats {
 
 /** Supervision counts of an engine's sandbox host processes. */
 export interface SandboxProcessStats {
-  /** Hosts starting or serving. */
+  /** Hosts starting or serving (each open persistent sandbox's own host included). */
   live: number;
   /** Hosts not yet ready (a replacement coming up counts here). */
   starting: number;
@@ -891,7 +894,8 @@ export declare class SandboxEngine {
    */
   submit<T = unknown>(request: ExecuteMessage): SandboxSession<T>;
   /**
-   * Opens a persistent sandbox on this engine; it holds one isolate slot until closed.
+   * Opens a persistent sandbox on this engine; it holds one isolate slot until closed
+   * (process isolation: and a sandbox host process of its own, started for it).
    * `isolation` must be the engine's or left out.
    */
   openSandbox(options?: PersistentSandboxOptions): Promise<Sandbox>;

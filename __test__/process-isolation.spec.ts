@@ -321,6 +321,37 @@ describe('process isolation: host calls, data and lifecycle', () => {
     }
   });
 
+  it('opening a persistent sandbox when no host process can be started rejects, typed, saying why', () => {
+    // Each sandbox gets a host of its own; a process that may not fork cannot start one.
+    const r = runNode(`
+      require(${JSON.stringify(path.join(root, 'lib', 'native'))}).lockDown(process.ppid);
+      const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 4, warmPoolSize: 0, processes: 1 });
+      (async () => {
+        await engine.init().catch(() => {});
+        const out = [];
+        for (let i = 0; i < 4; i++) {
+          try {
+            await engine.openSandbox();
+            out.push(['opened']);
+          } catch (e) {
+            out.push([e.name, e.code, e.message]);
+          }
+        }
+        out.push(engine.stats().sandboxes.open);
+        console.log(JSON.stringify(out));
+        await engine.shutdown();
+      })();
+    `);
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout.trim());
+    expect(out.pop()).toBe(0);
+    for (const [name, code, message] of out) {
+      expect(name).toBe('SandboxError');
+      expect(['ERR_ISOLET_CRASHED', 'ERR_ISOLET_OVERLOADED']).toContain(code);
+      expect(message).toMatch(/sandbox host process.*spawn failed: EPERM|sandbox host process started for the sandbox did not come up/);
+    }
+  });
+
   it('a host whose parent is killed with SIGKILL exits on its own', async () => {
     const { spawn } = await import('node:child_process');
     const child = spawn(process.execPath, ['-e', `

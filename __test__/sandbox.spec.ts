@@ -300,12 +300,14 @@ describe.each(['thread', 'process'] as const)('%s isolation', (mode) => {
 
     it('1,000 runs keep their state without this process (or the host) growing past the sandbox heap', async () => {
       const engine = await engineOf({ maxConcurrentIsolates: 2, processes: 1 });
+      const shared = new Set(engine.stats().processes?.pids ?? []);
       const sb = await engine.openSandbox({ memoryLimitMb: 32 });
       open.push(sb);
       const step = 'count++; log.push("x".repeat(100)); if (log.length > 100) log.shift(); count';
       await sb.run('var count = 0; var log = []');
       for (let i = 0; i < 50; i++) await sb.run(step);
-      const hostPid = engine.stats().processes?.pids[0];
+      // Process isolation: the sandbox's own host.
+      const hostPid = engine.stats().processes?.pids.find((p) => !shared.has(p));
       const rss = () => process.memoryUsage().rss + (hostPid === undefined ? 0 : rssOf(hostPid));
       const before = rss();
       for (let i = 0; i < 1000; i++) {
@@ -365,6 +367,64 @@ describe.each(['thread', 'process'] as const)('%s isolation', (mode) => {
       await expect(engine.openSandbox({ isolation: mode === 'thread' ? 'process' : 'thread' })).rejects.toThrow(/isolation must be the engine's/);
     });
 
+    it("sandbox runs and calls count in the engine's stats like one-shot runs, per tenant too", async () => {
+      const engine = await engineOf({ maxConcurrentIsolates: 2 });
+      const sb = await engine.openSandbox({ tenant: 'acme' });
+      open.push(sb);
+      const before = engine.stats();
+      expect(output(await sb.run('var a = 1; function twice(x) { return 2 * x } a'))).toBe(1);
+      expect(output(await sb.call('twice', 21))).toBe(42);
+      expect((await sb.run('throw new Error("no")')).success).toBe(false);
+      expect((await sb.run('while (true) {}', { timeoutMs: 100 })).success).toBe(false);
+      expect((await sb.call('missing')).success).toBe(false);
+      const s = engine.stats();
+      expect(s.completed - before.completed).toBe(2);
+      expect((s.failed.SandboxRuntimeError ?? 0) - (before.failed.SandboxRuntimeError ?? 0)).toBe(2);
+      expect((s.failed.SandboxTimeoutError ?? 0) - (before.failed.SandboxTimeoutError ?? 0)).toBe(1);
+      const acme = s.tenants.find((t) => t.tenant === 'acme')!;
+      expect(acme).toMatchObject({ running: 1, queued: 0, completed: 2, failed: { SandboxRuntimeError: 2, SandboxTimeoutError: 1 } });
+      // A one-shot run of the same tenant adds to the same counts; closing adds none.
+      const done = await engine.submit({ code: 'return 1', tenant: 'acme' }).done;
+      expect(done.type).toBe('result');
+      sb.close();
+      await sleep(50);
+      const after = engine.stats().tenants.find((t) => t.tenant === 'acme')!;
+      expect(after).toMatchObject({ running: 0, completed: 3, failed: { SandboxRuntimeError: 2, SandboxTimeoutError: 1 } });
+      expect(engine.stats().completed - before.completed).toBe(3);
+    });
+
+    it("a host call still pending when its run ends is dropped: the host holds nothing, the next run never sees its late reply", async () => {
+      const late: string[] = [];
+      const sb = await sandbox({
+        capabilities: {
+          slow: () => new Promise((r) => setTimeout(() => (late.push('slow answered'), r('late')), 400)),
+          fresh: () => new Promise((r) => setTimeout(() => r('fresh'), 700)),
+          never: () => new Promise(() => {}),
+        },
+      });
+      // Ends at its limit with `slow` pending; the next run's first call has the same
+      // place in its run, and waits while the dropped reply comes.
+      const timedOut = await sb.run('await slow()', { timeoutMs: 150 });
+      expect(timedOut.success).toBe(false);
+      if (!timedOut.success) expect(timedOut.error).toBeInstanceOf(SandboxTimeoutError);
+      expect(late).toEqual([]);
+      expect(output(await sb.run('await fresh()'))).toBe('fresh');
+      expect(late).toEqual(['slow answered']);
+      // A run that returns without awaiting its call ends; the call is dropped the same way.
+      const started = performance.now();
+      expect(output(await sb.run('slow(); "returned"'))).toBe('returned');
+      expect(performance.now() - started).toBeLessThan(350);
+      expect(output(await sb.run('globalThis.seen = []; seen.push(await fresh()); seen'))).toEqual(['fresh']);
+      // A call that never settles holds its run only to its limit, and the sandbox serves on.
+      const t0 = performance.now();
+      const stuck = await sb.run('await never()', { timeoutMs: 150 });
+      expect(stuck.success).toBe(false);
+      expect(performance.now() - t0).toBeLessThan(150 + 1000);
+      expect(output(await sb.run('seen.length + 1'))).toBe(2);
+      expect(sb.closed).toBe(false);
+      expect(sb.usage.hostCalls).toBe(5);
+    });
+
     it("the engine's shutdown closes its sandboxes", async () => {
       const engine = new SandboxEngine({ isolation: mode, maxConcurrentIsolates: 2 });
       await engine.init();
@@ -386,14 +446,17 @@ describe('process isolation: the host of a sandbox', () => {
 
   it('a host that is lost ends its sandboxes with a typed error saying so; other sandboxes and runs keep working', async () => {
     const engine = await engineOf({ maxConcurrentIsolates: 4, processes: 2 });
+    const shared = new Set(engine.stats().processes!.pids);
     const a = await engine.openSandbox({ timeoutMs: 10_000 });
     open.push(a);
     await a.run('var state = 1');
-    // The second sandbox goes to the other host (the one with the least work).
+    // Each sandbox has a sandbox host process of its own, started when it opens.
+    const pidA = engine.stats().processes!.pids.find((p) => !shared.has(p))!;
+    expect(pidA).toBeGreaterThan(0);
     const b = await engine.openSandbox();
     open.push(b);
     await b.run('var other = 2');
-    const [pidA] = engine.stats().processes!.pids;
+    expect(engine.stats().processes!.pids.length).toBe(shared.size + 2);
     const inFlight = a.run('while (true) {}');
     await sleep(100);
     process.kill(pidA, 'SIGSEGV');

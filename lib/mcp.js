@@ -11,7 +11,7 @@ const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { describeTools } = require('./tools');
 const { toJson } = require('./cli/json');
-const { SandboxValidationError, errorFromThrown } = require('./errors');
+const { SandboxValidationError, errorFromThrown, errorOfKind, ERROR_KINDS } = require('./errors');
 const { requirePeer } = require('./peer');
 const { ownCopy } = require('./own');
 const { prepareCode, remapError } = require('./last-expression');
@@ -115,19 +115,36 @@ function createMcpServer(settings, shared = {}) {
     }
   });
 
+  /** This session's sandbox; refused (every slot taken), a tool error that says why and what frees one. */
+  async function openSessionSandbox() {
+    try {
+      return await engine.openSandbox({
+        capabilities: settings.capabilities,
+        memoryLimitMb: settings.limits.memoryMb,
+        timeoutMs: settings.limits.wallTimeMs,
+        cpuTimeMs: settings.limits.cpuTimeMs,
+        idleTimeoutMs: settings.statefulIdleMs,
+      });
+    } catch (err) {
+      const error = errorFromThrown(err);
+      if (error.code !== ERROR_KINDS.Overloaded.code) throw error;
+      const idle = settings.statefulIdleMs === undefined ? '' : ` or has been idle for ${settings.statefulIdleMs} ms (statefulIdleMs)`;
+      throw errorOfKind(
+        'Overloaded',
+        `No sandbox could be opened for this MCP session, so nothing ran: ${error.message}. ` +
+          `Each stateful session keeps a sandbox of its own, and each holds one of the server's isolate slots; ` +
+          `one is freed when another session ends${idle}. Try the call again later.`,
+      );
+    }
+  }
+
   async function runInSandbox(extra, args) {
     let input;
     try {
       input = ownCopy(native.runCodeArguments(args ?? {}));
       await initOnce(engine);
       if (sandbox === null || sandbox.closed) {
-        sandbox = await engine.openSandbox({
-          capabilities: settings.capabilities,
-          memoryLimitMb: settings.limits.memoryMb,
-          timeoutMs: settings.limits.wallTimeMs,
-          cpuTimeMs: settings.limits.cpuTimeMs,
-          idleTimeoutMs: settings.statefulIdleMs,
-        });
+        sandbox = await openSessionSandbox();
       }
     } catch (err) {
       return errorResult(errorFromThrown(err), []);

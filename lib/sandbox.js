@@ -11,7 +11,7 @@ const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { stripTypes } = require('./typescript');
 const { withTopLevelAwait } = require('./top-level-await');
-const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
+const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorFromFailure } = require('./errors');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
 const { getDefaultEngine, unlisten } = require('./run-sandbox');
 
@@ -176,8 +176,8 @@ class Sandbox {
 }
 
 
-/** Opens a sandbox on a NativeEngine; throws a typed error (bad options, no free slot). */
-function openOn(nativeEngine, options) {
+/** Opens a sandbox on a NativeEngine; rejects with a typed error (bad options, no free slot). */
+async function openOn(nativeEngine, options) {
   let planned;
   try {
     planned = settingsOf(options);
@@ -187,12 +187,25 @@ function openOn(nativeEngine, options) {
   return openWith(nativeEngine, planned);
 }
 
-function openWith(nativeEngine, { settings, handlers }) {
+async function openWith(nativeEngine, { settings, handlers }) {
   let nativeSandbox;
   try {
     nativeSandbox = native.openSandbox(nativeEngine, settings);
   } catch (err) {
     throw errorFromThrown(err);
+  }
+  // Process isolation: the sandbox's own host process starts now; it is handed out once
+  // that host serves, or its open fails with why.
+  let failed;
+  try {
+    failed = await nativeSandbox.ready();
+  } catch (err) {
+    nativeSandbox.close();
+    throw errorFromThrown(err);
+  }
+  if (failed !== null) {
+    nativeSandbox.close();
+    throw errorFromFailure(failed);
   }
   return new Sandbox(nativeSandbox, handlers);
 }

@@ -153,6 +153,17 @@ impl NativeSandbox {
         }
     }
 
+    /// Resolves once the sandbox can run (process mode: its own sandbox host process is
+    /// up), to null, or to the failure (`{ code, message }`) that closed it first.
+    #[napi(ts_return_type = "Promise<{ code: string; message: string } | null>")]
+    pub fn ready(&self) -> AsyncTask<SandboxReady> {
+        let sandbox = match &self.backend {
+            Backend::Thread { .. } => None,
+            Backend::Process { sandbox } => Some(sandbox.clone()),
+        };
+        AsyncTask::new(SandboxReady { sandbox })
+    }
+
     /// Closes the sandbox: a run in flight is aborted, later runs are refused; its
     /// isolate is disposed and its slot given back. Idempotent.
     #[napi]
@@ -196,6 +207,32 @@ impl NativeSandbox {
             Backend::Process { sandbox } => sandbox.usage(),
         };
         SandboxUsageJs { runs: budget.runs as f64, cpu_time_ms: budget.cpu_used_ms, host_calls: budget.host_calls_used as f64 }
+    }
+}
+
+pub struct SandboxReady {
+    sandbox: Option<Arc<ProcessSandbox>>,
+}
+
+#[napi(object)]
+pub struct SandboxOpenFailureJs {
+    pub code: String,
+    pub message: String,
+}
+
+impl Task for SandboxReady {
+    type Output = Option<isolet_core::Failure>;
+    type JsValue = Option<SandboxOpenFailureJs>;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        let Some(sandbox) = &self.sandbox else { return Ok(None) };
+        // A host that does not start is ended at its start timeout; this only backs it up.
+        let timeout = std::time::Duration::from_millis(isolet_core::host_policy::START_TIMEOUT_MS + 5_000);
+        Ok(sandbox.ready(timeout).err())
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(output.map(|f| SandboxOpenFailureJs { code: f.kind.code().to_string(), message: f.message }))
     }
 }
 

@@ -13,7 +13,7 @@ use isolet_core::{ErrorKind, Failure};
 
 use isolet_core::sandbox::{CloseReason, SandboxPlan};
 
-use crate::isolate::persistent::{self, SandboxCore, SlotRelease};
+use crate::isolate::persistent::{self, RunCount, SandboxCore, SlotRelease};
 use crate::isolate::thread::JobSource;
 use crate::isolate::{IsolateThread, RunShared, StopReason};
 use crate::limits::{lock, quarantine};
@@ -371,17 +371,23 @@ impl Engine {
         let config = sandbox_config(plan.base.limits.memory_mb);
         {
             let mut pool = self.inner.pool();
-            pool.admit_sandbox(id, tenant, quarantine::quarantined(), quarantine::max_quarantined())?;
+            pool.admit_sandbox(id, tenant.clone(), quarantine::quarantined(), quarantine::max_quarantined())?;
             pool.thread_started();
         }
         let weak = Arc::downgrade(&self.inner);
-        let release: SlotRelease = Box::new(move |failed, quarantined| {
+        let release: SlotRelease = Box::new(move |_failed, quarantined| {
             if let Some(inner) = weak.upgrade() {
                 lock(&inner.sandboxes).remove(&id);
-                Engine { inner }.sandbox_closed(id, failed, quarantined);
+                Engine { inner }.sandbox_closed(id, quarantined);
             }
         });
-        let (core, jobs) = SandboxCore::new(plan, release, code);
+        let weak = Arc::downgrade(&self.inner);
+        let count: RunCount = Box::new(move |failed| {
+            if let Some(inner) = weak.upgrade() {
+                inner.pool().sandbox_run_finished(&tenant, failed);
+            }
+        });
+        let (core, jobs) = SandboxCore::new(plan, release, count, code);
         lock(&self.inner.sandboxes).insert(id, Arc::downgrade(&core));
         let on_exit = self.on_thread_exit();
         let thread_core = core.clone();
@@ -391,16 +397,16 @@ impl Engine {
             core.close(CloseReason::Internal, false);
             // The thread never ran: give the slot back here.
             lock(&self.inner.sandboxes).remove(&id);
-            self.sandbox_closed(id, Some(ErrorKind::Internal), false);
+            self.sandbox_closed(id, false);
             return Err(could_not_start());
         }
         Ok(core)
     }
 
     /// Sandbox `id` gave its slot back: start queued runs, top the pool up.
-    fn sandbox_closed(&self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
+    fn sandbox_closed(&self, id: u64, quarantined: bool) {
         let mut pool = self.inner.pool();
-        pool.sandbox_closed(id, failed, quarantined);
+        pool.sandbox_closed(id, quarantined);
         self.slot_freed(pool);
     }
 }

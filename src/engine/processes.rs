@@ -106,6 +106,11 @@ struct Host {
     lingering: Lingering,
     /// A run here is well past its wall limit: a replacement is started already.
     suspect: bool,
+    /// The persistent sandbox it was started for: it serves that sandbox's runs only and
+    /// ends when the sandbox closes (`policy::sandbox_host_pool`).
+    sandbox: Option<u64>,
+    /// Frames for it sent once it is ready (its sandbox's open, and runs made meanwhile).
+    pending: Vec<Vec<u8>>,
 }
 
 impl Host {
@@ -117,6 +122,7 @@ impl Host {
             warm: self.warm_left,
             last_start: self.last_start,
             solo: self.solo.is_some(),
+            dedicated: self.sandbox.is_some(),
         }
     }
 
@@ -156,8 +162,9 @@ struct Run {
     /// Set when it was started again after its host ended: its answer if it cannot be
     /// started again in time.
     lost: Option<Failure>,
-    /// A run of this persistent sandbox (pinned to its host, never started again).
-    sandbox: Option<u64>,
+    /// A run of this persistent sandbox, of this tenant (pinned to its host, never
+    /// started again).
+    sandbox: Option<(u64, Tenant)>,
 }
 
 #[derive(Default)]
@@ -166,6 +173,8 @@ struct Counters {
     crashed: u64,
     recycled: BTreeMap<&'static str, u64>,
     crash_reasons: BTreeMap<String, u64>,
+    /// Of `started`, hosts started for a persistent sandbox (not replacements).
+    sandbox_hosts_started: u64,
     /// Start counts of hosts that ended.
     retired_warm_starts: u64,
     retired_cold_starts: u64,
@@ -552,8 +561,12 @@ impl State {
             }
         }
         let failed = completion.result.as_ref().err().map(|f| f.kind);
+        match &run.sandbox {
+            // Counted like a one-shot run; the slot stays the sandbox's.
+            Some((_, tenant)) => self.pool.sandbox_run_finished(tenant, failed),
+            None => self.pool.finished(id, failed, false),
+        }
         run.sink.done(completion);
-        self.pool.finished(id, failed, false);
     }
 
     fn fail(&mut self, id: u64, failure: Failure) {
@@ -594,10 +607,15 @@ impl State {
                 return;
             }
         }
-        let live = self.hosts.iter().filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect && !h.for_solo).count();
+        let live = self
+            .hosts
+            .iter()
+            .filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect && !h.for_solo && h.sandbox.is_none())
+            .count();
         for _ in live..self.host_target() {
             let now = self.now_ms();
-            if self.counters.started >= self.processes as u64 && !self.starts.may_replace(now) {
+            let shared_started = self.counters.started - self.counters.sandbox_hosts_started;
+            if shared_started >= self.processes as u64 && !self.starts.may_replace(now) {
                 self.call_later(Duration::from_millis(policy::RESTART_PERIOD_MS));
                 return;
             }
@@ -629,6 +647,19 @@ impl State {
     }
 
     fn spawn_host(&mut self) -> u64 {
+        let start = self.host_config.encode();
+        self.spawn_host_with(start, None)
+    }
+
+    /// Starts a host of its own for persistent sandbox `sandbox` (one slot, no warm isolates).
+    fn spawn_sandbox_host(&mut self, sandbox: u64) -> u64 {
+        let mut config = self.host_config.clone();
+        config.pool = policy::sandbox_host_pool(self.config);
+        self.counters.sandbox_hosts_started += 1;
+        self.spawn_host_with(config.encode(), Some(sandbox))
+    }
+
+    fn spawn_host_with(&mut self, start: Vec<u8>, sandbox: Option<u64>) -> u64 {
         let key = self.next_host;
         self.next_host += 1;
         self.counters.started += 1;
@@ -653,9 +684,10 @@ impl State {
             shutdown_deadline: None,
             lingering: Lingering::default(),
             suspect: false,
+            sandbox,
+            pending: Vec::new(),
         });
         let me = self.me.clone();
-        let start = self.host_config.encode();
         if !spawner().run(Box::new(move || start_host(me, key, start))) {
             // Settled later, never here: the caller holds the state lock and may be in a loop.
             self.unstartable.push(key);
@@ -740,7 +772,7 @@ impl State {
     /// While no host can be started and none serves, runs waiting for one fail now.
     fn fail_if_no_host_can_start(&mut self) {
         let Some(failure) = self.cannot_start.clone() else { return };
-        if self.hosts.iter().any(|h| h.end.is_none() && h.phase == HostPhase::Serving) {
+        if self.hosts.iter().any(|h| h.end.is_none() && h.phase == HostPhase::Serving && h.sandbox.is_none()) {
             return;
         }
         let (queued, _) = self.pool_drain_queued();
@@ -876,6 +908,15 @@ impl State {
                 host.health = ready.health;
                 host.stuck_at_ready = ready.health.stuck;
                 host.warm_left = ready.health.warm;
+                // A sandbox's host: its open (then any run made meanwhile) only now, so
+                // nothing of the sandbox reaches the host before it has locked itself down.
+                let pending = std::mem::take(&mut host.pending);
+                if let Some(w) = host.writer.clone() {
+                    let parts: Vec<&[u8]> = pending.iter().map(Vec::as_slice).collect();
+                    if !parts.is_empty() {
+                        w.send(&parts);
+                    }
+                }
                 self.lockdown.get_or_insert(ready.lockdown);
                 self.starts.ready();
                 self.cannot_start = None;
@@ -1024,10 +1065,16 @@ impl State {
             self.end_host(key, HostEnd::Stuck);
             return;
         }
+        // A sandbox's own host ends with its sandbox, once the sandbox's last run answered.
+        if let Some(sandbox) = h.sandbox {
+            if !self.sandboxes.contains_key(&sandbox) && policy::end_sandbox_host_now(h.runs.len()) {
+                self.end_host(key, HostEnd::SandboxClosed);
+            }
+            return;
+        }
         let suspect_elsewhere = self.hosts.iter().any(|o| o.suspect && o.end.is_none());
-        let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining).count();
-        let holds_sandboxes = self.sandboxes.values().any(|sb| sb.host == key && sb.is_open());
-        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() && !holds_sandboxes {
+        let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining && o.sandbox.is_none()).count();
+        if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() {
             self.end_host(key, HostEnd::Surplus);
         }
     }
@@ -1151,7 +1198,7 @@ impl State {
     fn retire(&mut self, key: u64, end: HostEnd, reason: &str, stderr_tail: &str) {
         let Some(pos) = self.hosts.iter().position(|h| h.key == key) else { return };
         let host = self.hosts.remove(pos);
-        if !matches!(end, HostEnd::Shutdown | HostEnd::Surplus) {
+        if policy::spare_after(&end, host.sandbox.is_some()) {
             self.trouble_until = Some(Instant::now() + Duration::from_millis(policy::SPARE_AFTER_TROUBLE_MS));
         }
         if let Some(k) = end.recycled_key() {
@@ -1177,11 +1224,6 @@ impl State {
                 elapsed_ms: run.first_started.map(|t| t.elapsed().as_millis() as u64).unwrap_or(0),
                 alone: run.alone,
             };
-            // A sandbox's run is never started again elsewhere: its context is gone.
-            if run.sandbox.is_some() {
-                self.fail(id, policy::lost_run_failure(&end, view));
-                continue;
-            }
             // A run the caller stopped (abort, shutdown) is answered as such, never started again.
             if let Some(reason) = run.life.stop_reason() {
                 let failure = match reason {
@@ -1189,6 +1231,11 @@ impl State {
                     _ => Failure::aborted(),
                 };
                 self.fail(id, failure);
+                continue;
+            }
+            // A sandbox's run is never started again elsewhere: its context is gone.
+            if run.sandbox.is_some() {
+                self.fail(id, policy::lost_run_failure(&end, view));
                 continue;
             }
             match policy::lost_run_verdict(&end, view, in_host) {
@@ -1208,7 +1255,8 @@ impl State {
                 LostVerdict::Fail(f) => self.fail(id, f),
             }
         }
-        if host.phase == HostPhase::Starting && !self.shut && self.invalid_config.is_none() {
+        // A sandbox's host ended while starting because its sandbox closed did not fail to start.
+        if host.phase == HostPhase::Starting && !self.shut && self.invalid_config.is_none() && end != HostEnd::SandboxClosed {
             if let StartVerdict::GiveUp { after_ms } = self.starts.failed() {
                 self.cannot_start = Some(policy::start_failure(reason, stderr_tail));
                 self.spawn_not_before = Some(Instant::now() + Duration::from_millis(after_ms));
@@ -1560,6 +1608,7 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
 /// asked, when its host is lost, and at shutdown).
 pub(crate) struct ProcessSandbox {
     pub id: u64,
+    tenant: Tenant,
     host: u64,
     wire: u32,
     memory_mb: u32,
@@ -1653,30 +1702,30 @@ impl EventSink for UsageSink {
 }
 
 impl ProcessEngine {
-    /// Opens a persistent sandbox on the serving host with the least work: it takes a
-    /// slot of the engine (or is refused, see `Pool::admit_sandbox`) and lives in that
-    /// host until closed, or until the host is lost.
+    /// Opens a persistent sandbox in a sandbox host process of its own, started for it
+    /// now (`ready` waits for it): it takes a slot of the engine (or is refused, see
+    /// `policy::sandbox_host_refusal` and `Pool::admit_sandbox`), and its host takes no
+    /// other work and ends when it closes. A neighbour's run that ends its host cannot
+    /// end the sandbox.
     pub(crate) fn open_sandbox(&self, id: u64, plan: isolet_core::sandbox::SandboxPlan) -> Result<Arc<ProcessSandbox>, Failure> {
         let mut s = self.inner.state();
         if s.shut {
             return Err(shut_down_failure());
         }
-        let host = s
-            .hosts
-            .iter()
-            .filter(|h| h.phase == HostPhase::Serving && h.end.is_none() && !h.suspect && h.writer.is_some())
-            .min_by_key(|h| h.runs.len() + s.sandboxes.values().filter(|sb| sb.host == h.key && sb.is_open()).count())
-            .map(|h| h.key);
-        let Some(host) = host else {
-            let why = s.cannot_start.clone().map_or_else(|| "no sandbox host process is serving yet; try again".to_string(), |f| f.message);
-            return Err(Failure::new(ErrorKind::Overloaded, why));
-        };
+        if let Some(why) = &s.invalid_config {
+            return Err(Failure::new(ErrorKind::Validation, why.clone()));
+        }
+        if let Some(refused) = policy::sandbox_host_refusal(s.sandboxes.len(), s.config.max_concurrent, s.cannot_start.as_ref()) {
+            return Err(refused);
+        }
         let tenant = Tenant::from(plan.base.tenant.as_deref());
-        s.pool.admit_sandbox(id, tenant, 0, usize::MAX)?;
+        s.pool.admit_sandbox(id, tenant.clone(), 0, usize::MAX)?;
+        let host = s.spawn_sandbox_host(id);
         let wire = s.next_wire;
         s.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
         let sandbox = Arc::new(ProcessSandbox {
             id,
+            tenant,
             host,
             wire,
             memory_mb: plan.base.limits.memory_mb,
@@ -1684,10 +1733,44 @@ impl ProcessEngine {
             inner: Arc::downgrade(&self.inner),
         });
         s.sandboxes.insert(id, sandbox.clone());
-        if let Some(w) = s.host(host).and_then(|h| h.writer.clone()) {
-            w.send(&[&frame::encode_sandbox_open(wire, &plan)]);
+        // Sent when the host is ready (see `on_frame`).
+        if let Some(h) = s.host_mut(host) {
+            h.pending.push(frame::encode_sandbox_open(wire, &plan));
         }
         Ok(sandbox)
+    }
+}
+
+impl ProcessSandbox {
+    /// Waits until the sandbox's host serves (at most `timeout`); `Err`: the sandbox
+    /// closed first (its host could not be started, or the engine shut down).
+    pub(crate) fn ready(&self, timeout: Duration) -> Result<(), Failure> {
+        let Some(inner) = self.inner.upgrade() else { return Err(shut_down_failure()) };
+        let deadline = Instant::now() + timeout;
+        let mut s = inner.state();
+        loop {
+            if let Some(reason) = self.close_reason() {
+                if let Some(why) = &s.invalid_config {
+                    return Err(Failure::new(ErrorKind::Validation, why.clone()));
+                }
+                if reason == isolet_core::sandbox::CloseReason::HostLost {
+                    let why = s.cannot_start.as_ref().map_or_else(|| "it ended before it was ready".to_string(), |f| f.message.clone());
+                    return Err(Failure::new(ErrorKind::Crashed, format!("The sandbox host process started for the sandbox did not come up: {why}")));
+                }
+                return Err(isolet_core::sandbox::closed_failure(reason));
+            }
+            if s.host(self.host).is_some_and(|h| h.phase == HostPhase::Serving && h.end.is_none()) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                // Its start timeout ends it well before this.
+                return Err(Failure::new(ErrorKind::Crashed, "The sandbox host process started for the sandbox did not come up in time"));
+            }
+            s.waiters += 1;
+            s = inner.changed.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            s.waiters -= 1;
+        }
     }
 }
 
@@ -1731,13 +1814,15 @@ impl State {
             started_sent: false,
             overdue: false,
             lost: None,
-            sandbox: Some(sandbox.id),
+            sandbox: Some((sandbox.id, sandbox.tenant.clone())),
         };
         let _ = run.life.admit();
         self.runs.insert(id, run);
         let h = &mut self.hosts[host_index];
         h.runs.insert(wire, id);
-        if let Some(w) = &h.writer {
+        if h.phase == HostPhase::Starting {
+            h.pending.push(frame);
+        } else if let Some(w) = &h.writer {
             w.send(&[&frame]);
         }
     }
@@ -1757,10 +1842,13 @@ impl State {
                 w.send(&[&frame::header_only(Kind::SandboxClose, sb.wire, 0, 0)]);
             }
         }
-        let failed = matches!(reason, isolet_core::sandbox::CloseReason::HostLost).then_some(ErrorKind::Crashed);
-        self.pool.sandbox_closed(id, failed, false);
-        let key = sb.host;
-        self.after_run_left(key);
+        self.pool.sandbox_closed(id, false);
+        // Its own host ends with it: now if it is still starting (nothing of the sandbox
+        // was sent to it), else once its last run answered.
+        if self.host(sb.host).is_some_and(|h| h.phase == HostPhase::Starting) {
+            self.end_host(sb.host, HostEnd::SandboxClosed);
+        }
+        self.after_run_left(sb.host);
         self.dispatch();
     }
 

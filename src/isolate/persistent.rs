@@ -19,6 +19,8 @@ use crate::v8::{Sandbox, SandboxConfig};
 
 /// Gives the sandbox's slot back: (the failure kind that closed it, thread quarantined).
 pub(crate) type SlotRelease = Box<dyn FnOnce(Option<ErrorKind>, bool) + Send>;
+/// Counts a run's outcome in the engine's stats (its error kind, if it failed).
+pub(crate) type RunCount = Box<dyn Fn(Option<ErrorKind>) + Send + Sync>;
 
 struct CoreState {
     budget: Budget,
@@ -36,6 +38,7 @@ pub(crate) struct SandboxCore {
     code: Arc<EngineCode>,
     jobs: Mutex<Option<mpsc::Sender<Arc<RunShared>>>>,
     state: Mutex<CoreState>,
+    count: RunCount,
     /// Told once, when the sandbox closes (a sandbox host tells its parent).
     on_close: Mutex<Option<Box<dyn FnOnce(CloseReason) + Send>>>,
 }
@@ -44,11 +47,12 @@ impl SandboxCore {
     pub(crate) fn new(
         plan: SandboxPlan,
         release: SlotRelease,
+        count: RunCount,
         code: Arc<EngineCode>,
     ) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
         let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
-        (Arc::new(SandboxCore { plan, code, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
+        (Arc::new(SandboxCore { plan, code, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), count, on_close: Mutex::new(None) }), rx)
     }
 
     pub(crate) fn budget(&self) -> Budget {
@@ -178,6 +182,8 @@ impl SandboxCore {
             }
             self.close(reason, false);
         }
+        // Counted as its caller will see it, like a one-shot run.
+        (self.count)(completion.result.as_ref().err().map(|f| f.kind));
     }
 }
 

@@ -8,6 +8,7 @@
 //! every other run gets the typed failure of the host's end.
 use std::collections::{HashMap, HashSet};
 
+use crate::queue::PoolConfig;
 use crate::value_count::{count_values, CountError};
 use crate::{BridgeLimits, ErrorKind, Failure};
 
@@ -399,6 +400,9 @@ pub struct HostView {
     pub solo: bool,
     /// It has a stuck thread (at idle priority) and is to end once its runs end.
     pub draining: bool,
+    /// It was started for one persistent sandbox and serves only that sandbox's runs
+    /// (see `sandbox_host_pool`): no placement here ever picks it.
+    pub dedicated: bool,
 }
 
 /// The host a run should start on, or `None` when none can take it now. A run that must
@@ -407,7 +411,7 @@ pub struct HostView {
 /// then the least busy, then the one given a run longest ago.
 pub fn place(hosts: &[HostView], per_host: usize, alone: bool) -> Option<usize> {
     let eligible = |h: &HostView| {
-        h.serving && !h.draining && !h.solo && if alone { h.runs == 0 } else { h.runs < per_host }
+        h.serving && !h.draining && !h.solo && !h.dedicated && if alone { h.runs == 0 } else { h.runs < per_host }
     };
     let better = |a: &HostView, b: &HostView| {
         let (aw, bw) = (a.warm > 0, b.warm > 0);
@@ -446,11 +450,53 @@ pub fn place_overflow(hosts: &[HostView], max_runs: usize, alone: bool) -> Optio
 /// nothing of it has been seen either and it would be started again too if that host
 /// ended. `None` once any other host takes runs, so those hosts go back to their state.
 pub fn place_last_resort(hosts: &[HostView], max_runs: usize, alone: bool) -> Option<usize> {
-    if alone || hosts.iter().any(|h| h.serving && !h.draining && !h.solo) {
+    if alone || hosts.iter().any(|h| h.serving && !h.draining && !h.solo && !h.dedicated) {
         return None;
     }
     let fallback: Vec<HostView> = hosts.iter().map(|h| HostView { draining: false, solo: false, ..*h }).collect();
     place(&fallback, max_runs, false)
+}
+
+// ---- persistent sandboxes ---------------------------------------------------------
+
+/// The pool a persistent sandbox's own host starts with: one slot (the sandbox's) and no
+/// warm isolate (no one-shot run ever comes to it; each would cost it memory). A sandbox
+/// lives in a host of its own so that no neighbour can end it: a one-shot run that ends
+/// its host (a memory bomb, a crash, a built-in that ignores termination) can be started
+/// again elsewhere, a sandbox's context cannot.
+pub fn sandbox_host_pool(engine: PoolConfig) -> PoolConfig {
+    PoolConfig { memory_mb: engine.memory_mb, max_concurrent: 1, warm_pool_size: 0, max_queue: 1 }
+}
+
+/// Whether another persistent sandbox may open (and a host be started for it), with
+/// `open` sandboxes open, at most `max_concurrent` (the engine's slots: each open
+/// sandbox holds one, so the engine's hosts never number more than its shared hosts, a
+/// spare and `max_concurrent`); `cannot_start`: hosts cannot be started now. The refusal
+/// is typed (overloaded) and says what to do.
+pub fn sandbox_host_refusal(open: usize, max_concurrent: usize, cannot_start: Option<&Failure>) -> Option<Failure> {
+    if open >= max_concurrent {
+        return Some(Failure::new(
+            ErrorKind::Overloaded,
+            format!(
+                "This engine has {open} persistent sandboxes open, each in a sandbox host process of its own, and allows at most {max_concurrent} (maxConcurrentIsolates); close one or try again later"
+            ),
+        ));
+    }
+    cannot_start.map(|f| Failure::new(ErrorKind::Overloaded, format!("No sandbox host process can be started for the sandbox now: {}", f.message)))
+}
+
+/// Whether the host of a sandbox that closed is ended at once: yes with no run of it in
+/// flight; else once that run has answered (it was stopped with the sandbox, or it is the
+/// run whose end closed the sandbox, and its answer says why), or at its deadline.
+pub fn end_sandbox_host_now(runs_in_flight: usize) -> bool {
+    runs_in_flight == 0
+}
+
+/// Whether a spare host stands by after a host's `end` (`SPARE_AFTER_TROUBLE_MS`): not
+/// for ends that are no trouble, nor for a sandbox's own host (no one-shot run was there
+/// to be started again; its sandbox's runs are never replaced).
+pub fn spare_after(end: &HostEnd, dedicated: bool) -> bool {
+    !dedicated && !matches!(end, HostEnd::Shutdown | HostEnd::Surplus | HostEnd::SandboxClosed)
 }
 
 /// Hosts to start for runs that must run alone and find no empty host: one each, less
@@ -472,6 +518,8 @@ pub fn restart_wall_ms(wall_time_ms: u64, elapsed_ms: u64) -> Option<u64> {
 /// Why a host ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostEnd {
+    /// The persistent sandbox it was started for closed.
+    SandboxClosed,
     /// Its resident memory passed its budget (MB resident, MB budget).
     Memory { rss_mb: u64, budget_mb: u64 },
     /// A run went past its deadline unanswered: the host cannot stop it.
@@ -502,7 +550,7 @@ impl HostEnd {
             HostEnd::Stuck => Some("stuck"),
             HostEnd::Protocol(_) => Some("protocol"),
             HostEnd::StartTimeout => Some("start-timeout"),
-            HostEnd::Shutdown | HostEnd::Surplus | HostEnd::Crash { .. } => None,
+            HostEnd::Shutdown | HostEnd::Surplus | HostEnd::SandboxClosed | HostEnd::Crash { .. } => None,
         }
     }
 }
@@ -558,7 +606,7 @@ pub fn lost_run_verdict(end: &HostEnd, run: LostRun, runs_in_host: usize) -> Los
         && !run.overdue
         && (culprit_known || (!run.alone && runs_in_host > 1))
         && run.restarts < MAX_RESTARTS_PER_RUN
-        && !matches!(end, HostEnd::Shutdown | HostEnd::Surplus)
+        && !matches!(end, HostEnd::Shutdown | HostEnd::Surplus | HostEnd::SandboxClosed)
         && !matches!(end, HostEnd::StartTimeout)
         && left >= MIN_RESTART_WALL_MS;
     if restartable {
@@ -592,6 +640,7 @@ pub fn lost_run_failure(end: &HostEnd, run: LostRun) -> Failure {
             "Another run in the same sandbox host process could not be stopped, so the process was ended with every run in it",
         ),
         HostEnd::Shutdown | HostEnd::Surplus => Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"),
+        HostEnd::SandboxClosed => Failure::new(ErrorKind::Aborted, "The persistent sandbox was closed"),
         HostEnd::Crash { reason, oom: true } => Failure::new(
             ErrorKind::MemoryLimit,
             format!("The sandbox host process ran out of memory ({reason}) and was ended, with every run in it"),
@@ -852,7 +901,7 @@ mod tests {
     }
 
     fn host(runs: usize, warm: u32, last_start: u64) -> HostView {
-        HostView { serving: true, runs, warm, last_start, solo: false, draining: false }
+        HostView { serving: true, runs, warm, last_start, solo: false, draining: false, dedicated: false }
     }
 
     #[test]
@@ -888,6 +937,52 @@ mod tests {
         assert_eq!(place_last_resort(&solo, 8, false), Some(0));
         assert_eq!(place_last_resort(&solo, 8, true), None);
         assert_eq!(solo_hosts_to_start(1, 2), 0);
+    }
+
+    #[test]
+    fn a_sandboxs_own_host_takes_no_other_run_whatever_else_is_full() {
+        let sandbox = HostView { dedicated: true, ..host(0, 1, 0) };
+        assert_eq!(place(&[sandbox, host(1, 0, 1)], 2, false), Some(1));
+        assert_eq!(place(&[sandbox], 2, false), None, "idle and warm, still not for one-shot runs");
+        assert_eq!(place(&[sandbox], 2, true), None, "nor for a run that must run alone");
+        assert_eq!(place_overflow(&[sandbox, host(2, 0, 1)], 8, false), Some(1));
+        assert_eq!(place_overflow(&[sandbox], 8, false), None);
+        // Last resort: a draining shared host, never a sandbox's; and a serving sandbox
+        // host does not count as a host that takes runs.
+        let draining = HostView { draining: true, ..host(1, 0, 1) };
+        assert_eq!(place_last_resort(&[sandbox, draining], 8, false), Some(1));
+        assert_eq!(place_last_resort(&[sandbox], 8, false), None);
+    }
+
+    #[test]
+    fn a_sandbox_host_has_one_slot_no_warm_isolate_and_sandboxes_are_bounded_by_the_slots() {
+        let engine = PoolConfig { memory_mb: 64, max_concurrent: 8, warm_pool_size: 4, max_queue: 100 };
+        assert_eq!(sandbox_host_pool(engine), PoolConfig { memory_mb: 64, max_concurrent: 1, warm_pool_size: 0, max_queue: 1 });
+        assert_eq!(sandbox_host_refusal(7, 8, None), None);
+        let f = sandbox_host_refusal(8, 8, None).unwrap();
+        assert_eq!(f.kind, ErrorKind::Overloaded);
+        assert!(f.message.contains("8 persistent sandboxes open") && f.message.contains("at most 8"), "{}", f.message);
+        let down = start_failure("spawn failed: EAGAIN", "");
+        let f = sandbox_host_refusal(0, 8, Some(&down)).unwrap();
+        assert_eq!(f.kind, ErrorKind::Overloaded);
+        assert!(f.message.contains("EAGAIN"), "{}", f.message);
+    }
+
+    #[test]
+    fn a_closed_sandboxs_host_ends_after_its_last_run_and_calls_for_no_spare() {
+        assert!(end_sandbox_host_now(0));
+        assert!(!end_sandbox_host_now(1));
+        let oom = HostEnd::Memory { rss_mb: 900, budget_mb: 300 };
+        assert!(spare_after(&oom, false));
+        assert!(!spare_after(&oom, true), "a sandbox's host ending replaces nothing");
+        assert!(!spare_after(&HostEnd::SandboxClosed, false));
+        assert!(!spare_after(&HostEnd::Shutdown, false));
+        assert_eq!(HostEnd::SandboxClosed.recycled_key(), None);
+        let run = LostRun { seen_outside: false, overdue: false, restarts: 0, wall_time_ms: 5000, elapsed_ms: 0, alone: false };
+        match lost_run_verdict(&HostEnd::SandboxClosed, run, 2) {
+            LostVerdict::Fail(f) => assert_eq!(f.kind, ErrorKind::Aborted),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

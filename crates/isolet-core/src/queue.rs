@@ -556,19 +556,39 @@ impl<T: Clone, W> Pool<T, W> {
         Ok(())
     }
 
-    /// Sandbox `id` closed and gave its slot back (`failed`: the kind of failure that
-    /// closed it, if one did; `quarantined`: its thread was left running). Counted once.
-    pub fn sandbox_closed(&mut self, id: u64, failed: Option<ErrorKind>, quarantined: bool) -> bool {
+    /// Sandbox `id` closed and gave its slot back (`quarantined`: its thread was left
+    /// running). Given back once. Not an outcome: its runs are counted, each once (see
+    /// `sandbox_run_finished`), the failure that closed it among them.
+    pub fn sandbox_closed(&mut self, id: u64, quarantined: bool) -> bool {
         let Some(tenant) = self.sandboxes.remove(&id) else { return false };
         self.tenants.release(&tenant);
-        if let Some(kind) = failed {
-            *self.counters.failed.entry(kind).or_insert(0) += 1;
-        }
         if quarantined {
             self.counters.quarantined += 1;
         }
         self.settle(&tenant);
         true
+    }
+
+    /// A run (or call) of a persistent sandbox of `tenant` ended: counted like a one-shot
+    /// run's outcome, in the engine's and the tenant's counts (`failed`: its error kind).
+    /// Its slot is the sandbox's, given back by `sandbox_closed` (which may come first: a
+    /// run whose thread was quarantined closes its sandbox before it answers).
+    pub fn sandbox_run_finished(&mut self, tenant: &Tenant, failed: Option<ErrorKind>) {
+        let record = self.tenants.records.get_mut(tenant);
+        match failed {
+            None => {
+                self.counters.completed += 1;
+                if let Some(r) = record {
+                    r.completed += 1;
+                }
+            }
+            Some(kind) => {
+                *self.counters.failed.entry(kind).or_insert(0) += 1;
+                if let Some(r) = record {
+                    *r.failed.entry(kind).or_insert(0) += 1;
+                }
+            }
+        }
     }
 
     /// Open persistent sandboxes.
@@ -771,8 +791,8 @@ mod tests {
         assert_eq!(p.next_to_start(), None);
         assert!(!p.is_idle());
         // Closing gives the slot back to the queued run; counted once.
-        assert!(p.sandbox_closed(100, None, false));
-        assert!(!p.sandbox_closed(100, None, false));
+        assert!(p.sandbox_closed(100, false));
+        assert!(!p.sandbox_closed(100, false));
         assert_eq!(p.next_to_start(), Some("b"));
         p.finished(1, None, false);
         p.finished(2, None, false);
@@ -780,13 +800,32 @@ mod tests {
     }
 
     #[test]
+    fn a_sandbox_runs_outcomes_count_like_runs_in_its_tenants_counts() {
+        let mut p = pool(2, 4);
+        let t = Tenant::named("t");
+        p.admit_sandbox(5, t.clone(), 0, 32).unwrap();
+        p.sandbox_run_finished(&t, None);
+        p.sandbox_run_finished(&t, Some(ErrorKind::Timeout));
+        assert_eq!(p.counters().completed, 1);
+        assert_eq!(p.counters().failed.get(&ErrorKind::Timeout), Some(&1));
+        let counts = |p: &Pool<&str, u32>| p.tenants().into_iter().find(|c| c.tenant == Tenant::named("t")).unwrap();
+        let c = counts(&p);
+        assert_eq!((c.running, c.completed, c.failed.get(&ErrorKind::Timeout).copied()), (1, 1, Some(1)), "the slot stays the sandbox's");
+        // Closing is not an outcome; a run that answers after its sandbox closed still counts.
+        assert!(p.sandbox_closed(5, true));
+        assert_eq!(p.counters().failed.values().sum::<u64>(), 1);
+        p.sandbox_run_finished(&t, Some(ErrorKind::MemoryLimit));
+        let c = counts(&p);
+        assert_eq!((c.running, c.completed, c.failed.values().sum::<u64>()), (0, 1, 2));
+    }
+
+    #[test]
     fn a_sandbox_closed_by_a_stuck_run_counts_its_thread_as_quarantined() {
         let mut p = pool(1, 0);
         p.admit_sandbox(7, Tenant::named("t"), 0, 32).unwrap();
         p.thread_started();
-        assert!(p.sandbox_closed(7, Some(ErrorKind::Timeout), true));
+        assert!(p.sandbox_closed(7, true));
         assert_eq!(p.counters().quarantined, 1);
-        assert_eq!(p.counters().failed.get(&ErrorKind::Timeout), Some(&1));
         assert!(p.is_idle(), "only a quarantined thread is left");
         p.thread_exited(true);
         assert_eq!(p.counters().quarantined, 0);
