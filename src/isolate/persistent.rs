@@ -34,6 +34,8 @@ pub(crate) struct SandboxCore {
     pub plan: SandboxPlan,
     /// The engine's prelude (run once, before the sandbox's first run) and code cache.
     code: Arc<EngineCode>,
+    /// The sandbox's own `modules`, which every run may import.
+    modules: Arc<std::collections::BTreeMap<String, String>>,
     jobs: Mutex<Option<mpsc::Sender<Arc<RunShared>>>>,
     state: Mutex<CoreState>,
     /// Told once, when the sandbox closes (a sandbox host tells its parent).
@@ -48,7 +50,8 @@ impl SandboxCore {
     ) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
         let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
-        (Arc::new(SandboxCore { plan, code, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
+        let modules = Arc::new(plan.base.modules.clone());
+        (Arc::new(SandboxCore { plan, code, modules, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
     }
 
     pub(crate) fn budget(&self) -> Budget {
@@ -90,6 +93,7 @@ impl SandboxCore {
         let sink: Arc<dyn EventSink> = Arc::new(SandboxSink { inner: sink, core: Arc::downgrade(self) });
         let mut spec = RunSpec::new(plan, &[]).with_code(self.code.clone());
         spec.call = call;
+        spec.sandbox_modules = Some(self.modules.clone());
         let run = RunShared::new(id, spec, sink);
         self.submit(run.clone());
         run
