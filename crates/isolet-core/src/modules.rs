@@ -275,10 +275,8 @@ impl ModuleGraph {
     }
 
     fn fingerprint(&self, source: &str) -> u64 {
-        use std::hash::{BuildHasher, Hash, Hasher};
-        let mut h = self.hasher.build_hasher();
-        source.hash(&mut h);
-        h.finish()
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(source)
     }
 
     /// Module `id` is compiled under `key` from `source` (admitted before).
