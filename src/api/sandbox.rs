@@ -125,7 +125,11 @@ pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result
         }
         (None, None) => return Err(kind_error(isolet_core::ErrorKind::Internal, "an engine of no isolation")),
     };
-    Ok(NativeSandbox { backend, plan: settings.plan.clone(), dispatcher: engine.dispatcher().clone(), prelude_keys })
+    // The sandbox's map lives where the sandbox does; the plan each run starts from needs
+    // none of it (a run's plan carries the run's own map alone).
+    let mut kept = (*settings.plan).clone();
+    kept.base.modules.clear();
+    Ok(NativeSandbox { backend, plan: Arc::new(kept), dispatcher: engine.dispatcher().clone(), prelude_keys })
 }
 
 fn open_thread(

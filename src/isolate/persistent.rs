@@ -50,7 +50,10 @@ impl SandboxCore {
     ) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
         let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
-        let modules = Arc::new(plan.base.modules.clone());
+        // The sandbox's map moves here: runs are planned elsewhere (by its handle, or the
+        // parent in process isolation), so nothing else here reads it.
+        let mut plan = plan;
+        let modules = Arc::new(std::mem::take(&mut plan.base.modules));
         (Arc::new(SandboxCore { plan, code, modules, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), on_close: Mutex::new(None) }), rx)
     }
 
@@ -226,8 +229,11 @@ impl EventSink for SandboxSink {
 pub(crate) fn sandbox_main(config: SandboxConfig, core: Arc<SandboxCore>, jobs: mpsc::Receiver<Arc<RunShared>>) -> bool {
     let host = Arc::new(ThreadHost::default());
     let mut sandbox = Sandbox::new(&config, host.clone());
-    if sandbox.is_none() {
-        core.close(CloseReason::Internal, false);
+    match sandbox.as_mut() {
+        Some(sb) => sb.set_persistent(),
+        None => {
+            core.close(CloseReason::Internal, false);
+        }
     }
     let idle = core.plan.limits.idle_timeout_ms.map(Duration::from_millis);
     let mut installed = false;

@@ -922,6 +922,12 @@ impl Sandbox {
         })
     }
 
+    /// A persistent sandbox: its module graph outlives its runs.
+    pub(crate) fn set_persistent(&mut self) {
+        // SAFETY: the callbacks box lives as long as self.
+        lock(unsafe { &(*self.callbacks).modules }).graph.set_persistent();
+    }
+
     /// The limits of the run now served on the isolate's module graph.
     pub(crate) fn set_module_limits(&mut self, limits: ModuleLimits) {
         // SAFETY: the callbacks box lives as long as self.

@@ -219,6 +219,9 @@ pub struct ModuleGraph {
     bytes: u64,
     requests: u32,
     hasher: std::collections::hash_map::RandomState,
+    /// A persistent sandbox's graph: sources are fingerprinted (a one-shot run's graph
+    /// never sees a later run, so it skips hashing every source).
+    persistent: bool,
 }
 
 impl ModuleGraph {
@@ -229,6 +232,12 @@ impl ModuleGraph {
     /// The limits of the run now served.
     pub fn set_limits(&mut self, limits: ModuleLimits) {
         self.limits = limits;
+    }
+
+    /// The graph outlives its runs (a persistent sandbox's): later runs' sources are
+    /// compared with what was loaded ([`ModuleGraph::loaded_otherwise`]).
+    pub fn set_persistent(&mut self) {
+        self.persistent = true;
     }
 
     /// The module of `key`: `None` when the graph has not seen it.
@@ -281,7 +290,7 @@ impl ModuleGraph {
 
     /// Module `id` is compiled under `key` from `source` (admitted before).
     pub fn insert(&mut self, key: &str, id: u32, source: &str) {
-        let fingerprint = self.fingerprint(source);
+        let fingerprint = if self.persistent { self.fingerprint(source) } else { 0 };
         self.slots.insert(key.to_string(), Slot::Module(id));
         self.compiled.insert(id, Compiled { key: key.to_string(), bytes: source.len() as u64, fingerprint });
     }
@@ -302,6 +311,9 @@ impl ModuleGraph {
     /// Whether `key` is a module loaded from another source than `source` (a persistent
     /// sandbox's later run gave other code for a module an earlier run loaded).
     pub fn loaded_otherwise(&self, key: &str, source: &str) -> bool {
+        if !self.persistent {
+            return false;
+        }
         match self.slots.get(key) {
             Some(Slot::Module(id)) => self.compiled.get(id).is_some_and(|c| c.fingerprint != self.fingerprint(source)),
             _ => false,
@@ -492,6 +504,7 @@ mod tests {
     #[test]
     fn a_loaded_module_tells_another_source_for_its_key() {
         let mut g = ModuleGraph::new(ModuleLimits::default());
+        g.set_persistent();
         g.admit(16).unwrap();
         g.insert("lib.js", 7, "export const a=1");
         assert!(!g.loaded_otherwise("lib.js", "export const a=1"));
