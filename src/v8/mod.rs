@@ -465,11 +465,17 @@ fn ensure_module(
     Ok(id)
 }
 
-/// Loads what every module compiled but not linked yet imports, and links it. A module
-/// stays queued until its imports are all there, so a failed load is finished by a
-/// later one that reaches the same module.
-fn link_pending(raw: *mut ffi::isolet_sandbox, host: &dyn SandboxHost, state: &mut ModuleState) -> Result<(), LoadError> {
-    while let Some(&id) = state.unlinked.last() {
+/// Loads what the modules `root` reaches that are compiled but not linked yet import, and
+/// links them. A module stays queued until its imports are all there, so a failed load is
+/// finished by a later one that reaches the same module; a load that does not reach it
+/// leaves it alone (an `import()` that failed must not fail the next, unrelated one).
+fn link_pending(raw: *mut ffi::isolet_sandbox, host: &dyn SandboxHost, state: &mut ModuleState, root: u32) -> Result<(), LoadError> {
+    let mut work = vec![root];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(id) = work.pop() {
+        if !seen.insert(id) || !state.unlinked.contains(&id) {
+            continue;
+        }
         let from = state.graph.key_of(id).unwrap_or(modules::ROOT_MODULE).to_string();
         let mut targets = Vec::new();
         for specifier in module_requests(raw, id)? {
@@ -479,6 +485,7 @@ fn link_pending(raw: *mut ffi::isolet_sandbox, host: &dyn SandboxHost, state: &m
         // SAFETY: live sandbox; `targets` is valid for the call.
         unsafe { ffi::isolet_module_link(raw, id, targets.as_ptr(), targets.len()) };
         state.unlinked.retain(|queued| *queued != id);
+        work.extend(targets);
     }
     Ok(())
 }
@@ -509,7 +516,7 @@ extern "C" fn import_cb(
         let key = modules::module_key(&specifier, &referrer).map_err(LoadError::Module)?;
         let mut state = lock(&callbacks.modules);
         let id = ensure_module(raw, host, &mut state, &key, &referrer)?;
-        link_pending(raw, host, &mut state)?;
+        link_pending(raw, host, &mut state, id)?;
         Ok(id)
     });
     let (name, message) = match loaded {
@@ -946,7 +953,7 @@ impl Sandbox {
                 let id = load_module(self.raw, host, &mut state, modules::ROOT_MODULE, code, false)?;
                 state.root = Some(id);
                 state.unlinked.push(id);
-                link_pending(self.raw, host, &mut state)?;
+                link_pending(self.raw, host, &mut state, id)?;
                 Ok(id)
             };
             load()
@@ -1013,7 +1020,7 @@ impl Sandbox {
             let host = callbacks.host.as_ref();
             let mut load = || -> Result<u32, LoadError> {
                 let id = ensure_module(self.raw, host, &mut state, key, "prelude")?;
-                link_pending(self.raw, host, &mut state)?;
+                link_pending(self.raw, host, &mut state, id)?;
                 Ok(id)
             };
             load()
