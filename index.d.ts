@@ -355,8 +355,12 @@ export declare const RUN_SANDBOX_DEFAULTS: Readonly<{ memoryLimitMb: 64; timeout
  * is per run) and the sandbox-wide limits. `memoryLimitMb` is the isolate's heap for the
  * sandbox's whole life; `timeoutMs` and `cpuTimeMs` are each run's defaults; `maxHostCalls`
  * is per run. With capabilities the code is still a script (top-level `await` works).
+ * Module options: `type` is each run's default; `modules` and `resolve` serve every run's
+ * imports; `maxModules` and `maxModuleBytes` bound the sandbox's module graph for its life
+ * (modules loaded by all runs together, plus the running run's own code), and calls to
+ * `resolve` per run.
  */
-export interface PersistentSandboxOptions extends Omit<SandboxOptions, 'signal' | keyof ModuleOptions> {
+export interface PersistentSandboxOptions extends Omit<SandboxOptions, 'signal'> {
   /** CPU time of all runs together, in ms; used up, it closes the sandbox (`totalCpuTime`). Default: none. */
   totalCpuTimeMs?: number;
   /** No run for this long (ms) closes the sandbox (`idleTimeout`). Default: none. */
@@ -375,6 +379,20 @@ export interface SandboxRunOptions {
   language?: SandboxLanguage;
   /** Aborts this run with SandboxAbortedError (the sandbox stays open). */
   signal?: AbortSignal;
+  /**
+   * `'module'`: this run is an ES module (its `default` export, else its namespace, is
+   * the result; its top-level declarations stay in the module, `globalThis.x = ...`
+   * persists). Default: the sandbox's `type` (`'script'` unless it says otherwise).
+   */
+  type?: 'script' | 'module';
+  /**
+   * Modules this run may import, with the sandbox's own. A module a run imports stays
+   * loaded, the same instance for every later run; a source given again for a loaded key
+   * must be the same (else the run fails with a SandboxValidationError).
+   */
+  modules?: Record<string, string>;
+  /** This run's resolver (default: the sandbox's `resolve`). */
+  resolve?: ModuleResolver;
 }
 
 /** Why a sandbox closed. */
@@ -406,7 +424,9 @@ export declare class Sandbox {
   readonly usage: { runs: number; cpuTimeMs: number; hostCalls: number };
   /**
    * Evaluates `code` as a script in the sandbox's context; `output` is its completion
-   * value (a promise is awaited). Never rejects; a closed sandbox gives a SandboxValidationError.
+   * value (a promise is awaited). With `type: 'module'` the code is an ES module: its
+   * `default` export, else its namespace, is `output`. Never rejects; a closed sandbox
+   * gives a SandboxValidationError.
    */
   run<T = unknown>(code: string, options?: SandboxRunOptions): Promise<SandboxResult<T>>;
   /** Calls global function `name` with copies of `args`; its (awaited) return value is `output`. */
@@ -686,15 +706,31 @@ export interface SandboxEngineConfig {
    * in process isolation) and then served from the code cache. It runs before tools,
    * `data` and WebAssembly modules exist, so it cannot capture them; in a run it counts
    * against that run's limits. Every run starts from the pristine prelude state: what a
-   * run changes is gone for the next. At most 8 MiB (UTF-8).
+   * run changes is gone for the next. At most 8 MiB (UTF-8), modules included.
+   *
+   * As `{ source?, modules? }`: `source` is that script, and `modules` ES modules (by key,
+   * JavaScript) that every run, one-shot or sandbox, may import without giving them.
+   * Each is checked at `init()` (compiled and evaluated once, after `source`; a syntax
+   * error, a throw or an import of a key that is not a prelude module rejects `init()`
+   * with a `SandboxValidationError` naming the module), compiled through the code cache,
+   * and evaluated in a run only when the run first imports it. A run's or sandbox's own
+   * `modules` may not name a prelude module (a SandboxValidationError).
    */
-  prelude?: string;
+  prelude?: string | PreludeOptions;
   /**
    * Compiled-code cache budget in MB, per engine (per sandbox host in process isolation):
    * V8 code caches of sources run at least twice (and of the prelude, always kept), least
    * recently used evicted first. 0 keeps only the prelude's. Default 32; 0 to 1024.
    */
   codeCacheMb?: number;
+}
+
+/** An engine's prelude as an object: a script, and modules every run may import. */
+export interface PreludeOptions {
+  /** A classic script evaluated into every run's fresh context before the run's code. */
+  source?: string;
+  /** ES modules by key (`lib/money.js`, `zod`), importable by every run of the engine. */
+  modules?: Record<string, string>;
 }
 
 /** Injectable dependencies, for tests. */

@@ -114,6 +114,14 @@ describe.each(MODES)('ES modules (%s isolation)', (isolation) => {
     // From a script too, where no module was compiled before.
     const script = await runSandbox("import('./nope.js').catch(String)", { isolation, timeoutMs: 10_000 });
     expect(ok(script)).toBe("Error: Cannot find module 'nope.js' imported from 'sandbox.js'");
+    // An import() that failed leaves the next, unrelated one alone; reaching the failed
+    // module again fails the same way.
+    const after = await run(
+      "const why = (e) => e.message; const a = await import('a.js').then(() => 'a', why); const b = await import('b.js').then((m) => m.default, why); const again = await import('a.js').then(() => 'a', why); export default [a, b, again];",
+      { modules: { 'a.js': "import 'missing.js'; export default 1", 'b.js': 'export default 2' } },
+    );
+    const missing = "Cannot find module 'missing.js' imported from 'a.js'";
+    expect(ok(after)).toEqual([missing, 2, missing]);
     await stillServes();
   });
 

@@ -119,9 +119,9 @@ describe.each(['thread', 'process'] as const)('prelude (%s isolation)', (isolati
 });
 
 describe('prelude option checks', () => {
-  it('must be a string of at most 8 MiB, checked when the engine is made', async () => {
+  it('must be a string (or { source, modules }) of at most 8 MiB, checked when the engine is made', async () => {
     expect(() => new SandboxEngine({ prelude: 42 } as unknown as SandboxEngineConfig)).toThrow(
-      new SandboxValidationError('prelude must be a string, got 42'),
+      new SandboxValidationError('prelude must be a string or an object { source?, modules? }, got 42'),
     );
     const limit = 8 * 1024 * 1024;
     const over = '//' + 'x'.repeat(limit - 1);

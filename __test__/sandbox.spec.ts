@@ -328,9 +328,9 @@ describe.each(['thread', 'process'] as const)('%s isolation', (mode) => {
       await expect(createSandbox({ isolation: mode, maxTotalHostCalls: -1 })).rejects.toThrow(/maxTotalHostCalls must be a whole number/);
       await expect(createSandbox({ isolation: mode, memoryLimitMb: 1 })).rejects.toThrow(/memoryLimitMb/);
       await expect(createSandbox({ isolation: mode, signal: new AbortController().signal } as never)).rejects.toThrow(/signal is not a known option/);
-      // Runs of a sandbox are classic scripts (their declarations persist): no module options.
-      await expect(createSandbox({ isolation: mode, type: 'module' } as never)).rejects.toThrow(/type is not a known option/);
-      await expect(createSandbox({ isolation: mode, modules: { a: '' } } as never)).rejects.toBeInstanceOf(SandboxValidationError);
+      // Module options are checked like runSandbox's (see sandbox-modules.spec.ts).
+      await expect(createSandbox({ isolation: mode, type: 'esm' } as never)).rejects.toThrow(/type must be 'script' or 'module'/);
+      await expect(createSandbox({ isolation: mode, modules: { a: 1 } } as never)).rejects.toBeInstanceOf(SandboxValidationError);
       const sb = await sandbox();
       const bad = await sb.run('1', { memoryLimitMb: 8 } as never);
       expect(bad.success).toBe(false);

@@ -584,6 +584,7 @@ const HOST_KERNEL = `
 
 const M_LIB = 'run using a 1 MB library (fresh isolate each run), p50';
 const M_LIB_START = 'sandbox host process: start (spawn to ready) with a 1 MB prelude';
+const M_MOD = 'run importing a 1 MB ES module (fresh isolate each run), p50';
 
 /** A ~1 MB library of plain functions (what an agent's helpers look like), and a call into it. */
 function libraryOf(bytes) {
@@ -598,6 +599,9 @@ function libraryOf(bytes) {
 }
 const LIBRARY = libraryOf(1024 * 1024);
 const LIBRARY_CALL = 'lib.f7([{ k: 1, v: " a " }], 1).length';
+/** The same library as an ES module, and a run (a module) that imports it. */
+const MODULE = `${LIBRARY}\nexport { lib };`;
+const MODULE_RUN = `import { lib } from 'lib.js';\nexport default ${LIBRARY_CALL};`;
 
 async function codeCache() {
   const { SandboxEngine } = require('..');
@@ -642,6 +646,28 @@ async function codeCache() {
     },
   });
   recordLatency(M_LIB, await alternate(contestants, { rounds: QUICK ? 3 : 7, perTurn: QUICK ? 5 : 10 }));
+  // The library as an ES module each run imports: given with the run and compiled every
+  // run, given with the run and served from the code cache, or a prelude module.
+  const moduleContestants = [];
+  for (const mode of ISOLET_MODES) {
+    const make = async (config) => {
+      const engine = new SandboxEngine({ isolation: mode, processes: 1, maxConcurrentIsolates: 2, ...config });
+      await engine.init();
+      engines.push(engine);
+      return engine;
+    };
+    const once = (engine, modules) => async () => {
+      const end = await engine.submit({ requestId: 'm', code: MODULE_RUN, type: 'module', modules }).done;
+      check(end.type === 'result' && end.data === 1, `${mode} module run: ${end.message ?? ''}`);
+    };
+    const compiled = await make({ codeCacheMb: 0 });
+    const cached = await make({});
+    const prelude = await make({ prelude: { modules: { 'lib.js': MODULE } } });
+    moduleContestants.push({ name: `${isoletName(mode)}: module compiled every run`, once: once(compiled, { 'lib.js': MODULE }) });
+    moduleContestants.push({ name: `${isoletName(mode)}: module from the code cache`, once: once(cached, { 'lib.js': MODULE }) });
+    moduleContestants.push({ name: `${isoletName(mode)}: a prelude module`, once: once(prelude, undefined) });
+  }
+  recordLatency(M_MOD, await alternate(moduleContestants, { rounds: QUICK ? 3 : 7, perTurn: QUICK ? 5 : 10 }));
   for (const engine of engines) {
     const c = engine.stats().codeCache;
     check(c.rejected === 0, 'no cached data rejected');
@@ -673,6 +699,16 @@ function codeCacheLines() {
     lines.push(
       `- ${mode}: 1 MB library compiled ${fmt(base, 'ms')} -> from the code cache ${fmt(cached, 'ms')} (${(base / cached).toFixed(2)}× faster), ` +
         `as prelude ${fmt(prelude, 'ms')} (${(base / prelude).toFixed(2)}×); a run with no library ${fmt(floor, 'ms')}`,
+    );
+  }
+  for (const mode of ISOLET_MODES) {
+    const base = get(M_MOD, `${isoletName(mode)}: module compiled every run`);
+    const cached = get(M_MOD, `${isoletName(mode)}: module from the code cache`);
+    const prelude = get(M_MOD, `${isoletName(mode)}: a prelude module`);
+    if (base === undefined) continue;
+    lines.push(
+      `- ${mode}: 1 MB ES module imported by each run, compiled ${fmt(base, 'ms')} -> from the code cache ${fmt(cached, 'ms')} (${(base / cached).toFixed(2)}× faster), ` +
+        `as a prelude module ${fmt(prelude, 'ms')} (${(base / prelude).toFixed(2)}×)`,
     );
   }
   const vmBase = get(M_LIB, 'node:vm (no isolation): compiled every run');

@@ -4,12 +4,13 @@
 // globalThis is there for the next. Options are checked natively (isolet-core's sandbox
 // table); what closes a sandbox is isolet-core's too (src/isolate/persistent.rs carries it
 // out). Runs of one sandbox take turns: a run or call made while another is in flight
-// starts when it has ended.
+// starts when it has ended. A run may be an ES module (`type: 'module'`): the modules it
+// imports stay loaded in the sandbox (src/v8 keeps its module graph) for later runs.
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
-const { stripTypes } = require('./typescript');
+const { stripTypes, stripPlan } = require('./typescript');
 const { withTopLevelAwait } = require('./top-level-await');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorFromFailure } = require('./errors');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
@@ -26,22 +27,39 @@ function record(r) {
   return r.ok ? { success: true, output: r.value, stats: r.stats, logs: r.logs } : { success: false, error: r.error, stats: r.stats, logs: r.logs };
 }
 
-/** Splits `createSandbox` options into what is checked natively and the tool handlers. */
-function settingsOf(options) {
+/**
+ * Splits `createSandbox` options into what is checked natively, the tool handlers and the
+ * sandbox's module resolver; strips the types of the sandbox's TypeScript modules.
+ */
+async function settingsOf(options) {
   let tools = { names: [], handlers: Object.create(null) };
   let shaped = options;
+  let resolve;
   if (isPlainObject(options)) {
     shaped = readOptions(options, 'createSandbox options', '');
     const capabilities = shaped.capabilities;
     if (capabilities !== undefined) tools = normalizeTools(capabilities);
     shaped.capabilities = capabilities === undefined ? undefined : tools.names;
+    // Checked natively to be a function (or absent); serves every run's imports.
+    resolve = shaped.resolve;
   }
-  return { settings: new native.SandboxSettings(shaped), handlers: tools.handlers };
+  const settings = new native.SandboxSettings(shaped);
+  for (const key of settings.typescriptModules) {
+    let code;
+    try {
+      code = await stripTypes(settings.moduleSource(key), { language: 'typescript', asyncBody: false });
+    } catch (err) {
+      if (!(err instanceof SandboxValidationError)) throw err;
+      throw new SandboxValidationError(`modules['${key}']: ${err.message}`, { line: err.line, column: err.column });
+    }
+    settings.setModule(key, code);
+  }
+  return { settings, handlers: tools.handlers, resolve };
 }
 
 /** Per-run options: the signal is shaped here, the rest checked natively. */
 function runOptionsOf(options) {
-  if (options === undefined || !isPlainObject(options)) return { shaped: options, signal: undefined };
+  if (options === undefined || !isPlainObject(options)) return { shaped: options, signal: undefined, resolve: undefined };
   const shaped = readOptions(options, 'sandbox.run options', '');
   const signal = shaped.signal;
   if (signal !== undefined) {
@@ -52,14 +70,16 @@ function runOptionsOf(options) {
     }
   }
   shaped.signal = undefined;
-  return { shaped, signal };
+  // Checked natively to be a function (or absent); this run's, over the sandbox's.
+  return { shaped, signal, resolve: shaped.resolve };
 }
 
 class Sandbox {
   /** @internal Use createSandbox() or engine.openSandbox(). */
-  constructor(nativeSandbox, handlers) {
+  constructor(nativeSandbox, handlers, resolve) {
     this._native = nativeSandbox;
     this._handlers = handlers;
+    this._resolve = resolve;
     this._turn = Promise.resolve();
   }
 
@@ -81,7 +101,10 @@ class Sandbox {
     return { ...this._native.usage };
   }
 
-  /** Evaluates `code` in the sandbox's context; resolves to runSandbox's result record. */
+  /**
+   * Evaluates `code` in the sandbox's context (a classic script, or with `type: 'module'`
+   * an ES module); resolves to runSandbox's result record.
+   */
   run(code, options = undefined) {
     return this._take(() => this._run(code, options, undefined));
   }
@@ -138,10 +161,12 @@ class Sandbox {
       }
       const plan = this._native.plan(code, run.shaped);
       if (call === undefined) {
-        let js = plan.code;
-        if (plan.language === 'typescript') js = await stripTypes(js, { language: 'typescript', timeoutMs: plan.wallTimeMs });
-        const rewritten = withTopLevelAwait(js);
-        if (rewritten !== plan.code) plan.code = rewritten;
+        if (plan.stripsTypes) await stripPlan(plan);
+        // A module has top-level await of its own; a script gets it by a rewrite.
+        if (plan.mode === 'script') {
+          const rewritten = withTopLevelAwait(plan.code);
+          if (rewritten !== plan.code) plan.code = rewritten;
+        }
       } else if (bytes.length > plan.maxMessageBytes) {
         throw new SandboxValidationError(`sandbox.call(${call.name}): arguments are ${bytes.length} bytes, over maxMessageBytes (${plan.maxMessageBytes})`);
       }
@@ -162,7 +187,8 @@ class Sandbox {
         call === undefined
           ? this._native
           : { submit: (p, onEvent, started) => this._native.submitCall(p, call.name, bytes, onEvent, started) };
-      ({ done, handle } = execute(target, plan, { handlers: this._handlers }));
+      const resolve = run.resolve !== undefined ? run.resolve : this._resolve;
+      ({ done, handle } = execute(target, plan, { handlers: this._handlers, resolve }));
     } catch (err) {
       unlisten(signal, onAbort, listening);
       return failure(errorFromThrown(err));
@@ -180,14 +206,14 @@ class Sandbox {
 async function openOn(nativeEngine, options) {
   let planned;
   try {
-    planned = settingsOf(options);
+    planned = await settingsOf(options);
   } catch (err) {
     throw errorFromThrown(err);
   }
   return openWith(nativeEngine, planned);
 }
 
-async function openWith(nativeEngine, { settings, handlers }) {
+async function openWith(nativeEngine, { settings, handlers, resolve }) {
   let nativeSandbox;
   try {
     nativeSandbox = native.openSandbox(nativeEngine, settings);
@@ -207,7 +233,7 @@ async function openWith(nativeEngine, { settings, handlers }) {
     nativeSandbox.close();
     throw errorFromFailure(failed);
   }
-  return new Sandbox(nativeSandbox, handlers);
+  return new Sandbox(nativeSandbox, handlers, resolve);
 }
 
 /**
@@ -217,7 +243,7 @@ async function openWith(nativeEngine, { settings, handlers }) {
 async function createSandbox(options = undefined) {
   let planned;
   try {
-    planned = settingsOf(options);
+    planned = await settingsOf(options);
   } catch (err) {
     throw errorFromThrown(err);
   }

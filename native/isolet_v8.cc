@@ -319,6 +319,8 @@ struct isolet_sandbox {
     std::vector<uint32_t> targets;
   };
   std::vector<LinkedModule> modules;
+  // Ids of released modules (isolet_module_release), taken again by the next compile.
+  std::vector<uint32_t> free_module_ids;
   std::unordered_map<int, uint32_t> module_by_script;
   // The module whose evaluation is the run's completion (its result is read from it).
   v8::Global<v8::Module> result_module;
@@ -1257,6 +1259,7 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     sb->last_script.Reset();
     sb->result_module.Reset();
     sb->modules.clear();
+    sb->free_module_ids.clear();
     sb->data_cache.Reset();
     sb->wasm_instance.Reset();
     sb->context.Reset();
@@ -1581,6 +1584,8 @@ void isolet_sandbox_end_run(isolet_sandbox* sb) {
   HandleScope handle_scope(sb->isolate);
   sb->calls.clear();
   sb->completion.Reset();
+  // A module run's result is read from its module; a later call or script has none.
+  sb->result_module.Reset();
   sb->isolate->CancelTerminateExecution();
 }
 
@@ -1732,8 +1737,17 @@ void isolet_error_free(isolet_error* err) {
 int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t len,
                               const uint8_t* name, size_t name_len, uint32_t* id,
                               isolet_error* err) {
+  int32_t rejected = 0;
+  return isolet_module_compile_cached(sb, code, len, name, name_len, nullptr, 0, &rejected, id, err);
+}
+
+int32_t isolet_module_compile_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                                     const uint8_t* name, size_t name_len, const uint8_t* cache,
+                                     size_t cache_len, int32_t* cache_rejected, uint32_t* id,
+                                     isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
+  *cache_rejected = 0;
   Local<String> text;
   if (!CodeString(isolate, code, len, &text)) return ISOLET_TOO_LARGE;
 #if ISOLET_V8_AT_LEAST(12, 4)
@@ -1741,16 +1755,90 @@ int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t le
 #else
   v8::ScriptOrigin origin(isolate, Utf8(isolate, name, name_len), 0, 0, false, -1, Local<Value>(), false, false, true);
 #endif
-  v8::ScriptCompiler::Source source(text, origin);
+  // The Source owns the CachedData object (not the bytes, which stay Rust's).
+  auto* cached = (cache_len > 0 && cache_len <= static_cast<size_t>(INT32_MAX))
+                     ? new v8::ScriptCompiler::CachedData(cache, static_cast<int>(cache_len),
+                                                          v8::ScriptCompiler::CachedData::BufferNotOwned)
+                     : nullptr;
+  v8::ScriptCompiler::Source source(text, origin, cached);
+  auto options = cached != nullptr ? v8::ScriptCompiler::kConsumeCodeCache : v8::ScriptCompiler::kNoCompileOptions;
   Local<v8::Module> module;
-  if (!v8::ScriptCompiler::CompileModule(isolate, &source).ToLocal(&module)) {
+  bool compiled = v8::ScriptCompiler::CompileModule(isolate, &source, options).ToLocal(&module);
+  if (cached != nullptr && source.GetCachedData()->rejected) *cache_rejected = 1;
+  if (!compiled) {
     if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
     DescribeSyntaxError(isolate, ctx, try_catch, err);
     return ISOLET_SYNTAX;
   }
-  *id = static_cast<uint32_t>(sb->modules.size());
-  sb->modules.push_back(isolet_sandbox::LinkedModule{v8::Global<v8::Module>(isolate, module), {}});
+  isolet_sandbox::LinkedModule linked{v8::Global<v8::Module>(isolate, module), {}};
+  if (!sb->free_module_ids.empty()) {
+    *id = sb->free_module_ids.back();
+    sb->free_module_ids.pop_back();
+    sb->modules[*id] = std::move(linked);
+  } else {
+    *id = static_cast<uint32_t>(sb->modules.size());
+    sb->modules.push_back(std::move(linked));
+  }
   sb->module_by_script[module->ScriptId()] = *id;
+  return ISOLET_OK;
+}
+
+int32_t isolet_module_create_code_cache(isolet_sandbox* sb, uint32_t id, isolet_bytes* out) {
+  *out = isolet_bytes{nullptr, 0};
+  ENTER(sb);
+  if (id >= sb->modules.size() || sb->modules[id].module.IsEmpty() || isolate->IsExecutionTerminating())
+    return ISOLET_FAILED;
+  Local<v8::Module> module = sb->modules[id].module.Get(isolate);
+  if (!module->IsSourceTextModule()) return ISOLET_FAILED;
+  std::unique_ptr<v8::ScriptCompiler::CachedData> data(
+      v8::ScriptCompiler::CreateCodeCache(module->GetUnboundModuleScript()));
+  if (!data || data->length <= 0) return ISOLET_FAILED;
+  *out = CopyBytes(data->data, static_cast<size_t>(data->length));
+  return out->ptr == nullptr ? ISOLET_FAILED : ISOLET_OK;
+}
+
+int32_t isolet_module_instantiated(isolet_sandbox* sb, uint32_t id) {
+  ENTER(sb);
+  if (id >= sb->modules.size() || sb->modules[id].module.IsEmpty()) return 0;
+  return sb->modules[id].module.Get(isolate)->GetStatus() != v8::Module::kUninstantiated ? 1 : 0;
+}
+
+void isolet_module_release(isolet_sandbox* sb, uint32_t id) {
+  ENTER(sb);
+  if (id >= sb->modules.size() || sb->modules[id].module.IsEmpty()) return;
+  sb->module_by_script.erase(sb->modules[id].module.Get(isolate)->ScriptId());
+  sb->modules[id].module.Reset();
+  std::vector<uint32_t>().swap(sb->modules[id].targets);
+  sb->free_module_ids.push_back(id);
+}
+
+int32_t isolet_module_evaluate(isolet_sandbox* sb, uint32_t id, isolet_error* err) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  if (id >= sb->modules.size() || sb->modules[id].module.IsEmpty()) return ISOLET_FAILED;
+  Local<v8::Module> module = sb->modules[id].module.Get(isolate);
+  Local<Value> evaluation;
+  bool ok = (module->GetStatus() != v8::Module::kUninstantiated ||
+             module->InstantiateModule(ctx, ResolveLinked).FromMaybe(false)) &&
+            module->Evaluate(ctx).ToLocal(&evaluation);
+  if (ok) {
+    isolate->PerformMicrotaskCheckpoint();
+    ok = !try_catch.HasCaught() && !isolate->IsExecutionTerminating();
+  }
+  if (!ok) {
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!try_catch.HasCaught()) return ISOLET_FAILED;
+    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    return ISOLET_THREW;
+  }
+  if (!evaluation->IsPromise()) return ISOLET_OK;
+  Local<v8::Promise> promise = evaluation.As<v8::Promise>();
+  if (promise->State() == v8::Promise::kPending) return ISOLET_PENDING;
+  if (promise->State() == v8::Promise::kRejected) {
+    Local<Value> reason = promise->Result();
+    DescribeException(isolate, ctx, reason, v8::Exception::CreateMessage(isolate, reason), err);
+    return ISOLET_THREW;
+  }
   return ISOLET_OK;
 }
 

@@ -289,6 +289,25 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_
 int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t len,
                               const uint8_t* name, size_t name_len, uint32_t* id,
                               isolet_error* err);
+// isolet_module_compile with a V8 code cache, as isolet_sandbox_run_cached: `cache`
+// (`cache_len` bytes, none when 0) is consumed if V8 accepts it; *cache_rejected is 1 when
+// it was given and refused (the module was compiled from source).
+int32_t isolet_module_compile_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
+                                     const uint8_t* name, size_t name_len, const uint8_t* cache,
+                                     size_t cache_len, int32_t* cache_rejected, uint32_t* id,
+                                     isolet_error* err);
+// The code cache (bytecode, no heap state) of module `id`, with the functions compiled
+// since it was: ISOLET_OK (*out set) or ISOLET_FAILED.
+int32_t isolet_module_create_code_cache(isolet_sandbox* sb, uint32_t id, isolet_bytes* out);
+// 1 once module `id` is instantiated (it and everything it imports are linked in V8).
+int32_t isolet_module_instantiated(isolet_sandbox* sb, uint32_t id);
+// Forgets module `id` (a persistent sandbox's finished root, a module that never linked);
+// a later compile may take its id. No instantiated module may still link to it.
+void isolet_module_release(isolet_sandbox* sb, uint32_t id);
+// Instantiates and evaluates module `id` and runs microtasks, leaving the run's result
+// alone (a prelude module's check): ISOLET_OK (evaluated), ISOLET_PENDING (top-level await
+// still waiting), ISOLET_THREW (*err), ISOLET_TERMINATED or ISOLET_FAILED.
+int32_t isolet_module_evaluate(isolet_sandbox* sb, uint32_t id, isolet_error* err);
 // The specifiers module `id` imports, in V8's order, joined by '\0' into *out (malloc'd;
 // release with isolet_bytes_free); *count is how many. ISOLET_OK or ISOLET_FAILED.
 int32_t isolet_module_requests(isolet_sandbox* sb, uint32_t id, isolet_bytes* out, size_t* count);

@@ -437,6 +437,8 @@ pub struct NativeEngine {
     /// Thread mode: the prelude and compiled-code cache of every run (process mode: each
     /// host has its own, made from its `Start`).
     code: Arc<EngineCode>,
+    /// Keys of the prelude's modules, which no sandbox's or run's `modules` may replace.
+    prelude_keys: Arc<Vec<String>>,
 }
 
 impl Drop for NativeEngine {
@@ -454,7 +456,8 @@ impl NativeEngine {
     pub fn new(env: Env, settings: &EngineSettings) -> Result<Self> {
         let c = &settings.config;
         let owner = env.raw() as usize;
-        let prelude = c.prelude.as_ref().map(|p| p.source.clone());
+        let prelude = c.prelude.clone();
+        let prelude_keys = Arc::new(prelude.as_ref().map(|p| p.module_keys()).unwrap_or_default());
         let backend = match c.isolation {
             Isolation::Thread => Backend::Threads(Engine::new(c.pool(), owner)),
             Isolation::Process => {
@@ -468,7 +471,7 @@ impl NativeEngine {
             Backend::Processes(_) => EngineCode::none(),
         };
         let dispatcher = Dispatcher::new(&env)?;
-        Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher, code })
+        Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher, code, prelude_keys })
     }
 
     /// Registers the WebAssembly modules every run may instantiate: checks them, then
@@ -752,6 +755,11 @@ impl NativeEngine {
     /// The engine's prelude and compiled-code cache (thread mode's).
     pub(crate) fn code(&self) -> Arc<EngineCode> {
         self.code.clone()
+    }
+
+    /// Keys of the engine's prelude modules.
+    pub(crate) fn prelude_keys(&self) -> Arc<Vec<String>> {
+        self.prelude_keys.clone()
     }
 
     pub(crate) fn dispatcher(&self) -> &std::rc::Rc<Dispatcher> {

@@ -47,6 +47,36 @@ impl SandboxSettings {
     pub fn memory_limit_mb(&self) -> u32 {
         self.plan.base.limits.memory_mb
     }
+
+    /// Keys of the sandbox's `modules` whose sources are TypeScript (JS strips them, then
+    /// sets each with `setModule`, before the sandbox opens).
+    #[napi(getter)]
+    pub fn typescript_modules(&self) -> Vec<String> {
+        let language = self.plan.base.language;
+        self.plan.base.modules.keys().filter(|k| isolet_core::modules::is_typescript(k, language)).cloned().collect()
+    }
+
+    /// The source of module `key` of the sandbox's checked map.
+    #[napi]
+    pub fn module_source(&self, key: String) -> Option<String> {
+        self.plan.base.modules.get(&key).cloned()
+    }
+
+    /// Module `key` of the sandbox's map, stripped of its types (the map stays within its
+    /// limits).
+    #[napi]
+    pub fn set_module(&mut self, key: String, source: String) -> Result<(), String> {
+        let base = &mut Arc::make_mut(&mut self.plan).base;
+        let Some(old) = base.modules.get_mut(&key) else {
+            return Err(kind_error(isolet_core::ErrorKind::Validation, format!("modules has no module '{key}'")));
+        };
+        let before = std::mem::replace(old, source);
+        if isolet_core::modules::check_map(&base.modules, base.module_limits).is_err() {
+            base.modules.insert(key.clone(), before);
+            return Err(kind_error(isolet_core::ErrorKind::Validation, format!("modules['{key}'] is over maxModuleBytes once its types are stripped")));
+        }
+        Ok(())
+    }
 }
 
 /// Where a sandbox lives.
@@ -61,6 +91,8 @@ pub struct NativeSandbox {
     backend: Backend,
     plan: Arc<SandboxPlan>,
     dispatcher: std::rc::Rc<Dispatcher>,
+    /// Keys of the engine's prelude modules, which a run's `modules` may not replace.
+    prelude_keys: Arc<Vec<String>>,
 }
 
 impl Drop for NativeSandbox {
@@ -76,6 +108,8 @@ impl Drop for NativeSandbox {
 pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result<NativeSandbox, String> {
     let id = super::engine::next_run_id();
     let plan = (*settings.plan).clone();
+    let prelude_keys = engine.prelude_keys();
+    isolet_core::options::check_prelude_shadowing("modules", &plan.base.modules, &prelude_keys).map_err(options_error)?;
     let engine_isolation = if engine.threads().is_some() { "thread" } else { "process" };
     if settings.isolation_given && settings.isolation() != engine_isolation {
         return Err(kind_error(
@@ -91,7 +125,11 @@ pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result
         }
         (None, None) => return Err(kind_error(isolet_core::ErrorKind::Internal, "an engine of no isolation")),
     };
-    Ok(NativeSandbox { backend, plan: settings.plan.clone(), dispatcher: engine.dispatcher().clone() })
+    // The sandbox's map lives where the sandbox does; the plan each run starts from needs
+    // none of it (a run's plan carries the run's own map alone).
+    let mut kept = (*settings.plan).clone();
+    kept.base.modules.clear();
+    Ok(NativeSandbox { backend, plan: Arc::new(kept), dispatcher: engine.dispatcher().clone(), prelude_keys })
 }
 
 fn open_thread(
@@ -115,6 +153,7 @@ impl NativeSandbox {
         // The sandbox's budgets cut the run's limits when it starts (`SandboxCore::start_run`).
         let budget = isolet_core::sandbox::Budget::default();
         let plan = isolet_core::sandbox::run_plan(&self.plan, &budget, &code, &options).map_err(options_error)?;
+        isolet_core::options::check_prelude_shadowing("modules", &plan.modules, &self.prelude_keys).map_err(options_error)?;
         Ok(RunPlanJs { plan: Arc::new(plan) })
     }
 

@@ -271,6 +271,7 @@ impl ProcessEngine {
             wasm_modules: Vec::new(),
             prelude: None,
             code_cache_bytes: 0,
+            prelude_modules: Default::default(),
         };
         let pool = Pool::new(PoolConfig { warm_pool_size: 0, ..config });
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| Inner {
@@ -318,9 +319,11 @@ impl ProcessEngine {
 
     /// The prelude every host checks as it starts and runs before each run's code, and
     /// the budget of each host's own compiled-code cache.
-    pub(crate) fn set_engine_code(&self, prelude: Option<String>, code_cache_bytes: usize) {
+    pub(crate) fn set_engine_code(&self, prelude: Option<isolet_core::options::Prelude>, code_cache_bytes: usize) {
         let mut state = self.inner.state();
-        state.host_config.prelude = prelude;
+        let prelude = prelude.unwrap_or_default();
+        state.host_config.prelude = prelude.source;
+        state.host_config.prelude_modules = prelude.modules;
         state.host_config.code_cache_bytes = code_cache_bytes as u64;
     }
 

@@ -3,11 +3,13 @@
 //! own). The policy (key, admission, budget, eviction) is `isolet_core::code_cache`; this
 //! holds it behind a lock and checks the prelude when the engine starts.
 use std::collections::hash_map::RandomState;
+use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use isolet_core::code_cache::{self, CodeCache, CodeCacheStats, Lookup, Unit};
 use isolet_core::limits::PRELUDE_INIT_TIME_MS;
+use isolet_core::options::Prelude;
 
 use crate::limits::lock;
 use crate::v8::{DataAnswer, IsolateHandle, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
@@ -19,16 +21,19 @@ const TERMINATION_GRACE: Duration = Duration::from_millis(1000);
 
 pub(crate) struct EngineCode {
     pub prelude: Option<String>,
+    /// The prelude's modules (`prelude.modules`), by key: every run may import them.
+    pub prelude_modules: BTreeMap<String, String>,
     cache: Mutex<CodeCache>,
     /// The cache's hasher, copied out so a large source is hashed outside the lock.
     hasher: RandomState,
 }
 
 impl EngineCode {
-    pub(crate) fn new(prelude: Option<String>, cache_budget_bytes: usize) -> Arc<EngineCode> {
+    pub(crate) fn new(prelude: Option<Prelude>, cache_budget_bytes: usize) -> Arc<EngineCode> {
         let cache = CodeCache::new(cache_budget_bytes);
         let hasher = cache.hasher();
-        Arc::new(EngineCode { prelude, cache: Mutex::new(cache), hasher })
+        let Prelude { source, modules } = prelude.unwrap_or_default();
+        Arc::new(EngineCode { prelude: source, prelude_modules: modules, cache: Mutex::new(cache), hasher })
     }
 
     /// No prelude and no cache (runs planned outside an engine).
@@ -55,9 +60,11 @@ impl EngineCode {
     }
 }
 
-/// The host of the isolate that checks a prelude: nothing exists yet for it to call.
+/// The host of the isolate that checks a prelude: nothing exists yet for it to call; its
+/// modules import each other only.
 struct PreludeHost {
     handle: Mutex<Option<IsolateHandle>>,
+    code: Arc<EngineCode>,
 }
 
 impl SandboxHost for PreludeHost {
@@ -83,18 +90,24 @@ impl SandboxHost for PreludeHost {
             std::thread::park();
         }
     }
+    fn given_module(&self, key: &str) -> Option<(String, bool)> {
+        self.code.prelude_modules.get(key).map(|s| (s.clone(), true))
+    }
+    fn engine_code(&self) -> Option<Arc<EngineCode>> {
+        Some(self.code.clone())
+    }
 }
 
 /// Runs the prelude once in a throwaway isolate (on a thread of its own, within
 /// `PRELUDE_INIT_TIME_MS` and `memory_mb`), which also puts its compiled code in the
 /// cache. The error says what is wrong with it, for `init()` to throw.
 pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32) -> Result<(), String> {
-    if code.prelude.is_none() {
+    if code.prelude.is_none() && code.prelude_modules.is_empty() {
         return Ok(());
     }
     let heap_limit_bytes = memory_mb as usize * 1024 * 1024;
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
-    let host = Arc::new(PreludeHost { handle: Mutex::new(None) });
+    let host = Arc::new(PreludeHost { handle: Mutex::new(None), code: code.clone() });
     let (code_for_thread, host_for_thread) = (code.clone(), host.clone());
     let spawned = std::thread::Builder::new().name("isolet-prelude".into()).stack_size(8 * 1024 * 1024).spawn(move || {
         let config = SandboxConfig { heap_limit_bytes, array_buffer_limit_bytes: heap_limit_bytes };
@@ -103,15 +116,27 @@ pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32) -> Result<()
             return;
         };
         *lock(&host_for_thread.handle) = Some(sandbox.handle());
-        let step = sandbox.run_prelude(&code_for_thread);
+        let mut what = "prelude".to_string();
+        let mut step = sandbox.run_prelude(&code_for_thread);
+        // Then each module, as a run importing it would evaluate it (after the source).
+        if matches!(step, Step::Settled | Step::Pending) {
+            for key in code_for_thread.prelude_modules.keys() {
+                if let Err(failed) = sandbox.check_prelude_module(key) {
+                    what = format!("prelude module '{key}'");
+                    step = failed;
+                    break;
+                }
+            }
+        }
         let out_of_memory = sandbox.hit_memory_limit();
         *lock(&host_for_thread.handle) = None;
         let result = match step {
-            _ if out_of_memory => Err(format!("prelude ran out of memory (the engine's memoryMb is {memory_mb})")),
+            _ if out_of_memory => Err(format!("{what} ran out of memory (the engine's memoryMb is {memory_mb})")),
             Step::Settled | Step::Pending => Ok(()),
-            Step::Syntax(t) => Err(format!("prelude has a syntax error: {}: {}{}", t.name, t.message, at(t.line, t.column))),
-            Step::Threw(t) => Err(format!("prelude threw {}: {}{}", t.name, t.message, at(t.line, t.column))),
-            Step::Terminated => Err(format!("prelude did not finish within {PRELUDE_INIT_TIME_MS} ms")),
+            Step::Syntax(t) => Err(format!("{what} has a syntax error: {}: {}{}", t.name, t.message, at(t.line, t.column))),
+            Step::Threw(t) => Err(format!("{what} threw {}: {}{}", t.name, t.message, at(t.line, t.column))),
+            Step::Invalid(message) => Err(format!("{what}: {message}")),
+            Step::Terminated => Err(format!("{what} did not finish within {PRELUDE_INIT_TIME_MS} ms")),
         };
         drop(sandbox);
         let _ = tx.send(result);

@@ -36,6 +36,8 @@ pub(crate) struct SandboxCore {
     pub plan: SandboxPlan,
     /// The engine's prelude (run once, before the sandbox's first run) and code cache.
     code: Arc<EngineCode>,
+    /// The sandbox's own `modules`, which every run may import.
+    modules: Arc<std::collections::BTreeMap<String, String>>,
     jobs: Mutex<Option<mpsc::Sender<Arc<RunShared>>>>,
     state: Mutex<CoreState>,
     count: RunCount,
@@ -52,7 +54,11 @@ impl SandboxCore {
     ) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
         let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
-        (Arc::new(SandboxCore { plan, code, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), count, on_close: Mutex::new(None) }), rx)
+        // The sandbox's map moves here: runs are planned elsewhere (by its handle, or the
+        // parent in process isolation), so nothing else here reads it.
+        let mut plan = plan;
+        let modules = Arc::new(std::mem::take(&mut plan.base.modules));
+        (Arc::new(SandboxCore { plan, code, modules, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), count, on_close: Mutex::new(None) }), rx)
     }
 
     pub(crate) fn budget(&self) -> Budget {
@@ -94,6 +100,7 @@ impl SandboxCore {
         let sink: Arc<dyn EventSink> = Arc::new(SandboxSink { inner: sink, core: Arc::downgrade(self) });
         let mut spec = RunSpec::new(plan, &[]).with_code(self.code.clone());
         spec.call = call;
+        spec.sandbox_modules = Some(self.modules.clone());
         let run = RunShared::new(id, spec, sink);
         self.submit(run.clone());
         run
@@ -228,8 +235,11 @@ impl EventSink for SandboxSink {
 pub(crate) fn sandbox_main(config: SandboxConfig, core: Arc<SandboxCore>, jobs: mpsc::Receiver<Arc<RunShared>>) -> bool {
     let host = Arc::new(ThreadHost::default());
     let mut sandbox = Sandbox::new(&config, host.clone());
-    if sandbox.is_none() {
-        core.close(CloseReason::Internal, false);
+    match sandbox.as_mut() {
+        Some(sb) => sb.set_persistent(),
+        None => {
+            core.close(CloseReason::Internal, false);
+        }
     }
     let idle = core.plan.limits.idle_timeout_ms.map(Duration::from_millis);
     let mut installed = false;

@@ -41,6 +41,8 @@ pub(crate) struct RunSpec {
     /// Persistent sandboxes (`sandbox.call`): call this global function with these
     /// serialized arguments (an array) instead of running `plan.code`.
     pub call: Option<(String, Vec<u8>)>,
+    /// Persistent sandboxes: the sandbox's own `modules` (its runs' plans carry their own).
+    pub sandbox_modules: Option<Arc<std::collections::BTreeMap<String, String>>>,
 }
 
 impl RunSpec {
@@ -48,7 +50,7 @@ impl RunSpec {
     pub(crate) fn new(plan: Arc<RunPlan>, engine_modules: &[(String, Arc<WasmModule>)]) -> RunSpec {
         let tool_calls = ToolCalls::new(plan.max_calls.clone());
         let wasm_modules = if plan.wasm { engine_modules.to_vec() } else { Vec::new() };
-        RunSpec { plan, tool_calls, wasm_modules, code: EngineCode::none(), call: None }
+        RunSpec { plan, tool_calls, wasm_modules, code: EngineCode::none(), call: None, sandbox_modules: None }
     }
 
     /// The run uses the engine's prelude and compiled-code cache.

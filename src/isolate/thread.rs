@@ -105,8 +105,19 @@ impl SandboxHost for ThreadHost {
         quarantine::park_current_thread(!counted)
     }
 
-    fn given_module(&self, key: &str) -> Option<String> {
-        self.current()?.spec.plan.modules.get(key).cloned()
+    fn given_module(&self, key: &str) -> Option<(String, bool)> {
+        let run = self.current()?;
+        // The prelude's first: no run may replace one of its modules (refused when the
+        // run was planned), so this order only matters to a plan no check made.
+        if let Some(source) = run.spec.code.prelude_modules.get(key) {
+            return Some((source.clone(), true));
+        }
+        let own = run.spec.plan.modules.get(key);
+        own.or_else(|| run.spec.sandbox_modules.as_ref().and_then(|m| m.get(key))).map(|s| (s.clone(), false))
+    }
+
+    fn engine_code(&self) -> Option<Arc<super::code::EngineCode>> {
+        Some(self.current()?.spec.code.clone())
     }
 
     fn module_resolver(&self) -> bool {
@@ -246,6 +257,8 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
     run.sink().started();
 
     let step = install_and_run(sandbox, run, install);
+    // Modules imported with import() since the run's top level: their caches now.
+    sandbox.flush_module_caches();
     let result = finish(sandbox, run, step);
 
     let heap = sandbox.heap();
@@ -275,6 +288,12 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared, install: bool) -> Ste
         }
         if let Some(step) = install_globals(sandbox, spec) {
             return step;
+        }
+    }
+    if !install {
+        // A persistent sandbox's later run: a module it loaded stays as it was loaded.
+        if let Some(message) = sandbox.replaced_module(&spec.plan.modules) {
+            return Step::Invalid(message);
         }
     }
     let mut step = match &spec.call {
@@ -345,6 +364,7 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
         },
         Step::Threw(thrown) => Some(Err(Failure::threw(thrown))),
         Step::Syntax(thrown) => Some(Err(Failure::syntax(thrown))),
+        Step::Invalid(message) => Some(Err(Failure::new(ErrorKind::Validation, message))),
         Step::Terminated | Step::Pending => None,
     };
     // Limits win over whatever the script saw while being stopped. A run whose one large

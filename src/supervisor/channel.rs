@@ -99,7 +99,8 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
             unsafe { libc::_exit(0) }
         }
     };
-    let code = EngineCode::new(start.prelude.clone(), start.code_cache_bytes as usize);
+    let prelude = isolet_core::options::Prelude { source: start.prelude.clone(), modules: start.prelude_modules.clone() };
+    let code = EngineCode::new(Some(prelude), start.code_cache_bytes as usize);
     let ch = Arc::new(Channel {
         file,
         writer: Mutex::new(()),

@@ -231,6 +231,23 @@ extern "C" {
         id: *mut u32,
         err: *mut isolet_error,
     ) -> i32;
+    #[allow(clippy::too_many_arguments)] // the seam's flat C signature
+    pub fn isolet_module_compile_cached(
+        sb: *mut isolet_sandbox,
+        code: *const u8,
+        len: usize,
+        name: *const u8,
+        name_len: usize,
+        cache: *const u8,
+        cache_len: usize,
+        cache_rejected: *mut i32,
+        id: *mut u32,
+        err: *mut isolet_error,
+    ) -> i32;
+    pub fn isolet_module_create_code_cache(sb: *mut isolet_sandbox, id: u32, out: *mut isolet_bytes) -> i32;
+    pub fn isolet_module_instantiated(sb: *mut isolet_sandbox, id: u32) -> i32;
+    pub fn isolet_module_release(sb: *mut isolet_sandbox, id: u32);
+    pub fn isolet_module_evaluate(sb: *mut isolet_sandbox, id: u32, err: *mut isolet_error) -> i32;
     pub fn isolet_module_requests(sb: *mut isolet_sandbox, id: u32, out: *mut isolet_bytes, count: *mut usize) -> i32;
     pub fn isolet_module_link(sb: *mut isolet_sandbox, id: u32, targets: *const u32, count: usize) -> i32;
     pub fn isolet_module_run(sb: *mut isolet_sandbox, id: u32, err: *mut isolet_error) -> i32;

@@ -32,8 +32,13 @@ pub(crate) trait SandboxHost: Send + Sync {
     fn heap_limit(&self);
     /// V8 hit a fatal OOM on this isolate's thread. Must never return.
     fn fatal_oom(&self) -> !;
-    /// The source of module `key` in the run's `modules` map, if it is there.
-    fn given_module(&self, _key: &str) -> Option<String> {
+    /// The source of module `key` given up front (the run's `modules`, its sandbox's, the
+    /// engine's prelude modules), if it is there, and whether it is a prelude module.
+    fn given_module(&self, _key: &str) -> Option<(String, bool)> {
+        None
+    }
+    /// The engine's compiled-code cache, which modules are compiled through.
+    fn engine_code(&self) -> Option<Arc<EngineCode>> {
         None
     }
     /// Whether the run has a `resolve` to ask for modules its map does not hold.
@@ -68,6 +73,8 @@ pub(crate) enum Step {
     Pending,
     Threw(Thrown),
     Syntax(Thrown),
+    /// Refused before it ran, as a validation error with this message.
+    Invalid(String),
     Terminated,
 }
 
@@ -251,6 +258,20 @@ struct Callbacks {
 struct ModuleState {
     graph: ModuleGraph,
     unlinked: Vec<u32>,
+    /// The root module of the run being served (a persistent sandbox releases it after).
+    root: Option<u32>,
+    /// Modules whose code cache the engine's cache asked for, made once their code ran.
+    produce: Vec<PendingCache>,
+}
+
+/// A module compiled from source whose code cache is to be made and kept.
+struct PendingCache {
+    id: u32,
+    key: u64,
+    kind: UnitKind,
+    origin: String,
+    source: String,
+    code: Arc<EngineCode>,
 }
 
 /// Why a module graph could not be loaded.
@@ -281,13 +302,55 @@ fn module_thrown(e: &ModuleError) -> Thrown {
     Thrown { name: name.into(), message: e.to_string(), ..Default::default() }
 }
 
-/// Compiles `source` as module `key`; a syntax error names the module (unless it is the
+/// Compiles `source` as module `key` (through the engine's code cache when there is one:
+/// `kind` says which units it keeps); a syntax error names the module (unless it is the
 /// run's own code, named like a script's).
-fn compile_module(raw: *mut ffi::isolet_sandbox, source: &str, key: &str) -> Result<u32, LoadError> {
+fn compile_module(
+    raw: *mut ffi::isolet_sandbox,
+    source: &str,
+    key: &str,
+    cache: Option<(&Arc<EngineCode>, UnitKind)>,
+    produce: &mut Vec<PendingCache>,
+) -> Result<u32, LoadError> {
     let mut err = empty_error();
     let mut id = 0u32;
-    // SAFETY: live sandbox, valid buffers and out-pointers.
-    let rc = unsafe { ffi::isolet_module_compile(raw, source.as_ptr(), source.len(), key.as_ptr(), key.len(), &mut id, &mut err) };
+    let unit = cache.map(|(code, kind)| (code, Unit { kind, origin: key, source }));
+    let looked = unit.as_ref().map(|(code, unit)| code.lookup(unit));
+    let data: &[u8] = match &looked {
+        Some((_, Lookup::Hit(data))) => data,
+        _ => &[],
+    };
+    let mut rejected = 0;
+    // SAFETY: live sandbox, valid buffers and out-pointers; `data` outlives the call.
+    let rc = unsafe {
+        ffi::isolet_module_compile_cached(
+            raw,
+            source.as_ptr(),
+            source.len(),
+            key.as_ptr(),
+            key.len(),
+            data.as_ptr(),
+            data.len(),
+            &mut rejected,
+            &mut id,
+            &mut err,
+        )
+    };
+    if let (Some((code, unit)), Some((cache_key, lookup))) = (&unit, &looked) {
+        if rejected != 0 {
+            code.rejected(*cache_key);
+        }
+        if *lookup == Lookup::Produce && rc == ffi::ISOLET_OK {
+            produce.push(PendingCache {
+                id,
+                key: *cache_key,
+                kind: unit.kind,
+                origin: key.to_string(),
+                source: source.to_string(),
+                code: (*code).clone(),
+            });
+        }
+    }
     let out = match rc {
         ffi::ISOLET_OK => Ok(id),
         ffi::ISOLET_SYNTAX => {
@@ -306,6 +369,31 @@ fn compile_module(raw: *mut ffi::isolet_sandbox, source: &str, key: &str) -> Res
     // SAFETY: frees leftovers, null-safe.
     unsafe { ffi::isolet_error_free(&mut err) };
     out
+}
+
+/// Admits, compiles and enters module `name` in the graph (counted back out if it does
+/// not compile).
+fn load_module(
+    raw: *mut ffi::isolet_sandbox,
+    host: &dyn SandboxHost,
+    state: &mut ModuleState,
+    name: &str,
+    source: &str,
+    prelude: bool,
+) -> Result<u32, LoadError> {
+    state.graph.admit(source.len()).map_err(LoadError::Module)?;
+    let code = host.engine_code();
+    let kind = if prelude { UnitKind::PreludeModule } else { UnitKind::Module };
+    match compile_module(raw, source, name, code.as_ref().map(|c| (c, kind)), &mut state.produce) {
+        Ok(id) => {
+            state.graph.insert(name, id, source);
+            Ok(id)
+        }
+        Err(e) => {
+            state.graph.unadmit(source.len());
+            Err(e)
+        }
+    }
 }
 
 fn module_requests(raw: *mut ffi::isolet_sandbox, id: u32) -> Result<Vec<String>, LoadError> {
@@ -343,8 +431,8 @@ fn ensure_module(
     };
     let not_found = || ModuleError::NotFound { specifier: key.to_string(), referrer: referrer.to_string() };
     let resolve_error = |message: String| ModuleError::Resolve { specifier: key.to_string(), referrer: referrer.to_string(), message };
-    let (name, source) = match host.given_module(key) {
-        Some(source) => (key.to_string(), source),
+    let (name, source, prelude) = match host.given_module(key) {
+        Some((source, prelude)) => (key.to_string(), source, prelude),
         // Not remembered: a run without `resolve` could otherwise fill the graph (outside
         // V8's heap) with as many missing keys as it can name.
         None if !host.module_resolver() => return Err(LoadError::Module(not_found())),
@@ -355,14 +443,14 @@ fn ensure_module(
                 DataAnswer::Error(message) => return failed(state, resolve_error(message)),
                 DataAnswer::Value(bytes) => match modules::decode_resolved(&bytes) {
                     Ok(None) => return failed(state, not_found()),
-                    Ok(Some((None, source))) => (key.to_string(), source),
+                    Ok(Some((None, source))) => (key.to_string(), source, false),
                     Ok(Some((Some(canonical), source))) => match modules::map_key(&canonical) {
                         Ok(name) => {
                             if let Some(Ok(id)) = state.graph.get(&name) {
                                 state.graph.alias(key, id);
                                 return Ok(id);
                             }
-                            (name, source)
+                            (name, source, false)
                         }
                         Err(why) => return failed(state, resolve_error(format!("the specifier it returned {why}"))),
                     },
@@ -371,19 +459,23 @@ fn ensure_module(
             }
         }
     };
-    state.graph.admit(source.len()).map_err(LoadError::Module)?;
-    let id = compile_module(raw, &source, &name)?;
-    state.graph.insert(&name, id);
+    let id = load_module(raw, host, state, &name, &source, prelude)?;
     state.graph.alias(key, id);
     state.unlinked.push(id);
     Ok(id)
 }
 
-/// Loads what every module compiled but not linked yet imports, and links it. A module
-/// stays queued until its imports are all there, so a failed load is finished by a
-/// later one that reaches the same module.
-fn link_pending(raw: *mut ffi::isolet_sandbox, host: &dyn SandboxHost, state: &mut ModuleState) -> Result<(), LoadError> {
-    while let Some(&id) = state.unlinked.last() {
+/// Loads what the modules `root` reaches that are compiled but not linked yet import, and
+/// links them. A module stays queued until its imports are all there, so a failed load is
+/// finished by a later one that reaches the same module; a load that does not reach it
+/// leaves it alone (an `import()` that failed must not fail the next, unrelated one).
+fn link_pending(raw: *mut ffi::isolet_sandbox, host: &dyn SandboxHost, state: &mut ModuleState, root: u32) -> Result<(), LoadError> {
+    let mut work = vec![root];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(id) = work.pop() {
+        if !seen.insert(id) || !state.unlinked.contains(&id) {
+            continue;
+        }
         let from = state.graph.key_of(id).unwrap_or(modules::ROOT_MODULE).to_string();
         let mut targets = Vec::new();
         for specifier in module_requests(raw, id)? {
@@ -393,6 +485,7 @@ fn link_pending(raw: *mut ffi::isolet_sandbox, host: &dyn SandboxHost, state: &m
         // SAFETY: live sandbox; `targets` is valid for the call.
         unsafe { ffi::isolet_module_link(raw, id, targets.as_ptr(), targets.len()) };
         state.unlinked.retain(|queued| *queued != id);
+        work.extend(targets);
     }
     Ok(())
 }
@@ -423,7 +516,7 @@ extern "C" fn import_cb(
         let key = modules::module_key(&specifier, &referrer).map_err(LoadError::Module)?;
         let mut state = lock(&callbacks.modules);
         let id = ensure_module(raw, host, &mut state, &key, &referrer)?;
-        link_pending(raw, host, &mut state)?;
+        link_pending(raw, host, &mut state, id)?;
         Ok(id)
     });
     let (name, message) = match loaded {
@@ -836,6 +929,12 @@ impl Sandbox {
         })
     }
 
+    /// A persistent sandbox: its module graph outlives its runs.
+    pub(crate) fn set_persistent(&mut self) {
+        // SAFETY: the callbacks box lives as long as self.
+        lock(unsafe { &(*self.callbacks).modules }).graph.set_persistent();
+    }
+
     /// The limits of the run now served on the isolate's module graph.
     pub(crate) fn set_module_limits(&mut self, limits: ModuleLimits) {
         // SAFETY: the callbacks box lives as long as self.
@@ -851,11 +950,10 @@ impl Sandbox {
             let mut state = lock(&callbacks.modules);
             let host = callbacks.host.as_ref();
             let mut load = || -> Result<u32, LoadError> {
-                state.graph.admit(code.len()).map_err(LoadError::Module)?;
-                let id = compile_module(self.raw, code, modules::ROOT_MODULE)?;
-                state.graph.insert(modules::ROOT_MODULE, id);
+                let id = load_module(self.raw, host, &mut state, modules::ROOT_MODULE, code, false)?;
+                state.root = Some(id);
                 state.unlinked.push(id);
-                link_pending(self.raw, host, &mut state)?;
+                link_pending(self.raw, host, &mut state, id)?;
                 Ok(id)
             };
             load()
@@ -877,7 +975,76 @@ impl Sandbox {
         };
         // SAFETY: frees leftovers, null-safe.
         unsafe { ffi::isolet_error_free(&mut err) };
+        if matches!(step, Step::Settled | Step::Pending) {
+            // Their top levels ran: the caches hold what that compiled too.
+            self.flush_module_caches();
+        }
         step
+    }
+
+    /// Makes the code caches the engine's cache asked for, of the modules compiled since
+    /// the last time (after their code ran, so the functions it compiled are in them).
+    pub(crate) fn flush_module_caches(&mut self) {
+        // SAFETY: the callbacks box lives as long as self.
+        let pending = std::mem::take(&mut lock(unsafe { &(*self.callbacks).modules }).produce);
+        for p in pending {
+            if self.panicked() {
+                return;
+            }
+            let mut out = ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
+            // SAFETY: live sandbox, valid out-pointer; a released or unknown id fails.
+            let rc = unsafe { ffi::isolet_module_create_code_cache(self.raw, p.id, &mut out) };
+            if let (ffi::ISOLET_OK, Some(data)) = (rc, take_bytes(&mut out)) {
+                p.code.admit(p.key, &Unit { kind: p.kind, origin: &p.origin, source: &p.source }, data);
+            }
+        }
+    }
+
+    /// Persistent sandboxes: the run's own `modules` that name a module an earlier run
+    /// loaded from another source (which cannot be replaced), as the run's error message.
+    pub(crate) fn replaced_module(&self, given: &std::collections::BTreeMap<String, String>) -> Option<String> {
+        // SAFETY: the callbacks box lives as long as self.
+        let state = lock(unsafe { &(*self.callbacks).modules });
+        given.iter().find(|(key, source)| state.graph.loaded_otherwise(key, source)).map(|(key, _)| {
+            format!("modules['{key}']: module '{key}' was loaded by an earlier run of this sandbox from another source; a loaded module cannot be replaced")
+        })
+    }
+
+    /// Evaluates the engine's prelude module `key` (its imports among the prelude's
+    /// modules) in this fresh context: what is wrong with it, naming it, for `init()`.
+    pub(crate) fn check_prelude_module(&mut self, key: &str) -> Result<(), Step> {
+        // SAFETY: the callbacks box lives as long as self.
+        let callbacks = unsafe { &*self.callbacks };
+        let loaded = {
+            let mut state = lock(&callbacks.modules);
+            let host = callbacks.host.as_ref();
+            let mut load = || -> Result<u32, LoadError> {
+                let id = ensure_module(self.raw, host, &mut state, key, "prelude")?;
+                link_pending(self.raw, host, &mut state, id)?;
+                Ok(id)
+            };
+            load()
+        };
+        let id = match loaded {
+            _ if self.panicked() => return Err(Step::Terminated),
+            Ok(id) => id,
+            Err(e) => return Err(e.into_step()),
+        };
+        let mut err = empty_error();
+        // SAFETY: live sandbox, valid out-pointer.
+        let rc = unsafe { ffi::isolet_module_evaluate(self.raw, id, &mut err) };
+        let out = match rc {
+            _ if self.panicked() => Err(Step::Terminated),
+            ffi::ISOLET_OK | ffi::ISOLET_PENDING => Ok(()),
+            ffi::ISOLET_THREW => Err(Step::Threw(take_error(&mut err))),
+            _ => Err(Step::Terminated),
+        };
+        // SAFETY: frees leftovers, null-safe.
+        unsafe { ffi::isolet_error_free(&mut err) };
+        if out.is_ok() {
+            self.flush_module_caches();
+        }
+        out
     }
 
     /// Compiles and starts the run's code, through the engine's compiled-code cache when
@@ -1058,6 +1225,24 @@ impl Sandbox {
     pub(crate) fn end_run(&mut self) {
         // SAFETY: live sandbox; no other thread can terminate it now (the run is detached).
         unsafe { ffi::isolet_sandbox_end_run(self.raw) };
+        // The module graph keeps what was instantiated (the same instances for every later
+        // run); the run's own code and what never got linked (a failed load, which a later
+        // run may give anew) are released.
+        // SAFETY: the callbacks box lives as long as self.
+        let mut state = lock(unsafe { &(*self.callbacks).modules });
+        let root = state.root.take();
+        state.unlinked.clear();
+        state.produce.clear();
+        for id in state.graph.ids() {
+            // SAFETY: live sandbox.
+            let instantiated = unsafe { ffi::isolet_module_instantiated(self.raw, id) } != 0;
+            if Some(id) == root || !instantiated {
+                state.graph.release(id);
+                // SAFETY: live sandbox; no instantiated module links to a module that is not.
+                unsafe { ffi::isolet_module_release(self.raw, id) };
+            }
+        }
+        state.graph.end_run();
     }
 
     /// Compiles `source` without running it: its syntax error, if any; `Err` when the

@@ -7,15 +7,15 @@
 //! before. It holds no heap state: a run consuming it starts as pristine as one compiling
 //! from source.
 //!
-//! - **Key**: the wrapper mode (a script, an async function body, the prelude), the origin
-//!   name and the whole source text. Lookups go through a hash with a per-cache random
+//! - **Key**: the wrapper mode (a script, an async function body, the prelude, an ES
+//!   module, a prelude module), the origin name (a module's key) and the whole source text. Lookups go through a hash with a per-cache random
 //!   key (SipHash, so sandboxed code cannot aim collisions), and a hit also compares the
 //!   stored source: V8 itself checks only the source's *length* (plus its version and
 //!   flags), so data for another source of the same length would be accepted and run.
 //!   V8's version and flags are not in the key: the cache lives in memory for one process,
 //!   and a data V8 refuses is dropped (`rejected`) and the source compiled again.
-//! - **Admission**: the prelude (declared by the engine's owner) at once and kept for the
-//!   engine's life; any other source only on its second sighting, and only if it is at
+//! - **Admission**: the prelude and its modules (declared by the engine's owner) at once
+//!   and kept for the engine's life; any other source only on its second sighting, and only if it is at
 //!   least [`MIN_CACHED_SOURCE_BYTES`] long (below that compiling costs about what
 //!   deserializing does) and its entry fits in a quarter of the budget. Sources seen once
 //!   are remembered by hash only, at most [`MAX_SEEN_SOURCES`] of them (oldest forgotten
@@ -45,6 +45,20 @@ pub enum UnitKind {
     AsyncBody,
     /// The engine's prelude: admitted at once and never evicted.
     Prelude,
+    /// An ES module (a run's, a sandbox's or one `resolve` answered with), its origin the
+    /// module's key: the same text under another key is another module (its stacks and
+    /// relative imports differ).
+    Module,
+    /// A module of the engine's prelude (`prelude.modules`): admitted at once and never
+    /// evicted, like the prelude.
+    PreludeModule,
+}
+
+impl UnitKind {
+    /// Declared by the engine's owner: cached at once and kept for the engine's life.
+    pub fn pinned(self) -> bool {
+        matches!(self, UnitKind::Prelude | UnitKind::PreludeModule)
+    }
 }
 
 /// One compilation unit as the seam compiles it (after wrapping).
@@ -163,7 +177,7 @@ impl CodeCache {
                 return Lookup::Hit(entry.data.clone());
             }
         }
-        if unit.kind == UnitKind::Prelude {
+        if unit.kind.pinned() {
             self.stats.misses += 1;
             return Lookup::Produce;
         }
@@ -197,7 +211,7 @@ impl CodeCache {
     /// Keeps `data` (produced after a `Produce`) for `unit`, evicting the least recently
     /// used entries to make room. Returns whether it was kept.
     pub fn admit(&mut self, key: u64, unit: &Unit, data: Vec<u8>) -> bool {
-        let pinned = unit.kind == UnitKind::Prelude;
+        let pinned = unit.kind.pinned();
         let bytes = entry_bytes(unit, data.len());
         if !pinned && bytes > self.max_entry_bytes() {
             return false;
@@ -423,6 +437,47 @@ mod tests {
         assert_eq!(off.lookup(kp, &up), Lookup::Produce);
         assert!(off.admit(kp, &up, vec![0; 6000]));
         assert!(matches!(off.lookup(kp, &up), Lookup::Hit(_)));
+    }
+
+    #[test]
+    fn modules_are_keyed_by_their_key_and_source_and_kept_apart_from_scripts() {
+        let mut c = CodeCache::new(1 << 20);
+        let s = src(2000, 1);
+        let a = Unit { kind: UnitKind::Module, origin: "lib/a.js", source: &s };
+        let b = Unit { origin: "lib/b.js", ..a };
+        let script = Unit { kind: UnitKind::Script, origin: "lib/a.js", source: &s };
+        assert_ne!(c.key(&a), c.key(&b));
+        assert_ne!(c.key(&a), c.key(&script));
+        let k = c.key(&a);
+        // A module is admitted like a script: on its second sighting.
+        assert_eq!(c.lookup(k, &a), Lookup::Skip);
+        assert_eq!(c.lookup(k, &a), Lookup::Produce);
+        assert!(c.admit(k, &a, vec![3; 100]));
+        assert_eq!(c.lookup(k, &a), Lookup::Hit(vec![3u8; 100].into()));
+        // The same text under another key, or as a script, is not served this data.
+        let kb = c.key(&b);
+        assert_eq!(c.lookup(kb, &b), Lookup::Skip);
+        let ks = c.key(&script);
+        assert_eq!(c.lookup(ks, &script), Lookup::Skip);
+        // Another source under the same key (a colliding hash) is never served it either.
+        let other = src(2000, 2);
+        let changed = Unit { source: &other, ..a };
+        assert_ne!(c.lookup(k, &changed), Lookup::Hit(vec![3u8; 100].into()));
+    }
+
+    #[test]
+    fn prelude_modules_are_produced_at_once_and_pinned() {
+        let mut c = CodeCache::new(0);
+        let short = "export const x = 1;";
+        let m = Unit { kind: UnitKind::PreludeModule, origin: "lib.js", source: short };
+        let k = c.key(&m);
+        assert_eq!(c.lookup(k, &m), Lookup::Produce);
+        assert!(c.admit(k, &m, vec![1; 50]));
+        assert!(matches!(c.lookup(k, &m), Lookup::Hit(_)));
+        // A run's module of the same key and text is another unit.
+        let run = Unit { kind: UnitKind::Module, ..m };
+        let kr = c.key(&run);
+        assert_eq!(c.lookup(kr, &run), Lookup::Skip);
     }
 
     #[test]

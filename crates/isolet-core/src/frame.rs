@@ -792,6 +792,8 @@ pub struct WireStart {
     pub wasm_modules: Vec<(String, Vec<u8>)>,
     /// The engine's prelude, checked and compiled once by the host as it starts.
     pub prelude: Option<String>,
+    /// The prelude's modules, by key, checked likewise.
+    pub prelude_modules: BTreeMap<String, String>,
     /// The host's compiled-code cache budget.
     pub code_cache_bytes: u64,
 }
@@ -799,7 +801,8 @@ pub struct WireStart {
 impl WireStart {
     pub fn encode(&self) -> Vec<u8> {
         let bytes: usize = self.wasm_modules.iter().map(|(n, b)| n.len() + b.len() + 8).sum();
-        let prelude_bytes = self.prelude.as_ref().map_or(0, |p| p.len() + 8);
+        let prelude_bytes = self.prelude.as_ref().map_or(0, |p| p.len() + 8)
+            + self.prelude_modules.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>();
         let mut w = FrameWriter::new(Kind::Start, 0, 0, bytes + prelude_bytes + 48);
         let p = &self.pool;
         w.u32(self.parent_pid).u32(p.memory_mb).u64(p.max_concurrent as u64).u64(p.warm_pool_size as u64).u64(p.max_queue as u64);
@@ -808,6 +811,10 @@ impl WireStart {
             w.str(name).bytes(b);
         }
         w.opt_str(self.prelude.as_deref()).u64(self.code_cache_bytes);
+        w.u32(self.prelude_modules.len() as u32);
+        for (k, v) in &self.prelude_modules {
+            w.str(k).str(v);
+        }
         w.finish()
     }
 
@@ -823,8 +830,20 @@ impl WireStart {
         }
         let prelude = r.opt_str()?.map(str::to_string);
         let code_cache_bytes = r.u64()?;
+        let n = r.u32()? as usize;
+        let mut prelude_modules = BTreeMap::new();
+        for _ in 0..n {
+            let k = r.str()?.to_string();
+            if crate::modules::map_key(&k).ok().as_deref() != Some(k.as_str()) {
+                return Err(FrameError::Invalid("module key"));
+            }
+            prelude_modules.insert(k, r.str()?.to_string());
+        }
+        if prelude_modules.len() != n {
+            return Err(FrameError::Invalid("module keys are distinct"));
+        }
         r.end()?;
-        Ok(WireStart { parent_pid, pool, wasm_modules, prelude, code_cache_bytes })
+        Ok(WireStart { parent_pid, pool, wasm_modules, prelude, code_cache_bytes, prelude_modules })
     }
 }
 
@@ -1027,6 +1046,7 @@ mod tests {
             pool,
             wasm_modules: vec![("m".into(), vec![0, 97, 115, 109])],
             prelude: Some("var lib = 1;".into()),
+            prelude_modules: [("lib/a.js".to_string(), "export const a = 1".to_string())].into_iter().collect(),
             code_cache_bytes: 1 << 20,
         };
         let frame = start.encode();

@@ -190,18 +190,38 @@ enum Slot {
     Failed(ModuleError),
 }
 
+/// What the graph keeps of a compiled module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Compiled {
+    key: String,
+    bytes: u64,
+    /// A hash of its source (a keyed SipHash), to tell a later run's source for the same
+    /// key from the one loaded.
+    fingerprint: u64,
+}
+
 /// One isolate's modules, by key. A module is compiled once and kept as long as the
 /// isolate (a one-shot run's, or a persistent sandbox's); the limits are those of the run
-/// being served, counted over the graph's life.
+/// being served, counted over the graph's life, but for calls to `resolve`, counted per run.
+///
+/// A persistent sandbox's graph outlives its runs. Between two runs ([`ModuleGraph::end_run`])
+/// it forgets what was the run's alone: its own code (a new root module each run), the
+/// modules that never got linked (a failed load: a later run may give them anew), and the
+/// keys that could not be found (a later run may give them). What stays is the modules that
+/// were instantiated, each the same instance for every later run.
 #[derive(Debug, Default)]
 pub struct ModuleGraph {
     limits: ModuleLimits,
     slots: HashMap<String, Slot>,
-    /// Key of each module, by seam id.
-    keys: HashMap<u32, String>,
+    /// Each module, by seam id.
+    compiled: HashMap<u32, Compiled>,
     modules: u32,
     bytes: u64,
     requests: u32,
+    hasher: std::collections::hash_map::RandomState,
+    /// A persistent sandbox's graph: sources are fingerprinted (a one-shot run's graph
+    /// never sees a later run, so it skips hashing every source).
+    persistent: bool,
 }
 
 impl ModuleGraph {
@@ -214,6 +234,12 @@ impl ModuleGraph {
         self.limits = limits;
     }
 
+    /// The graph outlives its runs (a persistent sandbox's): later runs' sources are
+    /// compared with what was loaded ([`ModuleGraph::loaded_otherwise`]).
+    pub fn set_persistent(&mut self) {
+        self.persistent = true;
+    }
+
     /// The module of `key`: `None` when the graph has not seen it.
     pub fn get(&self, key: &str) -> Option<Result<u32, ModuleError>> {
         self.slots.get(key).map(|slot| match slot {
@@ -224,11 +250,11 @@ impl ModuleGraph {
 
     /// The key module `id` was compiled under.
     pub fn key_of(&self, id: u32) -> Option<&str> {
-        self.keys.get(&id).map(String::as_str)
+        self.compiled.get(&id).map(|c| c.key.as_str())
     }
 
-    /// One more call to `resolve`; refused past `maxModules` calls, or when the graph is
-    /// full (the module it answers with could not join it).
+    /// One more call to `resolve`; refused past `maxModules` calls in this run, or when the
+    /// graph is full (the module it answers with could not join it).
     pub fn admit_request(&mut self) -> Result<(), ModuleError> {
         if self.requests >= self.limits.max_modules || self.modules >= self.limits.max_modules {
             return Err(ModuleError::TooManyModules { max: self.limits.max_modules });
@@ -251,10 +277,22 @@ impl ModuleGraph {
         Ok(())
     }
 
-    /// Module `id` is compiled under `key`.
-    pub fn insert(&mut self, key: &str, id: u32) {
+    /// A module admitted with `bytes` did not compile: it does not count.
+    pub fn unadmit(&mut self, bytes: usize) {
+        self.modules = self.modules.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(bytes as u64);
+    }
+
+    fn fingerprint(&self, source: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(source)
+    }
+
+    /// Module `id` is compiled under `key` from `source` (admitted before).
+    pub fn insert(&mut self, key: &str, id: u32, source: &str) {
+        let fingerprint = if self.persistent { self.fingerprint(source) } else { 0 };
         self.slots.insert(key.to_string(), Slot::Module(id));
-        self.keys.insert(id, key.to_string());
+        self.compiled.insert(id, Compiled { key: key.to_string(), bytes: source.len() as u64, fingerprint });
     }
 
     /// `key` names module `id` too (`resolve` gave another canonical key).
@@ -268,6 +306,41 @@ impl ModuleGraph {
         if matches!(error, ModuleError::NotFound { .. } | ModuleError::Resolve { .. } | ModuleError::BadSpecifier { .. }) {
             self.slots.insert(key.to_string(), Slot::Failed(error));
         }
+    }
+
+    /// Whether `key` is a module loaded from another source than `source` (a persistent
+    /// sandbox's later run gave other code for a module an earlier run loaded).
+    pub fn loaded_otherwise(&self, key: &str, source: &str) -> bool {
+        if !self.persistent {
+            return false;
+        }
+        match self.slots.get(key) {
+            Some(Slot::Module(id)) => self.compiled.get(id).is_some_and(|c| c.fingerprint != self.fingerprint(source)),
+            _ => false,
+        }
+    }
+
+    /// Every compiled module's id.
+    pub fn ids(&self) -> Vec<u32> {
+        self.compiled.keys().copied().collect()
+    }
+
+    /// Forgets module `id` (its keys and aliases, and what it counted against the limits);
+    /// the seam releases it.
+    pub fn release(&mut self, id: u32) {
+        if let Some(c) = self.compiled.remove(&id) {
+            self.modules = self.modules.saturating_sub(1);
+            self.bytes = self.bytes.saturating_sub(c.bytes);
+        }
+        self.slots.retain(|_, slot| *slot != Slot::Module(id));
+    }
+
+    /// Between two runs of a persistent sandbox: forgets the keys that could not be found
+    /// and the calls to `resolve` counted (each run has its own). The caller releases the
+    /// run's root and the modules never instantiated.
+    pub fn end_run(&mut self) {
+        self.slots.retain(|_, slot| matches!(slot, Slot::Module(_)));
+        self.requests = 0;
     }
 
     pub fn modules(&self) -> u32 {
@@ -344,10 +417,10 @@ mod tests {
     fn graph_counts_modules_bytes_and_requests() {
         let mut g = ModuleGraph::new(ModuleLimits { max_modules: 2, max_module_bytes: 100 });
         g.admit(60).unwrap();
-        g.insert("a", 0);
+        g.insert("a", 0, &"a".repeat(60));
         assert_eq!(g.admit(41), Err(ModuleError::TooManyBytes { max: 100 }));
         g.admit(40).unwrap();
-        g.insert("b", 1);
+        g.insert("b", 1, &"b".repeat(40));
         assert_eq!(g.admit(0), Err(ModuleError::TooManyModules { max: 2 }));
         assert_eq!((g.modules(), g.bytes()), (2, 100));
         // The graph is full: no module `resolve` could answer would fit.
@@ -357,7 +430,7 @@ mod tests {
         g.admit_request().unwrap();
         g.admit_request().unwrap();
         assert_eq!(g.admit_request(), Err(ModuleError::TooManyModules { max: 2 }));
-        g.insert("a", 0);
+        g.insert("a", 0, "");
         assert_eq!(g.get("a"), Some(Ok(0)));
         assert_eq!(g.key_of(0), Some("a"));
         assert_eq!(g.get("c"), None);
@@ -366,7 +439,7 @@ mod tests {
     #[test]
     fn aliases_and_failures_are_remembered() {
         let mut g = ModuleGraph::new(ModuleLimits::default());
-        g.insert("zod/index.js", 4);
+        g.insert("zod/index.js", 4, "export default 1");
         g.alias("zod", 4);
         assert_eq!(g.get("zod"), Some(Ok(4)));
         let missing = ModuleError::NotFound { specifier: "x".into(), referrer: ROOT_MODULE.into() };
@@ -377,8 +450,66 @@ mod tests {
         assert_eq!(g.get("y"), None);
         // Cycles: a module is in the graph before its imports are loaded, so an import
         // back to it finds it instead of loading it again.
-        g.insert("cycle/a.js", 5);
+        g.insert("cycle/a.js", 5, "import './b.js'");
         assert_eq!(g.get("cycle/a.js"), Some(Ok(5)));
+    }
+
+    #[test]
+    fn a_sandboxs_graph_keeps_its_modules_across_runs_and_forgets_each_runs_own() {
+        let limits = ModuleLimits { max_modules: 3, max_module_bytes: 100 };
+        let mut g = ModuleGraph::new(limits);
+        // Run 1: its code (the root) imports a module; a key that is missing is remembered
+        // for the run.
+        g.admit(10).unwrap();
+        g.insert(ROOT_MODULE, 0, "0123456789");
+        g.admit(20).unwrap();
+        g.insert("counter.js", 1, "export let n = 0; //");
+        g.alias("counter", 1);
+        let missing = ModuleError::NotFound { specifier: "late.js".into(), referrer: ROOT_MODULE.into() };
+        g.fail("late.js", missing.clone());
+        g.admit_request().unwrap();
+        g.admit_request().unwrap();
+        assert_eq!(g.get("late.js"), Some(Err(missing)));
+        // Between runs: the root is released, failures and the run's resolve calls forgotten.
+        g.release(0);
+        g.end_run();
+        assert_eq!((g.modules(), g.bytes()), (1, 20));
+        assert_eq!(g.get(ROOT_MODULE), None);
+        assert_eq!(g.get("late.js"), None);
+        assert_eq!(g.get("counter.js"), Some(Ok(1)));
+        assert_eq!(g.get("counter"), Some(Ok(1)), "aliases stay with their module");
+        // Run 2 may call resolve again (calls are counted per run) ...
+        for _ in 0..3 {
+            g.admit_request().unwrap();
+        }
+        assert_eq!(g.admit_request(), Err(ModuleError::TooManyModules { max: 3 }));
+        g.end_run();
+        // ... and modules and bytes count over the sandbox's life.
+        g.admit(10).unwrap();
+        g.insert(ROOT_MODULE, 0, "0123456789");
+        g.admit(60).unwrap();
+        g.insert("big.js", 2, &"x".repeat(60));
+        assert_eq!(g.admit(0), Err(ModuleError::TooManyModules { max: 3 }));
+        // A module that never got linked is released with its aliases.
+        g.alias("big", 2);
+        g.release(2);
+        assert_eq!((g.get("big.js"), g.get("big")), (None, None));
+        assert_eq!((g.modules(), g.bytes()), (2, 30));
+        // A module that did not compile does not count.
+        g.admit(5).unwrap();
+        g.unadmit(5);
+        assert_eq!((g.modules(), g.bytes()), (2, 30));
+    }
+
+    #[test]
+    fn a_loaded_module_tells_another_source_for_its_key() {
+        let mut g = ModuleGraph::new(ModuleLimits::default());
+        g.set_persistent();
+        g.admit(16).unwrap();
+        g.insert("lib.js", 7, "export const a=1");
+        assert!(!g.loaded_otherwise("lib.js", "export const a=1"));
+        assert!(g.loaded_otherwise("lib.js", "export const a=2"));
+        assert!(!g.loaded_otherwise("other.js", "anything"), "a key not loaded is free");
     }
 
     #[test]

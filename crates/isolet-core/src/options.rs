@@ -114,6 +114,8 @@ pub enum Kind {
     Function,
     /// An object of module sources (strings), keyed by module key (`modules`).
     ModuleMap,
+    /// An engine's prelude: a source string, or `{ source?, modules? }` ([`PRELUDE`]).
+    Prelude,
 }
 
 /// One public option: its name, kind, default (for whole numbers) and the names it is
@@ -221,7 +223,7 @@ pub const ENGINE_CONFIG: &[Opt] = &[
     opt("defaultBridgeLimits", Kind::Object(BRIDGE_LIMITS)),
     Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
     opt("wasmModules", Kind::WasmModules),
-    opt("prelude", Kind::Text),
+    opt("prelude", Kind::Prelude),
     whole("codeCacheMb", 0, MAX_CODE_CACHE_MB as u64, Some(DEFAULT_CODE_CACHE_MB as u64), &["codeCache"]),
 ];
 
@@ -541,27 +543,39 @@ fn module_options(f: &Fields) -> Result<(bool, BTreeMap<String, String>, ModuleL
         max_modules: f.whole_or_default("maxModules")? as u32,
         max_module_bytes: f.whole_or_default("maxModuleBytes")?,
     };
+    let modules = module_map(f, "modules")?;
+    check_module_map(f, &modules, limits)?;
+    Ok((is_module, modules, limits, f.function("resolve")?))
+}
+
+/// A map of module sources (`modules`, `prelude.modules`), by normalized key.
+fn module_map(f: &Fields, name: &str) -> Result<BTreeMap<String, String>, OptionsError> {
     let mut modules = BTreeMap::new();
-    match f.get("modules") {
+    match f.get(name) {
         None => {}
         Some(Raw::Object(entries)) => {
             for (given, source) in entries {
-                let path = format!("{}['{given}']", f.path("modules"));
+                let path = format!("{}['{given}']", f.path(name));
                 let Raw::String(source) = source else {
                     return Err(err(&path, format!("{path} must be a module's source (a string), got {}", source.describe())));
                 };
                 let key = crate::modules::map_key(given).map_err(|why| err(&path, format!("{path}: the key {why}")))?;
                 if modules.insert(key.clone(), source.clone()).is_some() {
-                    return Err(err(&path, format!("{path} names module '{key}', which another key of {} names too", f.path("modules"))));
+                    return Err(err(&path, format!("{path} names module '{key}', which another key of {} names too", f.path(name))));
                 }
             }
         }
         Some(other) => {
-            let path = f.path("modules");
+            let path = f.path(name);
             return Err(err(&path, format!("{path} must be an object of module sources, got {}", other.describe())));
         }
     }
-    if let Err(e) = crate::modules::check_map(&modules, limits) {
+    Ok(modules)
+}
+
+/// A run's `modules` within `limits` (its own code counts as a module).
+fn check_module_map(f: &Fields, modules: &BTreeMap<String, String>, limits: ModuleLimits) -> Result<(), OptionsError> {
+    if let Err(e) = crate::modules::check_map(modules, limits) {
         let path = f.path("modules");
         let bytes: u64 = modules.values().map(|s| s.len() as u64).sum();
         let message = match e {
@@ -574,7 +588,18 @@ fn module_options(f: &Fields) -> Result<(bool, BTreeMap<String, String>, ModuleL
         };
         return Err(err(&path, message));
     }
-    Ok((is_module, modules, limits, f.function("resolve")?))
+    Ok(())
+}
+
+/// A run's (or a sandbox's) `modules` may not name a module of the engine's prelude.
+pub fn check_prelude_shadowing(path: &str, modules: &BTreeMap<String, String>, prelude_keys: &[String]) -> Result<(), OptionsError> {
+    match modules.keys().find(|k| prelude_keys.contains(k)) {
+        None => Ok(()),
+        Some(key) => {
+            let at = format!("{path}['{key}']");
+            Err(err(&at, format!("{at} names a module of the engine's prelude (prelude.modules), which a run cannot replace")))
+        }
+    }
 }
 
 fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 10]) -> Result<BridgeLimits, OptionsError> {
@@ -712,19 +737,56 @@ pub struct EngineConfig {
 }
 
 /// An engine's prelude: a classic script run in every fresh context before the run's code,
-/// before its tools, `data` and modules exist. (A `{ modules }` form can join `source`.)
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// before its tools, `data` and modules exist (`source`), and ES modules every run may
+/// import by key without giving them (`modules`: compiled through the code cache, evaluated
+/// when a run first imports one).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Prelude {
-    pub source: String,
+    pub source: Option<String>,
+    pub modules: BTreeMap<String, String>,
 }
 
-fn prelude_of(f: &Fields) -> Result<Option<Prelude>, OptionsError> {
-    let Some(source) = f.text("prelude")? else { return Ok(None) };
-    if source.len() > MAX_PRELUDE_BYTES {
-        let path = f.path("prelude");
-        return Err(err(&path, format!("{path} must be at most {MAX_PRELUDE_BYTES} bytes, got {} bytes", source.len())));
+impl Prelude {
+    /// The keys of its modules.
+    pub fn module_keys(&self) -> Vec<String> {
+        self.modules.keys().cloned().collect()
     }
-    Ok(Some(Prelude { source: source.to_string() }))
+}
+
+/// `prelude` as an object.
+pub const PRELUDE: &[Opt] = &[opt("source", Kind::Text), opt("modules", Kind::ModuleMap)];
+
+fn prelude_of(f: &Fields) -> Result<Option<Prelude>, OptionsError> {
+    let path = f.path("prelude");
+    let prelude = match f.get("prelude") {
+        None | Some(Raw::Undefined) => return Ok(None),
+        Some(Raw::String(source)) => Prelude { source: Some(source.clone()), modules: BTreeMap::new() },
+        Some(object @ Raw::Object(_)) => {
+            let p = fields(&path, &path, object, PRELUDE)?;
+            let modules = module_map(&p, "modules")?;
+            for key in modules.keys() {
+                let at = format!("{}['{key}']", p.path("modules"));
+                if key == crate::modules::ROOT_MODULE {
+                    return Err(err(&at, format!("{at}: '{key}' is the name of each run's own code")));
+                }
+                if crate::modules::is_typescript(key, "javascript") {
+                    return Err(err(&at, format!("{at}: prelude modules are JavaScript (their types are not stripped); give it a .js key")));
+                }
+            }
+            Prelude { source: p.text("source")?.map(str::to_string), modules }
+        }
+        Some(other) => {
+            return Err(err(&path, format!("{path} must be a string or an object {{ source?, modules? }}, got {}", other.describe())));
+        }
+    };
+    let bytes = prelude.source.as_ref().map_or(0, String::len) + prelude.modules.values().map(String::len).sum::<usize>();
+    if bytes > MAX_PRELUDE_BYTES {
+        return Err(err(&path, format!("{path} must be at most {MAX_PRELUDE_BYTES} bytes, got {bytes} bytes")));
+    }
+    if prelude.source.is_none() && prelude.modules.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(prelude))
 }
 
 impl EngineConfig {
@@ -808,6 +870,9 @@ impl EngineConfig {
             Some(other) => return Err(err("request.data", format!("request.data must be an object, got {}", other.describe()))),
         }
         let (is_module, modules, module_limits, module_resolver) = module_options(&f)?;
+        if let Some(prelude) = &self.prelude {
+            check_prelude_shadowing("request.modules", &modules, &prelude.module_keys())?;
+        }
         Ok(RunPlan {
             code,
             mode: if is_module { ExecMode::Module } else { ExecMode::AsyncBody },
@@ -951,16 +1016,20 @@ pub const SANDBOX_LIMITS: &[Opt] = &[
 ];
 
 /// `sandbox.run(code, options)` of a persistent sandbox (and the run of `sandbox.call`).
+/// `modules` join the sandbox's own for this run; `maxModules` and `maxModuleBytes` are
+/// the sandbox's (its module graph's, for its life).
 pub const SANDBOX_RUN: &[Opt] = &[
     whole("timeoutMs", 1, MAX_TIME_MS, None, &["wallTimeMs", "timeout"]),
     whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("signal", Kind::Shaped),
+    opt("type", Kind::OneOf(CODE_TYPES)),
+    opt("modules", Kind::ModuleMap),
+    opt("resolve", Kind::Function),
 ];
 
-/// Options of runSandbox a persistent sandbox does not take: the per-call `signal`, and
-/// ES modules (its runs are classic scripts, so declarations persist).
-const NOT_SANDBOX_OPTIONS: &[&str] = &["signal", "type", "modules", "resolve", "maxModules", "maxModuleBytes"];
+/// Options of runSandbox a persistent sandbox does not take: the per-call `signal`.
+const NOT_SANDBOX_OPTIONS: &[&str] = &["signal"];
 
 /// `createSandbox(options)` / `engine.openSandbox(options)`: runSandbox's options but
 /// `NOT_SANDBOX_OPTIONS` (`timeoutMs` and `cpuTimeMs` are each run's defaults), and the
@@ -978,10 +1047,12 @@ pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPl
     let bridge = bridge_limits(&f, BridgeLimits::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
     let tools = f.names("capabilities")?.unwrap_or_default();
     check_tool_names("capabilities", "capability", &tools)?;
+    let (is_module, modules, module_limits, module_resolver) = module_options(&f)?;
     let base = RunPlan {
         code: String::new(),
-        // Declarations must land in the context's global scope: always a classic script.
-        mode: ExecMode::Script,
+        // A classic script by default, so that declarations land in the context's global
+        // scope; `type: 'module'` makes each run a module unless the run says otherwise.
+        mode: if is_module { ExecMode::Module } else { ExecMode::Script },
         language: f.one_of("language")?.unwrap_or("javascript"),
         isolation: Some(Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION)),
         limits: IsolateLimits {
@@ -997,9 +1068,11 @@ pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPl
         wasm: false,
         stream_console: false,
         tenant: f.label("tenant")?,
-        modules: BTreeMap::new(),
-        module_limits: ModuleLimits::default(),
-        module_resolver: false,
+        // The sandbox's own map: every run may import from it (a run's plan carries only
+        // the run's own map; see `sandbox_run`).
+        modules,
+        module_limits,
+        module_resolver,
     };
     let limits = crate::sandbox::SandboxLimits {
         total_cpu_time_ms: f.whole("totalCpuTimeMs")?,
@@ -1023,6 +1096,16 @@ pub(crate) fn sandbox_run(
     if let Some(language) = f.one_of("language")? {
         plan.language = language;
     }
+    match f.one_of("type")? {
+        Some("module") => plan.mode = ExecMode::Module,
+        Some(_) => plan.mode = ExecMode::Script,
+        None => {}
+    }
+    // The run's own modules only: the sandbox's map stays where the sandbox lives, and
+    // what earlier runs loaded is in its module graph.
+    plan.modules = module_map(&f, "modules")?;
+    check_module_map(&f, &plan.modules, plan.module_limits)?;
+    plan.module_resolver = f.function("resolve")? || sandbox.base.module_resolver;
     if let Some(wall) = f.whole("timeoutMs")? {
         plan.limits.wall_time_ms = wall;
     }
@@ -1058,10 +1141,10 @@ mod tests {
         assert_eq!(c.prelude, None);
         assert_eq!(c.code_cache_bytes, crate::limits::DEFAULT_CODE_CACHE_MB as usize * 1024 * 1024);
         let c = EngineConfig::from_raw(&obj(&[("prelude", s("var x = 1")), ("codeCacheMb", num(0.0))])).unwrap();
-        assert_eq!(c.prelude, Some(Prelude { source: "var x = 1".into() }));
+        assert_eq!(c.prelude, Some(Prelude { source: Some("var x = 1".into()), modules: BTreeMap::new() }));
         assert_eq!(c.code_cache_bytes, 0);
         let e = EngineConfig::from_raw(&obj(&[("prelude", num(1.0))])).unwrap_err();
-        assert_eq!((e.path.as_str(), e.message.as_str()), ("prelude", "prelude must be a string, got 1"));
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("prelude", "prelude must be a string or an object { source?, modules? }, got 1"));
         let big = "x".repeat(crate::limits::MAX_PRELUDE_BYTES + 1);
         let e = EngineConfig::from_raw(&obj(&[("prelude", s(&big))])).unwrap_err();
         assert_eq!(e.message, format!("prelude must be at most {} bytes, got {} bytes", crate::limits::MAX_PRELUDE_BYTES, big.len()));
@@ -1071,6 +1154,41 @@ mod tests {
         assert_eq!(e.message, "codeCacheMb must be a whole number from 0 to 1024, got 1025");
         let e = EngineConfig::from_raw(&obj(&[("preludes", s("1"))])).unwrap_err();
         assert!(e.message.contains("did you mean prelude?"), "{}", e.message);
+    }
+
+    #[test]
+    fn prelude_modules_are_checked_under_their_names() {
+        let mods = |entries: &[(&str, Raw)]| obj(entries);
+        let c = EngineConfig::from_raw(&obj(&[(
+            "prelude",
+            obj(&[("source", s("var x = 1")), ("modules", mods(&[("./lib/a.js", s("export const a = 1")), ("zod", s("export default 1"))]))]),
+        )]))
+        .unwrap();
+        let p = c.prelude.clone().unwrap();
+        assert_eq!(p.source.as_deref(), Some("var x = 1"));
+        assert_eq!(p.module_keys(), ["lib/a.js", "zod"]);
+        // Modules alone are a prelude too; an empty object is none.
+        let c = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.js", s(""))]))]))])).unwrap();
+        assert_eq!(c.prelude.unwrap().source, None);
+        assert_eq!(EngineConfig::from_raw(&obj(&[("prelude", obj(&[]))])).unwrap().prelude, None);
+        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("module", mods(&[])) ]))])).unwrap_err();
+        assert_eq!(e.path, "prelude.module");
+        assert!(e.message.contains("did you mean prelude.modules?"), "{}", e.message);
+        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.js", num(1.0))]))]))])).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("prelude.modules['a.js']", "prelude.modules['a.js'] must be a module's source (a string), got 1"));
+        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.ts", s(""))]))]))])).unwrap_err();
+        assert!(e.message.contains("prelude modules are JavaScript"), "{}", e.message);
+        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.js", s("")), ("./a.js", s(""))]))]))])).unwrap_err();
+        assert!(e.message.contains("which another key of prelude.modules names too"), "{}", e.message);
+        let big = "x".repeat(crate::limits::MAX_PRELUDE_BYTES / 2 + 1);
+        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("source", s(&big)), ("modules", mods(&[("a.js", s(&big))]))]))])).unwrap_err();
+        assert_eq!(e.path, "prelude");
+        // A request cannot replace a prelude module.
+        let c = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("lib.js", s("export default 1"))]))]))])).unwrap();
+        let e = c.plan(&obj(&[("code", s("return 1")), ("modules", mods(&[("./lib.js", s("export default 2"))]))])).unwrap_err();
+        assert_eq!(e.path, "request.modules['lib.js']");
+        assert!(e.message.contains("names a module of the engine's prelude"), "{}", e.message);
+        assert!(c.plan(&obj(&[("code", s("return 1")), ("modules", mods(&[("other.js", s(""))]))])).is_ok());
     }
 
     #[test]

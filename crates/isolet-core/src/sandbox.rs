@@ -327,4 +327,44 @@ mod tests {
         let e = run_plan(&plan, &budget, &Raw::Number(3.0), &Raw::Undefined).unwrap_err();
         assert_eq!(e.path, "code");
     }
+
+    fn modules(entries: &[(&str, &str)]) -> Raw {
+        obj(&entries.iter().map(|(k, v)| (*k, Raw::String(v.to_string()))).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn module_options_are_the_sandboxs_and_each_run_brings_only_its_own_map() {
+        let plan = sandbox_plan(&obj(&[
+            ("modules", modules(&[("./lib/a.js", "export const a = 1")])),
+            ("maxModules", Raw::Number(3.0)),
+            ("maxModuleBytes", Raw::Number(100.0)),
+            ("resolve", Raw::Function),
+        ]))
+        .unwrap();
+        assert_eq!(plan.base.mode, crate::options::ExecMode::Script, "runs are scripts unless they say type: 'module'");
+        assert_eq!(plan.base.modules.keys().collect::<Vec<_>>(), ["lib/a.js"]);
+        assert_eq!(plan.base.module_limits, crate::modules::ModuleLimits { max_modules: 3, max_module_bytes: 100 });
+        assert!(plan.base.module_resolver);
+        let budget = Budget::default();
+        let run = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("type", Raw::String("module".into())), ("modules", modules(&[("b.js", "export default 2")]))])).unwrap();
+        assert_eq!(run.mode, crate::options::ExecMode::Module);
+        // The sandbox's map stays with the sandbox: a run's plan carries its own map alone.
+        assert_eq!(run.modules.keys().collect::<Vec<_>>(), ["b.js"]);
+        assert!(run.module_resolver, "the sandbox's resolve serves every run");
+        assert_eq!(run.module_limits, plan.base.module_limits);
+        // The run's map is held to the sandbox's limits; the limits themselves are not a run's.
+        let e = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("modules", modules(&[("b.js", &"x".repeat(101))]))])).unwrap_err();
+        assert_eq!(e.path, "modules");
+        let e = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("maxModules", Raw::Number(9.0))])).unwrap_err();
+        assert!(e.message.contains("not a known option of sandbox.run options"), "{}", e.message);
+        // type: 'module' at creation is each run's default; a run may be a script again.
+        let plan = sandbox_plan(&obj(&[("type", Raw::String("module".into()))])).unwrap();
+        assert_eq!(plan.base.mode, crate::options::ExecMode::Module);
+        assert!(!plan.base.module_resolver);
+        let run = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("type", Raw::String("script".into())), ("resolve", Raw::Function)])).unwrap();
+        assert_eq!(run.mode, crate::options::ExecMode::Script);
+        assert!(run.module_resolver);
+        let e = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("resolve", Raw::Number(1.0))])).unwrap_err();
+        assert_eq!(e.path, "resolve");
+    }
 }
