@@ -564,7 +564,8 @@ pub fn looks_like_oom(stderr_tail: &str) -> bool {
     ["out of memory", "heap limit", "allocation failed"].iter().any(|p| t.contains(p))
 }
 
-/// Times a run may be started again after its host ended under it.
+/// Times a run may be started again after its host ended under it (one more for a run
+/// started again alone that had neighbours placed next to it: `lost_run_verdict`).
 pub const MAX_RESTARTS_PER_RUN: u32 = 1;
 /// A run started again needs at least this much of its wall limit left.
 pub const MIN_RESTART_WALL_MS: u64 = 50;
@@ -595,17 +596,21 @@ pub enum LostVerdict {
 
 /// The verdict for run `run` of a host that ended for `end`, with `runs_in_host` runs
 /// in flight at the end. A run is started again only if nothing of it was seen outside,
-/// it has not been started again before, it was not itself overdue, the end was not a
+/// it has starts left (`MAX_RESTARTS_PER_RUN`), it was not itself overdue, the end was not a
 /// shutdown, it may not be the one to blame (the culprit is known: the stuck or overdue
 /// run; or another run shared the host), and enough of its wall limit is left. Everything
 /// else fails with the end's typed failure.
 pub fn lost_run_verdict(end: &HostEnd, run: LostRun, runs_in_host: usize) -> LostVerdict {
     let left = run.wall_time_ms.saturating_sub(run.elapsed_ms);
     let culprit_known = matches!(end, HostEnd::Stuck | HostEnd::Overdue);
+    // A run started again alone that ends up sharing its host (runs placed next to it as a
+    // last resort, while hosts end faster than they start) is one suspect among several
+    // again: it gets one more start, or a hostile neighbour placed there fails it.
+    let max_restarts = MAX_RESTARTS_PER_RUN + u32::from(run.alone);
     let restartable = !run.seen_outside
         && !run.overdue
-        && (culprit_known || (!run.alone && runs_in_host > 1))
-        && run.restarts < MAX_RESTARTS_PER_RUN
+        && (culprit_known || runs_in_host > 1)
+        && run.restarts < max_restarts
         && !matches!(end, HostEnd::Shutdown | HostEnd::Surplus | HostEnd::SandboxClosed)
         && !matches!(end, HostEnd::StartTimeout)
         && left >= MIN_RESTART_WALL_MS;
@@ -1014,7 +1019,12 @@ mod tests {
         assert_eq!(fail_kind(lost_run_verdict(&end, lost(true, 0, 0), 2)), ErrorKind::MemoryLimit);
         assert_eq!(fail_kind(lost_run_verdict(&end, lost(false, 1, 0), 2)), ErrorKind::MemoryLimit);
         assert_eq!(fail_kind(lost_run_verdict(&end, lost(false, 0, 0), 1)), ErrorKind::MemoryLimit, "the only suspect");
-        assert_eq!(fail_kind(lost_run_verdict(&end, LostRun { alone: true, ..lost(false, 0, 0) }, 2)), ErrorKind::MemoryLimit);
+        // Started again alone: the only suspect when alone, one of several when runs were
+        // placed next to it, then one more start and no more.
+        let alone_again = LostRun { alone: true, ..lost(false, 1, 0) };
+        assert_eq!(fail_kind(lost_run_verdict(&end, alone_again, 1)), ErrorKind::MemoryLimit);
+        assert_eq!(lost_run_verdict(&end, alone_again, 2), LostVerdict::Restart { wall_time_ms: 5000, alone: true });
+        assert_eq!(fail_kind(lost_run_verdict(&end, LostRun { restarts: 2, ..alone_again }, 2)), ErrorKind::MemoryLimit);
         assert_eq!(fail_kind(lost_run_verdict(&end, lost(false, 0, 4990), 2)), ErrorKind::MemoryLimit, "no time left");
         let overdue = LostRun { overdue: true, ..lost(false, 0, 5750) };
         let f = match lost_run_verdict(&HostEnd::Overdue, overdue, 2) {
