@@ -33,7 +33,7 @@ const LIBSYSTEM_GROUPS = {
     '_pthread_threadid_np', '_readdir_r', '_removexattr', '_setattrlist', '_setpgid', '_setxattr', '_sigaddset',
     '_sigaltstack', '_sigemptyset', '_strerror_r', '_sync', '_tcdrain', '_tcflow', '_tcflush', '_tcgetpgrp',
     '_tcgetsid', '_tcsendbreak', '_tcsetpgrp', '_waitid', '_malloc_zone_pressure_relief', '_pthread_mach_thread_np',
-    '_pthread_main_np', '_thread_info', '_proc_pidinfo', '_sched_get_priority_min',
+    '_pthread_main_np', '_thread_info', '_proc_pidinfo', '_sched_get_priority_min', '_recv',
   ],
   "libunwind's _Unwind_* (libSystem since macOS 10.6)": [
     '__Unwind_Backtrace', '__Unwind_DeleteException', '__Unwind_GetCFA', '__Unwind_GetDataRelBase', '__Unwind_GetIP',
@@ -142,7 +142,8 @@ function check(addon, node) {
       } else if (from === 'libc++') {
         if (!nodes.get('libc++')?.has(s) && !LIBCXX_ALSO[s]) problems.push(`${s} from libc++: the node does not import it (may be missing on old macOS)`);
       } else if (from === 'libSystem') {
-        if (!nodes.get('libSystem')?.has(s) && !LIBSYSTEM_ALSO[s]) problems.push(`${s} from libSystem: neither the node nor LIBSYSTEM_ALSO has it`);
+        // x86_64's 64-bit-inode variants (fstatat$INODE64): the same call, since macOS 10.5.
+        if (!nodes.get('libSystem')?.has(s) && !LIBSYSTEM_ALSO[s.replace(/\$INODE64$/, '')]) problems.push(`${s} from libSystem: neither the node nor LIBSYSTEM_ALSO has it`);
       } else {
         problems.push(`${s} from ${from}`);
       }
