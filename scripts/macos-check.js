@@ -54,7 +54,10 @@ const LIBSYSTEM_ALSO = Object.fromEntries(Object.entries(LIBSYSTEM_GROUPS).flatM
  * libc++ functions the addon may import though not every Node line's binary does, with
  * the evidence that the oldest macOS of every line has them.
  */
+const NODE20_IMPORTS = "Node 20's darwin binaries import it (x64: minimum macOS 10.15; arm64: 11.0)";
 const LIBCXX_ALSO = {
+  __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE6appendEPKc: NODE20_IMPORTS,
+  __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE6resizeEmc: NODE20_IMPORTS,
   __ZNSt3__16chrono12steady_clock3nowEv:
     "Node 22's darwin binaries (minimum macOS 11.0) import it; libc++'s chrono.cpp has defined it since libc++'s first macOS release (10.7), so Node 20's 10.15 has it too",
 };
@@ -133,6 +136,15 @@ function check(addon, node) {
   const mine = imports(addon);
   const nodes = imports(node);
   const nodeExports = exported(node);
+  // zig's Mach-O linker does not apply rustc's -exported_symbols_list, so the addon also
+  // exports its Rust symbols (hashed, mangled names). Harmless under two-level namespaces
+  // unless one of them is a name that something looks up in the flat namespace, as
+  // addons do Node's: none may be a symbol the node exports.
+  const trie = out(tool('llvm-objdump'), ['--macho', '--exports-trie', addon])
+    .split('\n')
+    .map((line) => /^0x[0-9A-Fa-f]+\s+(\S+)/.exec(line)?.[1])
+    .filter(Boolean);
+  for (const s of trie) if (nodeExports.has(s)) problems.push(`exports ${s}, which the node exports too`);
   const counts = {};
   for (const [from, symbols] of mine) {
     counts[from] = symbols.size;
@@ -150,7 +162,7 @@ function check(addon, node) {
     }
   }
   const summary =
-    `${a.arch} dylib, minos ${a.minos} (node ${n.minos}), loads ${a.needed.join(', ')}; imports ` +
+    `${a.arch} dylib, minos ${a.minos} (node ${n.minos}), loads ${a.needed.join(', ')}; exports ${trie.length} symbols, none of the node's; imports ` +
     Object.entries(counts).map(([k, v]) => `${v} from ${k === 'lookup' ? 'the node (dynamic lookup)' : k}`).join(', ');
   return { ok: problems.length === 0, problems, summary };
 }
