@@ -34,6 +34,9 @@ const LIBSYSTEM_GROUPS = {
     '_sigaltstack', '_sigemptyset', '_strerror_r', '_sync', '_tcdrain', '_tcflow', '_tcflush', '_tcgetpgrp',
     '_tcgetsid', '_tcsendbreak', '_tcsetpgrp', '_waitid', '_malloc_zone_pressure_relief', '_pthread_mach_thread_np',
     '_pthread_main_np', '_thread_info', '_proc_pidinfo', '_sched_get_priority_min', '_recv',
+    // Lazy binding's entry in dyld: binaries for 13.5+ (Node 24, 26) use chained fixups
+    // instead and no longer import it, but dyld still exports it.
+    'dyld_stub_binder',
   ],
   "libunwind's _Unwind_* (libSystem since macOS 10.6)": [
     '__Unwind_Backtrace', '__Unwind_DeleteException', '__Unwind_GetCFA', '__Unwind_GetDataRelBase', '__Unwind_GetIP',
