@@ -140,14 +140,18 @@ function check(addon, node) {
   const nodes = imports(node);
   const nodeExports = exported(node);
   // zig's Mach-O linker does not apply rustc's -exported_symbols_list, so the addon also
-  // exports its Rust symbols (hashed, mangled names). Harmless under two-level namespaces
-  // unless one of them is a name that something looks up in the flat namespace, as
-  // addons do Node's: none may be a symbol the node exports.
+  // exports its Rust symbols (hashed, mangled names) and a few runtime ones. Harmless
+  // under two-level namespaces, and flat lookups find the node's own exports first (the
+  // executable comes first in load order), but none may be of Node's addon interface
+  // (N-API, libuv, V8, node::), which addons look up flat.
+  const addonInterface = /^(_napi_|_node_api_|_uv_|__ZN2v8|__ZNK2v8|__ZN4node|__ZNK4node)/;
   const trie = out(tool('llvm-objdump'), ['--macho', '--exports-trie', addon])
     .split('\n')
     .map((line) => /^0x[0-9A-Fa-f]+\s+(\S+)/.exec(line)?.[1])
     .filter(Boolean);
-  for (const s of trie) if (nodeExports.has(s)) problems.push(`exports ${s}, which the node exports too`);
+  for (const s of trie) {
+    if (addonInterface.test(s) && s !== '_napi_register_module_v1') problems.push(`exports ${s}, a name of Node's addon interface`);
+  }
   const counts = {};
   for (const [from, symbols] of mine) {
     counts[from] = symbols.size;
@@ -165,7 +169,7 @@ function check(addon, node) {
     }
   }
   const summary =
-    `${a.arch} dylib, minos ${a.minos} (node ${n.minos}), loads ${a.needed.join(', ')}; exports ${trie.length} symbols, none of the node's; imports ` +
+    `${a.arch} dylib, minos ${a.minos} (node ${n.minos}), loads ${a.needed.join(', ')}; exports ${trie.length} symbols, none of Node's addon interface; imports ` +
     Object.entries(counts).map(([k, v]) => `${v} from ${k === 'lookup' ? 'the node (dynamic lookup)' : k}`).join(', ');
   return { ok: problems.length === 0, problems, summary };
 }
