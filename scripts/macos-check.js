@@ -48,6 +48,14 @@ const LIBSYSTEM_GROUPS = {
     '_unlinkat',
   ],
   'fclonefileat (macOS 10.13)': ['_fclonefileat'],
+  // Rust's 128-bit integer arithmetic and conversions: with LTO the linker binds them to
+  // libSystem's re-exported /usr/lib/system/libcompiler_rt.dylib (LLVM's builtins) rather
+  // than to Rust's own copy. Apple's stub (as zig ships it) lists them there and hides
+  // ___fixdfti and kin only for 10.4 and 10.5 targets ($ld$hide$os10.5$), so 10.6 on.
+  "compiler-rt's 128-bit builtins (libcompiler_rt, re-exported by libSystem; macOS 10.6)": [
+    '___fixdfti', '___fixsfti', '___fixunsdfti', '___fixunssfti', '___floattidf', '___floattisf', '___floatuntidf',
+    '___floatuntisf', '___divti3', '___modti3', '___udivti3', '___umodti3', '___udivmodti4', '___clzti2',
+  ],
   // zig's compiler-rt calls it for __isPlatformVersionAtLeast only when the minimum is 10.15+.
   '_availability_version_check (macOS 10.15)': ['__availability_version_check'],
 };

@@ -263,6 +263,10 @@ function buildDarwin(ctx, arch, majors, sources) {
         ISOLET_NODE_INCLUDE: include,
         CARGO_TARGET_DIR: cargoDir,
         MACOSX_DEPLOYMENT_TARGET: minos,
+        // Thin LTO: rustc then keeps only the addon's exports global (zig's linker ignores
+        // rustc's exported-symbols list), so 1.9 MB instead of 3.1 MB and ~670 exports
+        // instead of ~2,800 (darwin-arm64, Node 20); about half again the build time.
+        CARGO_PROFILE_RELEASE_LTO: 'thin',
         [`CXX_${rust.replace(/-/g, '_')}`]: tools.cxx,
         [`AR_${rust.replace(/-/g, '_')}`]: tools.ar,
         [`CARGO_TARGET_${upper}_LINKER`]: tools.linker,
