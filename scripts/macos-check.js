@@ -48,6 +48,10 @@ const LIBSYSTEM_GROUPS = {
     '_unlinkat',
   ],
   'fclonefileat (macOS 10.13)': ['_fclonefileat'],
+  // x86_64 without SSE4.1 by default: rounding calls LLVM would inline on arm64.
+  "C99 rounding in libSystem's libm (every macOS)": [
+    '_ceil', '_ceilf', '_floor', '_floorf', '_trunc', '_truncf', '_round', '_roundf', '_rint', '_rintf', '_fma', '_fmaf',
+  ],
   // Rust's 128-bit integer arithmetic and conversions: with LTO the linker binds them to
   // libSystem's re-exported /usr/lib/system/libcompiler_rt.dylib (LLVM's builtins) rather
   // than to Rust's own copy. Apple's stub (as zig ships it) lists them there and hides
