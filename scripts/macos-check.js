@@ -73,6 +73,11 @@ const NODE20_IMPORTS = "Node 20's darwin binaries import it (x64: minimum macOS 
 const LIBCXX_ALSO = {
   __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE6appendEPKc: NODE20_IMPORTS,
   __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE6resizeEmc: NODE20_IMPORTS,
+  // No Node binary imports it (by reasoning, not by a binary): libc++'s stable ABI list of
+  // basic_string's members compiled into the dylib (<__string/extern_template_lists.h>,
+  // the common list, "entries must never be removed") has it next to append and resize.
+  __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE21__grow_by_and_replaceEmmmmmmPKc:
+    "libc++'s stable extern-template list of basic_string<char>, beside append and resize",
   __ZNSt3__16chrono12steady_clock3nowEv:
     "Node 22's darwin binaries (minimum macOS 11.0) import it; libc++'s chrono.cpp has defined it since libc++'s first macOS release (10.7), so Node 20's 10.15 has it too",
 };
