@@ -26,6 +26,11 @@ console.log(JSON.stringify({
   css: v.v8_enable_conservative_stack_scanning, mapPacking: v.v8_enable_map_packing }))"#;
 
 fn probe_node() -> NodeInfo {
+    // A Node that cannot run here (macOS, for a cross build): scripts/prebuild.js passes
+    // what PROBE would print, read from that Node's config.gypi and node_version.h.
+    if let Ok(answer) = env::var("ISOLET_NODE_PROBE") {
+        return node_info(serde_json::from_str(&answer).expect("ISOLET_NODE_PROBE is the probe's JSON"));
+    }
     let node = env::var("ISOLET_NODE")
         .or_else(|_| env::var("npm_node_execpath"))
         .unwrap_or_else(|_| "node".to_string());
@@ -38,7 +43,10 @@ fn probe_node() -> NodeInfo {
     if !out.status.success() {
         panic!("isolet build: `{node} -e` failed: {}", String::from_utf8_lossy(&out.stderr));
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("node probe output");
+    node_info(serde_json::from_slice(&out.stdout).expect("node probe output"))
+}
+
+fn node_info(v: serde_json::Value) -> NodeInfo {
     let on = |k: &str| v[k].as_u64() == Some(1) || v[k].as_bool() == Some(true);
     let mut defines = Vec::new();
     if on("checks") {
@@ -98,7 +106,7 @@ fn include_dir(node: &NodeInfo) -> PathBuf {
 
 fn main() {
     napi_build::setup();
-    for var in ["ISOLET_NODE", "ISOLET_NODE_INCLUDE", "npm_node_execpath"] {
+    for var in ["ISOLET_NODE", "ISOLET_NODE_INCLUDE", "ISOLET_NODE_PROBE", "npm_node_execpath"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     println!("cargo:rerun-if-changed=native/isolet_v8.cc");

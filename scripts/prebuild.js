@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-// `npm run prebuild [-- [--force] [--arch x64|arm64]... --node 22 --node 26]`: builds the
+// `npm run prebuild [-- [--force] [--arch x64|arm64|x64-musl|darwin-arm64|darwin-x64]... --node 22 --node 26]`: builds the
 // release binaries, one per supported Node line, into
 // prebuilds/linux-<arch>/isolet.abi<N>.node (shipped by `npm pack`, found by lib/native.js).
 // Without --arch only linux-x64 is built; `--arch arm64` cross-builds linux-arm64 (needs
 // the aarch64-unknown-linux-gnu Rust target, g++-aarch64-linux-gnu and qemu-user, which
 // runs the arm64 `node` for build.rs's probe and the load check); `--arch x64-musl`
-// builds linux-x64-musl (Alpine) for the lines PyPI has a musl Node of (see MUSL below).
+// builds linux-x64-musl (Alpine) for the lines PyPI has a musl Node of (see MUSL below);
+// `--arch darwin-arm64` and `--arch darwin-x64` cross-build macOS binaries, checked
+// structurally only (scripts/prebuild-darwin.js, scripts/macos-check.js).
 //
 // Each binary is compiled against the headers of that Node line, taken from the
 // `node-linux-<arch>@<major>` npm package (cached in .ci-cache/node<major>, or
@@ -22,6 +24,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { SUPPORTED_NODE_ABIS } = require('../lib/binary-name');
 const { sourceHash, stampState, writeStamp } = require('./source-stamp');
+const { buildDarwin, isDarwin, DARWIN } = require('./prebuild-darwin');
 
 const root = path.resolve(__dirname, '..');
 const cache = path.join(root, '.ci-cache');
@@ -87,7 +90,7 @@ function parseMajors(argv) {
     else if (argv[i] === '--force') force = true;
     else fail(`unknown argument ${argv[i]} (usage: prebuild [--force] [--arch x64|arm64]... [--node <major>]...)`);
   }
-  for (const a of arches) if (!ARCH[a]) fail(`--arch ${a}: supported are ${Object.keys(ARCH).join(', ')}`);
+  for (const a of arches) if (!ARCH[a] && !isDarwin(a)) fail(`--arch ${a}: supported are ${[...Object.keys(ARCH), ...Object.keys(DARWIN)].join(', ')}`);
   if (!arches.length) arches.push('x64');
   const supported = Object.values(SUPPORTED_NODE_ABIS);
   for (const m of majors) if (!supported.includes(m)) fail(`--node ${m}: supported lines are ${supported.join(', ')}`);
@@ -321,7 +324,11 @@ function main() {
   }
   const majors = parseMajors(process.argv.slice(2));
   const hash = sourceHash();
-  for (const arch of arches) buildArch(arch, majors, hash);
+  const ctx = { root, cache, targetDir, force, run, fail, ensureZig };
+  for (const arch of arches) {
+    if (isDarwin(arch)) buildDarwin(ctx, arch, majors, hash);
+    else buildArch(arch, majors, hash);
+  }
 }
 
 function buildArch(arch, majors, hash) {

@@ -880,7 +880,9 @@ impl RunHandle {
 }
 
 /// Large copies start below this: smaller ones fault few pages.
+#[cfg(target_os = "linux")]
 const HUGE_ADVISE_MIN: usize = 4 << 20;
+#[cfg(target_os = "linux")]
 const HUGE_PAGE: usize = 2 << 20;
 
 /// `bytes` copied into a new Vec. A big one spent most of its copy in 4 KB page faults of
@@ -895,7 +897,10 @@ fn copy_out_of_js(bytes: &[u8]) -> Vec<u8> {
 
 /// An empty Vec of `capacity`, its whole 2 MB pages advised as huge pages when it is big.
 fn with_huge_capacity(capacity: usize) -> Vec<u8> {
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut out = Vec::<u8>::with_capacity(capacity);
+    // Linux only: macOS has no transparent huge pages to advise.
+    #[cfg(target_os = "linux")]
     if capacity >= HUGE_ADVISE_MIN {
         let start = out.as_mut_ptr() as usize;
         let begin = start.next_multiple_of(HUGE_PAGE);

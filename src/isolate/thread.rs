@@ -194,8 +194,24 @@ impl IsolateThread {
 pub(crate) fn trim_after(peak_heap: f64, failed: Option<ErrorKind>) {
     if peak_heap > TRIM_AFTER_PEAK_HEAP_BYTES || failed == Some(ErrorKind::MemoryLimit) {
         // SAFETY: malloc_trim has no preconditions.
-        unsafe { libc::malloc_trim(0) };
+        #[cfg(target_os = "linux")]
+        unsafe {
+            libc::malloc_trim(0)
+        };
+        #[cfg(target_os = "macos")]
+        macos_pressure_relief();
     }
+}
+
+/// macOS's malloc_trim: every malloc zone gives back the free pages it can.
+#[cfg(target_os = "macos")]
+fn macos_pressure_relief() {
+    extern "C" {
+        // libSystem's <malloc/malloc.h> (macOS 10.7+); not in the libc crate.
+        fn malloc_zone_pressure_relief(zone: *mut libc::c_void, goal: libc::size_t) -> libc::size_t;
+    }
+    // SAFETY: a null zone means all zones; goal 0 means as much as possible.
+    unsafe { malloc_zone_pressure_relief(std::ptr::null_mut(), 0) };
 }
 
 /// Returns whether the run's thread had been quarantined.
@@ -233,6 +249,8 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
         unsafe {
             libc::malloc_trim(0)
         };
+        #[cfg(target_os = "macos")]
+        macos_pressure_relief();
     }
     // Gives the slot back; a quarantined thread that got here finished on its own: its
     // isolate is disposed like any other, so it leaves the quarantine.

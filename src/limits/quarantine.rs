@@ -1,6 +1,7 @@
 //! Threads that V8 could not stop (a built-in that loops without checking for
 //! termination, e.g. `Array.prototype.indexOf` on a huge array-like) are quarantined:
-//! lowered to idle priority (SCHED_IDLE) and left to run. They are never stopped at an
+//! lowered to idle priority (SCHED_IDLE; on macOS, which has no idle policy, the lowest
+//! priority of the ordinary policy) and left to run. They are never stopped at an
 //! arbitrary instruction: a thread stopped by a signal may hold a lock of Node's platform
 //! (its worker-queue mutex, the allocator's), which froze the whole host. A quarantined
 //! thread keeps its isolate and stack (bounded by its limits, counted, capped); if it
@@ -24,9 +25,16 @@ static EXIT_CODE: AtomicI32 = AtomicI32::new(0);
 
 /// Whether the caller runs on the process's main thread (where Node's main environment
 /// lives). A `worker_threads` Worker's environment runs on a thread of its own.
+#[cfg(target_os = "linux")]
 pub(crate) fn on_main_thread() -> bool {
     // SAFETY: gettid and getpid have no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t == libc::getpid() }
+}
+
+#[cfg(target_os = "macos")]
+pub(crate) fn on_main_thread() -> bool {
+    // SAFETY: pthread_main_np has no preconditions.
+    unsafe { libc::pthread_main_np() == 1 }
 }
 
 /// The main environment has isolet's teardown hook (called from that environment's load).
@@ -84,12 +92,32 @@ fn priority_zero() -> libc::sched_param {
 /// `thread` must be a live isolate thread that cannot exit during this call (the
 /// caller holds the run's `ending` lock, which the thread takes before it exits).
 pub(crate) unsafe fn quarantine(thread: libc::pthread_t, tid: libc::pid_t) {
-    let param = priority_zero();
     // SAFETY: the caller guarantees `thread` is alive for this call.
-    if unsafe { libc::pthread_setschedparam(thread, libc::SCHED_IDLE, &param) } != 0 {
+    if unsafe { !lower(thread) } {
         super::lock(&NOT_LOWERED).push(tid);
     }
     QUARANTINED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Lowers live thread `thread` to idle priority; false if the system refused.
+#[cfg(target_os = "linux")]
+unsafe fn lower(thread: libc::pthread_t) -> bool {
+    let param = priority_zero();
+    // SAFETY: the caller guarantees `thread` is alive for this call.
+    unsafe { libc::pthread_setschedparam(thread, libc::SCHED_IDLE, &param) == 0 }
+}
+
+/// macOS has no SCHED_IDLE, and its background QoS or PRIO_DARWIN_BG apply to the
+/// calling thread only: the stuck thread gets the lowest priority of SCHED_OTHER, below
+/// every ordinary thread's default, but not idle (it still competes for CPU).
+#[cfg(target_os = "macos")]
+unsafe fn lower(thread: libc::pthread_t) -> bool {
+    let mut param = priority_zero();
+    // SAFETY: no preconditions; the caller guarantees `thread` is alive for this call.
+    unsafe {
+        param.sched_priority = libc::sched_get_priority_min(libc::SCHED_OTHER);
+        libc::pthread_setschedparam(thread, libc::SCHED_OTHER, &param) == 0
+    }
 }
 
 /// The quarantined threads not lowered yet (each reported once).
@@ -99,6 +127,7 @@ pub(crate) fn take_not_lowered() -> Vec<libc::pid_t> {
 
 /// Lowers thread `tid` of process `pid` (a child of ours) to SCHED_IDLE, if it is one of
 /// that process's threads. False when it is not, or the call failed.
+#[cfg(target_os = "linux")]
 pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
     let task = format!("/proc/{pid}/task/{tid}");
     if tid == 0 || !std::path::Path::new(&task).exists() {
@@ -120,6 +149,13 @@ pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
         return false;
     }
     true
+}
+
+/// macOS: another process's thread cannot be reached without its task port (a privilege).
+/// Hosts there have no seccomp filter and lower their threads themselves, so nothing asks.
+#[cfg(target_os = "macos")]
+pub(crate) fn lower_thread_of(_pid: u32, _tid: u32) -> bool {
+    false
 }
 
 /// A quarantined thread finished on its own and disposed its isolate.

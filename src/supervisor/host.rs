@@ -3,13 +3,18 @@
 //! reading its frames, stderr and exit, and reading its resident memory. What to do with
 //! any of it is `isolet_core::host_policy`'s and `crate::engine::processes`'s.
 use std::collections::VecDeque;
+#[cfg(target_os = "linux")]
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+#[cfg(target_os = "linux")]
+use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+#[cfg(target_os = "linux")]
+use std::sync::OnceLock;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use isolet_core::frame::{Header, HEADER_BYTES};
 use isolet_core::host_policy::HOST_CHANNEL_FD;
@@ -49,6 +54,7 @@ pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, Str
     let (parent_end, child_end) = UnixStream::pair()?;
     let child_fd: RawFd = child_end.as_raw_fd();
     // Built here: the child may only make async-signal-safe calls between fork and exec.
+    #[cfg(target_os = "linux")]
     let before_exec = isolet_core::syscall_policy::compile_before_exec().ok();
     let mut cmd = Command::new(&command.exec_path);
     cmd.args(options).arg(&command.script).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
@@ -67,6 +73,9 @@ pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, Str
                 return Err(io::Error::last_os_error());
             }
             close_from(HOST_CHANNEL_FD + 1);
+            // No seccomp outside Linux: the host starts without a filter (its lock-down
+            // status says so).
+            #[cfg(target_os = "linux")]
             if let Some(program) = &before_exec {
                 // Without seccomp here the host still starts; its lock-down reports the rings.
                 let fprog = libc::sock_fprog { len: program.len() as libc::c_ushort, filter: program.as_ptr() as *mut libc::sock_filter };
@@ -87,13 +96,16 @@ pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, Str
 /// they close when `node` starts. Marked, not closed: std's own pipe that reports an exec
 /// failure to the parent must stay open until then.
 fn close_from(first: RawFd) {
+    #[cfg(target_os = "linux")]
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: plain system calls on descriptor numbers.
     unsafe {
+        #[cfg(target_os = "linux")]
         if libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
             return;
         }
-        // Kernels before 5.11: one by one, up to the descriptor limit.
+        // Kernels before 5.11, and macOS (no close_range): one by one, up to the
+        // descriptor limit.
         let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(1 << 20) as RawFd } else { 65536 };
         for fd in first..max {
@@ -116,6 +128,7 @@ pub(crate) fn exited_unreaped(pid: u32) -> bool {
 }
 
 /// A descriptor that becomes readable when process `pid` exits (Linux 5.3+), or `None`.
+#[cfg(target_os = "linux")]
 pub(crate) fn pidfd_of(pid: u32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags; the result is a new descriptor we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
@@ -123,7 +136,16 @@ pub(crate) fn pidfd_of(pid: u32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// macOS has no pidfds: `None`, so the host's I/O loop asks `exited_unreaped` on each
+/// poll period and learns of an exit at the latest one period late (or at once, from
+/// the run channel's end of file, which is how a host's exit usually shows).
+#[cfg(target_os = "macos")]
+pub(crate) fn pidfd_of(_pid: u32) -> Option<OwnedFd> {
+    None
+}
+
 /// Bytes per page of /proc/<pid>/statm.
+#[cfg(target_os = "linux")]
 fn page_bytes() -> u64 {
     static PAGE: OnceLock<u64> = OnceLock::new();
     // SAFETY: sysconf has no preconditions.
@@ -136,10 +158,12 @@ fn page_bytes() -> u64 {
 /// A host's resident memory, read from /proc/<pid>/statm through a descriptor opened at
 /// its start: one pread per poll. The descriptor is of that process, not of its pid:
 /// once the process is reaped it reads nothing, never another process's.
+#[cfg(target_os = "linux")]
 pub(crate) struct RssReader {
     file: Option<File>,
 }
 
+#[cfg(target_os = "linux")]
 impl RssReader {
     pub(crate) fn open(pid: u32) -> RssReader {
         RssReader { file: File::open(format!("/proc/{pid}/statm")).ok() }
@@ -155,6 +179,33 @@ impl RssReader {
         let text = std::str::from_utf8(&buf[..n]).ok()?;
         let pages: u64 = text.split(' ').nth(1)?.trim().parse().ok()?;
         Some(pages * page_bytes() / (1024 * 1024))
+    }
+}
+
+/// macOS: a host's resident memory from proc_pidinfo(PROC_PIDTASKINFO), by pid. The pid
+/// stays the host's while it is our unreaped child, and the host's I/O loop, the only
+/// reader, stops before reaping it.
+#[cfg(target_os = "macos")]
+pub(crate) struct RssReader {
+    pid: u32,
+}
+
+#[cfg(target_os = "macos")]
+impl RssReader {
+    pub(crate) fn open(pid: u32) -> RssReader {
+        RssReader { pid }
+    }
+
+    /// Resident MB, or `None` once the process is gone.
+    pub(crate) fn mb(&self) -> Option<u64> {
+        let size = std::mem::size_of::<libc::proc_taskinfo>() as libc::c_int;
+        // SAFETY: zero is a valid proc_taskinfo; proc_pidinfo writes at most `size` bytes.
+        let (n, info) = unsafe {
+            let mut info: libc::proc_taskinfo = std::mem::zeroed();
+            let n = libc::proc_pidinfo(self.pid as libc::c_int, libc::PROC_PIDTASKINFO, 0, (&mut info as *mut libc::proc_taskinfo).cast(), size);
+            (n, info)
+        };
+        (n == size).then(|| info.pti_resident_size / (1024 * 1024))
     }
 }
 
