@@ -606,14 +606,15 @@ const MODULE_RUN = `import { lib } from 'lib.js';\nexport default ${LIBRARY_CALL
 async function codeCache() {
   const { SandboxEngine } = require('..');
   const engines = [];
+  const engineFor = async (mode, config) => {
+    const engine = new SandboxEngine({ isolation: mode, processes: 1, maxConcurrentIsolates: 2, ...config });
+    await engine.init();
+    engines.push(engine);
+    return engine;
+  };
   const contestants = [];
   for (const mode of ISOLET_MODES) {
-    const make = async (config) => {
-      const engine = new SandboxEngine({ isolation: mode, processes: 1, maxConcurrentIsolates: 2, ...config });
-      await engine.init();
-      engines.push(engine);
-      return engine;
-    };
+    const make = (config) => engineFor(mode, config);
     const once = (engine, code) => async () => {
       const end = await engine.submit({ requestId: 'r', code }).done;
       check(end.type === 'result' && end.data === 1, `${mode} library run: ${end.message ?? ''}`);
@@ -650,12 +651,7 @@ async function codeCache() {
   // run, given with the run and served from the code cache, or a prelude module.
   const moduleContestants = [];
   for (const mode of ISOLET_MODES) {
-    const make = async (config) => {
-      const engine = new SandboxEngine({ isolation: mode, processes: 1, maxConcurrentIsolates: 2, ...config });
-      await engine.init();
-      engines.push(engine);
-      return engine;
-    };
+    const make = (config) => engineFor(mode, config);
     const once = (engine, modules) => async () => {
       const end = await engine.submit({ requestId: 'm', code: MODULE_RUN, type: 'module', modules }).done;
       check(end.type === 'result' && end.data === 1, `${mode} module run: ${end.message ?? ''}`);

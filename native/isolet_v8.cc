@@ -1269,8 +1269,12 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
   // Node 24+: the platform disposes, unregisters and frees in the one safe order.
   g_platform->DisposeIsolate(isolate);
 #else
-  isolate->Dispose();
+  // Unregister first, as Node's own Workers do (nodejs/node#30846): Dispose frees the
+  // isolate, and another thread's Isolate::Allocate may get the same address before an
+  // UnregisterIsolate that came after; RegisterIsolate then aborts the whole process
+  // (`insertion.second`). V8 took its task runner at Initialize and asks no more.
   g_platform->UnregisterIsolate(isolate);
+  isolate->Dispose();
 #endif
   delete sb;
 }

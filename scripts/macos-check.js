@@ -16,6 +16,7 @@
 // Prints a summary line; exits 1 with the reasons otherwise. Also used as a module.
 'use strict';
 const { spawnSync } = require('node:child_process');
+const { compareVersions } = require('./versions');
 
 /**
  * libSystem functions the addon may import though the node of its line does not (Rust's
@@ -125,16 +126,6 @@ function imports(file) {
 
 function exported(file) {
   return new Set(out(tool('llvm-nm'), ['--defined-only', '--extern-only', '--just-symbol-name', file]).split('\n').filter(Boolean));
-}
-
-function compareVersions(a, b) {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
-    const d = (pa[i] || 0) - (pb[i] || 0);
-    if (d) return d;
-  }
-  return 0;
 }
 
 /** Checks `addon` against `node`; returns { ok, problems, summary }. */

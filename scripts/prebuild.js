@@ -24,6 +24,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { SUPPORTED_NODE_ABIS } = require('../lib/binary-name');
 const { sourceHash, stampState, writeStamp } = require('./source-stamp');
+const { compareVersions } = require('./versions');
 const { buildDarwin, isDarwin, DARWIN } = require('./prebuild-darwin');
 
 const root = path.resolve(__dirname, '..');
@@ -280,16 +281,6 @@ function muslNeeded(file) {
   if (needed.some((n) => n !== 'libc.so')) fail(`${file} needs ${needed.join(', ')}; a musl binary may need libc.so only`);
   if (/\(GLIBC/.test(dump.stdout)) fail(`${file} imports glibc-versioned symbols`);
   return needed;
-}
-
-function compareVersions(a, b) {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
-    const d = (pa[i] || 0) - (pb[i] || 0);
-    if (d) return d;
-  }
-  return 0;
 }
 
 /**

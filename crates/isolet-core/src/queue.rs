@@ -318,6 +318,25 @@ pub enum Admission<T> {
     Refused(T, Failure),
 }
 
+/// Counts a run's outcome (`failed`: its error kind) in the engine's and, when it has
+/// one, its tenant's counts.
+fn count_outcome(counters: &mut PoolCounters, record: Option<&mut TenantRecord>, failed: Option<ErrorKind>) {
+    match failed {
+        None => {
+            counters.completed += 1;
+            if let Some(r) = record {
+                r.completed += 1;
+            }
+        }
+        Some(kind) => {
+            *counters.failed.entry(kind).or_insert(0) += 1;
+            if let Some(r) = record {
+                *r.failed.entry(kind).or_insert(0) += 1;
+            }
+        }
+    }
+}
+
 /// Runs (`T`, cloned into the active set) and warm isolates (`W`, a handle to hand a
 /// run to) under one owner; the engine keeps it behind its one lock.
 #[derive(Debug)]
@@ -412,20 +431,7 @@ impl<T: Clone, W> Pool<T, W> {
             return; // not a run of this pool's slots: never counted twice
         };
         let record = self.tenants.release(&tenant);
-        match failed {
-            None => {
-                self.counters.completed += 1;
-                if let Some(r) = record {
-                    r.completed += 1;
-                }
-            }
-            Some(kind) => {
-                *self.counters.failed.entry(kind).or_insert(0) += 1;
-                if let Some(r) = record {
-                    *r.failed.entry(kind).or_insert(0) += 1;
-                }
-            }
-        }
+        count_outcome(&mut self.counters, record, failed);
         if quarantined {
             self.counters.quarantined += 1;
         }
@@ -575,20 +581,7 @@ impl<T: Clone, W> Pool<T, W> {
     /// run whose thread was quarantined closes its sandbox before it answers).
     pub fn sandbox_run_finished(&mut self, tenant: &Tenant, failed: Option<ErrorKind>) {
         let record = self.tenants.records.get_mut(tenant);
-        match failed {
-            None => {
-                self.counters.completed += 1;
-                if let Some(r) = record {
-                    r.completed += 1;
-                }
-            }
-            Some(kind) => {
-                *self.counters.failed.entry(kind).or_insert(0) += 1;
-                if let Some(r) = record {
-                    *r.failed.entry(kind).or_insert(0) += 1;
-                }
-            }
-        }
+        count_outcome(&mut self.counters, record, failed);
     }
 
     /// Open persistent sandboxes.
