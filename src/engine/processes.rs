@@ -256,11 +256,8 @@ impl ProcessEngine {
                 max_concurrent: config.max_concurrent,
                 warm_pool_size: config.warm_pool_size.div_ceil(processes),
                 // The parent admits runs; a slot freed in the host may still be in release
-                // (its isolate being disposed) when the parent sends the next run, so the
-                // host may queue that one briefly. The parent never has more than
-                // `max_concurrent` runs on one host, so a queue of that size never overflows,
-                // however late the host's isolate threads release their slots.
-                max_queue: config.max_concurrent,
+                // (its isolate being disposed) when the parent sends the next run.
+                max_queue: policy::host_queue_size(config.max_concurrent),
             },
             wasm_modules: Vec::new(),
             prelude: None,
