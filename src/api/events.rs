@@ -187,8 +187,14 @@ pub(crate) struct EventChannel {
     bell: RwLock<Option<Bell>>,
 }
 
+impl isolet_core::wakeups::Ring for EventChannel {
+    fn ring(&self) {
+        EventChannel::ring(self);
+    }
+}
+
 impl EventChannel {
-    fn push(&self, run: u64, event: Event) {
+    fn push(self: &Arc<Self>, run: u64, event: Event) {
         let ring = {
             let mut q = crate::limits::lock(&self.queue);
             if q.closed {
@@ -198,9 +204,11 @@ impl EventChannel {
             q.events.push((run, event));
             ring
         };
-        // After the queue's lock is released: the woken thread never blocks on it.
+        // After the queue's lock is released: the woken thread never blocks on it (nor on
+        // a lock the pushing thread holds: see `wakeups`).
         if ring {
-            self.ring();
+            let target: Arc<dyn isolet_core::wakeups::Ring> = self.clone();
+            isolet_core::wakeups::ring_or_hold(&target);
         }
     }
 

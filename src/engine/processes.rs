@@ -21,6 +21,7 @@ use isolet_core::run_state::{Ending, RunState, StopReason};
 use isolet_core::{ErrorKind, Failure, RunPlan};
 
 use crate::isolate::{Completion, EventSink, HostReply};
+use isolet_core::wakeups;
 use crate::isolate::run::ExecStats;
 use crate::limits::lock;
 use crate::supervisor::host::{self, FrameStream, HostWriter, Read1, RssReader, StderrTail};
@@ -265,8 +266,8 @@ impl ProcessEngine {
                 max_concurrent: config.max_concurrent,
                 warm_pool_size: config.warm_pool_size.div_ceil(processes),
                 // The parent admits runs; a slot freed in the host may still be in release
-                // when the parent sends the next run, so the host may queue that one briefly.
-                max_queue: per_host,
+                // (its isolate being disposed) when the parent sends the next run.
+                max_queue: policy::host_queue_size(config.max_concurrent),
             },
             wasm_modules: Vec::new(),
             prelude: None,
@@ -1528,6 +1529,9 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
                 Err(_) => eof = true,
             }
             let Some(inner) = me.upgrade() else { break };
+            // Node's thread is woken for these frames' events once the state lock is
+            // released: it needs that lock for what it does next (a reply, the next run).
+            let held = wakeups::HoldRings::new();
             let mut s = inner.state();
             loop {
                 let next = frames.next_frame(&mut |h| s.frame_limit(key, h));
@@ -1550,6 +1554,7 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
             // A futex system call per frame otherwise, though almost never anyone waits.
             let wake = s.waiters > 0;
             drop(s);
+            drop(held);
             if wake {
                 inner.changed.notify_all();
             }

@@ -502,6 +502,16 @@ pub fn spare_after(end: &HostEnd, dedicated: bool) -> bool {
 /// Hosts to start for runs that must run alone and find no empty host: one each, less
 /// those already starting for them (waiting for a busy host to empty could take the
 /// whole of its runs' limits; a host starts in tens of milliseconds).
+/// The queue of a host's own engine, whose slots are the parent's whole pool
+/// (`max_concurrent`). The parent admits runs and places at most `max_concurrent` on one
+/// host (`place_overflow`, `place_last_resort`); a run the host has answered keeps its
+/// slot there until its isolate is disposed, which may be late (its thread yields the CPU
+/// to the parent first), so the next runs the parent sends may wait in this queue. Those
+/// runs are among the parent's runs on that host: a queue that long never overflows.
+pub fn host_queue_size(max_concurrent: usize) -> usize {
+    max_concurrent.max(1)
+}
+
 pub fn solo_hosts_to_start(waiting_alone: usize, starting_for_them: usize) -> usize {
     waiting_alone.saturating_sub(starting_for_them)
 }
@@ -717,6 +727,36 @@ pub const HOST_CHANNEL_FD: i32 = 3;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosts_queue_holds_every_run_the_parent_can_place_on_it() {
+        // Runs placed one by one (shares first, then overflow, then last resort) until no
+        // host takes one, with hosts being replaced (not serving) or draining: the most
+        // one host ever holds is what its queue must take if none of its slots is free.
+        for max_concurrent in [1usize, 2, 4, 8, 9, 32] {
+            for processes in 1..=4usize {
+                let per_host = max_concurrent.div_ceil(processes);
+                for serving in 0..=processes {
+                    let mut hosts: Vec<HostView> = (0..processes)
+                        // Past `serving`: draining, or starting (not serving yet) in turn.
+                        .map(|i| HostView { serving: i < serving || i % 2 == 0, runs: 0, warm: 0, last_start: 0, solo: false, draining: i >= serving })
+                        .collect();
+                    for placed in 0..max_concurrent {
+                        let at = place(&hosts, per_host, false)
+                            .or_else(|| place_overflow(&hosts, max_concurrent, false))
+                            .or_else(|| place_last_resort(&hosts, max_concurrent, false));
+                        let Some(at) = at else { break };
+                        hosts[at].runs += 1;
+                        hosts[at].last_start = placed as u64 + 1;
+                    }
+                    let most = hosts.iter().map(|h| h.runs).max().unwrap_or(0);
+                    assert!(most <= host_queue_size(max_concurrent), "{max_concurrent} slots, {processes} hosts: {most} on one");
+                }
+            }
+        }
+        assert_eq!(host_queue_size(0), 1);
+    }
+
 
     fn lost(seen: bool, restarts: u32, elapsed: u64) -> LostRun {
         LostRun { seen_outside: seen, overdue: false, restarts, wall_time_ms: 5000, elapsed_ms: elapsed, alone: false }

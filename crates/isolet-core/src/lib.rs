@@ -21,6 +21,7 @@ pub mod run_state;
 pub mod sandbox;
 pub mod seam_policy;
 pub mod syscall_policy;
+pub mod wakeups;
 pub mod wasm;
 
 pub use budget::{BudgetError, PendingCalls};

@@ -1,0 +1,89 @@
+//! Wake-ups of an event sink's consumer (Node's thread) held back on one thread while it
+//! holds a lock the woken thread is about to need. The process engine reads a host's
+//! frames under its state lock; a `done` or `hostCall` event pushed there woke Node's
+//! thread, which (on the same CPU, by wake-up preemption, or on the other) then blocked on
+//! that lock to submit the next run or send the call's reply, and had to be woken again.
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// What wakes a consumer (an engine's event channel rings Node's thread).
+pub trait Ring: Send + Sync {
+    fn ring(&self);
+}
+
+thread_local! {
+    /// Rings held on this thread while a `HoldRings` lives, once each.
+    static HELD: RefCell<Option<Vec<Arc<dyn Ring>>>> = const { RefCell::new(None) };
+}
+
+/// While it lives, `ring_or_hold` on this thread only notes the ring; dropping it rings
+/// them (create it before taking the lock, drop it after releasing it).
+pub struct HoldRings(());
+
+impl HoldRings {
+    pub fn new() -> HoldRings {
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if h.is_none() {
+                *h = Some(Vec::new());
+            }
+        });
+        HoldRings(())
+    }
+}
+
+impl Drop for HoldRings {
+    fn drop(&mut self) {
+        let held = HELD.with(|h| h.borrow_mut().take()).unwrap_or_default();
+        for ring in held {
+            ring.ring();
+        }
+    }
+}
+
+/// Rings `target` now, or once this thread's `HoldRings` drops.
+pub fn ring_or_hold(target: &Arc<dyn Ring>) {
+    let rung_now = HELD.with(|h| match h.borrow_mut().as_mut() {
+        Some(held) => {
+            if !held.iter().any(|r| Arc::ptr_eq(r, target)) {
+                held.push(target.clone());
+            }
+            false
+        }
+        None => true,
+    });
+    if rung_now {
+        target.ring();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Count(AtomicUsize);
+    impl Ring for Count {
+        fn ring(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn rings_wait_for_the_hold_and_ring_once_each() {
+        let a = Arc::new(Count(AtomicUsize::new(0)));
+        let b = Arc::new(Count(AtomicUsize::new(0)));
+        let (ra, rb): (Arc<dyn Ring>, Arc<dyn Ring>) = (a.clone(), b.clone());
+        ring_or_hold(&ra);
+        assert_eq!(a.0.load(Ordering::SeqCst), 1);
+        let hold = HoldRings::new();
+        ring_or_hold(&ra);
+        ring_or_hold(&rb);
+        ring_or_hold(&ra);
+        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (1, 0));
+        drop(hold);
+        assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (2, 1));
+        ring_or_hold(&rb);
+        assert_eq!(b.0.load(Ordering::SeqCst), 2);
+    }
+}
