@@ -739,7 +739,7 @@ mod tests {
                 for serving in 0..=processes {
                     let mut hosts: Vec<HostView> = (0..processes)
                         // Past `serving`: draining, or starting (not serving yet) in turn.
-                        .map(|i| HostView { serving: i < serving || i % 2 == 0, runs: 0, warm: 0, last_start: 0, solo: false, draining: i >= serving })
+                        .map(|i| HostView { serving: i < serving || i % 2 == 0, runs: 0, warm: 0, last_start: 0, solo: false, draining: i >= serving, dedicated: false })
                         .collect();
                     for placed in 0..max_concurrent {
                         let at = place(&hosts, per_host, false)
