@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { createRequire } from 'node:module';
 import { MessageChannel } from 'node:worker_threads';
 import { runSandbox, type SandboxResult } from '..';
+import { ok } from './support/results';
 
 const bridge = createRequire(__filename)(path.join(__dirname, '..', 'lib', 'bridge.js')) as {
   serialize(value: unknown): Buffer;
@@ -26,11 +27,6 @@ function v8Value(bytes: Buffer): unknown {
   const d = new v8.Deserializer(bytes);
   d.readHeader();
   return d.readValue();
-}
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
 }
 
 const PRIMITIVES: unknown[] = [

@@ -9,14 +9,10 @@ import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runSandbox, createFetchCapability, createFileReadCapability, currentRun, SandboxValidationError, type SandboxResult } from '..';
+import { ok } from './support/results';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
 
 /** Polls `cond` every 10 ms until it holds or `ms` passed; returns whether it held. */
 async function eventually(cond: () => boolean, ms: number): Promise<boolean> {

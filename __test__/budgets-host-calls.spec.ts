@@ -12,14 +12,10 @@ import {
   type SandboxEvent,
   type SandboxResult,
 } from '..';
+import { ok } from './support/results';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
 
 /** Runs `script` in a fresh `node` with `isolet` required; judged from outside. */
 function runNode(script: string) {

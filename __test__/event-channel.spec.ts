@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SandboxEngine, runSandbox, type SandboxResult } from '..';
+import { ok } from './support/results';
 
 const root = path.resolve(__dirname, '..');
 
@@ -17,11 +18,6 @@ function runNode(script: string, args: string[] = []) {
     timeout: 60_000,
   });
   return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
-}
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
 }
 
 describe('one event channel per engine (thread mode)', () => {

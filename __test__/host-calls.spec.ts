@@ -1,11 +1,7 @@
 // Capabilities: host functions (sync and async) called from the sandbox.
 import { describe, expect, it } from 'vitest';
 import { runSandbox, SandboxTimeoutError, SandboxValidationError, type SandboxResult } from '..';
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
+import { ok } from './support/results';
 
 describe('capability semantics', () => {
   it('runs code as an async function body: only return gives output', async () => {

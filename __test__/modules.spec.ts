@@ -15,18 +15,9 @@ import {
   type SandboxOptions,
   type SandboxResult,
 } from '..';
+import { ok, failed } from './support/results';
 
 const MODES: Isolation[] = ['thread', 'process'];
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`run failed: ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
-
-function failed(r: SandboxResult) {
-  if (r.success) throw new Error(`run succeeded with ${JSON.stringify(r.output)}`);
-  return r.error;
-}
 
 describe.each(MODES)('ES modules (%s isolation)', (isolation) => {
   const run = <T = unknown>(code: string, options: SandboxOptions = {}) =>

@@ -9,16 +9,7 @@ import {
   SandboxTimeoutError,
   type SandboxResult,
 } from '..';
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
-
-function failed(r: SandboxResult) {
-  if (r.success) throw new Error(`expected failure, got output ${JSON.stringify(r.output)}`);
-  return r.error;
-}
+import { ok, failed } from './support/results';
 
 describe('runSandbox: the seed example and result shape', () => {
   it('runs the seed example and prints 15', async () => {

@@ -16,6 +16,7 @@ import {
   type SandboxResult,
   type SandboxSession,
 } from '..';
+import { ok, failed } from './support/results';
 
 const MODES: Isolation[] = ['thread', 'process'];
 
@@ -25,16 +26,6 @@ afterEach(async () => {
   while (open.length) open.pop()!.close();
   while (engines.length) await engines.pop()!.shutdown();
 });
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`run failed: ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
-
-function failed(r: SandboxResult) {
-  if (r.success) throw new Error(`run succeeded with ${JSON.stringify(r.output)}`);
-  return r.error;
-}
 
 async function outcome(session: SandboxSession) {
   const end = await session.done;

@@ -15,13 +15,9 @@ import {
   type SandboxResult,
   type SandboxSession,
 } from '..';
+import { ok } from './support/results';
 
 const native = createRequire(__filename)(path.join(__dirname, '..', 'lib', 'native')) as { wasmCompilations(): number };
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
 
 function thrownOf(r: SandboxResult<unknown>) {
   if (r.success) throw new Error('expected a failure');

@@ -2,11 +2,7 @@
 // for real; the test fails if the attack works.
 import { afterEach, describe, expect, it } from 'vitest';
 import { runSandbox, SandboxRuntimeError, type SandboxResult } from '..';
-
-function ok<T>(r: SandboxResult<T>): T {
-  if (!r.success) throw new Error(`expected success, got ${r.error.name}: ${r.error.message}`);
-  return r.output;
-}
+import { ok } from './support/results';
 
 afterEach(() => {
   // No attack may leave anything on the host's prototypes.
