@@ -126,7 +126,7 @@ describe('no collateral: innocent runs next to hostile ones in the same host', (
 });
 
 /** Innocent runs per second, three at a time, and the slowest one's settle time over its limit. */
-async function innocentThroughput(engine: SandboxEngine, count: number) {
+async function innocentThroughput(engine: SandboxEngine, count: number, tenant?: string) {
   let started = 0;
   let lateMs = 0;
   const failures: string[] = [];
@@ -135,7 +135,7 @@ async function innocentThroughput(engine: SandboxEngine, count: number) {
     while (started < count) {
       started++;
       const t = Date.now();
-      const end = await engine.submit({ requestId: rid(), code: INNOCENT, isolateLimits: { wallTimeMs: 3000 } }).done;
+      const end = await engine.submit({ requestId: rid(), code: INNOCENT, isolateLimits: { wallTimeMs: 3000 }, tenant }).done;
       lateMs = Math.max(lateMs, Date.now() - t - 3000);
       if (end.type !== 'result') failures.push(end.error.message);
     }
@@ -145,14 +145,17 @@ async function innocentThroughput(engine: SandboxEngine, count: number) {
 }
 
 /** Runs `code` one after another until `stop()`; every one must settle within its limit + 1 s. */
-function hostileStream(engine: SandboxEngine, code: string, wallTimeMs: number) {
+function hostileStream(engine: SandboxEngine, code: string | Array<{ code: string; wallTimeMs: number }>, wallTimeMs = 0, tenant?: string) {
   let stopped = false;
   let worstOverMs = -Infinity;
   let count = 0;
+  const kinds = typeof code === 'string' ? [{ code, wallTimeMs }] : code;
   const done = (async () => {
     while (!stopped) {
       const t = Date.now();
-      await engine.submit({ requestId: rid(), code, isolateLimits: { wallTimeMs } }).done;
+      const kind = kinds[count % kinds.length];
+      wallTimeMs = kind.wallTimeMs;
+      await engine.submit({ requestId: rid(), code: kind.code, isolateLimits: { wallTimeMs }, tenant }).done;
       worstOverMs = Math.max(worstOverMs, Date.now() - t - wallTimeMs);
       count++;
     }
@@ -197,6 +200,33 @@ describe('throughput under attack: innocents keep at least 70% of their quiet th
       }
     });
   }
+
+  it('a stream of every hostile kind from one tenant next to another tenant: 0 innocent failures, 70% of quiet throughput', async () => {
+    const engine = await makeEngine({ maxConcurrentIsolates: 5, processes: 2 });
+    try {
+      const kinds = Object.values(HOSTILE);
+      const ratios = [];
+      for (let round = 0; round < 2; round++) {
+        const quiet = await innocentThroughput(engine, 45, 'victim');
+        const attack = hostileStream(engine, kinds, 0, 'attacker');
+        const loud = await innocentThroughput(engine, 45, 'victim');
+        const hostile = await attack.stop();
+        expect(quiet.failures).toEqual([]);
+        expect(loud.failures).toEqual([]);
+        expect(hostile.count).toBeGreaterThan(0);
+        expect(hostile.worstOverMs).toBeLessThan(1000);
+        expect(loud.lateMs).toBeLessThan(1000);
+        ratios.push(loud.perSecond / quiet.perSecond);
+      }
+      expect(Math.max(...ratios)).toBeGreaterThanOrEqual(0.7);
+      // The tenants' counts: every victim run completed; the attacker's failed.
+      const tenants = Object.fromEntries(engine.stats().tenants.map((t) => [t.tenant, t]));
+      expect(tenants.victim).toMatchObject({ completed: 180, failed: {} });
+      expect(Object.values(tenants.attacker.failed as Record<string, number>).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    } finally {
+      await engine.shutdown();
+    }
+  }, 120_000);
 });
 
 describe('fair scheduling across tenants', () => {
