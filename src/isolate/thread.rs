@@ -193,8 +193,8 @@ impl IsolateThread {
 /// Gives freed malloc'd pages back after a big run (see `thread_main`).
 pub(crate) fn trim_after(peak_heap: f64, failed: Option<ErrorKind>) {
     if peak_heap > TRIM_AFTER_PEAK_HEAP_BYTES || failed == Some(ErrorKind::MemoryLimit) {
-        // SAFETY: malloc_trim has no preconditions.
-        #[cfg(target_os = "linux")]
+        // SAFETY: malloc_trim has no preconditions. glibc only (musl has no arenas to trim).
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
         unsafe {
             libc::malloc_trim(0)
         };
@@ -243,15 +243,7 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
     // A big run leaves malloc'd pages (parser zones, ArrayBuffers) cached in this
     // thread's arena after its isolate is gone; give them back so host RSS returns
     // toward baseline. Small runs skip it: trimming costs every run about 0.4 ms of CPU.
-    if peak_heap > TRIM_AFTER_PEAK_HEAP_BYTES || failed == Some(ErrorKind::MemoryLimit) {
-        // SAFETY: malloc_trim has no preconditions. glibc only (musl has no arenas to trim).
-        #[cfg(target_env = "gnu")]
-        unsafe {
-            libc::malloc_trim(0)
-        };
-        #[cfg(target_os = "macos")]
-        macos_pressure_relief();
-    }
+    trim_after(peak_heap, failed);
     // Gives the slot back; a quarantined thread that got here finished on its own: its
     // isolate is disposed like any other, so it leaves the quarantine.
     run.thread_exited()
