@@ -239,6 +239,23 @@ describe('process isolation: host calls, data and lifecycle', () => {
     expect(seen).toEqual([process.pid]);
   });
 
+  it("keeps a host's runs moving, within their limits, while this process's JavaScript holds Node's thread", async () => {
+    // Node's loop reads the hosts' frames while it is free; held, the hosts' I/O threads
+    // must read them instead, or no run would end (and free its slot for the next) until
+    // it is free again, and a run's unread answer would look overdue.
+    const engine = await makeEngine({ maxConcurrentIsolates: 2, processes: 1 });
+    await serving(engine);
+    const code = 'const t = Date.now(); while (Date.now() - t < 100); return Date.now()';
+    const runs = Array.from({ length: 8 }, () => engine.submit({ requestId: id(), code, isolateLimits: { wallTimeMs: 400 } }).done);
+    const heldUntil = Date.now() + 2500;
+    while (Date.now() < heldUntil); // no turn of Node's loop meanwhile
+    const results = await Promise.all(runs);
+    for (const r of results) expect(r).toMatchObject({ type: 'result' });
+    // All eight ended, two at a time, before Node's thread was free again.
+    for (const r of results) expect((r as { data: number }).data).toBeLessThan(heldUntil);
+    expect(engine.stats().processes?.recycled).toEqual({});
+  });
+
   it('leaves no host process behind after shutdown', async () => {
     const engine = new SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 4, warmPoolSize: 2, processes: 2 });
     await engine.init();

@@ -61,18 +61,22 @@ function execute(engine, plan, hooks = {}) {
   let handle;
   let finished = false;
 
-  const onNativeEvent = (ev) => {
+  // A run's `done` comes as arguments (see the addon's `done_args`), its other events as
+  // one object each.
+  const onNativeEvent = (ev, ok, value, payload, error, wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls, logs) => {
+    if (ev === 'done') {
+      finished = true;
+      endContext();
+      const stats = { wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls };
+      resolveDone(finish(ok, value, payload, error, stats, logs ?? []));
+      return;
+    }
     switch (ev.type) {
       case 'hostCall':
         serveHostCall(ev);
         break;
       case 'moduleRequest':
         serveModuleRequest(ev);
-        break;
-      case 'done':
-        finished = true;
-        endContext();
-        resolveDone(finish(ev));
         break;
       default:
         if (hooks.onEvent) hooks.onEvent(ev);
@@ -188,7 +192,8 @@ function execute(engine, plan, hooks = {}) {
     // AsyncLocalStorage stores), not in that of whoever made the engine: events of all
     // runs arrive through one channel per engine.
     // `started` costs a wake-up of this thread mid-run: asked for only if someone listens.
-    handle = engine.submit(plan, (ev) => scope.runInAsyncScope(onNativeEvent, null, ev), hooks.onEvent !== undefined);
+    const runId = engine.submit(plan, (...args) => scope.runInAsyncScope(onNativeEvent, null, ...args), hooks.onEvent !== undefined);
+    handle = new RunRef(engine, runId);
   } catch (err) {
     endContext();
     resolveDone({ ok: false, error: errorFromThrown(err), stats: statsOf(), logs: [] });
@@ -198,20 +203,65 @@ function execute(engine, plan, hooks = {}) {
 }
 
 /**
- * The event, its stats and logs are made by the addon for this run alone, in their public
- * shape. A result that is one primitive comes as `value`; others as `payload`, a Buffer
- * the addon made for this event alone.
+ * A run's host side (replies, data answers, abort), fetched from the addon when first
+ * used: most runs never need it, and an addon object per run costs this thread. Once the
+ * run's `done` was delivered there is nothing to answer or abort: calls do nothing.
  */
-function finish(ev) {
-  const stats = ev.stats ?? statsOf();
-  const logs = ev.logs ?? [];
-  if (!ev.ok) return { ok: false, error: errorFromFailure(ev.error), stats, logs };
-  if (ev.payload === undefined) return { ok: true, value: ev.value, stats, logs };
+class RunRef {
+  constructor(engine, runId) {
+    this._engine = engine;
+    this._runId = runId;
+    this._native = undefined;
+  }
+
+  _run() {
+    if (this._native === undefined) this._native = this._engine.handleOf(this._runId);
+    return this._native;
+  }
+
+  fulfill(callId, bytes) {
+    this._run()?.fulfill(callId, bytes);
+  }
+
+  /** The encoded length, or -1 when `view` is not for this path (see the addon). */
+  fulfillUint8Array(callId, view, version, maxBytes) {
+    const run = this._run();
+    return run ? run.fulfillUint8Array(callId, view, version, maxBytes) : 0;
+  }
+
+  fulfillAsciiString(callId, value, chars, version, maxBytes) {
+    const run = this._run();
+    return run ? run.fulfillAsciiString(callId, value, chars, version, maxBytes) : 0;
+  }
+
+  reject(callId, name, message) {
+    this._run()?.reject(callId, name, message);
+  }
+
+  /** False when no such request is waiting. */
+  answer(id, bytes, error) {
+    const run = this._run();
+    return run ? run.answer(id, bytes, error) : false;
+  }
+
+  abort() {
+    this._run()?.abort();
+  }
+}
+
+/**
+ * The run's result: `stats` and `logs` are the run's own (made for it alone, in their
+ * public shape). A result that is one primitive comes as `value`; others as `payload`, a
+ * Buffer the addon made for this run alone.
+ */
+function finish(ok, value, payload, error, stats, logs) {
+  if (!ok) return { ok: false, error: errorFromFailure(error), stats, logs };
+  if (payload === undefined) return { ok: true, value, stats, logs };
   try {
-    return { ok: true, value: deserialize(ev.payload, true), stats, logs };
+    return { ok: true, value: deserialize(payload, true), stats, logs };
   } catch (err) {
-    const error = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
-    return { ok: false, error, stats, logs };
+    const failure = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
+    return { ok: false, error: failure, stats, logs };
   }
 }
 

@@ -186,7 +186,10 @@ class Sandbox {
       const target =
         call === undefined
           ? this._native
-          : { submit: (p, onEvent, started) => this._native.submitCall(p, call.name, bytes, onEvent, started) };
+          : {
+              submit: (p, onEvent, started) => this._native.submitCall(p, call.name, bytes, onEvent, started),
+              handleOf: (runId) => this._native.handleOf(runId),
+            };
       const resolve = run.resolve !== undefined ? run.resolve : this._resolve;
       ({ done, handle } = execute(target, plan, { handlers: this._handlers, resolve }));
     } catch (err) {

@@ -458,10 +458,11 @@ impl NativeEngine {
         let owner = env.raw() as usize;
         let prelude = c.prelude.clone();
         let prelude_keys = Arc::new(prelude.as_ref().map(|p| p.module_keys()).unwrap_or_default());
+        let dispatcher = Dispatcher::new(&env)?;
         let backend = match c.isolation {
             Isolation::Thread => Backend::Threads(Engine::new(c.pool(), owner)),
             Isolation::Process => {
-                let engine = ProcessEngine::new(c.pool(), c.processes as usize, owner);
+                let engine = ProcessEngine::new(c.pool(), c.processes as usize, owner, Some(dispatcher.loop_watch()));
                 engine.set_engine_code(prelude.clone(), c.code_cache_bytes);
                 Backend::Processes(engine)
             }
@@ -470,7 +471,6 @@ impl NativeEngine {
             Backend::Threads(_) => EngineCode::new(prelude, c.code_cache_bytes),
             Backend::Processes(_) => EngineCode::none(),
         };
-        let dispatcher = Dispatcher::new(&env)?;
         Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher, code, prelude_keys })
     }
 
@@ -537,8 +537,9 @@ impl NativeEngine {
     /// `on_event`, always later than this call returns (never from inside it). The
     /// `started` event is sent unless `started_event` is false: it costs a wake-up of
     /// Node's thread in the middle of every run, so callers that ignore it turn it off.
+    /// Returns the run's id (see `handleOf`).
     #[napi]
-    pub fn submit(&self, plan: &RunPlanJs, on_event: Function, started_event: Option<bool>) -> Result<RunHandle> {
+    pub fn submit(&self, plan: &RunPlanJs, on_event: Function, started_event: Option<bool>) -> Result<f64> {
         let started_event = started_event.unwrap_or(true);
         let id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
         let tenant = Tenant::from(plan.plan.tenant.as_deref());
@@ -553,7 +554,15 @@ impl NativeEngine {
             }
             Backend::Processes(engine) => engine.submit(id, tenant, plan.plan.clone(), started_event, sink),
         };
-        Ok(RunHandle { run: control })
+        self.dispatcher.keep_control(id, control);
+        Ok(id as f64)
+    }
+
+    /// The host side of run `run_id` (of this engine or of one of its sandboxes), asked
+    /// for when first needed: null once its `done` was delivered.
+    #[napi]
+    pub fn handle_of(&self, run_id: f64) -> Option<RunHandle> {
+        self.dispatcher.control(run_id as u64).map(RunHandle::of)
     }
 
     #[napi]
@@ -679,7 +688,6 @@ pub(crate) trait RunControl: Send + Sync {
     fn reply(&self, reply: HostReply);
     fn answer(&self, id: u32, answer: DataAnswer) -> bool;
     fn abort(&self);
-    fn id(&self) -> u64;
 }
 
 struct ThreadRun {
@@ -699,10 +707,6 @@ impl RunControl for ThreadRun {
     fn abort(&self) {
         self.engine.abort(&self.run);
     }
-
-    fn id(&self) -> u64 {
-        self.run.id
-    }
 }
 
 impl RunControl for ProcessRun {
@@ -716,10 +720,6 @@ impl RunControl for ProcessRun {
 
     fn abort(&self) {
         ProcessRun::abort(self);
-    }
-
-    fn id(&self) -> u64 {
-        ProcessRun::id(self)
     }
 }
 
@@ -871,11 +871,6 @@ impl RunHandle {
     #[napi]
     pub fn abort(&self) {
         self.run.abort();
-    }
-
-    #[napi(getter)]
-    pub fn id(&self) -> f64 {
-        self.run.id() as f64
     }
 }
 

@@ -11,6 +11,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr;
 use std::rc::{Rc, Weak};
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,7 +22,9 @@ use napi_derive::napi;
 
 use isolet_core::{Failure, LogLevel};
 
+use super::engine::RunControl;
 use super::keys::{value as v, Key, Keys};
+use crate::engine::{ChannelReader, LoopWatch};
 use crate::isolate::{Completion, EventSink};
 
 #[napi(object)]
@@ -57,10 +60,9 @@ impl From<Failure> for FailureJs {
 
 /// `event` as the JS object a run's callback receives, built with cached property names:
 /// `{ type: 'started' }`, `{ type: 'console', level, message }`,
-/// `{ type: 'hostCall', callId, name, payload }`, `{ type: 'dataRequest', id, key }`, or
-/// `{ type: 'done', ok, value | payload | error, stats: { wallTimeMs, cpuTimeMs, heapUsedBytes,
-/// heapAtEndBytes, hostCalls }, logs: [{ level, message }] }`; `payload` is a Buffer, `value`
-/// a result that is one primitive, already made.
+/// `{ type: 'hostCall', callId, name, payload }`, `{ type: 'dataRequest', id, key }` or
+/// `{ type: 'moduleRequest', id, key, referrer, typescript }`; `payload` is a Buffer. A
+/// `done` goes as arguments (`done_args`).
 fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
     let env = keys.env();
     match event {
@@ -88,43 +90,57 @@ fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
             (Key::Referrer, v::string(env, &referrer)?),
             (Key::Typescript, v::bool(env, typescript)?),
         ]),
-        Event::Done(completion) => {
-            let s = completion.stats;
-            let stats = keys.object(&[
-                (Key::WallTimeMs, v::f64(env, s.wall_time_ms)?),
-                (Key::CpuTimeMs, v::f64(env, s.cpu_time_ms)?),
-                // Peak V8 heap use during the run.
-                (Key::HeapUsedBytes, v::f64(env, s.heap_peak_bytes)?),
-                (Key::HeapAtEndBytes, v::f64(env, s.heap_used_bytes)?),
-                (Key::HostCalls, v::u32(env, s.host_calls)?),
-            ])?;
-            let logs = v::array(env, completion.logs.len())?;
-            for (i, entry) in completion.logs.into_iter().enumerate() {
-                let e = keys.object(&[
-                    (Key::Level, v::string(env, entry.level.as_str())?),
-                    (Key::Message, v::string(env, &entry.message)?),
-                ])?;
-                v::set_element(env, logs, i as u32, e)?;
-            }
-            let (ok, outcome) = match completion.result {
-                // One primitive (most results) is made here: no Buffer, no deserializer.
-                Ok(bytes) => match isolet_core::primitive::single_primitive(&bytes) {
-                    Some(p) => (true, (Key::Value, v::primitive(env, p)?)),
-                    None => (true, (Key::Payload, v::buffer(env, bytes)?)),
-                },
-                // SAFETY: on the env's thread inside the caller's handle scope.
-                Err(failure) => (false, (Key::Error, unsafe { FailureJs::to_napi_value(env, failure.into()) }?)),
-            };
-            keys.object(&[
-                (Key::Type, keys.string(Key::Done)?),
-                (Key::Ok, v::bool(env, ok)?),
-                outcome,
-                (Key::Stats, stats),
-                (Key::Logs, logs),
-            ])
-        }
+        Event::Done(_) => Err(Error::from_reason("isolet: a done event goes as arguments (done_args)")),
     }
 }
+
+/// Arguments of a run's callback for its `done`: `('done', ok, value, payload, error,
+/// wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls, logs)`. `lib/execute.js`
+/// makes the public result of them: an object literal there costs Node's thread a
+/// fraction of setting the same properties one by one through Node-API (its map
+/// transitions were a tenth of that thread's CPU per trivial run). `value` is a result
+/// that is one primitive, already made; `payload` a Buffer of any other (undefined when
+/// not); `error` the failure; `heapUsedBytes` the peak V8 heap use during the run; `logs`
+/// `[{ level, message }]`, or undefined for none.
+fn done_args(keys: &Keys, completion: Completion) -> Result<[sys::napi_value; DONE_ARGS]> {
+    let env = keys.env();
+    let undefined = v::primitive(env, isolet_core::primitive::Primitive::Undefined)?;
+    let s = completion.stats;
+    let logs = if completion.logs.is_empty() {
+        undefined
+    } else {
+        let logs = v::array(env, completion.logs.len())?;
+        for (i, entry) in completion.logs.into_iter().enumerate() {
+            let e = keys.object(&[(Key::Level, v::string(env, entry.level.as_str())?), (Key::Message, v::string(env, &entry.message)?)])?;
+            v::set_element(env, logs, i as u32, e)?;
+        }
+        logs
+    };
+    let (ok, value, payload, error) = match completion.result {
+        // One primitive (most results) is made here: no Buffer, no deserializer.
+        Ok(bytes) => match isolet_core::primitive::single_primitive(&bytes) {
+            Some(p) => (true, v::primitive(env, p)?, undefined, undefined),
+            None => (true, undefined, v::buffer(env, bytes)?, undefined),
+        },
+        // SAFETY: on the env's thread inside the caller's handle scope.
+        Err(failure) => (false, undefined, undefined, unsafe { FailureJs::to_napi_value(env, failure.into()) }?),
+    };
+    Ok([
+        keys.string(Key::Done)?,
+        v::bool(env, ok)?,
+        value,
+        payload,
+        error,
+        v::f64(env, s.wall_time_ms)?,
+        v::f64(env, s.cpu_time_ms)?,
+        v::f64(env, s.heap_peak_bytes)?,
+        v::f64(env, s.heap_used_bytes)?,
+        v::u32(env, s.host_calls)?,
+        logs,
+    ])
+}
+
+const DONE_ARGS: usize = 11;
 
 /// An event of one run, as queued by the thread that produced it.
 pub(crate) enum Event {
@@ -141,7 +157,11 @@ pub(crate) enum Event {
 
 #[allow(non_camel_case_types)]
 type uv_async_t = c_void;
+#[allow(non_camel_case_types)]
+type uv_poll_t = c_void;
 const UV_ASYNC: c_int = 1;
+const UV_POLL: c_int = 8;
+const UV_READABLE: c_int = 1;
 
 extern "C" {
     fn uv_handle_size(kind: c_int) -> usize;
@@ -152,12 +172,19 @@ extern "C" {
     fn uv_unref(handle: *mut uv_async_t);
     fn uv_handle_set_data(handle: *mut uv_async_t, data: *mut c_void);
     fn uv_handle_get_data(handle: *const uv_async_t) -> *mut c_void;
+    fn uv_poll_init(event_loop: *mut sys::uv_loop_s, handle: *mut uv_poll_t, fd: c_int) -> c_int;
+    fn uv_poll_start(handle: *mut uv_poll_t, events: c_int, cb: unsafe extern "C" fn(*mut uv_poll_t, c_int, c_int)) -> c_int;
+    fn uv_poll_stop(handle: *mut uv_poll_t) -> c_int;
+}
+
+fn uv_layout(kind: c_int) -> std::alloc::Layout {
+    // SAFETY: uv_handle_size has no preconditions.
+    let size = unsafe { uv_handle_size(kind) };
+    std::alloc::Layout::from_size_align(size, 16).expect("uv handle layout")
 }
 
 fn uv_async_layout() -> std::alloc::Layout {
-    // SAFETY: uv_handle_size has no preconditions.
-    let size = unsafe { uv_handle_size(UV_ASYNC) };
-    std::alloc::Layout::from_size_align(size, 16).expect("uv_async_t layout")
+    uv_layout(UV_ASYNC)
 }
 
 /// The `uv_async_t` that wakes Node's thread. Only `uv_async_send` is called on it off
@@ -177,6 +204,8 @@ struct Queue {
     draining: bool,
     /// The engine's channel is closed (its Node environment is going away): drop events.
     closed: bool,
+    /// Descriptors for Node's loop to watch (`LoopWatch`), not yet taken by its thread.
+    watches: Vec<(OwnedFd, Arc<dyn ChannelReader>)>,
 }
 
 /// Where the threads of one engine queue events for Node's thread.
@@ -243,13 +272,30 @@ impl EventChannel {
     /// Refuses further events and gives up the handle; returns it (once).
     fn close(&self) -> Option<Bell> {
         let bell = self.bell.write().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        let dropped = {
+        let (dropped, watches) = {
             let mut q = crate::limits::lock(&self.queue);
             q.closed = true;
-            std::mem::take(&mut q.events)
+            (std::mem::take(&mut q.events), std::mem::take(&mut q.watches))
         };
         drop(dropped); // outside the lock: completions may own large buffers
+        for (_, reader) in watches {
+            reader.unwatched();
+        }
         bell
+    }
+}
+
+impl LoopWatch for EventChannel {
+    fn watch(&self, fd: OwnedFd, reader: Arc<dyn ChannelReader>) -> bool {
+        {
+            let mut q = crate::limits::lock(&self.queue);
+            if q.closed {
+                return false;
+            }
+            q.watches.push((fd, reader));
+        }
+        self.ring();
+        true
     }
 }
 
@@ -314,15 +360,27 @@ thread_local! {
     static DISPATCHERS: RefCell<Vec<Weak<Dispatcher>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// A run in flight, as Node's thread knows it.
+struct RunEntry {
+    /// Its JS callback.
+    callback: sys::napi_ref,
+    /// Its host side (replies, answers, abort), handed to JS when asked (`RunHandle`):
+    /// most runs never need one, and a JS object per run costs Node's thread.
+    control: Option<Arc<dyn RunControl>>,
+}
+
 /// The Node-thread half of an engine's channel: the JS callback of every run in flight,
 /// the uv handle (referenced, keeping Node's loop alive, only while runs are in flight)
 /// and the async context events are delivered in. Lives on Node's thread only.
 pub(crate) struct Dispatcher {
     env: sys::napi_env,
+    event_loop: *mut sys::uv_loop_s,
     channel: Arc<EventChannel>,
+    /// The poll handles of the descriptors its loop watches (`LoopWatch`), unreferenced.
+    watches: RefCell<Vec<*mut uv_poll_t>>,
     /// Null once closed.
     handle: Cell<*mut uv_async_t>,
-    callbacks: RefCell<HashMap<u64, sys::napi_ref>>,
+    runs: RefCell<HashMap<u64, RunEntry>>,
     /// Reused between wake-ups so a steady stream allocates nothing.
     batch: RefCell<Vec<(u64, Event)>>,
     resource: sys::napi_ref,
@@ -372,14 +430,16 @@ impl Dispatcher {
             // Idle until a run is in flight.
             uv_unref(handle);
             let channel = Arc::new(EventChannel {
-                queue: Mutex::new(Queue { events: Vec::new(), draining: false, closed: false }),
+                queue: Mutex::new(Queue { events: Vec::new(), draining: false, closed: false, watches: Vec::new() }),
                 bell: RwLock::new(Some(Bell(handle))),
             });
             let dispatcher = Rc::new(Dispatcher {
                 env: raw,
+                event_loop,
                 channel,
+                watches: RefCell::new(Vec::new()),
                 handle: Cell::new(handle),
-                callbacks: RefCell::new(HashMap::new()),
+                runs: RefCell::new(HashMap::new()),
                 batch: RefCell::new(Vec::new()),
                 resource,
                 context,
@@ -399,6 +459,52 @@ impl Dispatcher {
         }
     }
 
+    /// Node's loop of this dispatcher, for a process engine to read its hosts' channels on.
+    pub(crate) fn loop_watch(&self) -> Arc<dyn LoopWatch> {
+        self.channel.clone()
+    }
+
+    /// Starts watching what `LoopWatch::watch` queued.
+    fn take_watches(self: &Rc<Self>) {
+        let pending = std::mem::take(&mut crate::limits::lock(&self.channel.queue).watches);
+        for (fd, reader) in pending {
+            if self.closing.get() {
+                reader.unwatched();
+                continue;
+            }
+            // SAFETY: on the loop's thread; the handle is freed only by `on_watch_closed`.
+            unsafe {
+                let handle = std::alloc::alloc_zeroed(uv_layout(UV_POLL)).cast::<uv_poll_t>();
+                if handle.is_null() {
+                    reader.unwatched();
+                    continue;
+                }
+                if uv_poll_init(self.event_loop, handle, fd.as_raw_fd()) != 0 {
+                    std::alloc::dealloc(handle.cast(), uv_layout(UV_POLL));
+                    reader.unwatched();
+                    continue;
+                }
+                let watch = Box::new(Watch { fd, reader, dispatcher: Rc::downgrade(self) });
+                uv_handle_set_data(handle, Box::into_raw(watch).cast());
+                uv_unref(handle);
+                self.watches.borrow_mut().push(handle);
+                if uv_poll_start(handle, UV_READABLE, on_channel_readable) != 0 {
+                    self.unwatch(handle);
+                }
+            }
+        }
+    }
+
+    /// Stops watching `handle`'s descriptor and closes it.
+    fn unwatch(&self, handle: *mut uv_poll_t) {
+        let mut watches = self.watches.borrow_mut();
+        let Some(at) = watches.iter().position(|h| *h == handle) else { return };
+        watches.swap_remove(at);
+        drop(watches);
+        // SAFETY: an open poll handle of this loop (it was in `watches`), on its thread.
+        unsafe { stop_watch(handle) };
+    }
+
     /// Registers run `run`'s JS callback and returns the run's sink. Node's loop stays
     /// alive until the run's `done` is delivered.
     pub(crate) fn register(&self, run: u64, callback: sys::napi_value, started_event: bool) -> Result<Arc<JsSink>> {
@@ -408,7 +514,7 @@ impl Dispatcher {
         let mut reference = ptr::null_mut();
         // SAFETY: on the env's thread; `callback` is a value of the current call.
         check(unsafe { sys::napi_create_reference(self.env, callback, 1, &mut reference) }, "napi_create_reference")?;
-        self.callbacks.borrow_mut().insert(run, reference);
+        self.runs.borrow_mut().insert(run, RunEntry { callback: reference, control: None });
         let n = self.in_flight.get() + 1;
         self.in_flight.set(n);
         if n == 1 {
@@ -416,6 +522,18 @@ impl Dispatcher {
             unsafe { uv_ref(self.handle.get()) };
         }
         Ok(Arc::new(JsSink { channel: self.channel.clone(), run, done_sent: std::sync::atomic::AtomicBool::new(false), started_event }))
+    }
+
+    /// Keeps run `run`'s host side until its `done` is delivered, for `control`.
+    pub(crate) fn keep_control(&self, run: u64, control: Arc<dyn RunControl>) {
+        if let Some(entry) = self.runs.borrow_mut().get_mut(&run) {
+            entry.control = Some(control);
+        }
+    }
+
+    /// Run `run`'s host side, until its `done` was delivered.
+    pub(crate) fn control(&self, run: u64) -> Option<Arc<dyn RunControl>> {
+        self.runs.borrow().get(&run).and_then(|e| e.control.clone())
     }
 
     /// The `NativeEngine` was collected: close now, or after the last run in flight.
@@ -445,11 +563,15 @@ impl Dispatcher {
             return;
         }
         let env = self.env;
-        for (_, reference) in self.callbacks.borrow_mut().drain() {
+        for (_, RunEntry { callback: reference, .. }) in self.runs.borrow_mut().drain() {
             // SAFETY: on the env's thread; each reference was made by `register`.
             unsafe { sys::napi_delete_reference(env, reference) };
         }
         self.in_flight.set(0);
+        for watch in self.watches.borrow_mut().drain(..) {
+            // SAFETY: an open poll handle of this loop, on its thread.
+            unsafe { stop_watch(watch) };
+        }
         // SAFETY: on the env's thread; made in `new`, released once (the handle was set).
         unsafe {
             sys::napi_async_destroy(env, self.context);
@@ -523,7 +645,7 @@ impl Dispatcher {
     fn deliver(&self, keys: &Keys, run: u64, event: Event) {
         let env = self.env;
         let done = matches!(event, Event::Done(_));
-        let reference = if done { self.callbacks.borrow_mut().remove(&run) } else { self.callbacks.borrow().get(&run).copied() };
+        let reference = if done { self.runs.borrow_mut().remove(&run).map(|e| e.callback) } else { self.runs.borrow().get(&run).map(|e| e.callback) };
         // A run's events after its `done` (or of a run never registered) have no one to go to.
         let Some(reference) = reference else { return };
         // SAFETY: on the env's thread inside `deliver_batch`'s scopes; `reference` is live
@@ -538,17 +660,18 @@ impl Dispatcher {
                 sys::napi_delete_reference(env, reference);
             }
             if !callback.is_null() {
-                match event_value(keys, event) {
-                    Ok(value) => {
-                        let mut global = ptr::null_mut();
-                        sys::napi_get_global(env, &mut global);
-                        let mut result = ptr::null_mut();
-                        let status = sys::napi_call_function(env, global, callback, 1, &value, &mut result);
-                        if status == sys::Status::napi_pending_exception {
-                            report_exception(env);
-                        }
+                let mut global = ptr::null_mut();
+                sys::napi_get_global(env, &mut global);
+                let mut result = ptr::null_mut();
+                let status = match event {
+                    Event::Done(completion) => {
+                        done_args(keys, completion).map(|args| sys::napi_call_function(env, global, callback, args.len(), args.as_ptr(), &mut result))
                     }
-                    Err(_) => report_exception(env),
+                    other => event_value(keys, other).map(|value| sys::napi_call_function(env, global, callback, 1, &value, &mut result)),
+                };
+                match status {
+                    Ok(sys::Status::napi_pending_exception) | Err(_) => report_exception(env),
+                    Ok(_) => {}
                 }
             }
             sys::napi_close_handle_scope(env, handles);
@@ -593,7 +716,69 @@ unsafe extern "C" fn on_wake(handle: *mut uv_async_t) {
         }
         Rc::increment_strong_count(data);
         let dispatcher = Rc::from_raw(data);
+        dispatcher.take_watches();
         dispatcher.drain();
+    }
+}
+
+/// A descriptor Node's loop watches for a reader (`LoopWatch`): the poll handle's data.
+struct Watch {
+    fd: OwnedFd,
+    reader: Arc<dyn ChannelReader>,
+    dispatcher: Weak<Dispatcher>,
+}
+
+/// libuv calls this on Node's thread while a watched descriptor is readable. The reader's
+/// events for this engine are delivered right after, in this callback: no wake-up of
+/// Node's thread by itself.
+unsafe extern "C" fn on_channel_readable(handle: *mut uv_poll_t, status: c_int, _events: c_int) {
+    // SAFETY: the handle's data is its `Watch`, freed only in `on_watch_closed`.
+    let watch = unsafe { &*(uv_handle_get_data(handle) as *const Watch) };
+    let Some(dispatcher) = watch.dispatcher.upgrade() else { return };
+    if dispatcher.closing.get() {
+        return;
+    }
+    let hold = isolet_core::wakeups::HoldRings::new();
+    let more = status == 0 && watch.reader.readable(watch.fd.as_raw_fd());
+    let mut drain = false;
+    for ring in hold.take() {
+        if std::ptr::addr_eq(Arc::as_ptr(&ring), Arc::as_ptr(&dispatcher.channel)) && !dispatcher.delivering.get() {
+            drain = true;
+        } else {
+            ring.ring();
+        }
+    }
+    if !more {
+        dispatcher.unwatch(handle);
+    }
+    if drain {
+        dispatcher.drain();
+    }
+}
+
+/// Stops a poll handle, tells its reader, and closes it.
+///
+/// # Safety
+/// `handle` is an open poll handle made by `take_watches`, on its loop's thread.
+unsafe fn stop_watch(handle: *mut uv_poll_t) {
+    // SAFETY: as the caller promises; its data is its `Watch` until `on_watch_closed`.
+    unsafe {
+        uv_poll_stop(handle);
+        let watch = &*(uv_handle_get_data(handle) as *const Watch);
+        watch.reader.unwatched();
+        uv_close(handle, Some(on_watch_closed));
+    }
+}
+
+unsafe extern "C" fn on_watch_closed(handle: *mut uv_poll_t) {
+    // SAFETY: libuv is done with the handle; it was allocated with this layout, and its
+    // data is the `Watch` `take_watches` boxed (dropping it closes the descriptor).
+    unsafe {
+        let data = uv_handle_get_data(handle) as *mut Watch;
+        std::alloc::dealloc(handle.cast(), uv_layout(UV_POLL));
+        if !data.is_null() {
+            drop(Box::from_raw(data));
+        }
     }
 }
 

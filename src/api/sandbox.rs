@@ -159,7 +159,7 @@ impl NativeSandbox {
 
     /// Runs a planned run in the sandbox; the same events as `NativeEngine.submit`.
     #[napi]
-    pub fn submit(&self, plan: &RunPlanJs, on_event: Function, started_event: Option<bool>) -> Result<RunHandle> {
+    pub fn submit(&self, plan: &RunPlanJs, on_event: Function, started_event: Option<bool>) -> Result<f64> {
         self.start(plan, None, on_event, started_event)
     }
 
@@ -173,23 +173,26 @@ impl NativeSandbox {
         args: Buffer,
         on_event: Function,
         started_event: Option<bool>,
-    ) -> Result<RunHandle> {
+    ) -> Result<f64> {
         self.start(plan, Some((name, args.to_vec())), on_event, started_event)
     }
 
-    fn start(&self, plan: &RunPlanJs, call: Option<(String, Vec<u8>)>, on_event: Function, started_event: Option<bool>) -> Result<RunHandle> {
+    /// The host side of run `run_id`, as `NativeEngine.handleOf`.
+    #[napi]
+    pub fn handle_of(&self, run_id: f64) -> Option<RunHandle> {
+        self.dispatcher.control(run_id as u64).map(RunHandle::of)
+    }
+
+    /// Starts a run; returns its id (see `handleOf`).
+    fn start(&self, plan: &RunPlanJs, call: Option<(String, Vec<u8>)>, on_event: Function, started_event: Option<bool>) -> Result<f64> {
         let id = super::engine::next_run_id();
         let sink = self.dispatcher.register(id, on_event.value().value, started_event.unwrap_or(true))?;
-        match &self.backend {
-            Backend::Thread { core } => {
-                let run = core.start_run(id, plan.plan.clone(), call, sink);
-                Ok(RunHandle::of(Arc::new(SandboxRun { run })))
-            }
-            Backend::Process { sandbox } => {
-                let run = sandbox.submit(id, plan.plan.clone(), call, started_event.unwrap_or(true), sink);
-                Ok(RunHandle::of(run))
-            }
-        }
+        let control: Arc<dyn RunControl> = match &self.backend {
+            Backend::Thread { core } => Arc::new(SandboxRun { run: core.start_run(id, plan.plan.clone(), call, sink) }),
+            Backend::Process { sandbox } => sandbox.submit(id, plan.plan.clone(), call, started_event.unwrap_or(true), sink),
+        };
+        self.dispatcher.keep_control(id, control);
+        Ok(id as f64)
     }
 
     /// Resolves once the sandbox can run (process mode: its own sandbox host process is
@@ -300,9 +303,5 @@ impl RunControl for SandboxRun {
         // Queued behind another run (in the sandbox's channel) or running: either way
         // the stop reaches it (a queued one is stopped as it attaches).
         self.run.request_stop(StopReason::Aborted);
-    }
-
-    fn id(&self) -> u64 {
-        self.run.id
     }
 }

@@ -9,8 +9,8 @@
 //! Lock order: `Inner::state`, then a host writer's lock (a frame's place in line is taken
 //! under the state lock, so a run's frames never overtake each other).
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant};
 use isolet_core::run_state::{Ending, RunState, StopReason};
 use isolet_core::{ErrorKind, Failure, RunPlan};
 
+use super::{ChannelReader, LoopWatch};
 use crate::isolate::{Completion, EventSink, HostReply};
 use isolet_core::wakeups;
 use crate::isolate::run::ExecStats;
@@ -60,6 +61,8 @@ struct Inner {
     state: Mutex<State>,
     /// Hosts became ready or ended (for `ready` and `wait_idle`).
     changed: Condvar,
+    /// Node's loop, which reads hosts' channels while it is free (`HostFrames`).
+    loop_watch: Option<Arc<dyn LoopWatch>>,
 }
 
 impl Inner {
@@ -254,7 +257,8 @@ fn shut_down_failure() -> Failure {
 impl ProcessEngine {
     /// `env` identifies the Node environment that owns the engine (see `end_all`).
     /// `processes`: hosts kept running, `config` the pool over all of them.
-    pub(crate) fn new(config: PoolConfig, processes: usize, env: usize) -> ProcessEngine {
+    /// `loop_watch`: Node's loop, to read hosts' channels on (else their I/O threads do).
+    pub(crate) fn new(config: PoolConfig, processes: usize, env: usize, loop_watch: Option<Arc<dyn LoopWatch>>) -> ProcessEngine {
         let processes = processes.clamp(1, config.max_concurrent.max(1));
         let per_host = config.max_concurrent.div_ceil(processes);
         let host_config = WireStart {
@@ -306,6 +310,7 @@ impl ProcessEngine {
                 sandboxes: HashMap::new(),
             }),
             changed: Condvar::new(),
+            loop_watch,
         });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
@@ -459,10 +464,6 @@ pub(crate) struct ProcessRun {
 }
 
 impl ProcessRun {
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-
     pub(crate) fn reply(&self, reply: HostReply) {
         let Some(inner) = self.inner.upgrade() else { return };
         let call_id = match &reply {
@@ -1483,21 +1484,158 @@ fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
     }
 }
 
-/// One host's I/O: its frames, its stderr, its exit; its memory and its runs' deadlines
-/// on every poll period. Ends once the host is reaped.
+/// A host's run channel and the frames read from it. Node's thread reads it while its loop
+/// is free (`LoopWatch`): the frames' events then reach JavaScript without a wake-up by
+/// another thread. The host's I/O thread reads it when Node's thread has left what is
+/// waiting unread for a poll period (it is busy with the application's JavaScript, and a
+/// run's `done` must still free its slot and keep its deadline), when the host has closed
+/// its end (what is left is read before the host's runs are settled), and always where
+/// Node's loop does not watch it.
+struct HostFrames {
+    inner: Weak<Inner>,
+    key: u64,
+    rss: RssReader,
+    read: Mutex<ReadState>,
+    /// Node's loop watches the channel.
+    node_reads: AtomicBool,
+    /// Reads by Node's thread, for the I/O thread's check that they keep up.
+    node_read_count: AtomicU64,
+}
+
+struct ReadState {
+    frames: FrameStream,
+    /// False once the host broke the protocol: nothing more is read from it.
+    reading: bool,
+    eof: bool,
+}
+
+impl HostFrames {
+    /// One read of the channel, and every whole frame read so far handled. True when
+    /// bytes were read.
+    fn read_once(&self, fd: RawFd) -> bool {
+        let mut r = lock(&self.read);
+        if !r.reading || r.eof {
+            return false;
+        }
+        let data = match r.frames.read_from(fd) {
+            Ok(Read1::Data) => true,
+            Ok(Read1::Eof) => {
+                r.eof = true;
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => false,
+            Err(_) => {
+                r.eof = true;
+                false
+            }
+        };
+        if !data {
+            return false;
+        }
+        let Some(inner) = self.inner.upgrade() else {
+            r.reading = false;
+            return false;
+        };
+        // Node's thread is woken for these frames' events once the state lock is
+        // released: it needs that lock for what it does next (a reply, the next run).
+        let held = wakeups::HoldRings::new();
+        let mut s = inner.state();
+        let key = self.key;
+        loop {
+            let next = r.frames.next_frame(&mut |h| s.frame_limit(key, h));
+            let outcome = match next {
+                Ok(Some((h, payload))) => s.on_frame(key, h, payload, &self.rss).map(|_| true),
+                Ok(None) => Ok(false),
+                Err(why) => Err(why),
+            };
+            match outcome {
+                Ok(true) => continue,
+                Ok(false) => break,
+                Err(why) => {
+                    // Nothing more is read from a host that broke the protocol.
+                    s.end_host(key, HostEnd::Protocol(why));
+                    r.reading = false;
+                    break;
+                }
+            }
+        }
+        // A futex system call per frame otherwise, though almost never anyone waits.
+        let wake = s.waiters > 0;
+        drop(s);
+        drop(r);
+        drop(held);
+        if wake {
+            inner.changed.notify_all();
+        }
+        true
+    }
+
+    /// Reads until nothing is waiting (or a frame is left half read).
+    fn read_all(&self, fd: RawFd) {
+        while self.read_once(fd) {}
+    }
+
+    /// Still read from: not at its end, not refused.
+    fn open(&self) -> bool {
+        let r = lock(&self.read);
+        r.reading && !r.eof
+    }
+}
+
+impl ChannelReader for HostFrames {
+    fn readable(&self, fd: RawFd) -> bool {
+        self.node_read_count.fetch_add(1, Ordering::Relaxed);
+        self.read_once(fd);
+        self.open()
+    }
+
+    fn unwatched(&self) {
+        self.node_reads.store(false, Ordering::Release);
+    }
+}
+
+/// Asks Node's loop to read host `key`'s channel; false where it cannot (no loop to
+/// watch with, or it is closing) or on macOS (the I/O thread learns of the host's end
+/// of the channel closing by `POLLRDHUP`, which only Linux has).
+fn watch_on_node_loop(me: &Weak<Inner>, frames: &Arc<HostFrames>, channel: &std::os::unix::net::UnixStream) -> bool {
+    if !cfg!(target_os = "linux") {
+        return false;
+    }
+    let Some(watch) = me.upgrade().and_then(|inner| inner.loop_watch.clone()) else { return false };
+    let Ok(fd) = channel.try_clone() else { return false };
+    frames.node_reads.store(true, Ordering::Release);
+    let reader: Arc<dyn ChannelReader> = frames.clone();
+    if !watch.watch(OwnedFd::from(fd), reader) {
+        frames.node_reads.store(false, Ordering::Release);
+        return false;
+    }
+    true
+}
+
+/// One host's I/O: its stderr, its exit, its memory and its runs' deadlines on every poll
+/// period, and its frames when Node's loop does not read them (see `HostFrames`). Ends
+/// once the host is reaped.
 fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>, writer: Option<Arc<HostWriter>>) {
     let Some(mut sp) = lock(&spawned).take() else { return };
     let pid = sp.child.id();
     let pidfd = host::pidfd_of(pid);
-    let rss = RssReader::open(pid);
-    let mut frames = FrameStream::new();
+    let frames = Arc::new(HostFrames {
+        inner: me.clone(),
+        key,
+        rss: RssReader::open(pid),
+        read: Mutex::new(ReadState { frames: FrameStream::new(), reading: true, eof: false }),
+        node_reads: AtomicBool::new(false),
+        node_read_count: AtomicU64::new(0),
+    });
+    watch_on_node_loop(&me, &frames, &sp.channel);
     let chan_fd = sp.channel.as_raw_fd();
     let mut stderr = StderrTail::new(sp.stderr, policy::STDERR_TAIL_BYTES);
     let mut stderr_open = true;
-    let mut reading = true;
     let mut exited_at: Option<Instant> = None;
     // Ticks (memory, deadlines) once per poll period, however often the host wakes us.
     let mut last_tick = Instant::now();
+    // Node's reads when the channel was last seen with bytes waiting (see `HostFrames`).
+    let mut waiting_since: Option<u64> = None;
     loop {
         let period = match me.upgrade() {
             Some(inner) => inner.state().poll_period(key),
@@ -1510,53 +1648,24 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
             Some(t) => (policy::EXIT_CLOSE_GRACE_MS).saturating_sub(t.elapsed().as_millis() as u64).min(period),
             None => period,
         };
+        let open = frames.open();
+        let node_reads = frames.node_reads.load(Ordering::Acquire);
         let fds = [
-            if reading { chan_fd } else { -1 },
-            if stderr_open { stderr.fd() } else { -1 },
+            // Node's loop reads the frames: woken only by the host closing its end.
+            (if open { chan_fd } else { -1 }, if node_reads { host::HANG_UP } else { host::READABLE }),
+            (if stderr_open { stderr.fd() } else { -1 }, host::READABLE),
             // Readable for good once the host exited: polled until then only.
-            if exited_at.is_none() { pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()) } else { -1 },
+            (if exited_at.is_none() { pidfd.as_ref().map_or(-1, |f| f.as_raw_fd()) } else { -1 }, host::READABLE),
         ];
-        let ready = host::poll_readable(&fds, timeout);
+        let ready = host::poll_ready(&fds, timeout);
         if ready[1] {
             stderr_open = stderr.read_some();
         }
-        let mut eof = false;
         if ready[0] {
-            match frames.read_from(chan_fd) {
-                Ok(Read1::Data) => {}
-                Ok(Read1::Eof) => eof = true,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => eof = true,
-            }
-            let Some(inner) = me.upgrade() else { break };
-            // Node's thread is woken for these frames' events once the state lock is
-            // released: it needs that lock for what it does next (a reply, the next run).
-            let held = wakeups::HoldRings::new();
-            let mut s = inner.state();
-            loop {
-                let next = frames.next_frame(&mut |h| s.frame_limit(key, h));
-                let outcome = match next {
-                    Ok(Some((h, payload))) => s.on_frame(key, h, payload, &rss).map(|_| true),
-                    Ok(None) => Ok(false),
-                    Err(why) => Err(why),
-                };
-                match outcome {
-                    Ok(true) => continue,
-                    Ok(false) => break,
-                    Err(why) => {
-                        // Nothing more is read from a host that broke the protocol.
-                        s.end_host(key, HostEnd::Protocol(why));
-                        reading = false;
-                        break;
-                    }
-                }
-            }
-            // A futex system call per frame otherwise, though almost never anyone waits.
-            let wake = s.waiters > 0;
-            drop(s);
-            drop(held);
-            if wake {
-                inner.changed.notify_all();
+            if node_reads {
+                frames.read_all(chan_fd);
+            } else {
+                frames.read_once(chan_fd);
             }
         }
         if exited_at.is_none() {
@@ -1568,6 +1677,10 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
                 exited_at = Some(Instant::now());
             }
         }
+        let (reading, eof) = {
+            let r = lock(&frames.read);
+            (r.reading, r.eof)
+        };
         if eof || (exited_at.is_some() && !reading) {
             // Its end of the channel closed (it has exited, or it is ended now), or it
             // exited and nothing more is read from it.
@@ -1578,11 +1691,27 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
         }
         if exited_at.is_none() && last_tick.elapsed() >= Duration::from_millis(period) {
             last_tick = Instant::now();
-            let mb = rss.mb();
+            if frames.node_reads.load(Ordering::Acquire) && reading {
+                // Bytes waiting since the last tick, and Node's thread has not read since.
+                let count = frames.node_read_count.load(Ordering::Relaxed);
+                if host::poll_ready(&[(chan_fd, host::READABLE)], 0)[0] {
+                    if waiting_since == Some(count) {
+                        frames.read_all(chan_fd);
+                        waiting_since = None;
+                    } else {
+                        waiting_since = Some(count);
+                    }
+                } else {
+                    waiting_since = None;
+                }
+            }
+            let mb = frames.rss.mb();
             let Some(inner) = me.upgrade() else { break };
             inner.state().tick(key, mb);
         }
     }
+    // Node's loop stops watching at the channel's end of file (its copy of the descriptor
+    // sees it once the host is gone) or when it refuses to read more.
     if let Some(w) = &writer {
         w.close();
     }
@@ -1597,7 +1726,7 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
     // What it wrote last (a V8 OOM message comes right before the end); bounded, as a
     // descendant may hold the pipe open where lock-down is unavailable.
     for _ in 0..16 {
-        if !stderr_open || !host::poll_readable(&[stderr.fd()], 0)[0] {
+        if !stderr_open || !host::poll_ready(&[(stderr.fd(), host::READABLE)], 0)[0] {
             break;
         }
         stderr_open = stderr.read_some();

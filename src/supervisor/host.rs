@@ -370,6 +370,12 @@ impl HostWriter {
                 match send_some(self.fd.as_raw_fd(), &buf[at..], 0) {
                     Ok(n) => at += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // The socket is non-blocking where Node's loop also watches it (libuv
+                    // sets that on the shared description): wait for room, checking
+                    // `closed` now and then.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        poll_ready(&[(self.fd.as_raw_fd(), libc::POLLOUT)], 100);
+                    }
                     Err(_) => {
                         failed = true;
                         break;
@@ -536,10 +542,19 @@ impl StderrTail {
     }
 }
 
-/// Waits until one of `fds` is readable (or hung up), at most `timeout_ms`; returns
-/// which are. A negative descriptor is skipped.
-pub(crate) fn poll_readable(fds: &[RawFd], timeout_ms: u64) -> Vec<bool> {
-    let mut polled: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+/// What `poll_ready` waits for on a descriptor: bytes to read (or its end).
+pub(crate) const READABLE: libc::c_short = libc::POLLIN;
+/// ... or only the peer closing its end (a socket read by another thread meanwhile).
+#[cfg(target_os = "linux")]
+pub(crate) const HANG_UP: libc::c_short = libc::POLLRDHUP;
+#[cfg(not(target_os = "linux"))]
+pub(crate) const HANG_UP: libc::c_short = libc::POLLIN;
+
+/// Waits until one of `fds` has what it waits for (`READABLE`, `HANG_UP`; an error or a
+/// hang-up always counts), at most `timeout_ms`; returns which do. A negative descriptor
+/// is skipped.
+pub(crate) fn poll_ready(fds: &[(RawFd, libc::c_short)], timeout_ms: u64) -> Vec<bool> {
+    let mut polled: Vec<libc::pollfd> = fds.iter().map(|&(fd, events)| libc::pollfd { fd, events, revents: 0 }).collect();
     // SAFETY: `polled` is a valid array of pollfd of its length.
     let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout_ms.min(i32::MAX as u64) as libc::c_int) };
     if n <= 0 {

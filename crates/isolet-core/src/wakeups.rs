@@ -17,25 +17,44 @@ thread_local! {
 }
 
 /// While it lives, `ring_or_hold` on this thread only notes the ring; dropping it rings
-/// them (create it before taking the lock, drop it after releasing it).
-pub struct HoldRings(());
+/// them (create it before taking the lock, drop it after releasing it). Holds nest: the
+/// outermost one rings (or hands over, `take`) what every one of them held.
+pub struct HoldRings {
+    outermost: bool,
+}
 
 impl HoldRings {
     pub fn new() -> HoldRings {
-        HELD.with(|h| {
+        let outermost = HELD.with(|h| {
             let mut h = h.borrow_mut();
-            if h.is_none() {
+            let outermost = h.is_none();
+            if outermost {
                 *h = Some(Vec::new());
             }
+            outermost
         });
-        HoldRings(())
+        HoldRings { outermost }
+    }
+
+    /// Ends the hold without ringing: what it held, for the caller to serve (Node's thread
+    /// drains its own channel rather than waking itself). Empty for a nested hold.
+    pub fn take(mut self) -> Vec<Arc<dyn Ring>> {
+        let held = self.release();
+        std::mem::forget(self);
+        held
+    }
+
+    fn release(&mut self) -> Vec<Arc<dyn Ring>> {
+        if !self.outermost {
+            return Vec::new();
+        }
+        HELD.with(|h| h.borrow_mut().take()).unwrap_or_default()
     }
 }
 
 impl Drop for HoldRings {
     fn drop(&mut self) {
-        let held = HELD.with(|h| h.borrow_mut().take()).unwrap_or_default();
-        for ring in held {
+        for ring in self.release() {
             ring.ring();
         }
     }
@@ -85,5 +104,24 @@ mod tests {
         assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (2, 1));
         ring_or_hold(&rb);
         assert_eq!(b.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_nested_hold_leaves_its_rings_to_the_outermost_which_can_take_them() {
+        let a = Arc::new(Count(AtomicUsize::new(0)));
+        let ra: Arc<dyn Ring> = a.clone();
+        let outer = HoldRings::new();
+        let inner = HoldRings::new();
+        ring_or_hold(&ra);
+        drop(inner);
+        assert_eq!(a.0.load(Ordering::SeqCst), 0, "the inner hold rang");
+        let inner = HoldRings::new();
+        assert!(inner.take().is_empty(), "a nested hold handed over the outer's rings");
+        let held = outer.take();
+        assert_eq!(held.len(), 1);
+        assert!(Arc::ptr_eq(&held[0], &ra));
+        assert_eq!(a.0.load(Ordering::SeqCst), 0, "take rang");
+        ring_or_hold(&ra);
+        assert_eq!(a.0.load(Ordering::SeqCst), 1, "the hold outlived take");
     }
 }
