@@ -45,7 +45,7 @@ async function ok(code, options) {
     await sleep(2);
     await new Promise((resolve) => {
       const t = nowUs();
-      eng.submit({ ...PLAN_1_PLUS_1, startedEvent: false }, (ev) => { if (ev.type === 'done') resolve(); });
+      eng.submit(PLAN_1_PLUS_1, (ev) => { if (ev === 'done') resolve(); }, false);
       submit.push(nowUs() - t);
     });
   }

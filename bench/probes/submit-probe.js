@@ -11,7 +11,7 @@ const q = (a, p) => { const s = [...a].sort((x, y) => x - y); return s[Math.floo
     for (let i = 0; i < 400; i++) {
       await new Promise((r) => setTimeout(r, gap));
       let t;
-      await new Promise((resolve) => { t = process.hrtime.bigint(); eng.submit({ ...PLAN_1_PLUS_1, startedEvent: false }, (ev) => { if (ev.type === 'done') resolve(); }); S.push(Number(process.hrtime.bigint() - t) / 1e3); });
+      await new Promise((resolve) => { t = process.hrtime.bigint(); eng.submit(PLAN_1_PLUS_1, (ev) => { if (ev === 'done') resolve(); }, false); S.push(Number(process.hrtime.bigint() - t) / 1e3); });
     }
     const st = eng.stats();
     console.log(`gap ${gap} ms: submit() p50 ${q(S, 0.5)} us, p90 ${q(S, 0.9)} us, p99 ${q(S, 0.99)} us; warm starts ${st.warmStarts}, cold ${st.coldStarts}`);
