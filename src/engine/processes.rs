@@ -3,11 +3,14 @@
 //! calls `serveSandboxHost`). Admission, the queue and its fairness are the same
 //! `isolet_core::queue::Pool` as thread mode's; every supervision decision (budgets,
 //! deadlines, placement, what becomes of the runs of a host that ended) is
-//! `isolet_core::host_policy`'s. This file carries them out, with one I/O thread per host
-//! (frames, stderr, exit, memory and deadline checks) and a writer thread per host.
+//! `isolet_core::host_policy`'s. This file carries them out, with Node's loop reading the
+//! hosts' frames while it is free (`HostFrames`), one I/O thread per host (stderr, exit,
+//! memory and deadline checks, and frames Node's thread leaves waiting) and a writer
+//! thread per host.
 //!
-//! Lock order: `Inner::state`, then a host writer's lock (a frame's place in line is taken
-//! under the state lock, so a run's frames never overtake each other).
+//! Lock order: a host's read lock (`HostFrames::read`), then `Inner::state`, then a host
+//! writer's lock (a frame's place in line is taken under the state lock, so a run's frames
+//! never overtake each other).
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -1487,7 +1490,8 @@ fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
 /// A host's run channel and the frames read from it. Node's thread reads it while its loop
 /// is free (`LoopWatch`): the frames' events then reach JavaScript without a wake-up by
 /// another thread. The host's I/O thread reads it when Node's thread has left what is
-/// waiting unread for a poll period (it is busy with the application's JavaScript, and a
+/// waiting unread for a poll period (`policy::UnreadFrames`: it is busy with the
+/// application's JavaScript, and a
 /// run's `done` must still free its slot and keep its deadline), when the host has closed
 /// its end (what is left is read before the host's runs are settled), and always where
 /// Node's loop does not watch it.
@@ -1634,8 +1638,7 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
     let mut exited_at: Option<Instant> = None;
     // Ticks (memory, deadlines) once per poll period, however often the host wakes us.
     let mut last_tick = Instant::now();
-    // Node's reads when the channel was last seen with bytes waiting (see `HostFrames`).
-    let mut waiting_since: Option<u64> = None;
+    let mut unread = policy::UnreadFrames::default();
     loop {
         let period = match me.upgrade() {
             Some(inner) => inner.state().poll_period(key),
@@ -1692,17 +1695,10 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
         if exited_at.is_none() && last_tick.elapsed() >= Duration::from_millis(period) {
             last_tick = Instant::now();
             if frames.node_reads.load(Ordering::Acquire) && reading {
-                // Bytes waiting since the last tick, and Node's thread has not read since.
-                let count = frames.node_read_count.load(Ordering::Relaxed);
-                if host::poll_ready(&[(chan_fd, host::READABLE)], 0)[0] {
-                    if waiting_since == Some(count) {
-                        frames.read_all(chan_fd);
-                        waiting_since = None;
-                    } else {
-                        waiting_since = Some(count);
-                    }
-                } else {
-                    waiting_since = None;
+                let node_reads = frames.node_read_count.load(Ordering::Relaxed);
+                let waiting = host::poll_ready(&[(chan_fd, host::READABLE)], 0)[0];
+                if unread.check(waiting, node_reads) {
+                    frames.read_all(chan_fd);
                 }
             }
             let mb = frames.rss.mb();

@@ -98,6 +98,33 @@ pub fn poll_period_ms(runs: usize) -> u64 {
     }
 }
 
+/// Whether a host's I/O thread must read its channel itself where Node's loop reads it:
+/// bytes were already waiting at its previous check (one poll period ago) and Node's
+/// thread has not read since (the application's JavaScript holds it). Runs then still end,
+/// free their slots and keep their deadlines however long Node's thread is busy.
+#[derive(Debug, Default)]
+pub struct UnreadFrames {
+    /// Node's count of reads when bytes were last seen waiting.
+    waiting_at: Option<u64>,
+}
+
+impl UnreadFrames {
+    /// One check: `waiting` (bytes wait to be read now) and `node_reads` (Node's thread's
+    /// reads of this channel so far). True: read them now.
+    pub fn check(&mut self, waiting: bool, node_reads: u64) -> bool {
+        if !waiting {
+            self.waiting_at = None;
+            return false;
+        }
+        if self.waiting_at == Some(node_reads) {
+            self.waiting_at = None;
+            return true;
+        }
+        self.waiting_at = Some(node_reads);
+        false
+    }
+}
+
 // ---- memory ----------------------------------------------------------------------
 
 /// Resident memory a run may add to its host: its heap limit twice (V8's near-limit
@@ -1109,5 +1136,30 @@ mod tests {
         assert_eq!(names, ["ISOLET_SANDBOX_HOST", "UV_USE_IO_URING", "TZ", "ISOLET_MAX_QUARANTINED"]);
         assert_eq!(env[0].1, "1");
         assert_eq!(env[1].1, "0");
+    }
+
+    #[test]
+    fn the_io_thread_reads_what_node_left_waiting_a_whole_poll_period() {
+        let mut u = UnreadFrames::default();
+        // Nothing waiting: nothing to do.
+        assert!(!u.check(false, 0));
+        // Bytes waiting once: Node's loop may not have had its turn yet.
+        assert!(!u.check(true, 0));
+        // Still waiting a period later, Node has read nothing since: read them.
+        assert!(u.check(true, 0));
+        // Node keeps reading (its count moves): never taken over, however busy the channel.
+        let mut u = UnreadFrames::default();
+        for n in 1..50 {
+            assert!(!u.check(true, n), "took over from a Node thread that reads (check {n})");
+        }
+        // Read meanwhile and nothing waits now: the next waiting bytes get their period again.
+        let mut u = UnreadFrames::default();
+        assert!(!u.check(true, 7));
+        assert!(!u.check(false, 8));
+        assert!(!u.check(true, 8));
+        assert!(u.check(true, 8));
+        // After a take-over, the next bytes wait a period again before the next.
+        assert!(!u.check(true, 8));
+        assert!(u.check(true, 8));
     }
 }
