@@ -1490,11 +1490,10 @@ fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
 /// A host's run channel and the frames read from it. Node's thread reads it while its loop
 /// is free (`LoopWatch`): the frames' events then reach JavaScript without a wake-up by
 /// another thread. The host's I/O thread reads it when Node's thread has left what is
-/// waiting unread for a poll period (`policy::UnreadFrames`: it is busy with the
-/// application's JavaScript, and a
-/// run's `done` must still free its slot and keep its deadline), when the host has closed
-/// its end (what is left is read before the host's runs are settled), and always where
-/// Node's loop does not watch it.
+/// waiting unread for a poll period (`policy::UnreadFrames`: the application's JavaScript
+/// holds Node's thread, and a run's `done` must still free its slot and keep its
+/// deadline), when the host has closed its end (what is left is read before the host's
+/// runs are settled), and always where Node's loop does not watch it.
 struct HostFrames {
     inner: Weak<Inner>,
     key: u64,
