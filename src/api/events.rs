@@ -183,10 +183,6 @@ fn uv_layout(kind: c_int) -> std::alloc::Layout {
     std::alloc::Layout::from_size_align(size, 16).expect("uv handle layout")
 }
 
-fn uv_async_layout() -> std::alloc::Layout {
-    uv_layout(UV_ASYNC)
-}
-
 /// The `uv_async_t` that wakes Node's thread. Only `uv_async_send` is called on it off
 /// Node's thread, which libuv allows from any thread.
 struct Bell(*mut uv_async_t);
@@ -418,10 +414,10 @@ impl Dispatcher {
             check(sys::napi_async_init(raw, object, name, &mut context), "napi_async_init")?;
             let mut resource = ptr::null_mut();
             check(sys::napi_create_reference(raw, object, 1, &mut resource), "napi_create_reference")?;
-            let handle = std::alloc::alloc_zeroed(uv_async_layout()).cast::<uv_async_t>();
+            let handle = std::alloc::alloc_zeroed(uv_layout(UV_ASYNC)).cast::<uv_async_t>();
             if handle.is_null() || uv_async_init(event_loop, handle, on_wake) != 0 {
                 if !handle.is_null() {
-                    std::alloc::dealloc(handle.cast(), uv_async_layout());
+                    std::alloc::dealloc(handle.cast(), uv_layout(UV_ASYNC));
                 }
                 sys::napi_async_destroy(raw, context);
                 sys::napi_delete_reference(raw, resource);
@@ -787,7 +783,7 @@ unsafe extern "C" fn on_closed(handle: *mut uv_async_t) {
     // data is the count `Dispatcher::new` gave it.
     unsafe {
         let data = uv_handle_get_data(handle) as *const Dispatcher;
-        std::alloc::dealloc(handle.cast(), uv_async_layout());
+        std::alloc::dealloc(handle.cast(), uv_layout(UV_ASYNC));
         if !data.is_null() {
             drop(Rc::from_raw(data));
         }
