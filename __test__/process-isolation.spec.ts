@@ -211,6 +211,36 @@ describe('process isolation: crashes', () => {
     await serving(engine);
   });
 
+  it('leaves no descriptor or thread behind in this process for the hosts that died (25 crashes in a row)', async () => {
+    // Each host costs this process its channel (and a copy Node's loop watches), its
+    // stderr pipe, a pidfd, its /proc statm, an I/O thread and a writer thread: all of it
+    // must go with it, or a crash loop would exhaust this process's descriptors or threads.
+    const count = (dir: string) => fs.readdirSync(dir).length;
+    const engine = await makeEngine({ processes: 1, maxConcurrentIsolates: 1, warmPoolSize: 1 });
+    await serving(engine);
+    let crashes = 0;
+    const crash = async (times: number) => {
+      for (let i = 0; i < times; i++) {
+        const [pid] = engine.stats().processes!.pids;
+        process.kill(pid, 'SIGSEGV');
+        crashes++;
+        await expect.poll(() => engine.stats().processes!.crashed, { timeout: 5000 }).toBe(crashes);
+        await serving(engine);
+      }
+      // A host's descriptors close as its I/O thread reaps it, Node's copy once its loop
+      // reads the end of file.
+      await new Promise((r) => setTimeout(r, 500));
+    };
+    // After a crash the engine keeps a second host ready: what 5 crashes hold is the
+    // level 20 more must not pass.
+    await crash(5);
+    const fds = count('/proc/self/fd');
+    const threads = count('/proc/self/task');
+    await crash(20);
+    await expect.poll(() => count('/proc/self/fd'), { timeout: 3000 }).toBeLessThanOrEqual(fds + 2);
+    await expect.poll(() => count('/proc/self/task'), { timeout: 3000 }).toBeLessThanOrEqual(threads + 2);
+  });
+
   it('contains V8 bugs reachable from JavaScript (test262 await-using: SIGSEGV on V8 13.6)', async () => {
     // On V8 versions with the bug the host process segfaults and the run gets
     // ERR_ISOLET_CRASHED; on fixed versions it is an ordinary TypeError. Either way
