@@ -1,3 +1,4 @@
+/// <reference path="./lib/globals.d.ts" />
 // Type definitions for isolet: run untrusted JavaScript in bare V8 isolates.
 
 // ---------------------------------------------------------------------------

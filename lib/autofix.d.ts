@@ -1,3 +1,4 @@
+/// <reference path="./globals.d.ts" />
 /**
  * autoFix(): ask a model for a fix, prove it in a fresh V8 isolate, apply it only when it
  * passed and was approved, and append one audit line per call. See docs/autofix.md.

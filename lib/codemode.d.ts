@@ -1,3 +1,4 @@
+/// <reference path="./globals.d.ts" />
 // Types of `isolet/codemode`. The Executor shapes are those of @cloudflare/codemode
 // (executor-types), restated so that using isolet's executor needs no Cloudflare types.
 import type { SandboxEngineConfig, SandboxLanguage } from '../index';

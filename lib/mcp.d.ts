@@ -1,3 +1,4 @@
+/// <reference path="./globals.d.ts" />
 // Types of `isolet/mcp`: the run_code MCP server of `isolet mcp`, from code. Needs the
 // optional @modelcontextprotocol/sdk package.
 import type { SandboxEngine, SandboxEngineConfig, SandboxLanguage } from '../index';
@@ -73,5 +74,11 @@ export function serveStdio(settings: McpSettings): Promise<{ server: unknown; en
 
 /** Serves MCP over Streamable HTTP; resolves once it listens. */
 export function serveHttp(settings: McpSettings, options?: McpHttpOptions): Promise<McpHttpServer>;
+
+/**
+ * `engine.init()`, once per engine however many servers and calls share it: the promise
+ * of the first call. For an engine given to several `createMcpServer` calls.
+ */
+export function initOnce(engine: SandboxEngine): Promise<void>;
 
 export const MCP_TOOL_NAME: 'run_code';
