@@ -51,8 +51,12 @@ export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
   /**
    * One persistent sandbox for every execution of this executor (opened at the first):
    * what an execution puts on `globalThis` the next one sees; its own declarations stay
-   * its own. Each execution calls its own tools. Once the sandbox closes (idleTimeout, a
-   * memory overrun), the next execution starts in a new, empty one. Default false.
+   * its own. Each execution calls its own tools, and only while it runs. The sandbox is
+   * hardened as it opens: built-ins are frozen (code that patches one, a polyfill say,
+   * fails with a TypeError) and the code runs in strict mode, so no execution can change
+   * what a later one runs or reach its tools (docs/codemode.md). Once the sandbox closes
+   * (idleTimeout, a memory overrun), the next execution starts in a new, empty one.
+   * Default false.
    */
   stateful?: boolean;
   /** Stateful only: no execution for this long (ms) closes the sandbox. Default: none. */

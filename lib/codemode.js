@@ -5,6 +5,7 @@
 // Executor contract of @cloudflare/codemode (`execute(code, providersOrFns, options?)`,
 // never throws, console captured as strings with `[warn] ` / `[error] ` prefixes) and
 // needs nothing from that package at run time.
+const { randomBytes } = require('node:crypto');
 const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { stripTypes } = require('./typescript');
@@ -20,6 +21,169 @@ const RESERVED = new Set(['globalThis', 'Object', 'Promise', 'Error', 'console',
 const IDENT = /^[A-Za-z_$][\w$]*$/;
 /** Stateful executors: the one host function every tool call goes through. */
 const SESSION_TOOL = '__isoletTool';
+/** Stateful executors: the sandbox global that builds an execution's namespaces. */
+const SESSION_NAMESPACES = '__isoletNamespaces';
+/** Names strict code cannot bind: no provider of a stateful executor (its code is strict) takes one. */
+const STRICT_RESERVED = new Set(['arguments', 'await', 'eval', 'implements', 'interface', 'let', 'package', 'private', 'protected', 'public', 'static', 'yield']);
+/** What a tool call gets when the execution that made it is not the one in flight. */
+const LATE_CALL_MESSAGE = 'The execution that made this tool call has finished: await every tool call before returning';
+
+/**
+ * Stateful executors: run once in each sandbox as it opens, before any execution's code.
+ * Executions share the sandbox, so one could otherwise replace or patch what the next one
+ * runs (the tool channel, a built-in, a global) and so call that one's tools or see their
+ * arguments and results. After this:
+ * - the tool channel (the host function SESSION_TOOL) is reachable only through this
+ *   closure; SESSION_NAMESPACES, a non-writable, non-configurable global, builds namespaces
+ *   whose calls carry an execution's token, and the host refuses every token but that of
+ *   the execution in flight;
+ * - every object reachable from the global bindings, their prototypes and the intrinsics
+ *   only instances reach (iterator, generator and async function prototypes, ...) is
+ *   frozen, and every global binding present now is non-writable and non-configurable;
+ *   later globals are an execution's data;
+ * - the global object's prototype cannot be replaced (Object.setPrototypeOf,
+ *   Reflect.setPrototypeOf and the `__proto__` setter refuse it, and no Proxy may wrap
+ *   it): replaced by a Proxy, it would run one execution's code whenever a later one
+ *   looked up a name the global lacks (`globalThis.hasOwnProperty(...)`);
+ * - RegExp's legacy statics (`RegExp.$1`, `lastMatch`, ...) are gone: they carry one
+ *   execution's last match into the next.
+ * `modules` are the namespaces of the engine's prelude modules, imported (so evaluated)
+ * now: what they export is frozen too.
+ * Frozen, a data property of a prototype cannot be assigned over on an object inheriting
+ * it (`counts[word] = 1` for the word 'constructor', `this.name = ...` in an Error
+ * subclass): those of Object.prototype and of the global error constructors' prototypes
+ * become accessors whose setter defines the property on that object (SES's override taming).
+ */
+const HARDEN_SESSION = `(modules) => {
+  'use strict';
+  const { defineProperty, freeze, getOwnPropertyDescriptor, getPrototypeOf } = Object;
+  const { ownKeys } = Reflect;
+  const global = globalThis;
+  const channel = global.${SESSION_TOOL};
+  delete global.${SESSION_TOOL};
+  const namespacesOf = (token, providers) => {
+    const namespaces = { __proto__: null };
+    for (let i = 0; i < providers.length; i++) {
+      const provider = providers[i][0];
+      const tools = providers[i][1];
+      const namespace = { __proto__: null };
+      for (let j = 0; j < tools.length; j++) {
+        const tool = tools[j];
+        namespace[tool] = (...args) => channel(token, provider, tool, args);
+      }
+      namespaces[provider] = namespace;
+    }
+    return namespaces;
+  };
+  defineProperty(global, '${SESSION_NAMESPACES}', { value: namespacesOf, writable: false, enumerable: false, configurable: false });
+
+  const refuseGlobal = (target) => {
+    if (target === global) throw new TypeError("A stateful sandbox's global object keeps its prototype: it cannot be given another or wrapped in a Proxy");
+    return target;
+  };
+  const nativeSetPrototypeOf = { object: Object.setPrototypeOf, reflect: Reflect.setPrototypeOf };
+  const nativeProtoSetter = getOwnPropertyDescriptor(Object.prototype, '__proto__').set;
+  const reflectApply = Reflect.apply;
+  const NativeProxy = global.Proxy;
+  const tamed = {
+    object: { setPrototypeOf: (object, proto) => nativeSetPrototypeOf.object(refuseGlobal(object), proto) },
+    reflect: { setPrototypeOf: (target, proto) => target !== global && nativeSetPrototypeOf.reflect(target, proto) },
+    proxy: { revocable: (target, handler) => NativeProxy.revocable(refuseGlobal(target), handler) },
+    proto: {
+      set __proto__(proto) {
+        reflectApply(nativeProtoSetter, refuseGlobal(this), [proto]);
+      },
+    },
+  };
+  function Proxy(target, handler) {
+    if (new.target === undefined) throw new TypeError("Constructor Proxy requires 'new'");
+    return new NativeProxy(refuseGlobal(target), handler);
+  }
+  defineProperty(Proxy, 'revocable', { value: tamed.proxy.revocable, writable: true, configurable: true });
+  defineProperty(global, 'Proxy', { value: Proxy });
+  defineProperty(Object, 'setPrototypeOf', { value: tamed.object.setPrototypeOf });
+  defineProperty(Reflect, 'setPrototypeOf', { value: tamed.reflect.setPrototypeOf });
+  defineProperty(Object.prototype, '__proto__', { set: getOwnPropertyDescriptor(tamed.proto, '__proto__').set });
+
+  for (const key of ownKeys(RegExp)) {
+    if (typeof key === 'string' && getOwnPropertyDescriptor(RegExp, key).get) delete RegExp[key];
+  }
+
+  const overridable = [Object.prototype];
+  for (const key of ownKeys(global)) {
+    const value = getOwnPropertyDescriptor(global, key).value;
+    if (typeof value === 'function' && (value === Error || value.prototype instanceof Error)) overridable.push(value.prototype);
+  }
+  for (const proto of overridable) {
+    for (const key of ownKeys(proto)) {
+      const desc = getOwnPropertyDescriptor(proto, key);
+      if (!('value' in desc) || !desc.writable) continue;
+      const value = desc.value;
+      defineProperty(proto, key, {
+        get() {
+          return value;
+        },
+        set(replacement) {
+          if (this === proto) throw new TypeError('Cannot assign to read only property ' + String(key) + ' of a frozen prototype');
+          if (this === null || (typeof this !== 'object' && typeof this !== 'function')) return;
+          defineProperty(this, key, { value: replacement, writable: true, enumerable: true, configurable: true });
+        },
+        enumerable: desc.enumerable,
+        configurable: false,
+      });
+    }
+  }
+
+  const seen = new Set([global]);
+  const harden = (roots) => {
+    const pending = roots;
+    while (pending.length > 0) {
+      const value = pending.pop();
+      if (value === null || (typeof value !== 'object' && typeof value !== 'function') || seen.has(value)) continue;
+      seen.add(value);
+      freeze(value);
+      pending.push(getPrototypeOf(value));
+      for (const key of ownKeys(value)) {
+        const desc = getOwnPropertyDescriptor(value, key);
+        pending.push(desc.value, desc.get, desc.set);
+      }
+    }
+  };
+  // Making a Segments object costs ICU's start-up (10-20 ms in a new sandbox host), so its
+  // prototype and its iterator's are frozen as the first is made, before any code holds one.
+  if (typeof Intl === 'object' && typeof Intl.Segmenter === 'function') {
+    const nativeSegment = Intl.Segmenter.prototype.segment;
+    const iteratorSymbol = Symbol.iterator;
+    const { segment } = {
+      segment(string) {
+        const segments = reflectApply(nativeSegment, this, [string]);
+        harden([getPrototypeOf(segments), getPrototypeOf(segments[iteratorSymbol]())]);
+        return segments;
+      },
+    };
+    defineProperty(Intl.Segmenter.prototype, 'segment', { value: segment });
+  }
+  // Intrinsics that only instances reach.
+  const roots = [getPrototypeOf(global), async function () {}, function* () {}, async function* () {}, (function* () {})(),
+    (async function* () {})(), [][Symbol.iterator](), ''[Symbol.iterator](), new Map()[Symbol.iterator](),
+    new Set()[Symbol.iterator](), /./[Symbol.matchAll]('')];
+  if (typeof Iterator === 'function') roots.push(Iterator.from({ next() {} }), [].values().map((x) => x));
+  for (const key of ownKeys(global)) {
+    const desc = getOwnPropertyDescriptor(global, key);
+    roots.push(desc.value, desc.get, desc.set);
+  }
+  // The engine's prelude modules, shared by every execution: their exports (a module's own
+  // namespace cannot be frozen, and needs not: no code outside the module can assign to it).
+  for (const namespace of modules) {
+    for (const key of ownKeys(namespace)) roots.push(namespace[key]);
+  }
+  harden(roots);
+
+  for (const key of ownKeys(global)) {
+    const desc = getOwnPropertyDescriptor(global, key);
+    defineProperty(global, key, 'value' in desc ? { writable: false, configurable: false } : { configurable: false });
+  }
+}`;
 const JS_RESERVED = new Set(
   ('abstract arguments await boolean break byte case catch char class const continue debugger default delete do double ' +
     'else enum eval export extends false final finally float for function goto if implements import in instanceof int ' +
@@ -71,17 +235,20 @@ class IsoletExecutor {
     this.language = settings.language;
     this.stateful = settings.stateful;
     // Stateful: one persistent sandbox for every execution, opened at the first; the
-    // tools of the execution in flight (executions take turns).
+    // tools and the token of the execution in flight (executions take turns).
     this._idleTimeout = settings.idleTimeout ?? undefined;
     this._cpuTimeMs = settings.cpuTimeMs;
     this._sandbox = null;
     this._fns = null;
+    this._token = null;
     this._turn = Promise.resolve();
     // Own properties only, as isolet-core read them: a `defaultIsolateLimits` on Object.prototype is none.
     const given = Object.hasOwn(engineConfig, 'defaultIsolateLimits') ? engineConfig.defaultIsolateLimits : undefined;
     const limits = { ...given, wallTimeMs: settings.timeout, cpuTimeMs: settings.cpuTimeMs };
     // Builds the engine now, so a bad value fails at construction, not at the first run.
     this._engine = new SandboxEngine({ ...engineConfig, defaultIsolateLimits: limits });
+    // Stateful: hardening freezes what the engine's prelude modules export (their keys checked by the engine).
+    this._preludeModules = Object.keys(own(own(engineConfig, 'prelude'), 'modules') ?? {});
     this._ready = null;
   }
 
@@ -168,29 +335,26 @@ class IsoletExecutor {
   /**
    * Stateful: runs the function in the session's sandbox. Its own declarations are its
    * own (it is a function); what it puts on `globalThis` stays for the next execution.
-   * Tools reach the host through one host function that calls this execution's tools.
+   * Its code is strict (as Code Mode's Workers executor runs a module), so a function of
+   * another execution it calls cannot reach its frames through `caller`. Its tool calls
+   * carry this execution's token, which only this wrapper's script holds.
    */
   async _executeInSession(providers, tools, preludes, fnSource) {
+    const names = providers.map((p) => own(p, 'name'));
+    const reserved = names.find((name) => STRICT_RESERVED.has(name));
+    if (reserved !== undefined) return { result: undefined, error: `Provider name "${reserved}" is reserved` };
     if (this._sandbox === null || this._sandbox.closed) {
-      this._sandbox = await this._engine.openSandbox({
-        capabilities: { [SESSION_TOOL]: (provider, name, args) => this._callTool(provider, name, args) },
-        memoryLimitMb: this._engine._settings.memoryMb,
-        timeoutMs: this.timeout,
-        cpuTimeMs: this._cpuTimeMs,
-        idleTimeoutMs: this._idleTimeout,
-      });
+      const opened = await this._openSession();
+      if (opened.error !== undefined) return { result: undefined, error: opened.error };
+      this._sandbox = opened.sandbox;
     }
+    const token = randomBytes(16).toString('hex');
+    const spec = names.map((name) => [name, Object.keys(tools[name] || {})]);
+    // Script-level strict; namespaces and preludes on line 1, then the function. It reads
+    // one global, SESSION_NAMESPACES, which hardening made non-writable and non-configurable.
+    const code = `'use strict'; (async ({ ${names.join(', ')} }) => {${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)(); })(${SESSION_NAMESPACES}(${JSON.stringify(token)}, ${JSON.stringify(spec)}))`;
     this._fns = tools;
-    const namespaces = providers.map((p) => {
-      const name = own(p, 'name');
-      const members = Object.keys(tools[name] || {})
-        .map((tool) => `${tool}: (...args) => ${SESSION_TOOL}(${JSON.stringify(name)}, ${JSON.stringify(tool)}, args)`)
-        .join(', ');
-      return `const ${name} = Object.assign(Object.create(null), { ${members} });`;
-    });
-    // One expression (no top-level declaration is left behind): namespaces and preludes on
-    // line 1, then the function.
-    const code = `(async () => { ${namespaces.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)(); })()`;
+    this._token = token;
     try {
       const r = await this._sandbox.run(code);
       const logs = (r.logs || []).map(formatLog);
@@ -198,11 +362,34 @@ class IsoletExecutor {
       return { result: undefined, error: describeError(r.error), logs };
     } finally {
       this._fns = null;
+      this._token = null;
     }
   }
 
-  _callTool(provider, name, args) {
-    const fn = this._fns && this._fns[provider] && this._fns[provider][name];
+  /** Opens the session's sandbox and hardens it (HARDEN_SESSION) before any execution runs in it. */
+  async _openSession() {
+    const sandbox = await this._engine.openSandbox({
+      capabilities: { [SESSION_TOOL]: (token, provider, name, args) => this._callTool(token, provider, name, args) },
+      memoryLimitMb: this._engine._settings.memoryMb,
+      timeoutMs: this.timeout,
+      cpuTimeMs: this._cpuTimeMs,
+      idleTimeoutMs: this._idleTimeout,
+    });
+    // A module, so that it can import the prelude's modules; it also skips the host-side
+    // parse a script run gets for top-level await.
+    const imports = this._preludeModules.map((key, i) => `import * as module${i} from ${JSON.stringify(key)};\n`).join('');
+    const namespaces = this._preludeModules.map((_, i) => `module${i}`).join(', ');
+    const hardened = await sandbox.run(`${imports}(${HARDEN_SESSION})([${namespaces}]);`, { type: 'module' });
+    if (hardened.success) return { sandbox };
+    sandbox.close();
+    return { error: `The stateful sandbox could not be hardened: ${describeError(hardened.error)}` };
+  }
+
+  /** A tool call from the sandbox: only the execution in flight, only its own tools. */
+  _callTool(token, provider, name, args) {
+    if (this._token === null || token !== this._token) throw new Error(LATE_CALL_MESSAGE);
+    const fns = Object.hasOwn(this._fns, provider) ? this._fns[provider] : undefined;
+    const fn = fns !== undefined && Object.hasOwn(fns, name) ? fns[name] : undefined;
     if (typeof fn !== 'function') throw new TypeError(`${provider}.${name} is not a tool of this execution`);
     return fn(...(Array.isArray(args) ? args : []));
   }
