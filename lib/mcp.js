@@ -11,7 +11,7 @@ const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { describeTools } = require('./tools');
 const { toJson } = require('./cli/json');
-const { SandboxValidationError, errorFromThrown, errorOfKind, ERROR_KINDS } = require('./errors');
+const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorOfKind, ERROR_KINDS } = require('./errors');
 const { requirePeer } = require('./peer');
 const { ownCopy } = require('./own');
 const { prepareCode, remapError } = require('./last-expression');
@@ -49,6 +49,7 @@ function toolDescription(capabilities, limits, stateful) {
 
 // Console methods as MCP log levels (RFC 5424 names).
 const LOG_LEVELS = Object.freeze({ log: 'info', info: 'info', warn: 'warning', error: 'error', debug: 'debug' });
+const SESSION_ENDED = 'The MCP session ended, so nothing ran';
 /** How often a call with a progress token hears from a run in progress. */
 const PROGRESS_INTERVAL_MS = 1000;
 
@@ -85,8 +86,11 @@ function createMcpServer(settings, shared = {}) {
   const server = new Server({ name: 'isolet', version }, { capabilities: { tools: {}, logging: {} } });
   const description = toolDescription(settings.capabilities, settings.limits, settings.stateful === true);
   // Stateful: this server's (this MCP session's) persistent sandbox, opened at its first
-  // call; a closed one (idle, out of memory) is replaced by a new, empty one.
+  // call; a closed one (idle, out of memory) is replaced by a new, empty one. `opening` is
+  // the one open in progress, which concurrent calls share: a session never holds two.
   let sandbox = null;
+  let opening = null;
+  let ended = false;
   let runs = 0;
   let inFlight = 0;
 
@@ -138,19 +142,42 @@ function createMcpServer(settings, shared = {}) {
     }
   }
 
+  /** This session's one sandbox: the open one, else the one being opened, else a new one. */
+  function sessionSandbox() {
+    if (ended) throw new SandboxAbortedError(SESSION_ENDED);
+    if (sandbox !== null && !sandbox.closed) return sandbox;
+    if (opening === null) {
+      const attempt = openSessionSandbox().then((opened) => {
+        // The session ended while its sandbox was opening: nobody else will close it.
+        if (ended) {
+          opened.close();
+          throw new SandboxAbortedError(SESSION_ENDED);
+        }
+        sandbox = opened;
+        return opened;
+      });
+      // Settled either way, the next call looks again (a refused open is tried anew).
+      const clear = () => {
+        if (opening === attempt) opening = null;
+      };
+      attempt.then(clear, clear);
+      opening = attempt;
+    }
+    return opening;
+  }
+
   async function runInSandbox(extra, args) {
     let input;
+    let box;
     try {
       input = ownCopy(native.runCodeArguments(args ?? {}));
       await initOnce(engine);
-      if (sandbox === null || sandbox.closed) {
-        sandbox = await openSessionSandbox();
-      }
+      box = await sessionSandbox();
     } catch (err) {
       return errorResult(errorFromThrown(err), []);
     }
     // A cancelled call (notifications/cancelled, or its HTTP stream gone) ends its run.
-    const r = await sandbox.run(input.code, { language: input.language ?? settings.language ?? 'javascript', signal: extra.signal });
+    const r = await box.run(input.code, { language: input.language ?? settings.language ?? 'javascript', signal: extra.signal });
     if (r.success) return { content: [{ type: 'text', text: toJson(r.output, 2) ?? 'null' }, ...logContent(r.logs)] };
     return errorResult(r.error, r.logs);
   }
@@ -218,6 +245,7 @@ function createMcpServer(settings, shared = {}) {
     server,
     engine,
     async close() {
+      ended = true;
       if (sandbox !== null) sandbox.close();
       await server.close();
       if (ownsEngine) await engine.shutdown();
