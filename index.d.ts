@@ -276,6 +276,13 @@ export interface SandboxOptions extends ModuleOptions {
   signal?: AbortSignal;
   /** Whose run this is: queued runs are served in turn across tenants; runs without one share one. 1 to 256 bytes. */
   tenant?: string;
+  /**
+   * Longest wait for an isolate slot, in ms: past it the run fails with a `SandboxError`,
+   * code `ERR_ISOLET_OVERLOADED`, naming `maxQueueMs` and the wait, instead of waiting on.
+   * 0: start now or fail. Default: the engine's `maxQueueMs` (30000); 0 to 2147483647.
+   * For a persistent sandbox, each run's default (`sandbox.run` may give its own).
+   */
+  maxQueueMs?: number;
   /** Cap on the serialized output, in bytes. Default 16 MiB; 1 to 1 GiB. */
   maxOutputBytes?: number;
   /** Cap on one host-call argument list or reply, in bytes. Default 16 MiB; 1 to 1 GiB. */
@@ -364,7 +371,10 @@ export declare const RUN_SANDBOX_DEFAULTS: Readonly<{ memoryLimitMb: 64; timeout
 export interface PersistentSandboxOptions extends Omit<SandboxOptions, 'signal'> {
   /** CPU time of all runs together, in ms; used up, it closes the sandbox (`totalCpuTime`). Default: none. */
   totalCpuTimeMs?: number;
-  /** No run for this long (ms) closes the sandbox (`idleTimeout`). Default: none. */
+  /**
+   * No run for this long (ms) closes the sandbox (`idleTimeout`); a run waiting for an
+   * isolate slot counts as a run. Default 600000 (10 minutes); 1 to 2147483647.
+   */
   idleTimeoutMs?: number;
   /** Host calls of all runs together; used up, it closes the sandbox (`totalHostCalls`). Default: none. */
   maxTotalHostCalls?: number;
@@ -394,6 +404,8 @@ export interface SandboxRunOptions {
   modules?: Record<string, string>;
   /** This run's resolver (default: the sandbox's `resolve`). */
   resolve?: ModuleResolver;
+  /** This run's longest wait for an isolate slot, in ms (default: the sandbox's `maxQueueMs`); see SandboxOptions.maxQueueMs. */
+  maxQueueMs?: number;
 }
 
 /** Why a sandbox closed. */
@@ -594,6 +606,12 @@ export interface IsolateLimits {
   cpuTimeMs?: number;
   /** Wall-clock time, waiting on data requests and tools included, in ms. Default 30000; 1 to 2147483647. */
   wallTimeMs?: number;
+  /**
+   * Longest wait for an isolate slot, in ms, before the request fails with an `error`
+   * event (`ERR_ISOLET_OVERLOADED`, naming `maxQueueMs` and the wait). 0: start now or
+   * fail. Default: the engine's `maxQueueMs`; 0 to 2147483647.
+   */
+  maxQueueMs?: number;
 }
 
 /** Message size and count limits for the bridge, per execution: exactly these names. */
@@ -685,6 +703,28 @@ export interface SandboxEngineConfig {
    * (`ERR_ISOLET_OVERLOADED`). Default 1000; 0 to 1000000.
    */
   maxQueueSize?: number;
+  /**
+   * Longest wait for an isolate slot of a run that gives none (`isolateLimits.maxQueueMs`,
+   * `sandbox.run`'s, runSandbox's), in ms: past it the run fails (`ERR_ISOLET_OVERLOADED`,
+   * naming `maxQueueMs` and the wait) instead of waiting on. Wins over
+   * `defaultIsolateLimits.maxQueueMs`. Default 30000; 0 to 2147483647. See docs/budgets.md.
+   */
+  maxQueueMs?: number;
+  /**
+   * Persistent sandboxes open at once (`openSandbox`). An idle open sandbox holds no
+   * isolate slot (its runs take one while they run) but keeps its memory (and in process
+   * isolation a sandbox host process of its own), so this bounds them. Past it `openSandbox`
+   * rejects with a `SandboxError`, code `ERR_ISOLET_OVERLOADED`, naming `maxOpenSandboxes`.
+   * Default 256; 1 to 100000. See docs/budgets.md.
+   */
+  maxOpenSandboxes?: number;
+  /**
+   * Of those, the most one named `tenant` may hold (sandboxes naming none count against
+   * `maxOpenSandboxes` only). Past it `openSandbox` rejects (`ERR_ISOLET_OVERLOADED`,
+   * naming `maxOpenSandboxesPerTenant`). Default a quarter of `maxOpenSandboxes` (64), at
+   * least 1; at most `maxOpenSandboxes`.
+   */
+  maxOpenSandboxesPerTenant?: number;
   /**
    * Host tools, exposed as globals or namespaces; a request's `toolPolicy` decides which
    * (by dotted name) it may call.
@@ -866,8 +906,13 @@ export interface IsolateStats {
   processes?: SandboxProcessStats;
   /** The compiled-code cache (process isolation: every live host's, added up). */
   codeCache: CodeCacheStats;
-  /** Persistent sandboxes: each open one holds an isolate slot. */
-  sandboxes: { open: number };
+  /**
+   * Persistent sandboxes: how many are open, and the engine's bounds on them. An idle one
+   * holds no isolate slot; its runs count in `busy` and `queued` like any run.
+   */
+  sandboxes: { open: number; maxOpenSandboxes: number; maxOpenSandboxesPerTenant: number };
+  /** Runs that waited for a slot past their `maxQueueMs` and failed (not counted in `failed`: they never ran). */
+  queueExpired: number;
 }
 
 /** The compiled-code cache of an engine (`SandboxEngineConfig.codeCacheMb`). */
@@ -892,6 +937,8 @@ export interface TenantStats {
   tenant: string | null;
   queued: number;
   running: number;
+  /** Persistent sandboxes of the tenant open now. */
+  sandboxes: number;
   completed: number;
   /** Failed runs by error class name. */
   failed: Partial<Record<SandboxErrorName, number>>;

@@ -149,8 +149,9 @@ describe('an open sandbox outlives hostile neighbours (process isolation)', () =
     expect(calls).toBe(Object.keys(kinds).length);
   });
 
-  it("a sandbox's host starts when it opens and ends when it closes; the engine's slots bound them, with a typed refusal", async () => {
-    const engine = await engineOf({ maxConcurrentIsolates: 3, processes: 1, warmPoolSize: 1 });
+  it("a sandbox's host starts when it opens and ends when it closes; maxOpenSandboxes bounds them (not the slots), with a typed refusal", async () => {
+    // More sandboxes than slots: an idle sandbox holds none.
+    const engine = await engineOf({ maxConcurrentIsolates: 2, maxOpenSandboxes: 3, processes: 1, warmPoolSize: 1 });
     const shared = engine.stats().processes!.pids;
     const started = engine.stats().processes!.started;
     const boxes = [await openOn(engine), await openOn(engine), await openOn(engine)];
@@ -160,7 +161,7 @@ describe('an open sandbox outlives hostile neighbours (process isolation)', () =
     for (const [i, sb] of boxes.entries()) expect(output(await sb.run(`var i = ${i}; i`))).toBe(i);
     const refused = engine.openSandbox();
     await expect(refused).rejects.toMatchObject({ code: 'ERR_ISOLET_OVERLOADED' });
-    await expect(refused).rejects.toThrow(/3 persistent sandboxes open, each in a sandbox host process of its own, and allows at most 3 \(maxConcurrentIsolates\)/);
+    await expect(refused).rejects.toThrow(/The engine has 3 persistent sandboxes open, at most maxOpenSandboxes \(3\)/);
     boxes[1].close();
     for (let i = 0; i < 100 && engine.stats().processes!.pids.includes(own[1]); i++) await sleep(20);
     expect(engine.stats().processes!.pids).not.toContain(own[1]);

@@ -1,6 +1,6 @@
 // Persistent sandboxes (createSandbox, engine.openSandbox): state kept across runs, call,
 // close, limits of the sandbox and of each run, what closes a sandbox, isolation from
-// other sandboxes and runs, slots of the engine.
+// other sandboxes and runs, slots of the engine (taken by runs, never by an idle sandbox).
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as fs from 'node:fs';
 import {
@@ -347,23 +347,36 @@ describe.each(['thread', 'process'] as const)('%s isolation', (mode) => {
   });
 
   describe('engine.openSandbox', () => {
-    it('an open sandbox holds an isolate slot until it closes', async () => {
-      const engine = await engineOf({ maxConcurrentIsolates: 1, warmPoolSize: 0 });
+    it('an idle open sandbox holds no isolate slot: its runs take one while they run, and open sandboxes have a bound of their own', async () => {
+      const engine = await engineOf({ maxConcurrentIsolates: 1, warmPoolSize: 0, maxOpenSandboxes: 2 });
       const sb = await engine.openSandbox({ capabilities: { id: (x: unknown) => x } });
-      expect(engine.stats().sandboxes.open).toBe(1);
+      open.push(sb);
+      expect(engine.stats().sandboxes).toEqual({ open: 1, maxOpenSandboxes: 2, maxOpenSandboxesPerTenant: 1 });
       expect(output(await sb.run('var v = await id(5); v'))).toBe(5);
+      // Idle, it leaves the engine's one slot to a one-shot run, and to another sandbox's runs.
+      const oneShot = await engine.submit({ code: 'return 7' }).done;
+      expect(oneShot.type === 'result' && oneShot.data).toBe(7);
+      const other = await engine.openSandbox();
+      open.push(other);
+      expect(output(await other.run('var w = 1; w'))).toBe(1);
+      // A sandbox's run waits for the slot like any run, and runs once it is free.
+      const busy = engine.submit({ code: 'const t = Date.now(); while (Date.now() - t < 1500) {} return 1' });
+      await sleep(50);
+      const waiting = sb.run('v + 1');
+      await sleep(50);
+      expect(engine.stats().queued).toBe(1);
+      expect((await busy.done).type).toBe('result');
+      expect(output(await waiting)).toBe(6);
+      // Past maxOpenSandboxes an open is refused at once, typed, naming the bound.
       const refused = engine.openSandbox();
       await expect(refused).rejects.toBeInstanceOf(SandboxError);
       await expect(refused).rejects.toMatchObject({ code: 'ERR_ISOLET_OVERLOADED' });
-      // A one-shot run waits for the slot.
-      const session = engine.submit({ code: 'return 7' });
-      await sleep(100);
-      expect(engine.stats().queued).toBe(1);
+      await expect(refused).rejects.toThrow(/2 persistent sandboxes open, at most maxOpenSandboxes \(2\)/);
+      other.close();
       sb.close();
-      const done = await session.done;
-      expect(done.type).toBe('result');
       await sleep(50);
       expect(engine.stats().sandboxes.open).toBe(0);
+      expect(engine.stats().busy).toBe(0);
       await expect(engine.openSandbox({ isolation: mode === 'thread' ? 'process' : 'thread' })).rejects.toThrow(/isolation must be the engine's/);
     });
 
@@ -377,19 +390,23 @@ describe.each(['thread', 'process'] as const)('%s isolation', (mode) => {
       expect((await sb.run('throw new Error("no")')).success).toBe(false);
       expect((await sb.run('while (true) {}', { timeoutMs: 100 })).success).toBe(false);
       expect((await sb.call('missing')).success).toBe(false);
+      // Counted as each run gives its slot back, just after its answer (as one-shot runs).
+      for (let i = 0; i < 100 && engine.stats().busy > 0; i++) await sleep(10);
       const s = engine.stats();
+      expect(s.busy).toBe(0);
       expect(s.completed - before.completed).toBe(2);
       expect((s.failed.SandboxRuntimeError ?? 0) - (before.failed.SandboxRuntimeError ?? 0)).toBe(2);
       expect((s.failed.SandboxTimeoutError ?? 0) - (before.failed.SandboxTimeoutError ?? 0)).toBe(1);
       const acme = s.tenants.find((t) => t.tenant === 'acme')!;
-      expect(acme).toMatchObject({ running: 1, queued: 0, completed: 2, failed: { SandboxRuntimeError: 2, SandboxTimeoutError: 1 } });
+      // An idle sandbox holds no slot: nothing of acme runs, one sandbox of it is open.
+      expect(acme).toMatchObject({ running: 0, sandboxes: 1, queued: 0, completed: 2, failed: { SandboxRuntimeError: 2, SandboxTimeoutError: 1 } });
       // A one-shot run of the same tenant adds to the same counts; closing adds none.
       const done = await engine.submit({ code: 'return 1', tenant: 'acme' }).done;
       expect(done.type).toBe('result');
       sb.close();
       await sleep(50);
       const after = engine.stats().tenants.find((t) => t.tenant === 'acme')!;
-      expect(after).toMatchObject({ running: 0, completed: 3, failed: { SandboxRuntimeError: 2, SandboxTimeoutError: 1 } });
+      expect(after).toMatchObject({ running: 0, sandboxes: 0, completed: 3, failed: { SandboxRuntimeError: 2, SandboxTimeoutError: 1 } });
       expect(engine.stats().completed - before.completed).toBe(3);
     });
 

@@ -291,10 +291,11 @@ class SandboxEngine {
   }
 
   /**
-   * Opens a persistent sandbox on this engine (see createSandbox): it holds one of the
-   * engine's isolate slots until closed. `options` are createSandbox's; its isolation is
-   * the engine's. Rejects with a typed error for bad options, before init(), after
-   * shutdown, or when every slot is taken.
+   * Opens a persistent sandbox on this engine (see createSandbox). An idle sandbox holds
+   * no isolate slot; each of its runs takes one while it runs. `options` are
+   * createSandbox's; its isolation is the engine's. Rejects with a typed error for bad
+   * options, before init(), after shutdown, or past `maxOpenSandboxes` (or its tenant's
+   * `maxOpenSandboxesPerTenant`).
    */
   async openSandbox(options = undefined) {
     if (this._state === 'shutdown') throw new SandboxAbortedError('The sandbox engine is shut down');
@@ -320,7 +321,8 @@ class SandboxEngine {
   stats() {
     if (!this._native) {
       const codeCache = { hits: 0, misses: 0, rejected: 0, evictions: 0, entries: 0, bytes: 0, budgetBytes: 0 };
-      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [], codeCache, sandboxes: { open: 0 } };
+      const sandboxes = { open: 0, maxOpenSandboxes: this._settings.maxOpenSandboxes, maxOpenSandboxesPerTenant: this._settings.maxOpenSandboxesPerTenant };
+      return { warm: 0, warming: 0, busy: 0, queued: 0, completed: 0, failed: {}, warmStarts: 0, coldStarts: 0, threads: 0, quarantined: 0, isolation: this._isolation, tenants: [], codeCache, sandboxes, queueExpired: 0 };
     }
     const s = this._native.stats();
     const tenants = s.tenants.map((t) => ({ ...t, tenant: t.tenant ?? null, failed: { ...t.failed } }));

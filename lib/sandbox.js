@@ -205,7 +205,7 @@ class Sandbox {
 }
 
 
-/** Opens a sandbox on a NativeEngine; rejects with a typed error (bad options, no free slot). */
+/** Opens a sandbox on a NativeEngine; rejects with a typed error (bad options, past the engine's bounds on open sandboxes). */
 async function openOn(nativeEngine, options) {
   let planned;
   try {
@@ -241,7 +241,9 @@ async function openWith(nativeEngine, { settings, handlers, resolve }) {
 
 /**
  * Opens a persistent sandbox on runSandbox's default engine of its isolation. Resolves
- * to a Sandbox; rejects with a typed error for bad options or when no slot is free.
+ * to a Sandbox; rejects with a typed error for bad options or past the engine's bounds on
+ * open sandboxes (`maxOpenSandboxes`, `maxOpenSandboxesPerTenant`). An idle sandbox holds
+ * no isolate slot: its runs wait for one in the engine's queue like one-shot runs.
  */
 async function createSandbox(options = undefined) {
   let planned;

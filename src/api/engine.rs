@@ -64,6 +64,16 @@ impl EngineSettings {
         self.config.max_concurrent_isolates
     }
 
+    #[napi(getter)]
+    pub fn max_open_sandboxes(&self) -> u32 {
+        self.config.max_open_sandboxes
+    }
+
+    #[napi(getter)]
+    pub fn max_open_sandboxes_per_tenant(&self) -> u32 {
+        self.config.max_open_sandboxes_per_tenant
+    }
+
     /// Checks `engine.submit(request)` (with `tools` as the request's own tool names and
     /// `data` values serialized) and returns the run's plan. `data` is the same object of
     /// Buffers as `request.data`: its bytes are copied into the plan once, here.
@@ -264,6 +274,9 @@ pub struct EngineStatsJs {
     pub code_cache: CodeCacheStatsJs,
     /// Persistent sandboxes of the engine.
     pub sandboxes: SandboxCountsJs,
+    /// Runs that waited for a slot past their `maxQueueMs` and failed (never counted in
+    /// `failed`: they never ran).
+    pub queue_expired: f64,
 }
 
 #[napi(object)]
@@ -293,8 +306,12 @@ impl From<isolet_core::code_cache::CodeCacheStats> for CodeCacheStatsJs {
 
 #[napi(object)]
 pub struct SandboxCountsJs {
-    /// Open sandboxes; each holds one of the engine's isolate slots.
+    /// Open sandboxes (an idle one holds no isolate slot; its runs do, while they run).
     pub open: u32,
+    /// The engine's bound on them (`maxOpenSandboxes`).
+    pub max_open_sandboxes: u32,
+    /// The most one named tenant may hold (`maxOpenSandboxesPerTenant`).
+    pub max_open_sandboxes_per_tenant: u32,
 }
 
 #[napi(object)]
@@ -302,6 +319,8 @@ pub struct TenantStatsJs {
     pub tenant: Option<String>,
     pub queued: u32,
     pub running: u32,
+    /// The tenant's open persistent sandboxes.
+    pub sandboxes: u32,
     pub completed: f64,
     pub failed: std::collections::HashMap<String, f64>,
 }
@@ -319,6 +338,7 @@ fn tenant_stats(t: TenantCounts) -> TenantStatsJs {
         tenant: t.tenant.name().map(str::to_string),
         queued: t.queued as u32,
         running: t.running as u32,
+        sandboxes: t.sandboxes as u32,
         completed: t.completed as f64,
         failed: by_class(t.failed),
     }
@@ -609,7 +629,12 @@ impl NativeEngine {
             threads: s.threads as u32,
             quarantined: s.quarantined as u32,
             tenants: s.tenants.into_iter().map(tenant_stats).collect(),
-            sandboxes: SandboxCountsJs { open: s.sandboxes as u32 },
+            sandboxes: SandboxCountsJs {
+                open: s.sandboxes as u32,
+                max_open_sandboxes: s.max_open_sandboxes as u32,
+                max_open_sandboxes_per_tenant: s.max_open_sandboxes_per_tenant as u32,
+            },
+            queue_expired: s.queue_expired as f64,
             processes,
             code_cache: code_cache.into(),
         }

@@ -15,7 +15,7 @@ use super::{kind_error, options_error};
 use crate::engine::processes::ProcessSandbox;
 use crate::engine::Engine;
 use crate::isolate::persistent::SandboxCore;
-use crate::isolate::{HostReply, RunShared, StopReason};
+use crate::isolate::{HostReply, RunShared};
 use crate::v8::DataAnswer;
 
 /// A checked `createSandbox(options)`.
@@ -97,13 +97,15 @@ pub struct NativeSandbox {
 
 impl Drop for NativeSandbox {
     fn drop(&mut self) {
-        // A sandbox nobody can reach any more is closed: its slot goes back.
+        // A sandbox nobody can reach any more is closed: it no longer counts as open.
         self.close_for(CloseReason::Closed);
     }
 }
 
-/// Opens a persistent sandbox on `engine`: it holds one of the engine's isolate slots
-/// until closed. Throws (typed) when the engine has no free slot or is shut down.
+/// Opens a persistent sandbox on `engine`: it counts among the engine's open sandboxes
+/// until closed (its runs take slots as they come). Throws (typed) past the engine's
+/// bounds on open sandboxes (`maxOpenSandboxes`, `maxOpenSandboxesPerTenant`) or when it
+/// is shut down.
 #[napi]
 pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result<NativeSandbox, String> {
     let id = super::engine::next_run_id();
@@ -188,7 +190,7 @@ impl NativeSandbox {
         let id = super::engine::next_run_id();
         let sink = self.dispatcher.register(id, on_event.value().value, started_event.unwrap_or(true))?;
         let control: Arc<dyn RunControl> = match &self.backend {
-            Backend::Thread { core } => Arc::new(SandboxRun { run: core.start_run(id, plan.plan.clone(), call, sink) }),
+            Backend::Thread { core } => Arc::new(SandboxRun { run: core.start_run(id, plan.plan.clone(), call, sink), core: core.clone() }),
             Backend::Process { sandbox } => sandbox.submit(id, plan.plan.clone(), call, started_event.unwrap_or(true), sink),
         };
         self.dispatcher.keep_control(id, control);
@@ -206,8 +208,8 @@ impl NativeSandbox {
         AsyncTask::new(SandboxReady { sandbox })
     }
 
-    /// Closes the sandbox: a run in flight is aborted, later runs are refused; its
-    /// isolate is disposed and its slot given back. Idempotent.
+    /// Closes the sandbox: a run in flight (or waiting for a slot) is aborted, later runs
+    /// are refused; its isolate is disposed and it no longer counts as open. Idempotent.
     #[napi]
     pub fn close(&self) {
         self.close_for(CloseReason::Closed);
@@ -288,6 +290,7 @@ pub struct SandboxUsageJs {
 /// The host side of one run of a thread-mode sandbox.
 struct SandboxRun {
     run: Arc<RunShared>,
+    core: Arc<SandboxCore>,
 }
 
 impl RunControl for SandboxRun {
@@ -300,8 +303,8 @@ impl RunControl for SandboxRun {
     }
 
     fn abort(&self) {
-        // Queued behind another run (in the sandbox's channel) or running: either way
-        // the stop reaches it (a queued one is stopped as it attaches).
-        self.run.request_stop(StopReason::Aborted);
+        // Waiting in the engine's queue: answered now; handed to the sandbox's thread or
+        // running: the stop reaches it (one not started yet stops as it attaches).
+        self.core.abort(&self.run);
     }
 }

@@ -5,6 +5,7 @@
 //! module carries them out.
 pub(crate) mod pool;
 pub(crate) mod processes;
+mod queue_timer;
 
 pub(crate) use pool::Engine;
 pub(crate) use processes::{ProcessEngine, ProcessRun};

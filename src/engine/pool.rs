@@ -1,19 +1,22 @@
 //! Scheduling and the warm pool. An isolate serves exactly one run and is then
 //! destroyed; warm isolates are created ahead of time on their own threads and
-//! replaced in the background after each use. The decisions (admit, queue or refuse;
-//! which queued run starts; warm or cold; how many to warm; when the engine is idle)
-//! are `isolet_core::queue::Pool`'s; this file carries them out with threads.
+//! replaced in the background after each use. A persistent sandbox's runs take slots
+//! through the same queue and run on the sandbox's own thread. The decisions (admit,
+//! queue, refuse or expire; which queued run starts; warm or cold; how many to warm;
+//! bounds on open sandboxes; when the engine is idle) are `isolet_core::queue::Pool`'s;
+//! this file carries them out with threads.
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant, TenantCounts};
+use isolet_core::queue::{Admission, AdmitAt, Pool, PoolConfig, Tenant, TenantCounts};
 use isolet_core::{ErrorKind, Failure};
 
 use isolet_core::sandbox::{CloseReason, SandboxPlan};
 
-use crate::isolate::persistent::{self, RunCount, SandboxCore, SlotRelease};
+use super::queue_timer::QueueTimer;
+use crate::isolate::persistent::{self, SandboxCore, SandboxLink};
 use crate::isolate::thread::JobSource;
 use crate::isolate::{IsolateThread, RunShared, StopReason};
 use crate::limits::{lock, quarantine};
@@ -33,28 +36,81 @@ pub(crate) struct EngineStats {
     pub threads: usize,
     pub quarantined: usize,
     pub tenants: Vec<TenantCounts>,
-    /// Open persistent sandboxes (each holds a slot).
+    /// Open persistent sandboxes (none holds a slot while idle).
     pub sandboxes: usize,
+    /// `maxOpenSandboxes`, `maxOpenSandboxesPerTenant`.
+    pub max_open_sandboxes: usize,
+    pub max_open_sandboxes_per_tenant: usize,
+    /// Runs that waited past their `maxQueueMs` and failed.
+    pub queue_expired: u64,
 }
 
 /// A warm isolate's thread, waiting for its one run.
 type WarmIsolate = mpsc::Sender<Arc<RunShared>>;
 
+/// What holds a slot: a one-shot run (on a warm or a new isolate) or a run of a
+/// persistent sandbox (on that sandbox's thread).
+#[derive(Clone)]
+enum Job {
+    Run(Arc<RunShared>),
+    Sandbox(Arc<RunShared>, Arc<SandboxCore>),
+}
+
+impl Job {
+    fn run(&self) -> &Arc<RunShared> {
+        match self {
+            Job::Run(run) | Job::Sandbox(run, _) => run,
+        }
+    }
+}
+
 struct Inner {
     /// Lock order: this lock may be held while taking a run's `life` lock (admitting
     /// it), never while a run ends (its ending calls back in here).
-    pool: Mutex<Pool<Arc<RunShared>, WarmIsolate>>,
+    pool: Mutex<Pool<Job, WarmIsolate>>,
     idle: Condvar,
     /// Callers sleeping in `wait_idle`; changed and read under `pool`'s lock, so runs and
     /// threads ending (twice per run) notify `idle` only when someone waits.
     idle_waiters: AtomicUsize,
     /// Open persistent sandboxes, to close at shutdown.
     sandboxes: Mutex<HashMap<u64, Weak<SandboxCore>>>,
+    /// The engine's clock for queue deadlines (`Pool` counts in ms from here).
+    epoch: Instant,
+    /// Fails queued runs at their deadline.
+    timer: Arc<QueueTimer>,
 }
 
 impl Inner {
-    fn pool(&self) -> MutexGuard<'_, Pool<Arc<RunShared>, WarmIsolate>> {
+    fn pool(&self) -> MutexGuard<'_, Pool<Job, WarmIsolate>> {
         lock(&self.pool)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// The moment a run asks for a slot.
+    fn admit_at(&self) -> AdmitAt {
+        AdmitAt { now_ms: self.now_ms(), quarantined: quarantine::quarantined(), max_quarantined: quarantine::max_quarantined() }
+    }
+
+    /// Wakes the timer by the pool's next queue deadline (under `pool`'s lock).
+    fn arm_timer(&self, pool: &Pool<Job, WarmIsolate>) {
+        if let Some(deadline) = pool.next_queue_deadline() {
+            self.timer.arm(self.epoch + Duration::from_millis(deadline));
+        }
+    }
+
+    /// Fails the queued runs past their deadline; the next deadline (the timer's call).
+    fn expire_queued(&self) -> Option<Instant> {
+        let mut pool = self.pool();
+        let expired = pool.expire_queued(self.now_ms());
+        let next = pool.next_queue_deadline().map(|d| self.epoch + Duration::from_millis(d));
+        drop(pool);
+        for (job, failure) in expired {
+            job.run().refuse(failure);
+        }
+        next
     }
 
     /// Whether `wait_idle` has sleepers to notify; call with `pool`'s lock held, after
@@ -132,11 +188,16 @@ impl Engine {
     /// `env` identifies the Node environment that owns the engine (see `shutdown_all`).
     pub(crate) fn new(config: PoolConfig, env: usize) -> Engine {
         let pool = Pool::new(config);
-        let inner = Arc::new(Inner {
-            pool: Mutex::new(pool),
-            idle: Condvar::new(),
-            idle_waiters: AtomicUsize::new(0),
-            sandboxes: Mutex::new(HashMap::new()),
+        let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
+            let me = me.clone();
+            Inner {
+                pool: Mutex::new(pool),
+                idle: Condvar::new(),
+                idle_waiters: AtomicUsize::new(0),
+                sandboxes: Mutex::new(HashMap::new()),
+                epoch: Instant::now(),
+                timer: QueueTimer::new(Box::new(move || me.upgrade()?.expire_queued())),
+            }
         });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
@@ -152,21 +213,29 @@ impl Engine {
     }
 
     pub(crate) fn submit(&self, run: Arc<RunShared>, tenant: Tenant) {
+        self.admit(Job::Run(run), tenant);
+    }
+
+    /// Admits a one-shot run or a sandbox's run: started, queued (with its deadline), or
+    /// answered with the refusal.
+    fn admit(&self, job: Job, tenant: Tenant) {
+        let (id, max_queue_ms) = (job.run().id, job.run().spec.plan.max_queue_ms);
         let mut pool = self.inner.pool();
-        let admission = pool.admit(run.id, tenant, run, quarantine::quarantined(), quarantine::max_quarantined());
+        let admission = pool.admit(id, tenant, job, max_queue_ms, self.inner.admit_at());
         let mut launch = Launch::default();
         match admission {
-            Admission::Start(run) => self.start(&mut pool, run, &mut launch),
-            Admission::Queued => {}
-            Admission::Refused(run, failure) => {
+            Admission::Start(job) => self.start(&mut pool, job, &mut launch),
+            Admission::Queued => self.inner.arm_timer(&pool),
+            Admission::Refused(job, failure) => {
                 drop(pool);
-                run.refuse(failure);
+                job.run().refuse(failure);
                 return;
             }
             Admission::QueuedInPlaceOf(out, failure) => {
                 // Another tenant's newest queued run gave its place up (the queue is full).
+                self.inner.arm_timer(&pool);
                 drop(pool);
-                out.refuse(failure);
+                out.run().refuse(failure);
                 return;
             }
         }
@@ -176,14 +245,20 @@ impl Engine {
 
     /// Aborts a run whether it is queued or running.
     pub(crate) fn abort(&self, run: &Arc<RunShared>) {
+        if !self.withdraw(run, run.failure_for(StopReason::Aborted)) {
+            run.request_stop(StopReason::Aborted);
+        }
+    }
+
+    /// Answers `run` with `failure` if it waits in the queue; false if it does not.
+    fn withdraw(&self, run: &Arc<RunShared>, failure: Failure) -> bool {
         let queued = self.inner.pool().remove_queued(run.id);
         match queued {
-            Some(queued) => {
-                queued.refuse(queued.failure_for(StopReason::Aborted));
+            Some(job) => {
+                job.run().refuse(failure);
+                true
             }
-            None => {
-                run.request_stop(StopReason::Aborted);
-            }
+            None => false,
         }
     }
 
@@ -195,11 +270,11 @@ impl Engine {
             sandbox.close(CloseReason::Shutdown, true);
         }
         let (queued, running) = self.inner.pool().shutdown();
-        for run in queued {
-            run.refuse(run.failure_for(StopReason::Shutdown));
+        for job in queued {
+            job.run().refuse(job.run().failure_for(StopReason::Shutdown));
         }
-        for run in running {
-            run.request_stop(StopReason::Shutdown);
+        for job in running {
+            job.run().request_stop(StopReason::Shutdown);
         }
     }
 
@@ -237,13 +312,36 @@ impl Engine {
             quarantined: c.quarantined,
             tenants: pool.tenants(),
             sandboxes: pool.open_sandboxes(),
+            max_open_sandboxes: pool.config().max_open_sandboxes,
+            max_open_sandboxes_per_tenant: pool.config().max_open_sandboxes_per_tenant,
+            queue_expired: c.queue_expired,
         }
     }
 
-    /// Starts `run`, which holds a slot in `pool`, on a warm isolate, or adds it to
-    /// `launch` for a new thread (counted here, spawned once the lock is released).
-    fn start(&self, pool: &mut Pool<Arc<RunShared>, WarmIsolate>, run: Arc<RunShared>, launch: &mut Launch) {
+    /// Starts `job`, which holds a slot in `pool`: a one-shot run on a warm isolate, or
+    /// added to `launch` for a new thread (counted here, spawned once the lock is
+    /// released); a sandbox's run is added to `launch` to be handed to its thread.
+    fn start(&self, pool: &mut Pool<Job, WarmIsolate>, job: Job, launch: &mut Launch) {
         let weak = Arc::downgrade(&self.inner);
+        let run = match job {
+            Job::Run(run) => run,
+            Job::Sandbox(run, core) => {
+                let id = run.id;
+                let sandbox_released = core.on_run_released();
+                let admitted = run.admit(Box::new(move |failed, quarantined| {
+                    sandbox_released(failed, quarantined);
+                    if let Some(inner) = weak.upgrade() {
+                        Engine { inner }.finished(id, failed, quarantined);
+                    }
+                }));
+                if admitted {
+                    launch.sandbox.push((run, core));
+                } else {
+                    pool.forget(id); // it ended before it could start
+                }
+                return;
+            }
+        };
         let id = run.id;
         let admitted = run.admit(Box::new(move |failed, quarantined| {
             if let Some(inner) = weak.upgrade() {
@@ -278,6 +376,9 @@ impl Engine {
     /// A thread that cannot be made is uncounted; its run is refused (giving its slot
     /// back through `finished`), a warm one is retried by the next finished run.
     fn launch(&self, launch: Launch) {
+        for (run, core) in launch.sandbox {
+            core.serve(run);
+        }
         for run in launch.cold {
             let config = sandbox_config(run.spec.plan.limits.memory_mb);
             if self.spawn(config, JobSource::Now(run.clone())).is_err() {
@@ -327,7 +428,7 @@ impl Engine {
 
     /// Counts the warm isolates needed to top the pool up to `warm_pool_size` (as warming
     /// and as threads); `launch` makes them.
-    fn replenish(pool: &mut Pool<Arc<RunShared>, WarmIsolate>, launch: &mut Launch) {
+    fn replenish(pool: &mut Pool<Job, WarmIsolate>, launch: &mut Launch) {
         let n = pool.warm_to_create();
         for _ in 0..n {
             pool.thread_started();
@@ -343,7 +444,7 @@ impl Engine {
     }
 
     /// A slot was given back (under `pool`'s lock): start queued runs, top the pool up.
-    fn slot_freed(&self, mut pool: MutexGuard<'_, Pool<Arc<RunShared>, WarmIsolate>>) {
+    fn slot_freed(&self, mut pool: MutexGuard<'_, Pool<Job, WarmIsolate>>) {
         let mut launch = Launch::default();
         while let Some(next) = pool.next_to_start() {
             self.start(&mut pool, next, &mut launch);
@@ -359,8 +460,9 @@ impl Engine {
 }
 
 impl Engine {
-    /// Opens a persistent sandbox: takes a slot (or is refused, see
-    /// `Pool::admit_sandbox`) and starts its isolate thread, which keeps it until closed.
+    /// Opens a persistent sandbox (or is refused, see `Pool::admit_sandbox`: it counts
+    /// against the engine's bounds on open sandboxes, not its slots) and starts its
+    /// isolate thread, which keeps it until closed. Its runs take slots as they come.
     pub(crate) fn open_sandbox(
         &self,
         id: u64,
@@ -374,40 +476,68 @@ impl Engine {
             pool.admit_sandbox(id, tenant.clone(), quarantine::quarantined(), quarantine::max_quarantined())?;
             pool.thread_started();
         }
-        let weak = Arc::downgrade(&self.inner);
-        let release: SlotRelease = Box::new(move |_failed, quarantined| {
-            if let Some(inner) = weak.upgrade() {
-                lock(&inner.sandboxes).remove(&id);
-                Engine { inner }.sandbox_closed(id, quarantined);
-            }
-        });
-        let weak = Arc::downgrade(&self.inner);
-        let count: RunCount = Box::new(move |failed| {
-            if let Some(inner) = weak.upgrade() {
-                inner.pool().sandbox_run_finished(&tenant, failed);
-            }
-        });
-        let (core, jobs) = SandboxCore::new(plan, release, count, code);
+        let link = Box::new(EngineLink { inner: Arc::downgrade(&self.inner), id, tenant });
+        let (core, jobs) = SandboxCore::new(plan, link, code);
         lock(&self.inner.sandboxes).insert(id, Arc::downgrade(&core));
         let on_exit = self.on_thread_exit();
         let thread_core = core.clone();
         let body = Box::new(move || persistent::sandbox_main(config, thread_core, jobs));
         if IsolateThread::spawn_with(body, on_exit).is_err() {
             self.inner.thread_not_started(false);
+            // The thread never ran: closing it gives its place back.
             core.close(CloseReason::Internal, false);
-            // The thread never ran: give the slot back here.
-            lock(&self.inner.sandboxes).remove(&id);
-            self.sandbox_closed(id, false);
             return Err(could_not_start());
         }
         Ok(core)
     }
 
-    /// Sandbox `id` gave its slot back: start queued runs, top the pool up.
-    fn sandbox_closed(&self, id: u64, quarantined: bool) {
+    /// Sandbox `id` is no longer open (it holds no slot: only idleness may change).
+    fn sandbox_closed(&self, id: u64) {
         let mut pool = self.inner.pool();
-        pool.sandbox_closed(id, quarantined);
-        self.slot_freed(pool);
+        pool.sandbox_closed(id);
+        let watched = self.inner.idle_watched();
+        drop(pool);
+        if watched {
+            self.inner.idle.notify_all();
+        }
+    }
+}
+
+/// A persistent sandbox's way to its engine (see `SandboxLink`).
+struct EngineLink {
+    inner: Weak<Inner>,
+    id: u64,
+    tenant: Tenant,
+}
+
+impl SandboxLink for EngineLink {
+    fn submit(&self, core: &Arc<SandboxCore>, run: Arc<RunShared>) {
+        match self.inner.upgrade() {
+            Some(inner) => Engine { inner }.admit(Job::Sandbox(run, core.clone()), self.tenant.clone()),
+            None => {
+                run.refuse(Failure::shut_down());
+            }
+        }
+    }
+
+    fn abort(&self, run: &Arc<RunShared>) {
+        match self.inner.upgrade() {
+            Some(inner) => Engine { inner }.abort(run),
+            None => {
+                run.request_stop(StopReason::Aborted);
+            }
+        }
+    }
+
+    fn withdraw(&self, run: &Arc<RunShared>, failure: Failure) -> bool {
+        self.inner.upgrade().is_some_and(|inner| Engine { inner }.withdraw(run, failure))
+    }
+
+    fn closed(&self) {
+        if let Some(inner) = self.inner.upgrade() {
+            lock(&inner.sandboxes).remove(&self.id);
+            Engine { inner }.sandbox_closed(self.id);
+        }
     }
 }
 
@@ -416,6 +546,8 @@ impl Engine {
 struct Launch {
     /// Runs that start on a new isolate of their own.
     cold: Vec<Arc<RunShared>>,
+    /// Sandbox runs to hand to their sandbox's thread.
+    sandbox: Vec<(Arc<RunShared>, Arc<SandboxCore>)>,
     /// Warm isolates to make.
     warm: usize,
 }

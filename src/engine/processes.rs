@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WireLockdown, WireReady, WireStart};
 use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, Lingering, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict};
-use isolet_core::queue::{Admission, Pool, PoolConfig, Tenant};
+use isolet_core::queue::{Admission, AdmitAt, Pool, PoolConfig, Tenant};
 use isolet_core::run_state::{Ending, RunState, StopReason};
 use isolet_core::{ErrorKind, Failure, RunPlan};
 
+use super::queue_timer::QueueTimer;
 use super::{ChannelReader, LoopWatch};
 use crate::isolate::{Completion, EventSink, HostReply};
 use isolet_core::wakeups;
@@ -30,6 +31,10 @@ use crate::isolate::run::ExecStats;
 use crate::limits::lock;
 use crate::supervisor::host::{self, FrameStream, HostWriter, Read1, RssReader, StderrTail};
 use crate::v8::DataAnswer;
+
+mod sandboxes;
+pub(crate) use sandboxes::ProcessSandbox;
+use sandboxes::SandboxOf;
 
 /// Sandbox host processes alive in this process, over all engines.
 static LIVE_HOSTS: AtomicUsize = AtomicUsize::new(0);
@@ -169,9 +174,36 @@ struct Run {
     /// Set when it was started again after its host ended: its answer if it cannot be
     /// started again in time.
     lost: Option<Failure>,
-    /// A run of this persistent sandbox, of this tenant (pinned to its host, never
-    /// started again).
-    sandbox: Option<(u64, Tenant)>,
+    /// A run of a persistent sandbox (pinned to its host, never started again).
+    sandbox: Option<SandboxOf>,
+}
+
+impl Run {
+    fn new(sink: Arc<dyn EventSink>, plan: Arc<RunPlan>, started_event: bool, sandbox: Option<SandboxOf>) -> Run {
+        Run {
+            sink,
+            memory_mb: plan.limits.memory_mb,
+            wall_time_ms: plan.limits.wall_time_ms,
+            bridge: plan.bridge,
+            stream_console: plan.stream_console,
+            language: plan.language,
+            max_modules: plan.module_limits.max_modules,
+            budget: EventBudget::new(plan.bridge, plan.stream_console).with_max_module_requests(plan.module_limits.max_modules),
+            plan: Some(plan),
+            started_event,
+            life: RunState::new(),
+            on_host: None,
+            first_started: None,
+            attempt_started: None,
+            deadline: None,
+            restarts: 0,
+            alone: false,
+            started_sent: false,
+            overdue: false,
+            lost: None,
+            sandbox,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -227,6 +259,8 @@ struct State {
     me: Weak<Inner>,
     /// Open persistent sandboxes, each on one host.
     sandboxes: HashMap<u64, Arc<ProcessSandbox>>,
+    /// Fails queued runs at their deadline (the pool counts in ms from `epoch`).
+    timer: Arc<QueueTimer>,
 }
 
 /// What a host-side snapshot of an engine reports (`stats().processes`).
@@ -266,16 +300,7 @@ impl ProcessEngine {
         let per_host = config.max_concurrent.div_ceil(processes);
         let host_config = WireStart {
             parent_pid: std::process::id(),
-            pool: PoolConfig {
-                memory_mb: config.memory_mb,
-                // Its share of the slots, or more while other hosts are being replaced
-                // (`place_overflow`): the parent decides how many it runs.
-                max_concurrent: config.max_concurrent,
-                warm_pool_size: config.warm_pool_size.div_ceil(processes),
-                // The parent admits runs; a slot freed in the host may still be in release
-                // (its isolate being disposed) when the parent sends the next run.
-                max_queue: policy::host_queue_size(config.max_concurrent),
-            },
+            pool: policy::shared_host_pool(config, processes),
             wasm_modules: Vec::new(),
             prelude: None,
             code_cache_bytes: 0,
@@ -284,6 +309,10 @@ impl ProcessEngine {
         let pool = Pool::new(PoolConfig { warm_pool_size: 0, ..config });
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| Inner {
             state: Mutex::new(State {
+                timer: {
+                    let me = me.clone();
+                    QueueTimer::new(Box::new(move || me.upgrade()?.state().expire_queued()))
+                },
                 config,
                 processes,
                 per_host,
@@ -377,30 +406,10 @@ impl ProcessEngine {
     pub(crate) fn submit(&self, id: u64, tenant: Tenant, plan: Arc<RunPlan>, started_event: bool, sink: Arc<dyn EventSink>) -> Arc<ProcessRun> {
         let handle = Arc::new(ProcessRun { id, inner: Arc::downgrade(&self.inner) });
         let mut s = self.inner.state();
-        let run = Run {
-            sink: sink.clone(),
-            memory_mb: plan.limits.memory_mb,
-            wall_time_ms: plan.limits.wall_time_ms,
-            bridge: plan.bridge,
-            stream_console: plan.stream_console,
-            language: plan.language,
-            max_modules: plan.module_limits.max_modules,
-            budget: EventBudget::new(plan.bridge, plan.stream_console).with_max_module_requests(plan.module_limits.max_modules),
-            plan: Some(plan),
-            started_event,
-            life: RunState::new(),
-            on_host: None,
-            first_started: None,
-            attempt_started: None,
-            deadline: None,
-            restarts: 0,
-            alone: false,
-            started_sent: false,
-            overdue: false,
-            lost: None,
-            sandbox: None,
-        };
-        match s.pool.admit(id, tenant, id, 0, usize::MAX) {
+        let max_queue_ms = plan.max_queue_ms;
+        let run = Run::new(sink.clone(), plan, started_event, None);
+        let at = s.admit_at();
+        match s.pool.admit(id, tenant, id, max_queue_ms, at) {
             Admission::Refused(_, failure) => {
                 drop(s);
                 sink.done(failure_completion(failure, 0.0));
@@ -409,6 +418,7 @@ impl ProcessEngine {
             Admission::QueuedInPlaceOf(out, failure) => {
                 // Another tenant's newest queued run gave its place up (the queue is full).
                 s.runs.insert(id, run);
+                s.arm_timer();
                 s.fail(out, failure);
             }
             Admission::Start(_) => {
@@ -417,6 +427,7 @@ impl ProcessEngine {
             }
             Admission::Queued => {
                 s.runs.insert(id, run);
+                s.arm_timer();
             }
         }
         s.held = Some(Vec::new());
@@ -534,12 +545,49 @@ impl State {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Run `id` got a slot in the pool.
+    /// The moment a run asks for a slot (stuck threads are each host's to count).
+    fn admit_at(&self) -> AdmitAt {
+        AdmitAt { now_ms: self.now_ms(), quarantined: 0, max_quarantined: usize::MAX }
+    }
+
+    /// Wakes the timer by the pool's next queue deadline.
+    fn arm_timer(&self) {
+        if let Some(deadline) = self.pool.next_queue_deadline() {
+            self.timer.arm(self.epoch + Duration::from_millis(deadline));
+        }
+    }
+
+    /// Fails the queued runs past their deadline; the next deadline (the timer's call).
+    fn expire_queued(&mut self) -> Option<Instant> {
+        for (id, failure) in self.pool.expire_queued(self.now_ms()) {
+            self.fail(id, failure);
+        }
+        self.pool.next_queue_deadline().map(|d| self.epoch + Duration::from_millis(d))
+    }
+
+    /// Run `id` got a slot in the pool: a one-shot run waits for a host, a sandbox's run
+    /// goes to its sandbox's host.
     fn take_slot(&mut self, id: u64) {
-        if let Some(run) = self.runs.get_mut(&id) {
-            if run.life.admit().is_ok() {
-                self.unplaced.push_back(id);
-            }
+        let Some(run) = self.runs.get_mut(&id) else { return };
+        if run.life.admit().is_err() {
+            return;
+        }
+        if run.sandbox.is_some() {
+            self.start_sandbox_run(id);
+        } else {
+            self.unplaced.push_back(id);
+        }
+    }
+
+    /// Sends `frame` to a host by `w`, or holds it back while `submit` dispatches (see
+    /// `send_after_unlock`).
+    fn send_or_hold(&mut self, w: Arc<HostWriter>, frame: Vec<u8>) {
+        match self.held.as_mut() {
+            Some(held) => match held.iter_mut().find(|(o, _)| Arc::ptr_eq(o, &w)) {
+                Some((_, frames)) => frames.push(frame),
+                None => held.push((w, vec![frame])),
+            },
+            None => w.send(&[&frame]),
         }
     }
 
@@ -568,12 +616,8 @@ impl State {
                 completion.stats.wall_time_ms = total;
             }
         }
-        let failed = completion.result.as_ref().err().map(|f| f.kind);
-        match &run.sandbox {
-            // Counted like a one-shot run; the slot stays the sandbox's.
-            Some((_, tenant)) => self.pool.sandbox_run_finished(tenant, failed),
-            None => self.pool.finished(id, failed, false),
-        }
+        // A sandbox's run held a slot of its own, like a one-shot run.
+        self.pool.finished(id, completion.result.as_ref().err().map(|f| f.kind), false);
         run.sink.done(completion);
     }
 
@@ -816,13 +860,7 @@ impl State {
         }
         h.for_solo = false;
         let Some(w) = h.writer.clone() else { return };
-        match self.held.as_mut() {
-            Some(held) => match held.iter_mut().find(|(o, _)| Arc::ptr_eq(o, &w)) {
-                Some((_, frames)) => frames.push(frame),
-                None => held.push((w, vec![frame])),
-            },
-            None => w.send(&[&frame]),
-        }
+        self.send_or_hold(w, frame);
     }
 
     /// Tells host `key` to end for `end` (kept if it was told already): kills it.
@@ -1273,10 +1311,12 @@ impl State {
         self.dispatch();
     }
 
-    /// Takes every queued run out of the pool's queue (no host can be started).
+    /// Takes every queued one-shot run out of the pool's queue (no host can be started;
+    /// a sandbox's run waits for its own host, which serves).
     fn pool_drain_queued(&mut self) -> (Vec<u64>, ()) {
         let mut out = Vec::new();
-        let ids: Vec<u64> = self.runs.iter().filter(|(_, r)| r.life.phase() == isolet_core::run_state::Phase::Queued).map(|(id, _)| *id).collect();
+        let queued = |r: &Run| r.life.phase() == isolet_core::run_state::Phase::Queued && r.sandbox.is_none();
+        let ids: Vec<u64> = self.runs.iter().filter(|(_, r)| queued(r)).map(|(id, _)| *id).collect();
         for id in ids {
             if self.pool.remove_queued(id).is_some() {
                 out.push(id);
@@ -1297,6 +1337,9 @@ impl State {
             warm_starts: self.counters.retired_warm_starts,
             cold_starts: self.counters.retired_cold_starts,
             sandboxes: self.pool.open_sandboxes(),
+            max_open_sandboxes: self.pool.config().max_open_sandboxes,
+            max_open_sandboxes_per_tenant: self.pool.config().max_open_sandboxes_per_tenant,
+            queue_expired: c.queue_expired,
             ..Default::default()
         };
         for h in &self.hosts {
@@ -1732,280 +1775,6 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
         s.host_exited(key, status, &stderr.text(), None);
         drop(s);
         inner.changed.notify_all();
-    }
-}
-
-/// A persistent sandbox of a process engine: on which host it lives, and what the parent
-/// knows of it (the host decides when it closes and tells; the parent closes it when
-/// asked, when its host is lost, and at shutdown).
-pub(crate) struct ProcessSandbox {
-    pub id: u64,
-    tenant: Tenant,
-    host: u64,
-    wire: u32,
-    memory_mb: u32,
-    status: Mutex<SandboxStatus>,
-    inner: Weak<Inner>,
-}
-
-#[derive(Default)]
-struct SandboxStatus {
-    closed: Option<isolet_core::sandbox::CloseReason>,
-    usage: isolet_core::sandbox::Budget,
-}
-
-impl ProcessSandbox {
-    fn is_open(&self) -> bool {
-        lock(&self.status).closed.is_none()
-    }
-
-    pub(crate) fn close_reason(&self) -> Option<isolet_core::sandbox::CloseReason> {
-        lock(&self.status).closed
-    }
-
-    pub(crate) fn usage(&self) -> isolet_core::sandbox::Budget {
-        lock(&self.status).usage
-    }
-
-    /// Closes it (a run in flight is aborted by its host). Idempotent.
-    pub(crate) fn close(&self) {
-        let Some(inner) = self.inner.upgrade() else { return };
-        let mut s = inner.state();
-        s.close_sandbox(self.id, isolet_core::sandbox::CloseReason::Closed, true);
-    }
-
-    /// Starts run `id` of the sandbox on its host; its events go to `sink`.
-    pub(crate) fn submit(
-        self: &Arc<Self>,
-        id: u64,
-        plan: Arc<RunPlan>,
-        call: Option<(String, Vec<u8>)>,
-        started_event: bool,
-        sink: Arc<dyn EventSink>,
-    ) -> Arc<ProcessRun> {
-        let handle = Arc::new(ProcessRun { id, inner: self.inner.clone() });
-        let sink: Arc<dyn EventSink> = Arc::new(UsageSink { inner: sink, sandbox: Arc::downgrade(self) });
-        let Some(inner) = self.inner.upgrade() else {
-            sink.done(failure_completion(shut_down_failure(), 0.0));
-            return handle;
-        };
-        let mut s = inner.state();
-        if let Some(reason) = self.close_reason() {
-            drop(s);
-            sink.done(failure_completion(isolet_core::sandbox::closed_failure(reason), 0.0));
-            return handle;
-        }
-        s.start_sandbox_run(self, id, plan, call, started_event, sink);
-        handle
-    }
-}
-
-/// A sandbox run's sink: counts what the run used before its caller hears of it.
-struct UsageSink {
-    inner: Arc<dyn EventSink>,
-    sandbox: Weak<ProcessSandbox>,
-}
-
-impl EventSink for UsageSink {
-    fn started(&self) {
-        self.inner.started();
-    }
-    fn console(&self, level: isolet_core::LogLevel, message: &str) {
-        self.inner.console(level, message);
-    }
-    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
-        self.inner.host_call(call_id, name, args);
-    }
-    fn data_request(&self, id: u32, key: &str) {
-        self.inner.data_request(id, key);
-    }
-    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool) {
-        self.inner.module_request(id, key, referrer, typescript);
-    }
-    fn done(&self, completion: Completion) {
-        if let Some(sb) = self.sandbox.upgrade() {
-            let mut status = lock(&sb.status);
-            status.usage.runs += 1;
-            status.usage.cpu_used_ms += completion.stats.cpu_time_ms.max(0.0);
-            status.usage.host_calls_used += completion.stats.host_calls as u64;
-        }
-        self.inner.done(completion);
-    }
-}
-
-impl ProcessEngine {
-    /// Opens a persistent sandbox in a sandbox host process of its own, started for it
-    /// now (`ready` waits for it): it takes a slot of the engine (or is refused, see
-    /// `policy::sandbox_host_refusal` and `Pool::admit_sandbox`), and its host takes no
-    /// other work and ends when it closes. A neighbour's run that ends its host cannot
-    /// end the sandbox.
-    pub(crate) fn open_sandbox(&self, id: u64, plan: isolet_core::sandbox::SandboxPlan) -> Result<Arc<ProcessSandbox>, Failure> {
-        let mut s = self.inner.state();
-        if s.shut {
-            return Err(shut_down_failure());
-        }
-        if let Some(why) = &s.invalid_config {
-            return Err(Failure::new(ErrorKind::Validation, why.clone()));
-        }
-        if let Some(refused) = policy::sandbox_host_refusal(s.sandboxes.len(), s.config.max_concurrent, s.cannot_start.as_ref()) {
-            return Err(refused);
-        }
-        let tenant = Tenant::from(plan.base.tenant.as_deref());
-        s.pool.admit_sandbox(id, tenant.clone(), 0, usize::MAX)?;
-        let host = s.spawn_sandbox_host(id);
-        let wire = s.next_wire;
-        s.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
-        let sandbox = Arc::new(ProcessSandbox {
-            id,
-            tenant,
-            host,
-            wire,
-            memory_mb: plan.base.limits.memory_mb,
-            status: Mutex::new(SandboxStatus::default()),
-            inner: Arc::downgrade(&self.inner),
-        });
-        s.sandboxes.insert(id, sandbox.clone());
-        // Sent when the host is ready (see `on_frame`).
-        if let Some(h) = s.host_mut(host) {
-            h.pending.push(frame::encode_sandbox_open(wire, &plan));
-        }
-        Ok(sandbox)
-    }
-}
-
-impl ProcessSandbox {
-    /// Waits until the sandbox's host serves (at most `timeout`); `Err`: the sandbox
-    /// closed first (its host could not be started, or the engine shut down).
-    pub(crate) fn ready(&self, timeout: Duration) -> Result<(), Failure> {
-        let Some(inner) = self.inner.upgrade() else { return Err(shut_down_failure()) };
-        let deadline = Instant::now() + timeout;
-        let mut s = inner.state();
-        loop {
-            if let Some(reason) = self.close_reason() {
-                if let Some(why) = &s.invalid_config {
-                    return Err(Failure::new(ErrorKind::Validation, why.clone()));
-                }
-                if reason == isolet_core::sandbox::CloseReason::HostLost {
-                    let why = s.cannot_start.as_ref().map_or_else(|| "it ended before it was ready".to_string(), |f| f.message.clone());
-                    return Err(Failure::new(ErrorKind::Crashed, format!("The sandbox host process started for the sandbox did not come up: {why}")));
-                }
-                return Err(isolet_core::sandbox::closed_failure(reason));
-            }
-            if s.host(self.host).is_some_and(|h| h.phase == HostPhase::Serving && h.end.is_none()) {
-                return Ok(());
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                // Its start timeout ends it well before this.
-                return Err(Failure::new(ErrorKind::Crashed, "The sandbox host process started for the sandbox did not come up in time"));
-            }
-            s.waiters += 1;
-            s = inner.changed.wait_timeout(s, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
-            s.waiters -= 1;
-        }
-    }
-}
-
-impl State {
-    /// Starts a sandbox's run on the sandbox's host (no slot of its own: the sandbox holds one).
-    fn start_sandbox_run(
-        &mut self,
-        sandbox: &ProcessSandbox,
-        id: u64,
-        plan: Arc<RunPlan>,
-        call: Option<(String, Vec<u8>)>,
-        started_event: bool,
-        sink: Arc<dyn EventSink>,
-    ) {
-        let Some(host_index) = self.hosts.iter().position(|h| h.key == sandbox.host && h.end.is_none()) else {
-            sink.done(failure_completion(isolet_core::sandbox::closed_failure(isolet_core::sandbox::CloseReason::HostLost), 0.0));
-            return;
-        };
-        let wire = self.next_wire;
-        self.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
-        let frame = frame::encode_sandbox_run(wire, sandbox.wire, &plan, started_event, call.as_ref().map(|(n, a)| (n.as_str(), a.as_slice())));
-        let now = Instant::now();
-        let mut run = Run {
-            sink,
-            memory_mb: plan.limits.memory_mb,
-            wall_time_ms: plan.limits.wall_time_ms,
-            bridge: plan.bridge,
-            stream_console: plan.stream_console,
-            language: plan.language,
-            max_modules: plan.module_limits.max_modules,
-            budget: EventBudget::new(plan.bridge, plan.stream_console).with_max_module_requests(plan.module_limits.max_modules),
-            deadline: Some(now + Duration::from_millis(policy::run_deadline_ms(plan.limits.wall_time_ms))),
-            plan: Some(plan),
-            started_event,
-            life: RunState::new(),
-            on_host: Some((sandbox.host, wire)),
-            first_started: Some(now),
-            attempt_started: Some(now),
-            restarts: 0,
-            alone: false,
-            started_sent: false,
-            overdue: false,
-            lost: None,
-            sandbox: Some((sandbox.id, sandbox.tenant.clone())),
-        };
-        let _ = run.life.admit();
-        self.runs.insert(id, run);
-        let h = &mut self.hosts[host_index];
-        h.runs.insert(wire, id);
-        if h.phase == HostPhase::Starting {
-            h.pending.push(frame);
-        } else if let Some(w) = &h.writer {
-            w.send(&[&frame]);
-        }
-    }
-
-    /// Closes sandbox `id` for `reason` and gives its slot back; `tell_host`: ask its host
-    /// to close it too (not when the host said so, or is gone).
-    fn close_sandbox(&mut self, id: u64, reason: isolet_core::sandbox::CloseReason, tell_host: bool) {
-        let Some(sb) = self.sandboxes.remove(&id) else { return };
-        {
-            let mut status = lock(&sb.status);
-            if status.closed.is_none() {
-                status.closed = Some(reason);
-            }
-        }
-        if tell_host {
-            if let Some(w) = self.host(sb.host).and_then(|h| h.writer.clone()) {
-                w.send(&[&frame::header_only(Kind::SandboxClose, sb.wire, 0, 0)]);
-            }
-        }
-        self.pool.sandbox_closed(id, false);
-        // Its own host ends with it: now if it is still starting (nothing of the sandbox
-        // was sent to it), else once its last run answered.
-        if self.host(sb.host).is_some_and(|h| h.phase == HostPhase::Starting) {
-            self.end_host(sb.host, HostEnd::SandboxClosed);
-        }
-        self.after_run_left(sb.host);
-        self.dispatch();
-    }
-
-    /// Host `key` said it closed the sandbox it knows as `wire`.
-    fn sandbox_closed_on_host(&mut self, key: u64, wire: u32, reason: isolet_core::sandbox::CloseReason) {
-        let id = self.sandboxes.values().find(|sb| sb.host == key && sb.wire == wire).map(|sb| sb.id);
-        if let Some(id) = id {
-            self.close_sandbox(id, reason, false);
-        }
-    }
-
-    /// Host `key` is gone: its sandboxes are closed (`hostLost`).
-    fn sandboxes_lost(&mut self, key: u64) {
-        let ids: Vec<u64> = self.sandboxes.values().filter(|sb| sb.host == key).map(|sb| sb.id).collect();
-        for id in ids {
-            self.close_sandbox(id, isolet_core::sandbox::CloseReason::HostLost, false);
-        }
-    }
-
-    /// Closes every sandbox (shutdown).
-    fn close_sandboxes(&mut self, reason: isolet_core::sandbox::CloseReason) {
-        let ids: Vec<u64> = self.sandboxes.keys().copied().collect();
-        for id in ids {
-            self.close_sandbox(id, reason, true);
-        }
     }
 }
 

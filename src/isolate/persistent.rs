@@ -1,13 +1,16 @@
 //! Persistent sandboxes: one isolate thread keeps one `Sandbox` (isolate and context)
 //! and serves the runs of one sandbox in turn, each with its own `RunShared` (so the
-//! watchdog, stops, host calls and events work as for one-shot runs). What closes a
-//! sandbox is `isolet_core::sandbox`'s; this file carries it out.
-use std::sync::mpsc::{self, RecvTimeoutError};
+//! watchdog, stops, host calls and events work as for one-shot runs). An open sandbox
+//! holds no slot of its engine: each run is admitted through the engine's queue like a
+//! one-shot run and handed to the sandbox's thread once it has a slot (`SandboxLink`,
+//! `SandboxCore::serve`). What closes a sandbox is `isolet_core::sandbox`'s; this file
+//! carries it out.
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use isolet_core::sandbox::{budget_failure, closed_failure, Budget, CloseReason, RunOutcome, SandboxPlan};
-use isolet_core::{ErrorKind, LogLevel};
+use isolet_core::sandbox::{budget_failure, closed_failure, waiting_run_failure, Budget, CloseReason, RunOutcome, SandboxPlan};
+use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use isolet_core::RunPlan;
 
@@ -17,17 +20,28 @@ use super::thread::{execute_plan, trim_after, ThreadHost};
 use crate::limits::lock;
 use crate::v8::{Sandbox, SandboxConfig};
 
-/// Gives the sandbox's slot back: (the failure kind that closed it, thread quarantined).
-pub(crate) type SlotRelease = Box<dyn FnOnce(Option<ErrorKind>, bool) + Send>;
-/// Counts a run's outcome in the engine's stats (its error kind, if it failed).
-pub(crate) type RunCount = Box<dyn Fn(Option<ErrorKind>) + Send + Sync>;
+/// What a sandbox needs of the engine it is open on (`engine::pool` provides it).
+pub(crate) trait SandboxLink: Send + Sync {
+    /// Admits `run` of `core` through the engine's queue; once the run has a slot the
+    /// engine hands it over with `SandboxCore::serve`.
+    fn submit(&self, core: &Arc<SandboxCore>, run: Arc<RunShared>);
+    /// Aborts `run`: taken out of the queue if it waits there, else asked to stop.
+    fn abort(&self, run: &Arc<RunShared>);
+    /// Answers `run` with `failure` if it still waits in the queue (false if it does not).
+    fn withdraw(&self, run: &Arc<RunShared>, failure: Failure) -> bool;
+    /// The sandbox no longer counts among the engine's open sandboxes (called once).
+    fn closed(&self);
+}
 
 struct CoreState {
     budget: Budget,
     closed: Option<CloseReason>,
     /// The run being served, to stop it when the sandbox is closed meanwhile.
     current: Option<Weak<RunShared>>,
-    release: Option<SlotRelease>,
+    /// The run waiting in the engine's queue for a slot, if any.
+    waiting: Option<Weak<RunShared>>,
+    /// `SandboxLink::closed` was called.
+    released: bool,
 }
 
 /// One persistent sandbox, shared by its handle (JS), its isolate thread and its runs'
@@ -40,25 +54,20 @@ pub(crate) struct SandboxCore {
     modules: Arc<std::collections::BTreeMap<String, String>>,
     jobs: Mutex<Option<mpsc::Sender<Arc<RunShared>>>>,
     state: Mutex<CoreState>,
-    count: RunCount,
+    link: Box<dyn SandboxLink>,
     /// Told once, when the sandbox closes (a sandbox host tells its parent).
     on_close: Mutex<Option<Box<dyn FnOnce(CloseReason) + Send>>>,
 }
 
 impl SandboxCore {
-    pub(crate) fn new(
-        plan: SandboxPlan,
-        release: SlotRelease,
-        count: RunCount,
-        code: Arc<EngineCode>,
-    ) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
+    pub(crate) fn new(plan: SandboxPlan, link: Box<dyn SandboxLink>, code: Arc<EngineCode>) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
-        let state = CoreState { budget: Budget::default(), closed: None, current: None, release: Some(release) };
+        let state = CoreState { budget: Budget::default(), closed: None, current: None, waiting: None, released: false };
         // The sandbox's map moves here: runs are planned elsewhere (by its handle, or the
         // parent in process isolation), so nothing else here reads it.
         let mut plan = plan;
         let modules = Arc::new(std::mem::take(&mut plan.base.modules));
-        (Arc::new(SandboxCore { plan, code, modules, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), count, on_close: Mutex::new(None) }), rx)
+        (Arc::new(SandboxCore { plan, code, modules, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), link, on_close: Mutex::new(None) }), rx)
     }
 
     pub(crate) fn budget(&self) -> Budget {
@@ -78,8 +87,9 @@ impl SandboxCore {
     }
 
     /// Starts run `id` of this sandbox: `plan` (the run's own limits) within what is left
-    /// of the sandbox's budgets, or `call` instead of its code. Runs are handed over one
-    /// at a time by their caller, so the budget read here is the one the run gets.
+    /// of the sandbox's budgets, or `call` instead of its code, through the engine's queue.
+    /// Runs are handed over one at a time by their caller, so the budget read here is the
+    /// one the run gets.
     pub(crate) fn start_run(
         self: &Arc<Self>,
         id: u64,
@@ -102,51 +112,82 @@ impl SandboxCore {
         spec.call = call;
         spec.sandbox_modules = Some(self.modules.clone());
         let run = RunShared::new(id, spec, sink);
-        self.submit(run.clone());
+        {
+            let mut state = lock(&self.state);
+            if let Some(reason) = state.closed {
+                drop(state);
+                run.refuse(closed_failure(reason));
+                return run;
+            }
+            state.waiting = Some(Arc::downgrade(&run));
+        }
+        self.link.submit(self, run.clone());
         run
     }
 
-    /// Hands `run` to the sandbox's thread, or refuses it when the sandbox is closed.
-    fn submit(self: &Arc<Self>, run: Arc<RunShared>) {
-        if let Some(reason) = self.close_reason() {
-            run.refuse(closed_failure(reason));
-            return;
-        }
-        // The slot is the sandbox's: a run's release only tells of a thread left behind.
-        let weak = Arc::downgrade(self);
-        let admitted = run.admit(Box::new(move |failed, quarantined| {
-            if let (Some(core), true) = (weak.upgrade(), quarantined) {
-                let reason = if failed == Some(ErrorKind::MemoryLimit) { CloseReason::OutOfMemory } else { CloseReason::Unresponsive };
-                core.close(reason, false);
-                core.release_slot(failed, true);
-            }
-        }));
-        if !admitted {
-            return;
-        }
+    /// The engine gave `run` a slot: hands it to the sandbox's thread, or refuses it when
+    /// the sandbox closed meanwhile (its slot goes back through its release).
+    pub(crate) fn serve(&self, run: Arc<RunShared>) {
         let sent = match lock(&self.jobs).as_ref() {
             Some(jobs) => jobs.send(run.clone()).is_ok(),
             None => false,
         };
+        // Cleared after the send: the thread's idle check sees either this run waiting or
+        // it in the channel.
+        {
+            let mut state = lock(&self.state);
+            if state.waiting.as_ref().is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&run))) {
+                state.waiting = None;
+            }
+        }
         if !sent {
             let reason = self.close_reason().unwrap_or(CloseReason::Internal);
             run.refuse(closed_failure(reason));
         }
     }
 
+    /// Aborts run `run` of this sandbox, whether it waits for a slot or runs.
+    pub(crate) fn abort(&self, run: &Arc<RunShared>) {
+        self.link.abort(run);
+    }
+
+    /// A run of the sandbox waits in the engine's queue (so the sandbox is not idle).
+    fn run_waiting(&self) -> bool {
+        lock(&self.state).waiting.as_ref().is_some_and(|w| w.strong_count() > 0)
+    }
+
+    /// A run of the sandbox ignored termination (its thread was quarantined): the sandbox
+    /// closes (its thread is counted as quarantined).
+    fn abandoned(&self, failed: Option<ErrorKind>) {
+        let reason = if failed == Some(ErrorKind::MemoryLimit) { CloseReason::OutOfMemory } else { CloseReason::Unresponsive };
+        self.close(reason, false);
+    }
+
+    /// What a run of this sandbox tells the engine when it gives its slot back.
+    pub(crate) fn on_run_released(self: &Arc<Self>) -> impl Fn(Option<ErrorKind>, bool) + Send + 'static {
+        let core = Arc::downgrade(self);
+        move |failed, quarantined| {
+            if let (Some(core), true) = (core.upgrade(), quarantined) {
+                core.abandoned(failed);
+            }
+        }
+    }
+
     /// Closes the sandbox (the first reason stays); its thread ends once its current run
     /// does. `stop_current`: stop the run being served (a close from outside).
     pub(crate) fn close(&self, reason: CloseReason, stop_current: bool) -> bool {
-        let current = {
+        let (current, waiting) = {
             let mut state = lock(&self.state);
             if state.closed.is_some() {
                 return false;
             }
             state.closed = Some(reason);
-            state.current.as_ref().and_then(Weak::upgrade)
+            (state.current.as_ref().and_then(Weak::upgrade), state.waiting.take().and_then(|w| w.upgrade()))
         };
         // Dropping the only sender ends the thread's wait for the next run.
         drop(lock(&self.jobs).take());
+        // Closed, it no longer counts as open (its isolate is disposed a moment later).
+        self.release();
         let tell = lock(&self.on_close).take();
         if let Some(tell) = tell {
             tell(reason);
@@ -155,14 +196,18 @@ impl SandboxCore {
             let stop = if reason == CloseReason::Shutdown { StopReason::Shutdown } else { StopReason::Aborted };
             run.request_stop(stop);
         }
+        // A run still waiting for a slot is answered now, as the run in flight would be.
+        if let Some(run) = waiting {
+            self.link.withdraw(&run, waiting_run_failure(reason));
+        }
         true
     }
 
-    /// Gives the slot back, once.
-    fn release_slot(&self, failed: Option<ErrorKind>, quarantined: bool) {
-        let release = lock(&self.state).release.take();
-        if let Some(release) = release {
-            release(failed, quarantined);
+    /// The sandbox no longer counts as open, once (at its close, or its thread's end).
+    fn release(&self) {
+        let first = !std::mem::replace(&mut lock(&self.state).released, true);
+        if first {
+            self.link.closed();
         }
     }
 
@@ -189,8 +234,6 @@ impl SandboxCore {
             }
             self.close(reason, false);
         }
-        // Counted as its caller will see it, like a one-shot run.
-        (self.count)(completion.result.as_ref().err().map(|f| f.kind));
     }
 }
 
@@ -246,6 +289,7 @@ pub(crate) fn sandbox_main(config: SandboxConfig, core: Arc<SandboxCore>, jobs: 
     let mut quarantined = false;
     let mut peak = 0.0;
     let mut closing_kind = None;
+    // Each run's release (`on_run_released`) gives its slot back after `thread_exited`.
     loop {
         let next = match idle {
             Some(after) => jobs.recv_timeout(after),
@@ -253,10 +297,15 @@ pub(crate) fn sandbox_main(config: SandboxConfig, core: Arc<SandboxCore>, jobs: 
         };
         let run = match next {
             Ok(run) => run,
-            Err(RecvTimeoutError::Timeout) => {
-                core.close(CloseReason::IdleTimeout, false);
-                continue;
-            }
+            // Waiting for a slot is not idleness; a run handed over just now is served.
+            Err(RecvTimeoutError::Timeout) if core.run_waiting() => continue,
+            Err(RecvTimeoutError::Timeout) => match jobs.try_recv() {
+                Ok(run) => run,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
+                    core.close(CloseReason::IdleTimeout, false);
+                    continue;
+                }
+            },
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let (Some(sb), None) = (sandbox.as_mut(), core.close_reason()) else {
@@ -283,6 +332,6 @@ pub(crate) fn sandbox_main(config: SandboxConfig, core: Arc<SandboxCore>, jobs: 
     }
     drop(sandbox);
     trim_after(peak, closing_kind);
-    core.release_slot(closing_kind, false);
+    core.release();
     quarantined
 }

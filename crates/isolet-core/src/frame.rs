@@ -507,6 +507,8 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         modules,
         module_limits,
         module_resolver,
+        // The parent queued the run and kept its deadline.
+        max_queue_ms: None,
     };
     Ok((plan, started_event))
 }
@@ -803,9 +805,11 @@ impl WireStart {
         let bytes: usize = self.wasm_modules.iter().map(|(n, b)| n.len() + b.len() + 8).sum();
         let prelude_bytes = self.prelude.as_ref().map_or(0, |p| p.len() + 8)
             + self.prelude_modules.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>();
-        let mut w = FrameWriter::new(Kind::Start, 0, 0, bytes + prelude_bytes + 48);
+        let mut w = FrameWriter::new(Kind::Start, 0, 0, bytes + prelude_bytes + 80);
         let p = &self.pool;
         w.u32(self.parent_pid).u32(p.memory_mb).u64(p.max_concurrent as u64).u64(p.warm_pool_size as u64).u64(p.max_queue as u64);
+        opt_u64(&mut w, p.max_queue_ms);
+        w.u64(p.max_open_sandboxes as u64).u64(p.max_open_sandboxes_per_tenant as u64);
         w.u32(self.wasm_modules.len() as u32);
         for (name, b) in &self.wasm_modules {
             w.str(name).bytes(b);
@@ -821,7 +825,15 @@ impl WireStart {
     pub fn decode(payload: &[u8]) -> Result<WireStart, FrameError> {
         let mut r = Reader::new(payload);
         let parent_pid = r.u32()?;
-        let pool = PoolConfig { memory_mb: r.u32()?, max_concurrent: r.u64()? as usize, warm_pool_size: r.u64()? as usize, max_queue: r.u64()? as usize };
+        let pool = PoolConfig {
+            memory_mb: r.u32()?,
+            max_concurrent: r.u64()? as usize,
+            warm_pool_size: r.u64()? as usize,
+            max_queue: r.u64()? as usize,
+            max_queue_ms: read_opt_u64(&mut r)?,
+            max_open_sandboxes: r.u64()? as usize,
+            max_open_sandboxes_per_tenant: r.u64()? as usize,
+        };
         let n = r.u32()? as usize;
         let mut wasm_modules = Vec::with_capacity(n.min(payload.len()));
         for _ in 0..n {
@@ -1035,12 +1047,21 @@ mod tests {
             modules: [("util.ts".to_string(), "export const x = 1".to_string()), ("zod".to_string(), String::new())].into_iter().collect(),
             module_limits: crate::modules::ModuleLimits { max_modules: 9, max_module_bytes: 1000 },
             module_resolver: true,
+            max_queue_ms: None,
         }
     }
 
     #[test]
     fn control_frames_round_trip_and_truncations_are_errors() {
-        let pool = PoolConfig { memory_mb: 64, max_concurrent: 2, warm_pool_size: 1, max_queue: 2 };
+        let pool = PoolConfig {
+            memory_mb: 64,
+            max_concurrent: 2,
+            warm_pool_size: 1,
+            max_queue: 2,
+            max_queue_ms: Some(1500),
+            max_open_sandboxes: 3,
+            max_open_sandboxes_per_tenant: 1,
+        };
         let start = WireStart {
             parent_pid: 7,
             pool,

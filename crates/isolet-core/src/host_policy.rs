@@ -492,23 +492,40 @@ pub fn place_last_resort(hosts: &[HostView], max_runs: usize, alone: bool) -> Op
 /// its host (a memory bomb, a crash, a built-in that ignores termination) can be started
 /// again elsewhere, a sandbox's context cannot.
 pub fn sandbox_host_pool(engine: PoolConfig) -> PoolConfig {
-    PoolConfig { memory_mb: engine.memory_mb, max_concurrent: 1, warm_pool_size: 0, max_queue: 1 }
+    // The parent admitted the sandbox and queued its runs (with their deadlines) already.
+    PoolConfig {
+        memory_mb: engine.memory_mb,
+        max_concurrent: 1,
+        warm_pool_size: 0,
+        max_queue: 1,
+        max_queue_ms: None,
+        max_open_sandboxes: 1,
+        max_open_sandboxes_per_tenant: 1,
+    }
 }
 
-/// Whether another persistent sandbox may open (and a host be started for it), with
-/// `open` sandboxes open, at most `max_concurrent` (the engine's slots: each open
-/// sandbox holds one, so the engine's hosts never number more than its shared hosts, a
-/// spare and `max_concurrent`); `cannot_start`: hosts cannot be started now. The refusal
-/// is typed (overloaded) and says what to do.
-pub fn sandbox_host_refusal(open: usize, max_concurrent: usize, cannot_start: Option<&Failure>) -> Option<Failure> {
-    if open >= max_concurrent {
-        return Some(Failure::new(
-            ErrorKind::Overloaded,
-            format!(
-                "This engine has {open} persistent sandboxes open, each in a sandbox host process of its own, and allows at most {max_concurrent} (maxConcurrentIsolates); close one or try again later"
-            ),
-        ));
+/// The pool a shared host (one-shot runs only) starts with: the parent's whole pool as
+/// its slots and queue (`host_queue_size`), its share of the warm isolates, no queue
+/// deadline (the parent admits, queues and expires runs) and no sandbox (each has a host
+/// of its own).
+pub fn shared_host_pool(engine: PoolConfig, processes: usize) -> PoolConfig {
+    PoolConfig {
+        memory_mb: engine.memory_mb,
+        max_concurrent: engine.max_concurrent,
+        warm_pool_size: engine.warm_pool_size.div_ceil(processes.max(1)),
+        max_queue: host_queue_size(engine.max_concurrent),
+        max_queue_ms: None,
+        max_open_sandboxes: 0,
+        max_open_sandboxes_per_tenant: 0,
     }
+}
+
+/// Whether another persistent sandbox may have a host started for it now: not while no
+/// host can be started (`cannot_start`). The bounds on open sandboxes are the pool's
+/// (`Pool::admit_sandbox`: `maxOpenSandboxes`, `maxOpenSandboxesPerTenant`), so an
+/// engine's hosts never number more than its shared hosts, a spare and
+/// `maxOpenSandboxes`. The refusal is typed (overloaded) and says why.
+pub fn sandbox_host_refusal(cannot_start: Option<&Failure>) -> Option<Failure> {
     cannot_start.map(|f| Failure::new(ErrorKind::Overloaded, format!("No sandbox host process can be started for the sandbox now: {}", f.message)))
 }
 
@@ -1027,15 +1044,25 @@ mod tests {
     }
 
     #[test]
-    fn a_sandbox_host_has_one_slot_no_warm_isolate_and_sandboxes_are_bounded_by_the_slots() {
-        let engine = PoolConfig { memory_mb: 64, max_concurrent: 8, warm_pool_size: 4, max_queue: 100 };
-        assert_eq!(sandbox_host_pool(engine), PoolConfig { memory_mb: 64, max_concurrent: 1, warm_pool_size: 0, max_queue: 1 });
-        assert_eq!(sandbox_host_refusal(7, 8, None), None);
-        let f = sandbox_host_refusal(8, 8, None).unwrap();
-        assert_eq!(f.kind, ErrorKind::Overloaded);
-        assert!(f.message.contains("8 persistent sandboxes open") && f.message.contains("at most 8"), "{}", f.message);
+    fn a_sandbox_host_has_one_slot_no_warm_isolate_and_no_queue_deadline_of_its_own() {
+        let engine = PoolConfig {
+            memory_mb: 64,
+            max_concurrent: 8,
+            warm_pool_size: 4,
+            max_queue: 100,
+            max_queue_ms: Some(30_000),
+            max_open_sandboxes: 256,
+            max_open_sandboxes_per_tenant: 64,
+        };
+        let own = sandbox_host_pool(engine);
+        assert_eq!((own.memory_mb, own.max_concurrent, own.warm_pool_size, own.max_queue), (64, 1, 0, 1));
+        assert_eq!((own.max_queue_ms, own.max_open_sandboxes, own.max_open_sandboxes_per_tenant), (None, 1, 1));
+        let shared = shared_host_pool(engine, 3);
+        assert_eq!((shared.max_concurrent, shared.warm_pool_size, shared.max_queue), (8, 2, 8));
+        assert_eq!((shared.max_queue_ms, shared.max_open_sandboxes), (None, 0), "the parent queues; sandboxes have hosts of their own");
+        assert_eq!(sandbox_host_refusal(None), None);
         let down = start_failure("spawn failed: EAGAIN", "");
-        let f = sandbox_host_refusal(0, 8, Some(&down)).unwrap();
+        let f = sandbox_host_refusal(Some(&down)).unwrap();
         assert_eq!(f.kind, ErrorKind::Overloaded);
         assert!(f.message.contains("EAGAIN"), "{}", f.message);
     }

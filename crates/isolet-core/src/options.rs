@@ -161,6 +161,12 @@ pub const DEFAULT_REQUEST_WALL_TIME_MS: u64 = 30_000;
 pub const DEFAULT_ISOLATION: Isolation = Isolation::Process;
 /// Longest `tenant`, in UTF-8 bytes: the engine keeps counts per tenant name.
 pub const MAX_TENANT_BYTES: usize = 256;
+/// `idleTimeoutMs` of a persistent sandbox unless it says otherwise: an open sandbox keeps
+/// its memory (and in process mode a host process) while nobody uses it, so one that is
+/// forgotten is closed after 10 minutes without a run rather than never.
+pub const DEFAULT_SANDBOX_IDLE_TIMEOUT_MS: u64 = 600_000;
+/// Most open sandboxes an engine may be configured to allow (`maxOpenSandboxes`).
+const MAX_OPEN_SANDBOXES: u64 = 100_000;
 
 /// The bridge limits, shared by `defaultBridgeLimits` and a request's `bridgeLimits`.
 pub const BRIDGE_LIMITS: &[Opt] = &[
@@ -182,6 +188,8 @@ pub const ISOLATE_LIMITS: &[Opt] = &[
     whole("memoryMb", MEM.0, MEM.1, None, &["memoryLimitMb"]),
     whole("cpuTimeMs", 1, MAX_TIME_MS, Some(DEFAULT_REQUEST_CPU_TIME_MS), &[]),
     whole("wallTimeMs", 1, MAX_TIME_MS, Some(DEFAULT_REQUEST_WALL_TIME_MS), &["timeoutMs", "timeout"]),
+    // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
+    whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
 ];
 
 /// `runSandbox(code, options)`.
@@ -209,6 +217,8 @@ pub const RUN_SANDBOX: &[Opt] = &[
     opt("resolve", Kind::Function),
     whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
     whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
+    // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
+    whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
 ];
 
 /// `new SandboxEngine(config)`.
@@ -218,6 +228,10 @@ pub const ENGINE_CONFIG: &[Opt] = &[
     whole("warmPoolSize", 0, 256, Some(0), &["warmPool"]),
     whole("maxQueueSize", 0, 1_000_000, Some(1000), &["queueSize"]),
     whole("processes", 1, 64, Some(2), &[]),
+    whole("maxQueueMs", 0, MAX_TIME_MS, Some(crate::queue::DEFAULT_MAX_QUEUE_MS), &["queueTimeoutMs"]),
+    whole("maxOpenSandboxes", 1, MAX_OPEN_SANDBOXES, Some(crate::queue::DEFAULT_MAX_OPEN_SANDBOXES as u64), &["maxSandboxes"]),
+    // Default: a quarter of maxOpenSandboxes (`queue::default_max_open_sandboxes_per_tenant`).
+    whole("maxOpenSandboxesPerTenant", 1, MAX_OPEN_SANDBOXES, None, &["maxSandboxesPerTenant"]),
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("defaultIsolateLimits", Kind::Object(ISOLATE_LIMITS)),
     opt("defaultBridgeLimits", Kind::Object(BRIDGE_LIMITS)),
@@ -533,6 +547,9 @@ pub struct RunPlan {
     pub module_limits: ModuleLimits,
     /// A `resolve` function answers imports the map does not hold.
     pub module_resolver: bool,
+    /// `maxQueueMs`: how long the run may wait for a slot (`None`: the engine's). Not sent
+    /// to sandbox hosts: the parent queues.
+    pub max_queue_ms: Option<u64>,
 }
 
 /// The module options of a run: its `ExecMode::Module` choice and its map, limits and
@@ -709,6 +726,7 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         modules,
         module_limits,
         module_resolver,
+        max_queue_ms: f.whole("maxQueueMs")?,
     })
 }
 
@@ -722,6 +740,10 @@ pub struct EngineConfig {
     pub warm_pool_size: u32,
     pub max_queue_size: u32,
     pub processes: u32,
+    /// How long a run may wait for a slot unless it says otherwise (`maxQueueMs`).
+    pub max_queue_ms: u64,
+    pub max_open_sandboxes: u32,
+    pub max_open_sandboxes_per_tenant: u32,
     pub isolation: Isolation,
     /// Limits of a request that names none.
     pub default_limits: IsolateLimits,
@@ -797,6 +819,9 @@ impl EngineConfig {
             max_concurrent: self.max_concurrent_isolates as usize,
             warm_pool_size: self.warm_pool_size as usize,
             max_queue: self.max_queue_size as usize,
+            max_queue_ms: Some(self.max_queue_ms),
+            max_open_sandboxes: self.max_open_sandboxes as usize,
+            max_open_sandboxes_per_tenant: self.max_open_sandboxes_per_tenant as usize,
         }
     }
 
@@ -820,12 +845,31 @@ impl EngineConfig {
         let default_bridge = bridge_limits(&bridge, BridgeLimits::default(), BRIDGE_NAMES)?;
         let tools = f.names("tools")?.unwrap_or_default();
         check_tool_names("tools", "tool", &tools)?;
+        // As memoryMb: the engine's own option wins over defaultIsolateLimits'.
+        let max_queue_ms = match (f.whole("maxQueueMs")?, isolate.whole("maxQueueMs")?) {
+            (Some(ms), _) | (None, Some(ms)) => ms,
+            (None, None) => f.whole_or_default("maxQueueMs")?,
+        };
+        let max_open_sandboxes = f.whole_or_default("maxOpenSandboxes")?;
+        let per_tenant = match f.whole("maxOpenSandboxesPerTenant")? {
+            Some(n) if n > max_open_sandboxes => {
+                return Err(err(
+                    "maxOpenSandboxesPerTenant",
+                    format!("maxOpenSandboxesPerTenant must be at most maxOpenSandboxes ({max_open_sandboxes}), got {n}"),
+                ))
+            }
+            Some(n) => n,
+            None => crate::queue::default_max_open_sandboxes_per_tenant(max_open_sandboxes as usize) as u64,
+        };
         Ok(EngineConfig {
             memory_mb,
             max_concurrent_isolates: f.whole_or_default("maxConcurrentIsolates")? as u32,
             warm_pool_size: f.whole_or_default("warmPoolSize")? as u32,
             max_queue_size: f.whole_or_default("maxQueueSize")? as u32,
             processes: f.whole_or_default("processes")? as u32,
+            max_queue_ms,
+            max_open_sandboxes: max_open_sandboxes as u32,
+            max_open_sandboxes_per_tenant: per_tenant as u32,
             isolation: Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION),
             default_limits,
             default_bridge,
@@ -890,6 +934,7 @@ impl EngineConfig {
             modules,
             module_limits,
             module_resolver,
+            max_queue_ms: isolate.whole("maxQueueMs")?,
         })
     }
 
@@ -1011,7 +1056,7 @@ pub const TOOL_REFUSAL_NAME: &str = "PermissionError";
 /// The sandbox-wide options of `createSandbox(options)` (see `crate::sandbox`).
 pub const SANDBOX_LIMITS: &[Opt] = &[
     whole("totalCpuTimeMs", 1, MAX_TIME_MS, None, &["maxTotalCpuTimeMs", "cpuBudgetMs"]),
-    whole("idleTimeoutMs", 1, MAX_TIME_MS, None, &["idleMs", "idleTimeout"]),
+    whole("idleTimeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_SANDBOX_IDLE_TIMEOUT_MS), &["idleMs", "idleTimeout"]),
     whole("maxTotalHostCalls", 0, MAX_COUNT, None, &["totalHostCalls"]),
 ];
 
@@ -1026,6 +1071,8 @@ pub const SANDBOX_RUN: &[Opt] = &[
     opt("type", Kind::OneOf(CODE_TYPES)),
     opt("modules", Kind::ModuleMap),
     opt("resolve", Kind::Function),
+    // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
+    whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
 ];
 
 /// Options of runSandbox a persistent sandbox does not take: the per-call `signal`.
@@ -1073,10 +1120,11 @@ pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPl
         modules,
         module_limits,
         module_resolver,
+        max_queue_ms: f.whole("maxQueueMs")?,
     };
     let limits = crate::sandbox::SandboxLimits {
         total_cpu_time_ms: f.whole("totalCpuTimeMs")?,
-        idle_timeout_ms: f.whole("idleTimeoutMs")?,
+        idle_timeout_ms: Some(f.whole_or_default("idleTimeoutMs")?),
         max_total_host_calls: f.whole("maxTotalHostCalls")?,
     };
     Ok(crate::sandbox::SandboxPlan { base, limits })
@@ -1108,6 +1156,9 @@ pub(crate) fn sandbox_run(
     plan.module_resolver = f.function("resolve")? || sandbox.base.module_resolver;
     if let Some(wall) = f.whole("timeoutMs")? {
         plan.limits.wall_time_ms = wall;
+    }
+    if let Some(ms) = f.whole("maxQueueMs")? {
+        plan.max_queue_ms = Some(ms);
     }
     let own_cpu = f.whole("cpuTimeMs")?.or(plan.limits.cpu_time_ms);
     plan.limits.cpu_time_ms = budget.run_cpu_limit_ms(&sandbox.limits, own_cpu);
@@ -1344,6 +1395,49 @@ mod tests {
         assert_eq!(e.message, "defaultIsolateLimits must be an object, got 5");
         let e = EngineConfig::from_raw(&s("x")).unwrap_err();
         assert_eq!(e.message, "SandboxEngine config must be an object, got 'x'");
+    }
+
+    #[test]
+    fn engine_bounds_on_sandboxes_and_queue_waits_have_defaults_and_names() {
+        let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        assert_eq!((c.max_open_sandboxes, c.max_open_sandboxes_per_tenant, c.max_queue_ms), (256, 64, 30_000));
+        let pool = c.pool();
+        assert_eq!((pool.max_open_sandboxes, pool.max_open_sandboxes_per_tenant, pool.max_queue_ms), (256, 64, Some(30_000)));
+        // The per-tenant default follows the engine's bound: a quarter, at least 1.
+        let c = EngineConfig::from_raw(&obj(&[("maxOpenSandboxes", num(10.0))])).unwrap();
+        assert_eq!((c.max_open_sandboxes, c.max_open_sandboxes_per_tenant), (10, 2));
+        let c = EngineConfig::from_raw(&obj(&[("maxOpenSandboxes", num(2.0))])).unwrap();
+        assert_eq!(c.max_open_sandboxes_per_tenant, 1);
+        let e = EngineConfig::from_raw(&obj(&[("maxOpenSandboxes", num(8.0)), ("maxOpenSandboxesPerTenant", num(9.0))])).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("maxOpenSandboxesPerTenant", "maxOpenSandboxesPerTenant must be at most maxOpenSandboxes (8), got 9"));
+        let e = EngineConfig::from_raw(&obj(&[("maxOpenSandboxes", num(0.0))])).unwrap_err();
+        assert_eq!(e.message, "maxOpenSandboxes must be a whole number from 1 to 100000, got 0");
+        assert!(EngineConfig::from_raw(&obj(&[("maxSandboxes", num(3.0))])).unwrap_err().message.ends_with("did you mean maxOpenSandboxes?"));
+        // maxQueueMs: the engine's own wins over defaultIsolateLimits', as memoryMb does.
+        let limits = |ms: f64| obj(&[("maxQueueMs", num(ms))]);
+        assert_eq!(EngineConfig::from_raw(&obj(&[("defaultIsolateLimits", limits(700.0))])).unwrap().max_queue_ms, 700);
+        assert_eq!(EngineConfig::from_raw(&obj(&[("maxQueueMs", num(0.0)), ("defaultIsolateLimits", limits(700.0))])).unwrap().max_queue_ms, 0);
+        let e = EngineConfig::from_raw(&obj(&[("maxQueueMs", num(-1.0))])).unwrap_err();
+        assert_eq!(e.message, "maxQueueMs must be a whole number from 0 to 2147483647, got -1");
+        // A request's own, else none (the engine's applies when it is queued).
+        let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        let request = |extra: &[(&str, Raw)]| obj(&[&[("code", s("return 1"))], extra].concat());
+        assert_eq!(c.plan(&request(&[])).unwrap().max_queue_ms, None);
+        assert_eq!(c.plan(&request(&[("isolateLimits", limits(250.0))])).unwrap().max_queue_ms, Some(250));
+        let e = c.plan(&request(&[("maxQueueMs", num(5.0))])).unwrap_err();
+        assert!(e.message.contains("not a known option"), "{}", e.message);
+        // runSandbox, createSandbox and sandbox.run take it under the same name.
+        assert_eq!(run_sandbox(&code(), &obj(&[("maxQueueMs", num(40.0))])).unwrap().max_queue_ms, Some(40));
+        assert_eq!(run_sandbox(&code(), &Raw::Undefined).unwrap().max_queue_ms, None);
+        let sandbox = crate::sandbox::sandbox_plan(&obj(&[("maxQueueMs", num(60.0))])).unwrap();
+        assert_eq!(sandbox.base.max_queue_ms, Some(60));
+        let budget = crate::sandbox::Budget::default();
+        assert_eq!(crate::sandbox::run_plan(&sandbox, &budget, &code(), &Raw::Undefined).unwrap().max_queue_ms, Some(60));
+        assert_eq!(crate::sandbox::run_plan(&sandbox, &budget, &code(), &obj(&[("maxQueueMs", num(5.0))])).unwrap().max_queue_ms, Some(5));
+        // A sandbox closes after 10 idle minutes unless it says otherwise.
+        let plain = crate::sandbox::sandbox_plan(&Raw::Undefined).unwrap();
+        assert_eq!((plain.limits.idle_timeout_ms, plain.base.max_queue_ms), (Some(DEFAULT_SANDBOX_IDLE_TIMEOUT_MS), None));
+        assert_eq!(DEFAULT_SANDBOX_IDLE_TIMEOUT_MS, 600_000);
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! The engine's scheduling and accounting, generic over what a run and a warm isolate
 //! are, so every rule is testable without V8: admission (a concurrency cap, then a
 //! bounded queue served round-robin across tenants, refusal when full or when too many
-//! stuck threads run), removal of a waiting run (abort while queued), per-tenant counts,
-//! the warm-pool target, warm/cold start counting, and thread accounting for shutdown's
-//! "idle" test.
+//! stuck threads run), queue deadlines (`maxQueueMs`), removal of a waiting run (abort
+//! while queued), the bounds on open persistent sandboxes (per engine and per tenant),
+//! per-tenant counts, the warm-pool target, warm/cold start counting, and thread
+//! accounting for shutdown's "idle" test.
 //!
-//! Fairness rules (see [`AdmissionQueue`] and [`IDLE_TENANTS_KEPT`]): one FIFO per
-//! tenant, tenants served in turn; a full queue makes room by pushing out the newest run
-//! of the tenant holding the most; per-tenant counts live while a tenant has runs queued
-//! or running, and for at most [`IDLE_TENANTS_KEPT`] idle tenants after that.
-use std::collections::{BTreeMap, HashMap, VecDeque};
+//! Fairness rules (see [`AdmissionQueue`], [`Pool`] and [`IDLE_TENANTS_KEPT`]): one FIFO
+//! per tenant, tenants served in turn; a full queue makes room by pushing out the newest
+//! run of the tenant holding the most; no run waits past its queue deadline; slots are
+//! held by runs only (a persistent sandbox's runs included), never by an idle sandbox;
+//! per-tenant counts live while a tenant has runs queued or running or sandboxes open,
+//! and for at most [`IDLE_TENANTS_KEPT`] idle tenants after that.
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::error::{ErrorKind, Failure};
@@ -183,11 +186,12 @@ impl<T> AdmissionQueue<T> {
     }
 }
 
-/// How many tenants with nothing queued or running keep their counts (for `stats()`);
-/// beyond that, the one idle longest is forgotten. Tenants with runs queued or running
-/// are always kept, and there are at most `max_queue + max_concurrent` of those, so a
-/// caller naming a new tenant per run cannot grow the counts without bound (each name is
-/// at most `options::MAX_TENANT_BYTES` long).
+/// How many tenants with nothing queued, running or open keep their counts (for
+/// `stats()`); beyond that, the one idle longest is forgotten. Tenants with runs queued
+/// or running, or sandboxes open, are always kept, and there are at most `max_queue +
+/// max_concurrent + max_open_sandboxes` of those, so a caller naming a new tenant per run
+/// cannot grow the counts without bound (each name is at most `options::MAX_TENANT_BYTES`
+/// long).
 pub const IDLE_TENANTS_KEPT: usize = 256;
 
 /// One tenant's counts, as `Pool::tenants` reports them.
@@ -196,6 +200,8 @@ pub struct TenantCounts {
     pub tenant: Tenant,
     pub queued: usize,
     pub running: usize,
+    /// Persistent sandboxes of the tenant open now.
+    pub sandboxes: usize,
     /// Runs that ended, since the tenant was last forgotten (see [`IDLE_TENANTS_KEPT`]).
     pub completed: u64,
     pub failed: HashMap<ErrorKind, u64>,
@@ -204,9 +210,11 @@ pub struct TenantCounts {
 #[derive(Debug, Default)]
 struct TenantRecord {
     running: usize,
+    sandboxes: usize,
     completed: u64,
     failed: HashMap<ErrorKind, u64>,
-    /// Set while nothing of the tenant is queued or running: its key in `TenantBook::idle`.
+    /// Set while nothing of the tenant is queued, running or open: its key in
+    /// `TenantBook::idle`.
     idle_since: Option<u64>,
 }
 
@@ -220,7 +228,8 @@ struct TenantBook {
 }
 
 impl TenantBook {
-    /// The record of `tenant`, which has a run queued or running now (made if new).
+    /// The record of `tenant`, which has a run queued or running, or a sandbox open, now
+    /// (made if new).
     fn busy(&mut self, tenant: &Tenant) -> &mut TenantRecord {
         let record = self.records.entry(tenant.clone()).or_default();
         if let Some(stamp) = record.idle_since.take() {
@@ -229,11 +238,11 @@ impl TenantBook {
         record
     }
 
-    /// Marks `tenant` idle once it has nothing running and no run `queued`, then forgets
-    /// the tenants idle longest beyond the cap.
+    /// Marks `tenant` idle once it has nothing running or open and no run `queued`, then
+    /// forgets the tenants idle longest beyond the cap.
     fn settle(&mut self, tenant: &Tenant, queued: usize) {
         let Some(record) = self.records.get_mut(tenant) else { return };
-        if queued > 0 || record.running > 0 || record.idle_since.is_some() {
+        if queued > 0 || record.running > 0 || record.sandboxes > 0 || record.idle_since.is_some() {
             return;
         }
         self.idle_stamps += 1;
@@ -251,6 +260,11 @@ impl TenantBook {
         let record = self.records.get_mut(tenant)?;
         record.running = record.running.saturating_sub(1);
         Some(record)
+    }
+
+    /// Sandboxes of `tenant` open now.
+    fn sandboxes_of(&self, tenant: &Tenant) -> usize {
+        self.records.get(tenant).map_or(0, |r| r.sandboxes)
     }
 }
 
@@ -287,6 +301,31 @@ pub struct PoolConfig {
     pub max_concurrent: usize,
     pub warm_pool_size: usize,
     pub max_queue: usize,
+    /// `maxQueueMs`: how long a run may wait for a slot unless it says otherwise (see
+    /// [`Pool::expire_queued`]); `None`: as long as it takes (a sandbox host's pool, whose
+    /// runs the parent admitted already).
+    pub max_queue_ms: Option<u64>,
+    /// `maxOpenSandboxes`: persistent sandboxes open at once (see [`Pool::admit_sandbox`]).
+    pub max_open_sandboxes: usize,
+    /// `maxOpenSandboxesPerTenant`: of those, the most one named tenant may hold.
+    pub max_open_sandboxes_per_tenant: usize,
+}
+
+/// `maxQueueMs` unless the engine says otherwise: how long a run waits for a slot before
+/// it fails. A run queued behind a full engine of runs at the longest default wall limit
+/// (an engine request's, 30 s) gets the first slot one of them frees within it; bursts of
+/// short runs (runSandbox's default limit is 5 s) drain many times over in that time.
+pub const DEFAULT_MAX_QUEUE_MS: u64 = 30_000;
+
+/// `maxOpenSandboxes` unless the engine says otherwise. An idle open sandbox costs about
+/// 2 MB (thread mode) or 10-16 MB of the machine's memory (process mode: a host process
+/// each; see docs/budgets.md), so 256 of them fit a small machine in either mode.
+pub const DEFAULT_MAX_OPEN_SANDBOXES: usize = 256;
+
+/// `maxOpenSandboxesPerTenant` unless the engine says otherwise: a quarter of the
+/// engine's bound (at least 1), so one tenant cannot hold every place.
+pub fn default_max_open_sandboxes_per_tenant(max_open_sandboxes: usize) -> usize {
+    (max_open_sandboxes / 4).max(1)
 }
 
 /// Counters kept as runs and threads come and go.
@@ -302,6 +341,9 @@ pub struct PoolCounters {
     pub threads: usize,
     /// Of those, threads that ignored termination and still run.
     pub quarantined: usize,
+    /// Runs that waited in the queue past their `maxQueueMs` and failed (never counted as
+    /// failed runs: they never held a slot).
+    pub queue_expired: u64,
 }
 
 /// What `Pool::admit` decided for a new run.
@@ -316,6 +358,28 @@ pub enum Admission<T> {
     QueuedInPlaceOf(T, Failure),
     /// Refused, with the failure to answer it with.
     Refused(T, Failure),
+}
+
+/// The moment a run asks for a slot: the engine's clock (ms from any fixed start, for
+/// queue deadlines) and its stuck threads (see [`stuck_thread_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmitAt {
+    pub now_ms: u64,
+    pub quarantined: usize,
+    pub max_quarantined: usize,
+}
+
+/// How long a queued run may wait, from when it was queued.
+#[derive(Debug, Clone, Copy)]
+struct QueueWait {
+    since_ms: u64,
+    max_ms: u64,
+}
+
+impl QueueWait {
+    fn deadline(&self) -> u64 {
+        self.since_ms.saturating_add(self.max_ms)
+    }
 }
 
 /// Counts a run's outcome (`failed`: its error kind) in the engine's and, when it has
@@ -339,14 +403,27 @@ fn count_outcome(counters: &mut PoolCounters, record: Option<&mut TenantRecord>,
 
 /// Runs (`T`, cloned into the active set) and warm isolates (`W`, a handle to hand a
 /// run to) under one owner; the engine keeps it behind its one lock.
+///
+/// **Slots are for runs.** A slot is held by a run while it runs, whether a one-shot run
+/// or a run (or call) of a persistent sandbox, and every run is admitted the same way:
+/// a free slot, else the fair queue. An open sandbox holds no slot while idle; open
+/// sandboxes are bounded by their own counts, `maxOpenSandboxes` per engine and
+/// `maxOpenSandboxesPerTenant` per named tenant, since what they cost is memory.
+///
+/// **Queue deadlines.** A queued run waits at most its `maxQueueMs` (else the engine's);
+/// past it the backend's timer calls [`Pool::expire_queued`] and the run fails
+/// (overloaded) instead of waiting on: a full engine answers late, never not at all.
 #[derive(Debug)]
 pub struct Pool<T, W> {
     config: PoolConfig,
     shutdown: bool,
     active: HashMap<u64, (Tenant, T)>,
-    /// Open persistent sandboxes, each holding a slot for its life (see `admit_sandbox`).
+    /// Open persistent sandboxes and their tenants (see `admit_sandbox`).
     sandboxes: HashMap<u64, Tenant>,
     queue: AdmissionQueue<T>,
+    /// Queued runs with a deadline, soonest first, and their waits by id.
+    deadlines: BTreeSet<(u64, u64)>,
+    waits: HashMap<u64, QueueWait>,
     tenants: TenantBook,
     warm: VecDeque<W>,
     counters: PoolCounters,
@@ -360,6 +437,8 @@ impl<T: Clone, W> Pool<T, W> {
             active: HashMap::new(),
             sandboxes: HashMap::new(),
             queue: AdmissionQueue::new(config.max_queue),
+            deadlines: BTreeSet::new(),
+            waits: HashMap::new(),
             tenants: TenantBook::default(),
             warm: VecDeque::new(),
             counters: PoolCounters::default(),
@@ -370,28 +449,39 @@ impl<T: Clone, W> Pool<T, W> {
         &self.config
     }
 
-    /// Admits run `id` of `tenant`: refused once shut down or when `quarantined` stuck
-    /// threads reach `max_quarantined`; started while a slot is free; else queued in its
-    /// tenant's line, maybe in place of another tenant's run, or refused when the queue
-    /// is full (the rules of [`AdmissionQueue`]). Refused and pushed-out runs are not
-    /// counted as failed: they never held a slot.
-    pub fn admit(&mut self, id: u64, tenant: Tenant, run: T, quarantined: usize, max_quarantined: usize) -> Admission<T> {
+    /// Admits run `id` of `tenant`: refused once shut down or when too many stuck threads
+    /// run (`at`); started while a slot is free; else queued in its tenant's line, maybe in
+    /// place of another tenant's run, or refused when the queue is full (the rules of
+    /// [`AdmissionQueue`]) or when it may not wait at all (`maxQueueMs` 0). It waits at
+    /// most `max_queue_ms` (`None`: the engine's). Refused, pushed-out and expired runs
+    /// are not counted as failed: they never held a slot.
+    pub fn admit(&mut self, id: u64, tenant: Tenant, run: T, max_queue_ms: Option<u64>, at: AdmitAt) -> Admission<T> {
         if self.shutdown {
             return Admission::Refused(run, Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"));
         }
-        if let Some(failure) = stuck_thread_refusal(quarantined, max_quarantined) {
+        if let Some(failure) = stuck_thread_refusal(at.quarantined, at.max_quarantined) {
             return Admission::Refused(run, failure);
         }
-        if self.slots_taken() < self.config.max_concurrent {
+        if self.active.len() < self.config.max_concurrent {
             self.tenants.busy(&tenant).running += 1;
             self.active.insert(id, (tenant, run.clone()));
             return Admission::Start(run);
+        }
+        let max_wait = max_queue_ms.or(self.config.max_queue_ms);
+        if max_wait == Some(0) {
+            return Admission::Refused(run, self.queue_deadline_failure(0, 0));
         }
         let full = format!("The engine's queue is full ({} waiting)", self.config.max_queue);
         match self.queue.push(id, tenant.clone(), run) {
             Ok(pushed_out) => {
                 self.tenants.busy(&tenant);
+                if let Some(max_ms) = max_wait {
+                    let wait = QueueWait { since_ms: at.now_ms, max_ms };
+                    self.deadlines.insert((wait.deadline(), id));
+                    self.waits.insert(id, wait);
+                }
                 let Some(out) = pushed_out else { return Admission::Queued };
+                self.forget_wait(out.id);
                 self.settle(&out.tenant);
                 let message = format!("{full} and this run's tenant held the most of it; it made room for another tenant's run; try again later");
                 Admission::QueuedInPlaceOf(out.item, Failure::new(ErrorKind::Overloaded, message))
@@ -400,9 +490,53 @@ impl<T: Clone, W> Pool<T, W> {
         }
     }
 
+    /// The failure of a run that waited `waited_ms` for a slot, past its `max_ms`.
+    fn queue_deadline_failure(&self, waited_ms: u64, max_ms: u64) -> Failure {
+        let (busy, slots, queued) = (self.active.len(), self.config.max_concurrent, self.queue.len());
+        let wait = if max_ms == 0 { "may not wait for one (maxQueueMs 0)".to_string() } else { format!("waited {waited_ms} ms for one, past its maxQueueMs of {max_ms} ms") };
+        Failure::new(
+            ErrorKind::Overloaded,
+            format!("Every isolate slot of the engine is taken ({busy} of {slots}, {queued} runs waiting) and this run {wait}; try again later, or raise maxQueueMs"),
+        )
+    }
+
+    /// Takes out of the queue every run whose wait reached its deadline by `now_ms`, each
+    /// with the failure to answer it with.
+    pub fn expire_queued(&mut self, now_ms: u64) -> Vec<(T, Failure)> {
+        let mut expired = Vec::new();
+        while let Some(&(deadline, id)) = self.deadlines.first() {
+            if deadline > now_ms {
+                break;
+            }
+            let wait = self.waits.get(&id).copied();
+            let Some(item) = self.remove_queued(id) else {
+                self.deadlines.remove(&(deadline, id));
+                continue;
+            };
+            let wait = wait.unwrap_or(QueueWait { since_ms: now_ms, max_ms: 0 });
+            self.counters.queue_expired += 1;
+            expired.push((item, self.queue_deadline_failure(now_ms.saturating_sub(wait.since_ms), wait.max_ms)));
+        }
+        expired
+    }
+
+    /// When the next queued run reaches its deadline (engine clock, ms), if one waits
+    /// with a deadline: the backend's timer wakes then to call `expire_queued`.
+    pub fn next_queue_deadline(&self) -> Option<u64> {
+        self.deadlines.first().map(|&(deadline, _)| deadline)
+    }
+
+    /// Queued run `id` left the queue: its deadline goes too.
+    fn forget_wait(&mut self, id: u64) {
+        if let Some(wait) = self.waits.remove(&id) {
+            self.deadlines.remove(&(wait.deadline(), id));
+        }
+    }
+
     /// Takes a waiting run out of line (aborted before it started).
     pub fn remove_queued(&mut self, id: u64) -> Option<T> {
         let removed = self.queue.remove(id)?;
+        self.forget_wait(id);
         self.settle(&removed.tenant);
         Some(removed.item)
     }
@@ -425,7 +559,7 @@ impl<T: Clone, W> Pool<T, W> {
     }
 
     /// Run `id` gave its slot back: count its outcome (`failed`: its error kind) and its
-    /// thread if quarantined.
+    /// thread if quarantined. A run of a persistent sandbox too: its slot was its own.
     pub fn finished(&mut self, id: u64, failed: Option<ErrorKind>, quarantined: bool) {
         let Some((tenant, _)) = self.active.remove(&id) else {
             return; // not a run of this pool's slots: never counted twice
@@ -441,10 +575,11 @@ impl<T: Clone, W> Pool<T, W> {
     /// The queued run whose turn it is (round-robin across tenants, see
     /// [`AdmissionQueue`]), now holding a slot, while a slot is free (never after shutdown).
     pub fn next_to_start(&mut self) -> Option<T> {
-        if self.shutdown || self.slots_taken() >= self.config.max_concurrent {
+        if self.shutdown || self.active.len() >= self.config.max_concurrent {
             return None;
         }
         let Queued { id, tenant, item } = self.queue.pop()?;
+        self.forget_wait(id);
         self.tenants.busy(&tenant).running += 1;
         self.active.insert(id, (tenant, item.clone()));
         Some(item)
@@ -458,7 +593,8 @@ impl<T: Clone, W> Pool<T, W> {
         }
     }
 
-    /// Marks `tenant` idle if it has nothing queued or running (see [`IDLE_TENANTS_KEPT`]).
+    /// Marks `tenant` idle if it has nothing queued, running or open (see
+    /// [`IDLE_TENANTS_KEPT`]).
     fn settle(&mut self, tenant: &Tenant) {
         self.tenants.settle(tenant, self.queue.queued_of(tenant));
     }
@@ -500,7 +636,8 @@ impl<T: Clone, W> Pool<T, W> {
         self.shutdown = true;
         self.warm.clear();
         let mut queued = Vec::with_capacity(self.queue.len());
-        for Queued { tenant, item, .. } in self.queue.drain() {
+        for Queued { id, tenant, item } in self.queue.drain() {
+            self.forget_wait(id);
             self.settle(&tenant);
             queued.push(item);
         }
@@ -511,7 +648,7 @@ impl<T: Clone, W> Pool<T, W> {
         self.shutdown
     }
 
-    /// No run holds a slot and every thread left is a quarantined one.
+    /// No run holds a slot, no sandbox is open and every thread left is a quarantined one.
     pub fn is_idle(&self) -> bool {
         self.active.is_empty() && self.sandboxes.is_empty() && self.counters.threads <= self.counters.quarantined
     }
@@ -532,15 +669,12 @@ impl<T: Clone, W> Pool<T, W> {
         self.queue.len()
     }
 
-    /// Slots held by runs and by open sandboxes.
-    fn slots_taken(&self) -> usize {
-        self.active.len() + self.sandboxes.len()
-    }
-
-    /// Opens persistent sandbox `id` of `tenant`: it holds one slot from now until
-    /// `sandbox_closed`, like a run that lasts. Never queued: refused (overloaded) when
-    /// every slot is taken, so opening never waits behind runs; refused once shut down or
-    /// when too many stuck threads run, as runs are.
+    /// Opens persistent sandbox `id` of `tenant`. It takes no slot (its runs do, through
+    /// `admit`); it counts against `maxOpenSandboxes` and, for a named tenant,
+    /// `maxOpenSandboxesPerTenant` until `sandbox_closed`. Runs naming no tenant are the
+    /// embedder's own and share one count, the engine's: a caller that is to be bounded
+    /// is given a tenant. Refused (overloaded, naming the bound) past either; refused once
+    /// shut down or when too many stuck threads run, as runs are. Never queued.
     pub fn admit_sandbox(&mut self, id: u64, tenant: Tenant, quarantined: usize, max_quarantined: usize) -> Result<(), Failure> {
         if self.shutdown {
             return Err(Failure::new(ErrorKind::Aborted, "The sandbox engine is shut down"));
@@ -548,40 +682,36 @@ impl<T: Clone, W> Pool<T, W> {
         if let Some(failure) = stuck_thread_refusal(quarantined, max_quarantined) {
             return Err(failure);
         }
-        if self.slots_taken() >= self.config.max_concurrent {
-            let message = format!(
-                "Every isolate slot of the engine is taken ({} of {}, {} by open sandboxes); close a sandbox or try again later",
-                self.slots_taken(),
-                self.config.max_concurrent,
-                self.sandboxes.len()
-            );
-            return Err(Failure::new(ErrorKind::Overloaded, message));
+        let (open, max) = (self.sandboxes.len(), self.config.max_open_sandboxes);
+        if open >= max {
+            return Err(Failure::new(
+                ErrorKind::Overloaded,
+                format!("The engine has {open} persistent sandboxes open, at most maxOpenSandboxes ({max}); close one or try again later"),
+            ));
         }
-        self.tenants.busy(&tenant).running += 1;
+        if let Some(name) = tenant.name() {
+            let (theirs, max) = (self.tenants.sandboxes_of(&tenant), self.config.max_open_sandboxes_per_tenant);
+            if theirs >= max {
+                return Err(Failure::new(
+                    ErrorKind::Overloaded,
+                    format!("Tenant '{name}' has {theirs} persistent sandboxes open, at most maxOpenSandboxesPerTenant ({max}); close one of them or try again later"),
+                ));
+            }
+        }
+        self.tenants.busy(&tenant).sandboxes += 1;
         self.sandboxes.insert(id, tenant);
         Ok(())
     }
 
-    /// Sandbox `id` closed and gave its slot back (`quarantined`: its thread was left
-    /// running). Given back once. Not an outcome: its runs are counted, each once (see
-    /// `sandbox_run_finished`), the failure that closed it among them.
-    pub fn sandbox_closed(&mut self, id: u64, quarantined: bool) -> bool {
+    /// Sandbox `id` closed: it no longer counts as open. Counted once (false after).
+    /// Not an outcome: its runs were counted, each once, as they gave their slots back.
+    pub fn sandbox_closed(&mut self, id: u64) -> bool {
         let Some(tenant) = self.sandboxes.remove(&id) else { return false };
-        self.tenants.release(&tenant);
-        if quarantined {
-            self.counters.quarantined += 1;
+        if let Some(record) = self.tenants.records.get_mut(&tenant) {
+            record.sandboxes = record.sandboxes.saturating_sub(1);
         }
         self.settle(&tenant);
         true
-    }
-
-    /// A run (or call) of a persistent sandbox of `tenant` ended: counted like a one-shot
-    /// run's outcome, in the engine's and the tenant's counts (`failed`: its error kind).
-    /// Its slot is the sandbox's, given back by `sandbox_closed` (which may come first: a
-    /// run whose thread was quarantined closes its sandbox before it answers).
-    pub fn sandbox_run_finished(&mut self, tenant: &Tenant, failed: Option<ErrorKind>) {
-        let record = self.tenants.records.get_mut(tenant);
-        count_outcome(&mut self.counters, record, failed);
     }
 
     /// Open persistent sandboxes.
@@ -594,8 +724,8 @@ impl<T: Clone, W> Pool<T, W> {
         self.sandboxes.keys().copied().collect()
     }
 
-    /// Per tenant with runs queued or running, and the latest idle ones (at most
-    /// [`IDLE_TENANTS_KEPT`]): its counts, the shared tenant first, then by name.
+    /// Per tenant with runs queued or running or sandboxes open, and the latest idle ones
+    /// (at most [`IDLE_TENANTS_KEPT`]): its counts, the shared tenant first, then by name.
     pub fn tenants(&self) -> Vec<TenantCounts> {
         let mut all: Vec<TenantCounts> = self
             .tenants
@@ -605,6 +735,7 @@ impl<T: Clone, W> Pool<T, W> {
                 tenant: tenant.clone(),
                 queued: self.queue.queued_of(tenant),
                 running: r.running,
+                sandboxes: r.sandboxes,
                 completed: r.completed,
                 failed: r.failed.clone(),
             })
@@ -613,557 +744,6 @@ impl<T: Clone, W> Pool<T, W> {
         all
     }
 }
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(max_concurrent: usize, max_queue: usize, warm_pool_size: usize) -> PoolConfig {
-        PoolConfig { memory_mb: 128, max_concurrent, warm_pool_size, max_queue }
-    }
-
-    fn pool(max_concurrent: usize, max_queue: usize) -> Pool<&'static str, u32> {
-        Pool::new(config(max_concurrent, max_queue, 0))
-    }
-
-    fn id_item<T>(e: Queued<T>) -> (u64, T) {
-        (e.id, e.item)
-    }
-
-    fn kind<T>(a: &Admission<T>) -> Option<ErrorKind> {
-        match a {
-            Admission::Refused(_, f) => Some(f.kind),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn admits_up_to_the_cap_then_queues_then_refuses_as_overloaded() {
-        let mut p = pool(2, 1);
-        assert_eq!(p.admit(1, Tenant::SHARED, "a", 0, 32), Admission::Start("a"));
-        assert_eq!(p.admit(2, Tenant::SHARED, "b", 0, 32), Admission::Start("b"));
-        assert_eq!(p.admit(3, Tenant::SHARED, "c", 0, 32), Admission::Queued);
-        let refused = p.admit(4, Tenant::SHARED, "d", 0, 32);
-        assert_eq!(kind(&refused), Some(ErrorKind::Overloaded));
-        let Admission::Refused(back, f) = refused else { unreachable!() };
-        assert_eq!(back, "d");
-        assert!(f.message.contains("queue is full (1 waiting)"), "{}", f.message);
-        assert_eq!((p.busy(), p.queued()), (2, 1));
-    }
-
-    #[test]
-    fn a_freed_slot_starts_the_oldest_queued_run() {
-        let mut p = pool(1, 3);
-        p.admit(1, Tenant::SHARED, "a", 0, 32);
-        for (id, r) in [(2, "b"), (3, "c"), (4, "d")] {
-            assert_eq!(p.admit(id, Tenant::SHARED, r, 0, 32), Admission::Queued);
-        }
-        assert_eq!(p.next_to_start(), None, "the slot is still taken");
-        p.finished(1, None, false);
-        assert_eq!(p.next_to_start(), Some("b"));
-        assert_eq!(p.next_to_start(), None);
-        assert_eq!(p.remove_queued(3), Some("c"));
-        p.finished(2, Some(ErrorKind::Timeout), false);
-        assert_eq!(p.next_to_start(), Some("d"));
-        assert_eq!(p.counters().completed, 1);
-        assert_eq!(p.counters().failed.get(&ErrorKind::Timeout), Some(&1));
-    }
-
-    #[test]
-    fn a_slot_is_counted_free_once() {
-        let mut p = pool(1, 0);
-        p.admit(1, Tenant::SHARED, "a", 0, 32);
-        p.finished(1, None, true);
-        p.finished(1, Some(ErrorKind::Internal), true);
-        assert_eq!(p.counters().completed, 1);
-        assert!(p.counters().failed.is_empty());
-        assert_eq!(p.counters().quarantined, 1);
-        // A run that never held a slot of this pool changes nothing.
-        p.finished(9, None, false);
-        assert_eq!(p.counters().completed, 1);
-    }
-
-    #[test]
-    fn too_many_stuck_threads_refuses_as_overloaded() {
-        let mut p = pool(4, 4);
-        assert_eq!(p.admit(1, Tenant::SHARED, "a", 2, 3), Admission::Start("a"));
-        let refused = p.admit(2, Tenant::SHARED, "b", 3, 3);
-        assert_eq!(kind(&refused), Some(ErrorKind::Overloaded));
-        let Admission::Refused(_, f) = refused else { unreachable!() };
-        assert!(f.message.contains("ISOLET_MAX_QUARANTINED=3"), "{}", f.message);
-        assert_eq!(max_quarantined(None), DEFAULT_MAX_QUARANTINED);
-        assert_eq!(max_quarantined(Some("1")), 1);
-        assert_eq!(max_quarantined(Some("lots")), DEFAULT_MAX_QUARANTINED);
-    }
-
-    #[test]
-    fn after_shutdown_nothing_starts_and_new_runs_are_aborted() {
-        let mut p = pool(1, 2);
-        p.admit(1, Tenant::SHARED, "a", 0, 32);
-        p.admit(2, Tenant::SHARED, "b", 0, 32);
-        p.admit(3, Tenant::SHARED, "c", 0, 32);
-        let (queued, running) = p.shutdown();
-        assert_eq!(queued, vec!["b", "c"]);
-        assert_eq!(running, vec!["a"]);
-        assert_eq!(kind(&p.admit(4, Tenant::SHARED, "d", 0, 32)), Some(ErrorKind::Aborted));
-        p.finished(1, None, false);
-        assert_eq!(p.next_to_start(), None);
-        assert_eq!(p.warm_to_create(), 0);
-    }
-
-    #[test]
-    fn warm_pool_target_counts_isolates_being_made() {
-        let mut p: Pool<&str, u32> = Pool::new(config(4, 4, 3));
-        assert_eq!(p.warm_to_create(), 3);
-        assert_eq!(p.warm_to_create(), 0, "three are already being made");
-        p.warm_ready(Some(10));
-        p.warm_ready(None); // one failed to come up
-        assert_eq!(p.warm(), 1);
-        assert_eq!(p.warm_to_create(), 1);
-        p.warm_ready(Some(11));
-        p.warm_ready(Some(12));
-        assert_eq!(p.warm(), 3);
-        assert_eq!(p.warm_to_create(), 0);
-        // Warm isolates made before a shutdown are dropped when they come up after it.
-        let mut q: Pool<&str, u32> = Pool::new(config(4, 4, 1));
-        assert_eq!(q.warm_to_create(), 1);
-        q.shutdown();
-        q.warm_ready(Some(1));
-        assert_eq!(q.warm(), 0);
-    }
-
-    #[test]
-    fn warm_isolates_serve_only_runs_with_their_memory() {
-        let mut p: Pool<&str, u32> = Pool::new(config(4, 4, 2));
-        p.warm_to_create();
-        p.warm_ready(Some(1));
-        p.warm_ready(Some(2));
-        assert_eq!(p.take_warm(64), None, "another memory limit needs a cold isolate");
-        assert_eq!(p.take_warm(128), Some(1));
-        p.count_start(true);
-        p.count_start(false);
-        assert_eq!((p.counters().warm_starts, p.counters().cold_starts), (1, 1));
-        assert_eq!(p.take_warm(128), Some(2));
-        assert_eq!(p.take_warm(128), None);
-    }
-
-    #[test]
-    fn idle_means_no_slot_taken_and_only_quarantined_threads_left() {
-        let mut p = pool(2, 0);
-        assert!(p.is_idle());
-        p.admit(1, Tenant::SHARED, "a", 0, 32);
-        p.thread_started();
-        assert!(!p.is_idle());
-        // The run's thread ignored termination: its slot is given back, the thread stays.
-        p.finished(1, Some(ErrorKind::Timeout), true);
-        assert!(p.is_idle());
-        p.thread_started(); // a warm thread
-        assert!(!p.is_idle());
-        p.thread_exited(false);
-        assert!(p.is_idle());
-        // The quarantined thread ends on its own.
-        p.thread_exited(true);
-        assert_eq!((p.counters().threads, p.counters().quarantined), (0, 0));
-        // A run that took a slot and could not use it frees it without being counted.
-        p.admit(2, Tenant::SHARED, "b", 0, 32);
-        p.forget(2);
-        assert!(p.is_idle());
-        assert_eq!(p.counters().completed, 0);
-    }
-
-    #[test]
-    fn an_open_sandbox_holds_a_slot_until_it_closes() {
-        let mut p = pool(2, 1);
-        assert_eq!(p.admit_sandbox(100, Tenant::SHARED, 0, 32), Ok(()));
-        assert_eq!(p.open_sandboxes(), 1);
-        assert_eq!(p.admit(1, Tenant::SHARED, "a", 0, 32), Admission::Start("a"));
-        // Both slots taken: a run queues, another sandbox is refused at once.
-        assert_eq!(p.admit(2, Tenant::SHARED, "b", 0, 32), Admission::Queued);
-        let refused = p.admit_sandbox(101, Tenant::SHARED, 0, 32).unwrap_err();
-        assert_eq!(refused.kind, ErrorKind::Overloaded);
-        assert!(refused.message.contains("1 by open sandboxes"), "{}", refused.message);
-        assert_eq!(p.next_to_start(), None);
-        assert!(!p.is_idle());
-        // Closing gives the slot back to the queued run; counted once.
-        assert!(p.sandbox_closed(100, false));
-        assert!(!p.sandbox_closed(100, false));
-        assert_eq!(p.next_to_start(), Some("b"));
-        p.finished(1, None, false);
-        p.finished(2, None, false);
-        assert!(p.is_idle());
-    }
-
-    #[test]
-    fn a_sandbox_runs_outcomes_count_like_runs_in_its_tenants_counts() {
-        let mut p = pool(2, 4);
-        let t = Tenant::named("t");
-        p.admit_sandbox(5, t.clone(), 0, 32).unwrap();
-        p.sandbox_run_finished(&t, None);
-        p.sandbox_run_finished(&t, Some(ErrorKind::Timeout));
-        assert_eq!(p.counters().completed, 1);
-        assert_eq!(p.counters().failed.get(&ErrorKind::Timeout), Some(&1));
-        let counts = |p: &Pool<&str, u32>| p.tenants().into_iter().find(|c| c.tenant == Tenant::named("t")).unwrap();
-        let c = counts(&p);
-        assert_eq!((c.running, c.completed, c.failed.get(&ErrorKind::Timeout).copied()), (1, 1, Some(1)), "the slot stays the sandbox's");
-        // Closing is not an outcome; a run that answers after its sandbox closed still counts.
-        assert!(p.sandbox_closed(5, true));
-        assert_eq!(p.counters().failed.values().sum::<u64>(), 1);
-        p.sandbox_run_finished(&t, Some(ErrorKind::MemoryLimit));
-        let c = counts(&p);
-        assert_eq!((c.running, c.completed, c.failed.values().sum::<u64>()), (0, 1, 2));
-    }
-
-    #[test]
-    fn a_sandbox_closed_by_a_stuck_run_counts_its_thread_as_quarantined() {
-        let mut p = pool(1, 0);
-        p.admit_sandbox(7, Tenant::named("t"), 0, 32).unwrap();
-        p.thread_started();
-        assert!(p.sandbox_closed(7, true));
-        assert_eq!(p.counters().quarantined, 1);
-        assert!(p.is_idle(), "only a quarantined thread is left");
-        p.thread_exited(true);
-        assert_eq!(p.counters().quarantined, 0);
-        // After shutdown, and with too many stuck threads, no sandbox opens.
-        assert_eq!(p.admit_sandbox(8, Tenant::SHARED, 32, 32).unwrap_err().kind, ErrorKind::Overloaded);
-        p.shutdown();
-        assert_eq!(p.admit_sandbox(9, Tenant::SHARED, 0, 32).unwrap_err().kind, ErrorKind::Aborted);
-    }
-
-    #[test]
-    fn fifo_order_and_capacity() {
-        let mut q = AdmissionQueue::new(2);
-        q.push(1, Tenant::SHARED, "a").unwrap();
-        q.push(2, Tenant::SHARED, "b").unwrap();
-        assert_eq!(q.push(3, Tenant::SHARED, "c"), Err(QueueFull("c")));
-        assert_eq!(q.pop().map(id_item), Some((1, "a")));
-        q.push(3, Tenant::SHARED, "c").unwrap();
-        assert_eq!(q.drain().into_iter().map(id_item).collect::<Vec<_>>(), vec![(2, "b"), (3, "c")]);
-        assert!(q.is_empty());
-    }
-
-    #[test]
-    fn removes_a_waiting_entry_by_id() {
-        let mut q = AdmissionQueue::new(3);
-        for (i, s) in [(1, "a"), (2, "b"), (3, "c")] {
-            q.push(i, Tenant::SHARED, s).unwrap();
-        }
-        assert_eq!(q.remove(2).map(|e| e.item), Some("b"));
-        assert!(q.remove(2).is_none());
-        assert_eq!(q.len(), 2);
-        assert_eq!(q.pop().map(id_item), Some((1, "a")));
-    }
-
-    #[test]
-    fn zero_capacity_refuses_everything() {
-        let mut q: AdmissionQueue<u8> = AdmissionQueue::new(0);
-        assert_eq!(q.push(1, Tenant::SHARED, 9), Err(QueueFull(9)));
-    }
-
-    // --- Fairness across tenants ---
-
-    /// Runs that carry their own id and label, so a started run says what it is.
-    type Run = (u64, &'static str);
-
-    fn t(name: &str) -> Tenant {
-        Tenant::named(name)
-    }
-
-    fn counts_of<T: Clone, W>(p: &Pool<T, W>, tenant: &Tenant) -> Option<TenantCounts> {
-        p.tenants().into_iter().find(|c| &c.tenant == tenant)
-    }
-
-    /// With one slot held by run `running`: finishes it and starts the next, until the
-    /// queue is empty; the labels in start order.
-    fn serve_one_at_a_time(p: &mut Pool<Run, u32>, mut running: u64) -> Vec<&'static str> {
-        let mut order = Vec::new();
-        loop {
-            p.finished(running, None, false);
-            let Some((id, label)) = p.next_to_start() else { return order };
-            order.push(label);
-            running = id;
-        }
-    }
-
-    #[test]
-    fn tenants_are_served_in_turn_each_in_its_own_order() {
-        let mut p: Pool<Run, u32> = Pool::new(config(1, 10, 0));
-        assert_eq!(p.admit(1, t("a"), (1, "a0"), 0, 32), Admission::Start((1, "a0")));
-        for (id, tenant, label) in [(2, "a", "a1"), (3, "a", "a2"), (4, "a", "a3"), (5, "b", "b1"), (6, "b", "b2"), (7, "c", "c1")] {
-            assert_eq!(p.admit(id, t(tenant), (id, label), 0, 32), Admission::Queued);
-        }
-        assert_eq!(serve_one_at_a_time(&mut p, 1), ["a1", "b1", "c1", "a2", "b2", "a3"]);
-    }
-
-    #[test]
-    fn a_light_tenant_waits_for_at_most_one_start_of_a_heavy_one() {
-        for slots in [1, 2, 4] {
-            let mut p: Pool<Run, u32> = Pool::new(config(slots, 1000, 0));
-            let mut running: VecDeque<u64> = VecDeque::new();
-            for id in 0..(slots as u64 + 200) {
-                match p.admit(id, t("heavy"), (id, "heavy"), 0, 32) {
-                    Admission::Start(_) => running.push_back(id),
-                    other => assert_eq!(other, Admission::Queued),
-                }
-            }
-            for round in 0..3u64 {
-                let light = 10_000 + round;
-                assert_eq!(p.admit(light, t("light"), (light, "light"), 0, 32), Admission::Queued);
-                let mut heavy_starts_first = 0;
-                loop {
-                    p.finished(running.pop_front().unwrap(), None, false);
-                    let (id, label) = p.next_to_start().expect("heavy still has runs queued");
-                    running.push_back(id);
-                    if label == "light" {
-                        break;
-                    }
-                    heavy_starts_first += 1;
-                }
-                // Plain FIFO would make it wait for all 200 heavy runs queued before it.
-                assert_eq!(heavy_starts_first, 1, "{slots} slots, round {round}");
-            }
-        }
-    }
-
-    #[test]
-    fn a_full_queue_makes_room_from_the_tenant_holding_the_most() {
-        let mut p: Pool<Run, u32> = Pool::new(config(1, 5, 0));
-        p.admit(1, t("heavy"), (1, "h1"), 0, 32);
-        for (id, label) in [(2, "h2"), (3, "h3"), (4, "h4"), (5, "h5"), (6, "h6")] {
-            assert_eq!(p.admit(id, t("heavy"), (id, label), 0, 32), Admission::Queued, "one tenant may fill the queue");
-        }
-        let Admission::Refused(_, f) = p.admit(7, t("heavy"), (7, "h7"), 0, 32) else { panic!("a full queue refuses its holder") };
-        assert_eq!(f.message, "The engine's queue is full (5 waiting); try again later");
-        // Another tenant takes the place of heavy's newest queued run...
-        let Admission::QueuedInPlaceOf(out, f) = p.admit(8, t("light"), (8, "l8"), 0, 32) else { panic!("light is locked out") };
-        assert_eq!((out, f.kind), ((6, "h6"), ErrorKind::Overloaded));
-        assert!(f.message.starts_with("The engine's queue is full (5 waiting) and this run's tenant held the most"), "{}", f.message);
-        assert!(matches!(p.admit(9, t("light"), (9, "l9"), 0, 32), Admission::QueuedInPlaceOf((5, "h5"), _)));
-        // ...until one more would give it more than heavy (3 against 2): tenants one apart
-        // do not push each other out.
-        assert_eq!(kind(&p.admit(10, t("light"), (10, "l10"), 0, 32)), Some(ErrorKind::Overloaded));
-        assert_eq!(kind(&p.admit(11, t("heavy"), (11, "h11"), 0, 32)), Some(ErrorKind::Overloaded));
-        assert_eq!((counts_of(&p, &t("heavy")).unwrap().queued, counts_of(&p, &t("light")).unwrap().queued), (3, 2));
-        assert!(matches!(p.admit(12, t("x"), (12, "x12"), 0, 32), Admission::QueuedInPlaceOf((4, "h4"), _)));
-        // On a tie (2 and 2), the tenant served last (light joined the rotation after
-        // heavy) gives way.
-        assert!(matches!(p.admit(13, t("y"), (13, "y13"), 0, 32), Admission::QueuedInPlaceOf((9, "l9"), _)));
-        assert_eq!(p.queued(), 5);
-        // Pushed-out runs never held a slot: not counted as failed, anywhere.
-        assert!(p.counters().failed.is_empty());
-        assert!(p.tenants().iter().all(|c| c.failed.is_empty()));
-        assert_eq!(serve_one_at_a_time(&mut p, 1), ["h2", "l8", "x12", "y13", "h3"]);
-    }
-
-    #[test]
-    fn a_queue_of_one_never_pushes_out() {
-        let mut p: Pool<Run, u32> = Pool::new(config(1, 1, 0));
-        p.admit(1, t("a"), (1, "a"), 0, 32);
-        assert_eq!(p.admit(2, t("a"), (2, "a"), 0, 32), Admission::Queued);
-        assert_eq!(kind(&p.admit(3, t("b"), (3, "b"), 0, 32)), Some(ErrorKind::Overloaded));
-    }
-
-    #[test]
-    fn an_aborted_queued_run_leaves_its_tenants_line_and_turn() {
-        let mut p: Pool<Run, u32> = Pool::new(config(1, 10, 0));
-        p.admit(1, t("a"), (1, "a0"), 0, 32);
-        for (id, tenant, label) in [(2, "a", "a1"), (3, "b", "b1"), (4, "c", "c1"), (5, "b", "b2")] {
-            p.admit(id, t(tenant), (id, label), 0, 32);
-        }
-        assert_eq!(p.remove_queued(3), Some((3, "b1")));
-        assert_eq!(counts_of(&p, &t("b")).unwrap().queued, 1);
-        assert_eq!(p.remove_queued(5), Some((5, "b2")));
-        assert_eq!(p.remove_queued(5), None);
-        assert_eq!(p.remove_queued(1), None, "a running run is not in the queue");
-        assert_eq!(p.queued(), 2);
-        let b = counts_of(&p, &t("b")).unwrap();
-        assert_eq!((b.queued, b.running, b.completed), (0, 0, 0), "an aborted queued run is not counted");
-        // b left the rotation: its next run joins behind c instead of taking its old turn.
-        p.admit(6, t("b"), (6, "b3"), 0, 32);
-        assert_eq!(serve_one_at_a_time(&mut p, 1), ["a1", "c1", "b3"]);
-    }
-
-    #[test]
-    fn shutdown_drains_every_tenant_in_serving_order() {
-        let mut p: Pool<Run, u32> = Pool::new(config(1, 10, 0));
-        p.admit(1, t("a"), (1, "a0"), 0, 32);
-        for (id, tenant, label) in [(2, "a", "a1"), (3, "a", "a2"), (4, "b", "b1"), (5, "", "s1")] {
-            let tenant = if tenant.is_empty() { Tenant::SHARED } else { t(tenant) };
-            p.admit(id, tenant, (id, label), 0, 32);
-        }
-        let (queued, running) = p.shutdown();
-        assert_eq!(queued.iter().map(|r| r.1).collect::<Vec<_>>(), ["a1", "b1", "s1", "a2"]);
-        assert_eq!(running, [(1, "a0")]);
-        assert_eq!(p.queued(), 0);
-        assert!(p.tenants().iter().all(|c| c.queued == 0));
-        assert_eq!(counts_of(&p, &t("a")).unwrap().running, 1);
-        p.finished(1, Some(ErrorKind::Aborted), false);
-        assert_eq!(p.next_to_start(), None);
-        assert_eq!(counts_of(&p, &t("a")).unwrap().failed.get(&ErrorKind::Aborted), Some(&1));
-    }
-
-    #[test]
-    fn counts_are_kept_per_tenant_and_runs_without_one_share_one() {
-        let mut p: Pool<Run, u32> = Pool::new(config(2, 10, 0));
-        p.admit(1, Tenant::SHARED, (1, "s"), 0, 32);
-        p.admit(2, Tenant::from(None), (2, "s"), 0, 32);
-        p.admit(3, Tenant::from(Some("b")), (3, "b"), 0, 32);
-        p.admit(4, t("a"), (4, "a"), 0, 32);
-        p.admit(5, t("a"), (5, "a"), 0, 32);
-        fn row(c: &TenantCounts) -> (Option<&str>, usize, usize, u64) {
-            (c.tenant.name(), c.queued, c.running, c.completed)
-        }
-        assert_eq!(p.tenants().iter().map(row).collect::<Vec<_>>(), [(None, 0, 2, 0), (Some("a"), 2, 0, 0), (Some("b"), 1, 0, 0)]);
-        p.finished(1, None, false);
-        assert_eq!(p.next_to_start(), Some((3, "b")), "b queued before a");
-        p.finished(2, Some(ErrorKind::Timeout), false);
-        assert_eq!(p.next_to_start(), Some((4, "a")));
-        p.finished(3, Some(ErrorKind::MemoryLimit), false);
-        assert_eq!(p.next_to_start(), Some((5, "a")));
-        p.forget(4); // took a slot, never ran: not counted
-        p.finished(5, None, false);
-        let shared = counts_of(&p, &Tenant::SHARED).unwrap();
-        assert_eq!((shared.queued, shared.running, shared.completed), (0, 0, 1));
-        assert_eq!(shared.failed, HashMap::from([(ErrorKind::Timeout, 1)]));
-        assert_eq!(counts_of(&p, &t("b")).unwrap().failed, HashMap::from([(ErrorKind::MemoryLimit, 1)]));
-        let a = counts_of(&p, &t("a")).unwrap();
-        assert_eq!((a.queued, a.running, a.completed, a.failed.len()), (0, 0, 1, 0));
-        assert_eq!((p.counters().completed, p.counters().failed.values().sum::<u64>()), (2, 2));
-    }
-
-    #[test]
-    fn tenant_counts_stay_bounded_when_every_run_names_a_new_tenant() {
-        let (slots, queue) = (2, 8);
-        let bound = IDLE_TENANTS_KEPT + slots + queue;
-        let mut p: Pool<u64, u32> = Pool::new(config(slots, queue, 0));
-        assert_eq!(p.admit(0, t("slow"), 0, 0, 32), Admission::Start(0));
-        // Runs that start and end, each under a new name.
-        for id in 1..5_000u64 {
-            assert_eq!(p.admit(id, t(&format!("t{id}")), id, 0, 32), Admission::Start(id));
-            p.finished(id, None, false);
-            assert!(p.tenants.records.len() <= bound);
-        }
-        let kept = p.tenants();
-        assert_eq!(kept.len(), IDLE_TENANTS_KEPT + 1);
-        let named = |n: &str| kept.iter().find(|c| c.tenant.name() == Some(n)).cloned();
-        assert_eq!(named("slow").map(|c| c.running), Some(1), "a tenant with a run running is never forgotten");
-        assert_eq!(named("t4999").map(|c| c.completed), Some(1), "the latest idle tenants keep their counts");
-        assert!(named(&format!("t{}", 5_000 - IDLE_TENANTS_KEPT)).is_some());
-        assert!(named(&format!("t{}", 4_999 - IDLE_TENANTS_KEPT)).is_none(), "the longest idle is forgotten");
-        // Runs that wait and are aborted, each under a new name, next to tenants waiting.
-        assert_eq!(p.admit(5_000, t("slot"), 5_000, 0, 32), Admission::Start(5_000));
-        for id in 5_001..5_008u64 {
-            assert_eq!(p.admit(id, t(&format!("w{id}")), id, 0, 32), Admission::Queued);
-        }
-        for id in 6_000..11_000u64 {
-            assert_eq!(p.admit(id, t(&format!("q{id}")), id, 0, 32), Admission::Queued);
-            assert_eq!(p.remove_queued(id), Some(id));
-            assert!(p.tenants.records.len() <= bound);
-            assert!(p.queue.waiting.len() <= queue);
-        }
-        let kept = p.tenants();
-        assert_eq!(kept.len(), IDLE_TENANTS_KEPT + 2 + 7);
-        assert!(kept.iter().filter(|c| c.tenant.name().is_some_and(|n| n.starts_with('w'))).all(|c| c.queued == 1));
-        // Once a forgotten tenant comes back, it starts from zero.
-        p.finished(5_000, None, false);
-        assert_eq!(p.next_to_start(), Some(5_001));
-        p.finished(5_001, None, false);
-        p.next_to_start();
-        assert_eq!(p.admit(11_000, t("t1"), 11_000, 0, 32), Admission::Queued);
-        assert_eq!(counts_of(&p, &t("t1")).map(|c| (c.queued, c.completed)), Some((1, 0)));
-    }
-
-    /// A small deterministic generator, so the interleaving test needs no crate.
-    struct Lcg(u64);
-
-    impl Lcg {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (self.0 >> 33) % n
-        }
-    }
-
-    #[test]
-    fn no_tenant_starts_twice_while_another_waits_for_its_turn() {
-        let names = [None, Some("heavy"), Some("b"), Some("c"), Some("d")];
-        let mut p: Pool<(u64, Tenant), u32> = Pool::new(config(2, 12, 0));
-        let mut rng = Lcg(17);
-        let mut running: Vec<(u64, Tenant)> = Vec::new();
-        let mut queued: HashMap<Tenant, Vec<u64>> = HashMap::new();
-        // Per waiting tenant: who started since it joined the rotation or last started.
-        let mut started_since: HashMap<Tenant, Vec<Tenant>> = HashMap::new();
-        let (mut pushed_out, mut refused, mut starts) = (0, 0, 0);
-        fn on_start(who: &Tenant, started_since: &mut HashMap<Tenant, Vec<Tenant>>, still_waiting: bool) {
-            for (waiting, seen) in started_since.iter_mut().filter(|(w, _)| *w != who) {
-                assert!(!seen.contains(who), "{who:?} started twice while {waiting:?} waited");
-                seen.push(who.clone());
-            }
-            started_since.remove(who);
-            if still_waiting {
-                started_since.insert(who.clone(), Vec::new());
-            }
-        }
-        for id in 0..20_000u64 {
-            match rng.below(10) {
-                // Arrivals, half of them the heavy tenant's.
-                0..=4 => {
-                    let tenant = Tenant::from(if rng.below(2) == 0 { Some("heavy") } else { names[rng.below(5) as usize] });
-                    let joins = queued.get(&tenant).is_none_or(Vec::is_empty);
-                    match p.admit(id, tenant.clone(), (id, tenant.clone()), 0, 32) {
-                        Admission::Start(run) => {
-                            on_start(&tenant, &mut started_since, false);
-                            running.push(run);
-                        }
-                        Admission::Refused(..) => refused += 1,
-                        admission => {
-                            if let Admission::QueuedInPlaceOf((out, owner), _) = admission {
-                                pushed_out += 1;
-                                let line = queued.get_mut(&owner).unwrap();
-                                assert_eq!(line.pop(), Some(out), "the newest run of its tenant");
-                            }
-                            queued.entry(tenant.clone()).or_default().push(id);
-                            if joins {
-                                started_since.insert(tenant, Vec::new());
-                            }
-                        }
-                    }
-                }
-                // An abort of a queued run.
-                5 => {
-                    let waiting: Vec<&Tenant> = queued.iter().filter(|(_, l)| !l.is_empty()).map(|(t, _)| t).collect();
-                    if let Some(tenant) = waiting.get(rng.below(waiting.len().max(1) as u64) as usize).map(|t| (*t).clone()) {
-                        let line = queued.get_mut(&tenant).unwrap();
-                        let victim = line.remove(rng.below(line.len() as u64) as usize);
-                        assert_eq!(p.remove_queued(victim), Some((victim, tenant.clone())));
-                        if line.is_empty() {
-                            started_since.remove(&tenant);
-                        }
-                    }
-                }
-                // A run ends; freed slots go to queued runs.
-                _ => {
-                    if running.is_empty() {
-                        continue;
-                    }
-                    let (done, _) = running.swap_remove(rng.below(running.len() as u64) as usize);
-                    p.finished(done, None, false);
-                    while let Some((next, tenant)) = p.next_to_start() {
-                        let line = queued.get_mut(&tenant).unwrap();
-                        assert_eq!(line.first(), Some(&next), "each tenant's runs start oldest first");
-                        line.remove(0);
-                        starts += 1;
-                        on_start(&tenant, &mut started_since, !line.is_empty());
-                        running.push((next, tenant));
-                    }
-                }
-            }
-            // The counts agree with what the test saw.
-            for c in p.tenants() {
-                assert_eq!(c.queued, queued.get(&c.tenant).map_or(0, Vec::len), "{:?}", c.tenant);
-                assert_eq!(c.running, running.iter().filter(|(_, t)| *t == c.tenant).count(), "{:?}", c.tenant);
-            }
-            assert_eq!(p.queued(), queued.values().map(Vec::len).sum::<usize>());
-            assert!(p.queued() <= 12);
-        }
-        // The interleaving took every path.
-        assert!(pushed_out > 50 && refused > 50 && starts > 1000, "{pushed_out} {refused} {starts}");
-    }
-}
+mod tests;

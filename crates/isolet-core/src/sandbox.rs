@@ -12,9 +12,11 @@
 //! - A run that ignored termination (its thread was quarantined) closes it.
 //! - An internal failure or a lost host closes it.
 //! - The total CPU time or the total host calls used up close it (after that run).
-//! - No run for `idleTimeoutMs` closes it; so does `close()` and the engine's shutdown.
+//! - No run for `idleTimeoutMs` closes it (default 10 minutes; a run waiting for an
+//!   isolate slot is not idleness); so does `close()` and the engine's shutdown.
 //!
-//! Every later run or call of a closed sandbox is refused with [`closed_failure`].
+//! Every later run or call of a closed sandbox is refused with [`closed_failure`]; a run
+//! still waiting for a slot when it closes gets [`waiting_run_failure`].
 use crate::error::{ErrorKind, Failure};
 use crate::options::{self, Raw, RunPlan};
 
@@ -197,6 +199,17 @@ pub fn closed_failure(reason: CloseReason) -> Failure {
     Failure::new(ErrorKind::Validation, format!("The sandbox is closed ({}): {why}", reason.as_str()))
 }
 
+/// What a run of the sandbox that waits in its engine's queue for a slot gets when the
+/// sandbox closes for `reason`: what the run in flight gets (aborted by `close()`, shut
+/// down with the engine), else what every later run gets.
+pub fn waiting_run_failure(reason: CloseReason) -> Failure {
+    match reason {
+        CloseReason::Closed => Failure::aborted(),
+        CloseReason::Shutdown => Failure::shut_down(),
+        other => closed_failure(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +284,9 @@ mod tests {
             assert!(f.message.contains(reason.as_str()));
             assert_eq!(CloseReason::named(reason.as_str()), Some(reason));
         }
+        assert_eq!(waiting_run_failure(CloseReason::Closed).kind, ErrorKind::Aborted);
+        assert_eq!(waiting_run_failure(CloseReason::Shutdown), Failure::shut_down());
+        assert_eq!(waiting_run_failure(CloseReason::IdleTimeout), closed_failure(CloseReason::IdleTimeout));
         let f = budget_failure(CloseReason::TotalCpuTime, &limits(Some(50), None)).unwrap();
         assert_eq!((f.kind, f.limit), (ErrorKind::Timeout, Some("cpu")));
         assert!(f.message.contains("50 ms"));
