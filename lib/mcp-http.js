@@ -6,7 +6,12 @@
 //   - Host and Origin are checked first (DNS rebinding: a web page whose name resolves to
 //     127.0.0.1 must not reach the server); then the bearer token, if one is configured;
 //   - a request body is read up to maxBodyBytes (413 past it), headers and body within
-//     fixed timeouts, and the sockets open at once are capped;
+//     fixed timeouts;
+//   - a socket is unauthenticated until a request on it passes those checks: such sockets
+//     are capped per remote address and in total (past either cap the oldest one goes, so
+//     a newcomer always gets its turn) and each has UNAUTHENTICATED_MS to pass; the
+//     authenticated ones are capped by the sessions they can serve (503 past it). Nobody
+//     who lacks the token can take a place a client with the token needs;
 //   - sessions are capped (maxSessions, 503 past it) and closed after sessionIdleMs
 //     without a request; each holds at most maxRunsPerSession tool calls (lib/mcp.js).
 // Shutdown (close(), or SIGTERM/SIGINT in the CLI) refuses new requests, lets the runs in
@@ -26,6 +31,14 @@ const HEADERS_TIMEOUT_MS = 10_000;
 const REQUEST_TIMEOUT_MS = 30_000;
 /** How long shutdown waits for answers to be written once every run has settled. */
 const DRAIN_MS = 5_000;
+/**
+ * Sockets that have not passed the Host/Origin/token checks yet: at most this many per
+ * remote address and in all, each for at most UNAUTHENTICATED_MS. A client that has the
+ * token sends it in its first request, so it leaves this state within a round trip.
+ */
+const UNAUTHENTICATED_PER_ADDRESS = 32;
+const UNAUTHENTICATED_TOTAL = 256;
+const UNAUTHENTICATED_MS = 5_000;
 
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
 
@@ -157,9 +170,56 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
   const runs = new Set(); // tool calls in flight, every session
   let openPosts = 0;
   let postsDrained = null;
+  // Each session may hold its runs' streams, a GET stream and a request or two.
+  const maxAuthenticated = httpSettings.maxSessions * (httpSettings.maxRunsPerSession + 2) + 16;
+  const unauthenticated = new Map(); // socket -> { timer (its deadline), address }, oldest first
+  const unauthenticatedBy = new Map(); // remote address -> its unauthenticated sockets, oldest first
+  const authenticated = new Set();
   let stopping = false;
   let allowedHosts;
   let allowedOrigins;
+
+  /** Takes a socket out of the unauthenticated ones (it passed, or it is gone). */
+  const forget = (socket) => {
+    const entry = unauthenticated.get(socket);
+    if (entry === undefined) return;
+    clearTimeout(entry.timer);
+    unauthenticated.delete(socket);
+    const mine = unauthenticatedBy.get(entry.address);
+    mine.delete(socket);
+    if (mine.size === 0) unauthenticatedBy.delete(entry.address);
+  };
+  const evictOldest = (sockets) => {
+    const oldest = sockets.keys().next().value;
+    forget(oldest);
+    oldest.destroy();
+  };
+  const onConnection = (socket) => {
+    const address = socket.remoteAddress ?? '';
+    let mine = unauthenticatedBy.get(address);
+    if (mine === undefined) unauthenticatedBy.set(address, (mine = new Set()));
+    mine.add(socket);
+    const timer = setTimeout(() => {
+      forget(socket);
+      socket.destroy();
+    }, UNAUTHENTICATED_MS);
+    timer.unref();
+    unauthenticated.set(socket, { timer, address });
+    if (mine.size > UNAUTHENTICATED_PER_ADDRESS) evictOldest(mine);
+    if (unauthenticated.size > UNAUTHENTICATED_TOTAL) evictOldest(unauthenticated);
+    socket.once('close', () => {
+      forget(socket);
+      authenticated.delete(socket);
+    });
+  };
+  /** Counts the socket of a request that passed every check; false once the authenticated ones are at their cap. */
+  const admit = (socket) => {
+    if (authenticated.has(socket)) return true;
+    if (authenticated.size >= maxAuthenticated) return false;
+    forget(socket);
+    authenticated.add(socket);
+    return true;
+  };
 
   const closeSession = (rec, why) => {
     if (rec.closed) return rec.closed;
@@ -226,6 +286,12 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
         return reply(res, 401, -32001, m === null ? 'Unauthorized: a bearer token is required' : 'Unauthorized: wrong bearer token', { 'www-authenticate': challenge });
       }
     }
+    if (!admit(req.socket)) {
+      return reply(res, 503, -32000, `Server busy: ${maxAuthenticated} connections open (maxSessions x (maxRunsPerSession + 2) + 16); retry later`, {
+        'retry-after': '5',
+        connection: 'close',
+      });
+    }
     if (url.pathname !== MCP_PATH) return reply(res, 404, -32000, `Not found: the MCP endpoint is ${MCP_PATH}`);
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
       return reply(res, 405, -32000, 'Method not allowed', { allow: 'GET, POST, DELETE' });
@@ -267,8 +333,8 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
   });
   server.headersTimeout = HEADERS_TIMEOUT_MS;
   server.requestTimeout = REQUEST_TIMEOUT_MS;
-  // Each session may hold its runs' streams, a GET stream and a request or two.
-  server.maxConnections = httpSettings.maxSessions * (httpSettings.maxRunsPerSession + 2) + 16;
+  // Not server.maxConnections: it counts sockets before anyone is authenticated.
+  server.on('connection', onConnection);
 
   try {
     await new Promise((resolve, reject) => {
@@ -324,4 +390,4 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
   };
 }
 
-module.exports = { listenHttp, MCP_PATH };
+module.exports = { listenHttp, MCP_PATH, UNAUTHENTICATED_PER_ADDRESS, UNAUTHENTICATED_TOTAL, UNAUTHENTICATED_MS };
