@@ -33,8 +33,7 @@ describe('isolet mcp --http stateful: one sandbox per session, released with it'
         timeoutMs: 5000,
         memoryMb: 32,
         isolation,
-        // A slot for every session: the silent ones hold theirs until they expire.
-        engine: { maxConcurrentIsolates: SESSIONS + 2, warmPoolSize: 0, processes: 1 },
+        engine: { maxConcurrentIsolates: AT_ONCE, warmPoolSize: 0, processes: 1 },
       });
       // The idle timeout is generous: a loaded machine can keep a client silent a while
       // between its initialize and its next request.

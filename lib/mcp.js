@@ -119,7 +119,7 @@ function createMcpServer(settings, shared = {}) {
     }
   });
 
-  /** This session's sandbox; refused (every slot taken), a tool error that says why and what frees one. */
+  /** Opens a sandbox for this session; refused (the engine's maxOpenSandboxes reached), a tool error that says why and what frees one. */
   async function openSessionSandbox() {
     try {
       return await engine.openSandbox({
@@ -136,7 +136,7 @@ function createMcpServer(settings, shared = {}) {
       throw errorOfKind(
         'Overloaded',
         `No sandbox could be opened for this MCP session, so nothing ran: ${error.message}. ` +
-          `Each stateful session keeps a sandbox of its own, and each holds one of the server's isolate slots; ` +
+          `Each stateful session keeps a sandbox of its own, and the server's engine keeps at most maxOpenSandboxes open; ` +
           `one is freed when another session ends${idle}. Try the call again later.`,
       );
     }
