@@ -322,7 +322,7 @@ describe('fair scheduling across tenants', () => {
     try {
       await engine.submit({ requestId: rid(), code: 'return 1' }).done;
       // Thread mode gives the slot back once the isolate is disposed, just after the answer.
-      await expect.poll(() => engine.stats().tenants).toEqual([{ tenant: null, queued: 0, running: 0, completed: 1, failed: {} }]);
+      await expect.poll(() => engine.stats().tenants).toEqual([{ tenant: null, queued: 0, running: 0, sandboxes: 0, completed: 1, failed: {} }]);
       const bad = await engine.submit({ requestId: rid(), code: 'return 1', tenant: '' }).done;
       expect(bad.type === 'error' && bad.error.message).toMatch(/request\.tenant/);
     } finally {

@@ -94,9 +94,10 @@ impl Inner {
         AdmitAt { now_ms: self.now_ms(), quarantined: quarantine::quarantined(), max_quarantined: quarantine::max_quarantined() }
     }
 
-    /// Wakes the timer by the pool's next queue deadline (under `pool`'s lock).
-    fn arm_timer(&self, pool: &Pool<Job, WarmIsolate>) {
-        if let Some(deadline) = pool.next_queue_deadline() {
+    /// Wakes the timer by `deadline` (the pool's next, read under its lock; armed after
+    /// it is released, as arming may start the timer's thread).
+    fn arm_timer(&self, deadline: Option<u64>) {
+        if let Some(deadline) = deadline {
             self.timer.arm(self.epoch + Duration::from_millis(deadline));
         }
     }
@@ -225,7 +226,12 @@ impl Engine {
         let mut launch = Launch::default();
         match admission {
             Admission::Start(job) => self.start(&mut pool, job, &mut launch),
-            Admission::Queued => self.inner.arm_timer(&pool),
+            Admission::Queued => {
+                let deadline = pool.next_queue_deadline();
+                drop(pool);
+                self.inner.arm_timer(deadline);
+                return;
+            }
             Admission::Refused(job, failure) => {
                 drop(pool);
                 job.run().refuse(failure);
@@ -233,8 +239,9 @@ impl Engine {
             }
             Admission::QueuedInPlaceOf(out, failure) => {
                 // Another tenant's newest queued run gave its place up (the queue is full).
-                self.inner.arm_timer(&pool);
+                let deadline = pool.next_queue_deadline();
                 drop(pool);
+                self.inner.arm_timer(deadline);
                 out.run().refuse(failure);
                 return;
             }

@@ -153,7 +153,8 @@ impl SandboxCore {
 
     /// A run of the sandbox waits in the engine's queue (so the sandbox is not idle).
     fn run_waiting(&self) -> bool {
-        lock(&self.state).waiting.as_ref().is_some_and(|w| w.strong_count() > 0)
+        let waiting = lock(&self.state).waiting.as_ref().and_then(Weak::upgrade);
+        waiting.is_some_and(|run| !run.has_answered())
     }
 
     /// A run of the sandbox ignored termination (its thread was quarantined): the sandbox
