@@ -331,9 +331,9 @@ describe('serveHttp with stateful: true', () => {
   });
 
   for (const isolation of ['process', 'thread'] as const) {
-    it(`a session whose sandbox cannot be opened (every slot held by other sessions) gets a tool error saying why, and is served once a slot is free (${isolation})`, async () => {
+    it(`a session whose sandbox cannot be opened (the engine's maxOpenSandboxes held by other sessions) gets a tool error saying why, and is served once one closes (${isolation})`, async () => {
       const { serveHttp, mcpSettings } = require('../lib/mcp');
-      const settings = mcpSettings({ stateful: true, statefulIdleMs: 60_000, timeoutMs: 2000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 1, warmPoolSize: 0, processes: 1 } });
+      const settings = mcpSettings({ stateful: true, statefulIdleMs: 60_000, timeoutMs: 2000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 1, maxOpenSandboxes: 1, warmPoolSize: 0, processes: 1 } });
       const served = await serveHttp(settings, { token: TOKEN, maxSessions: 4 });
       try {
         const a = await connect(served.url);
@@ -342,9 +342,9 @@ describe('serveHttp with stateful: true', () => {
         const refused = await call(b, 'var who = "b"; who');
         expect(refused.isError).toBe(true);
         const text = (refused.content[0] as { text: string }).text;
-        expect(text).toMatch(/^SandboxError \[ERR_ISOLET_OVERLOADED\]: No sandbox could be opened for this MCP session, so nothing ran: /);
+        expect(text).toMatch(/^SandboxError \[ERR_ISOLET_OVERLOADED\]: No sandbox could be opened for this MCP session, so nothing ran: The engine has 1 persistent sandboxes open, at most maxOpenSandboxes \(1\)/);
         expect(text).toMatch(/one is freed when another session ends or has been idle for 60000 ms/);
-        // The session that holds the slot is unharmed; the refused one is served once it frees.
+        // The session that holds the sandbox is unharmed; the refused one is served once it closes.
         expect((await call(a, 'who')).content[0].text).toBe('"a"');
         await (a.transport as StreamableHTTPClientTransport).terminateSession();
         await a.close();
