@@ -13,7 +13,10 @@
 //     authenticated ones are capped by the sessions they can serve (503 past it). Nobody
 //     who lacks the token can take a place a client with the token needs;
 //   - sessions are capped (maxSessions, 503 past it) and closed after sessionIdleMs
-//     without a request; each holds at most maxRunsPerSession tool calls (lib/mcp.js).
+//     without a request; each holds at most maxRunsPerSession tool calls (lib/mcp.js);
+//   - answers are written with backpressure: a big result's text is escaped and written
+//     piece by piece as the client reads (never built whole), and a session whose client
+//     reads nothing for READ_STALL_MS while the server has bytes for it is ended.
 // Shutdown (close(), or SIGTERM/SIGINT in the CLI) refuses new requests, lets the runs in
 // flight settle and answer, then closes every session and the engine.
 const http = require('node:http');
@@ -39,6 +42,8 @@ const DRAIN_MS = 5_000;
 const UNAUTHENTICATED_PER_ADDRESS = 32;
 const UNAUTHENTICATED_TOTAL = 256;
 const UNAUTHENTICATED_MS = 5_000;
+/** A session whose client takes none of the bytes written to it for this long is ended. */
+const READ_STALL_MS = 10_000;
 
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
 
@@ -110,6 +115,127 @@ function reply(res, status, code, message, headers = {}) {
   }
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+/**
+ * Takes over `res.write`/`end`/`writeHead` of a session's POST response, whose bytes the
+ * SDK transport writes: where the placeholder of a deferred answer shows up, the answer's
+ * text is written instead, piece by piece, each piece escaped as a JSON string's content
+ * and written once the previous one has drained; writes made meanwhile wait their turn.
+ * When the reader takes nothing for READ_STALL_MS while bytes wait, `onStall` runs.
+ * Returns `defer(pieces)`, which gives the placeholder for a text.
+ */
+function answerWriter(res, onStall) {
+  const write = res.write.bind(res);
+  const end = res.end.bind(res);
+  const writeHead = res.writeHead.bind(res);
+  const deferred = new Map(); // placeholder -> the pieces of its text
+  let held = null; // calls made while an answer is being written, replayed after it
+  let stall = null;
+  const disarm = () => {
+    clearTimeout(stall);
+    stall = null;
+  };
+  res.on('drain', disarm);
+  res.once('close', disarm);
+  const send = (chunk, encoding, callback) => {
+    const ok = write(chunk, encoding, callback);
+    if (!ok && stall === null && !res.destroyed) {
+      stall = setTimeout(onStall, READ_STALL_MS);
+      stall.unref();
+    }
+    return ok;
+  };
+  const drained = () =>
+    new Promise((resolve) => {
+      const done = () => {
+        res.off('drain', done);
+        res.off('close', done);
+        resolve();
+      };
+      res.on('drain', done);
+      res.on('close', done);
+    });
+  const find = (bytes) => {
+    let found = null;
+    for (const key of deferred.keys()) {
+      const at = bytes.indexOf(key);
+      if (at >= 0 && (found === null || at < found.at)) found = { at, key };
+    }
+    return found;
+  };
+  const expand = async (bytes) => {
+    for (let found = find(bytes); found !== null; found = find(bytes)) {
+      const pieces = deferred.get(found.key);
+      deferred.delete(found.key);
+      send(bytes.subarray(0, found.at));
+      for (const piece of pieces) {
+        if (res.destroyed) return;
+        // The SDK put the placeholder inside a JSON string: the text goes there escaped.
+        if (!send(JSON.stringify(piece).slice(1, -1))) await drained();
+      }
+      bytes = bytes.subarray(found.at + found.key.length);
+    }
+    send(bytes);
+  };
+  const release = () => {
+    const calls = held;
+    held = null;
+    if (res.destroyed) return;
+    // A replayed write may start another answer: the calls after it are held again.
+    for (const replay of calls) replay();
+    // The writer told "false" waits for a drain that Node will not emit if nothing is buffered.
+    if (held === null && !res.destroyed && !res.writableNeedDrain) res.emit('drain');
+  };
+  res.writeHead = (status, ...rest) => {
+    // The answer will be longer than the bytes the SDK counted: let Node send it chunked.
+    const headers = rest[rest.length - 1];
+    if (deferred.size > 0 && headers !== null && typeof headers === 'object' && !Array.isArray(headers)) {
+      rest[rest.length - 1] = Object.fromEntries(Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'content-length'));
+    }
+    return writeHead(status, ...rest);
+  };
+  res.write = (chunk, encoding, callback) => {
+    if (held !== null) {
+      held.push(() => res.write(chunk, encoding, callback));
+      return false;
+    }
+    if (deferred.size === 0) return send(chunk, encoding, callback);
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk, typeof encoding === 'string' ? encoding : 'utf8') : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (find(bytes) === null) return send(chunk, encoding, callback);
+    held = [];
+    expand(bytes).then(
+      () => {
+        if (typeof callback === 'function') callback();
+        release();
+      },
+      () => res.destroy(),
+    );
+    return false;
+  };
+  res.end = (...args) => {
+    if (held !== null) {
+      held.push(() => res.end(...args));
+      return res;
+    }
+    return end(...args);
+  };
+  return (pieces) => {
+    const placeholder = `isolet-answer:${crypto.randomUUID()}`;
+    deferred.set(placeholder, pieces);
+    return placeholder;
+  };
+}
+
+/** Ids of the JSON-RPC requests in a POST body (one message or a batch). */
+function requestIds(body) {
+  const ids = [];
+  for (const message of Array.isArray(body) ? body : [body]) {
+    if (message !== null && typeof message === 'object' && typeof message.method === 'string' && (typeof message.id === 'string' || typeof message.id === 'number')) {
+      ids.push(message.id);
+    }
+  }
+  return ids;
 }
 
 /** The body as parsed JSON, or an HTTP error already sent (resolves with undefined). */
@@ -236,8 +362,11 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
   };
 
   const newSession = () => {
-    const rec = { id: undefined, transport: null, mcp: null, busy: 0, timer: null, closed: null };
-    rec.mcp = createMcpServer(settings, { engine, maxRuns: httpSettings.maxRunsPerSession, runs });
+    // answers: request id -> the defer of the response its answer goes to (null: an id
+    // sent twice at once, whose answer is not deferred); responses: every open one.
+    const rec = { id: undefined, transport: null, mcp: null, busy: 0, timer: null, closed: null, answers: new Map(), responses: new Set() };
+    const deferText = (requestId, pieces) => rec.answers.get(requestId)?.(pieces) ?? null;
+    rec.mcp = createMcpServer(settings, { engine, maxRuns: httpSettings.maxRunsPerSession, runs, deferText });
     rec.transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (id) => {
@@ -252,9 +381,28 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     return rec;
   };
 
+  /** The answers to the requests in `body` go to `res`, through an answerWriter. */
+  const routeAnswers = (rec, res, body) => {
+    const ids = requestIds(body);
+    if (ids.length === 0) return;
+    const defer = answerWriter(res, () => {
+      closeSession(rec, `its client read nothing of its answers for ${READ_STALL_MS} ms`);
+      for (const open of rec.responses) open.destroy();
+    });
+    for (const id of ids) rec.answers.set(id, rec.answers.has(id) ? null : defer);
+    res.once('close', () => {
+      for (const id of ids) {
+        const routed = rec.answers.get(id);
+        if (routed === defer || routed === null) rec.answers.delete(id);
+      }
+    });
+  };
+
   // Activity: a session is idle when none of its POSTs is open (a GET stream that only
   // listens does not keep it). Each response's end may start the idle clock.
   const track = (rec, res, isPost) => {
+    rec.responses.add(res);
+    res.once('close', () => rec.responses.delete(res));
     if (isPost) {
       openPosts++;
       rec.busy++;
@@ -304,6 +452,7 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
       track(rec, res, isPost);
       const body = isPost ? await readJsonBody(req, res, httpSettings.maxBodyBytes) : undefined;
       if (isPost && body === undefined) return;
+      if (isPost) routeAnswers(rec, res, body);
       return rec.transport.handleRequest(req, res, body);
     }
     if (!isPost) return reply(res, 400, -32000, 'Bad Request: no session ID (mcp-session-id) given');
@@ -390,4 +539,4 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
   };
 }
 
-module.exports = { listenHttp, MCP_PATH, UNAUTHENTICATED_PER_ADDRESS, UNAUTHENTICATED_TOTAL, UNAUTHENTICATED_MS };
+module.exports = { listenHttp, MCP_PATH, UNAUTHENTICATED_PER_ADDRESS, UNAUTHENTICATED_TOTAL, UNAUTHENTICATED_MS, READ_STALL_MS };

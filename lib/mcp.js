@@ -50,6 +50,9 @@ function toolDescription(capabilities, limits, stateful) {
 // Console methods as MCP log levels (RFC 5424 names).
 const LOG_LEVELS = Object.freeze({ log: 'info', info: 'info', warn: 'warning', error: 'error', debug: 'debug' });
 const SESSION_ENDED = 'The MCP session ended, so nothing ran';
+/** Past this many characters a result's JSON text is compact, and over HTTP written in pieces of PIECE_CHARS. */
+const BIG_RESULT_CHARS = 1 << 16;
+const PIECE_CHARS = 1 << 16;
 /** How often a call with a progress token hears from a run in progress. */
 const PROGRESS_INTERVAL_MS = 1000;
 
@@ -69,10 +72,12 @@ function initOnce(engine) {
  *
  * @param {object} settings from lib/cli/options `settingsFrom`: engineConfig, limits,
  *   language (default language of the tool), capabilities, toolNames
- * @param {{ engine?: SandboxEngine, maxRuns?: number, runs?: Set<Promise<void>> }} [shared]
+ * @param {{ engine?: SandboxEngine, maxRuns?: number, runs?: Set<Promise<void>>, deferText?: (requestId: string | number, pieces: Iterable<string>) => string | null }} [shared]
  *   engine: one engine for many servers (HTTP: one server per session), not shut down by
  *   close(); maxRuns: tool calls in flight at once (past it a call is an error result);
- *   runs: where each call in flight is tracked (HTTP shutdown waits for them)
+ *   runs: where each call in flight is tracked (HTTP shutdown waits for them); deferText:
+ *   takes a big result's text as pieces (JSON text, in order) for the answer to request
+ *   `requestId` and returns the placeholder to put in its place, or null to take the text
  * @returns {{ server: object, engine: SandboxEngine, close: () => Promise<void> }}
  */
 function createMcpServer(settings, shared = {}) {
@@ -166,6 +171,22 @@ function createMcpServer(settings, shared = {}) {
     return opening;
   }
 
+  /**
+   * A result's content text: its JSON, indented unless big (indenting a big array would
+   * triple it). A big one is handed to `shared.deferText` when there is one (HTTP), which
+   * writes it piece by piece in place of the placeholder it returns.
+   */
+  function resultText(value, extra) {
+    const defer = shared.deferText === undefined ? () => null : (pieces) => shared.deferText(extra.requestId, pieces);
+    if (typeof value === 'string') {
+      if (value.length <= BIG_RESULT_CHARS) return JSON.stringify(value);
+      return defer(stringPieces(value)) ?? JSON.stringify(value);
+    }
+    const compact = toJson(value) ?? 'null';
+    if (compact.length <= BIG_RESULT_CHARS) return toJson(value, 2) ?? 'null';
+    return defer(slices(compact)) ?? compact;
+  }
+
   async function runInSandbox(extra, args) {
     let input;
     let box;
@@ -178,7 +199,7 @@ function createMcpServer(settings, shared = {}) {
     }
     // A cancelled call (notifications/cancelled, or its HTTP stream gone) ends its run.
     const r = await box.run(input.code, { language: input.language ?? settings.language ?? 'javascript', signal: extra.signal });
-    if (r.success) return { content: [{ type: 'text', text: toJson(r.output, 2) ?? 'null' }, ...logContent(r.logs)] };
+    if (r.success) return { content: [{ type: 'text', text: resultText(r.output, extra) }, ...logContent(r.logs)] };
     return errorResult(r.error, r.logs);
   }
 
@@ -236,7 +257,7 @@ function createMcpServer(settings, shared = {}) {
     const end = await session.done;
     const logs = end.logs || [];
     if (end.type === 'result') {
-      return { content: [{ type: 'text', text: toJson(end.data, 2) ?? 'null' }, ...logContent(logs)] };
+      return { content: [{ type: 'text', text: resultText(end.data, extra) }, ...logContent(logs)] };
     }
     return errorResult(remapError(end.error, prepared.edits), logs);
   }
@@ -251,6 +272,24 @@ function createMcpServer(settings, shared = {}) {
       if (ownsEngine) await engine.shutdown();
     },
   };
+}
+
+/** `text` in slices of about PIECE_CHARS, none splitting a surrogate pair. */
+function* slices(text) {
+  for (let start = 0; start < text.length; ) {
+    let end = Math.min(start + PIECE_CHARS, text.length);
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end++;
+    yield text.slice(start, end);
+    start = end;
+  }
+}
+
+/** JSON.stringify(text) in pieces: each slice is escaped on its own, the whole never at once. */
+function* stringPieces(text) {
+  yield '"';
+  for (const slice of slices(text)) yield JSON.stringify(slice).slice(1, -1);
+  yield '"';
 }
 
 function logContent(logs) {
