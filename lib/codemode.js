@@ -8,7 +8,8 @@
 const { randomBytes } = require('node:crypto');
 const native = require('./native');
 const { SandboxEngine } = require('./engine');
-const { stripTypes } = require('./typescript');
+const { prepareSource } = require('./source');
+const { normalizeCode } = require('./source-transform');
 const { SandboxTimeoutError, SandboxRuntimeError, errorFromThrown } = require('./errors');
 const { own, ownCopy } = require('./own');
 
@@ -201,21 +202,6 @@ function sanitizeToolName(name) {
   return s;
 }
 
-/**
- * Code to the source of one async function expression, the way Code Mode passes it:
- * an arrow function is kept; fenced code is unwrapped; anything else is a function body.
- */
-function normalizeCode(code) {
-  let source = String(code).trim();
-  const fence = /^```[\w-]*\s*\n([\s\S]*?)\n?```\s*$/.exec(source);
-  if (fence) source = fence[1].trim();
-  if (source === '') return 'async () => {}';
-  if (/^(?:async\s*)?(?:\([^]*?\)|[A-Za-z_$][\w$]*)\s*(?::[^=]*)?=>/.test(source) || /^(?:async\s+)?function\b/.test(source)) {
-    return source;
-  }
-  return `async () => {\n${source}\n}`;
-}
-
 class IsoletExecutor {
   /**
    * @param {object} [options] `timeout` (ms, default 60000), `language`, and any
@@ -306,7 +292,7 @@ class IsoletExecutor {
     }
     let fnSource;
     try {
-      fnSource = await stripTypes(normalizeCode(code), { language: this.language });
+      fnSource = (await prepareSource(code, { normalizeCode: true, language: this.language }, { timeoutMs: this.timeout })).code;
     } catch (err) {
       return { result: undefined, error: err.message };
     }

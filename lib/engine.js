@@ -5,7 +5,7 @@ const native = require('./native');
 const { execute } = require('./execute');
 const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
-const { stripPlan } = require('./typescript');
+const { preparePlan } = require('./source');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
 const { own, isPlainObject, readOwn, readEntries, readOptions, describeThrown } = require('./own');
 
@@ -260,7 +260,7 @@ class SandboxEngine {
       return session;
     }
     // Large TypeScript is stripped on a worker thread, within the run's wall-clock limit.
-    stripPlan(plan).then(
+    preparePlan(plan).then(
       () => {
         if (session._aborted) return fail(new SandboxAbortedError('Execution was aborted before it started'));
         if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));

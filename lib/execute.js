@@ -7,7 +7,7 @@ const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
 const native = require('./native');
-const { stripTypes } = require('./typescript');
+const { stripTypes } = require('./source');
 const { own, isPlainObject, describeThrown } = require('./own');
 
 const EMPTY_STATS = Object.freeze({ wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 });

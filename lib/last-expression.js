@@ -11,7 +11,6 @@
 // The inserted text shifts columns on E's first and last lines only; `remapError` takes
 // reported positions (the error's line and column, `sandbox.js:L:C` in its stack) back to
 // the user's code, so a TypeError in the last line still points where the user wrote it.
-const { stripTypes } = require('./typescript');
 
 const VALUE = '__isoletLastValue';
 const RETURN_PREFIX = 'return (';
@@ -34,7 +33,6 @@ function withLastExpressionResult(code) {
       sourceType: 'script',
       allowReturnOutsideFunction: true,
       allowAwaitOutsideFunction: true,
-      locations: true,
     });
   } catch {
     return { code, edits: [] };
@@ -50,14 +48,14 @@ function withLastExpressionResult(code) {
   const prefix = last ? RETURN_PREFIX : VAR_PREFIX;
   // The statement's own `;` stays after the closing parenthesis.
   const end = code[statement.end - 1] === ';' ? statement.end - 1 : statement.end;
+  // Positions of these two places only: `locations` on every node doubles acorn's memory.
+  const startLoc = acorn.getLineInfo(code, statement.start);
   const endLoc = acorn.getLineInfo(code, end);
   let out = code.slice(0, statement.start) + prefix + code.slice(statement.start, end) + ')' + code.slice(end);
   if (!last) out += `\n;return ${VALUE};`;
-  const startLine = statement.loc.start.line;
-  const startColumn = statement.loc.start.column + 1;
   const edits = [
-    { line: startLine, column: startColumn, length: prefix.length },
-    { line: endLoc.line, column: endLoc.column + 1 + (endLoc.line === startLine ? prefix.length : 0), length: 1 },
+    { line: startLoc.line, column: startLoc.column + 1, length: prefix.length },
+    { line: endLoc.line, column: endLoc.column + 1 + (endLoc.line === startLoc.line ? prefix.length : 0), length: 1 },
   ];
   return { code: out, edits };
 }
@@ -97,12 +95,15 @@ function remapError(error, edits) {
 /**
  * What `isolet run` and the MCP tool submit for `code`: JavaScript (TypeScript has its
  * types erased here, positions kept, so the rewrite parses it) with the last-expression
- * rule applied. Resolves with `{ code, language: 'javascript', edits }`; bad TypeScript
- * rejects with the SandboxValidationError the engine would have given.
+ * rule applied, on a worker thread when the code is large, within `timeoutMs`. Resolves
+ * with `{ code, language: 'javascript', edits }`; bad TypeScript rejects with the
+ * SandboxValidationError the engine would have given.
  */
 async function prepareCode(code, language, timeoutMs) {
-  const js = language === 'typescript' ? await stripTypes(code, { language: 'typescript', asyncBody: true, timeoutMs }) : code;
-  const { code: out, edits } = withLastExpressionResult(js);
+  // Required here: the source worker loads this module for the rewrite, and lib/source.js
+  // (lib/errors.js with it) loads the addon.
+  const { prepareSource } = require('./source');
+  const { code: out, edits } = await prepareSource(code, { language, asyncBody: true, rewrite: 'lastExpression' }, { timeoutMs });
   return { code: out, language: 'javascript', edits };
 }
 

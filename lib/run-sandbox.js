@@ -5,7 +5,7 @@ const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { normalizeTools } = require('./tools');
-const { stripPlan } = require('./typescript');
+const { preparePlan } = require('./source');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
 
 const DEFAULTS = native.optionDefaults();
@@ -99,7 +99,7 @@ async function runSandbox(code, options = undefined) {
     const plan = planned.plan;
     if (plan.stripsTypes) {
       // Large input is stripped on a worker thread, within the run's wall-clock limit.
-      await stripPlan(plan);
+      await preparePlan(plan);
     }
     signal = planned.signal;
     if (signal !== undefined) {

@@ -10,8 +10,7 @@ const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
-const { stripTypes, stripPlan } = require('./typescript');
-const { withTopLevelAwait } = require('./top-level-await');
+const { stripTypes, preparePlan } = require('./source');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorFromFailure } = require('./errors');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
 const { getDefaultEngine, unlisten } = require('./run-sandbox');
@@ -161,12 +160,8 @@ class Sandbox {
       }
       const plan = this._native.plan(code, run.shaped);
       if (call === undefined) {
-        if (plan.stripsTypes) await stripPlan(plan);
         // A module has top-level await of its own; a script gets it by a rewrite.
-        if (plan.mode === 'script') {
-          const rewritten = withTopLevelAwait(plan.code);
-          if (rewritten !== plan.code) plan.code = rewritten;
-        }
+        await preparePlan(plan, plan.mode === 'script' ? 'topLevelAwait' : undefined);
       } else if (bytes.length > plan.maxMessageBytes) {
         throw new SandboxValidationError(`sandbox.call(${call.name}): arguments are ${bytes.length} bytes, over maxMessageBytes (${plan.maxMessageBytes})`);
       }

@@ -1,6 +1,6 @@
 'use strict';
 // Type stripping of an async body (code that may `return` and `await` at top level, which
-// a parser rejects outside a function), shared by lib/typescript.js and its worker thread.
+// a parser rejects outside a function), for lib/source-transform.js.
 // The body is parsed inside a one-line wrapper that is cut off again afterwards.
 
 const BODY_PREFIX = 'async function isolet_body() {\n';

@@ -7,7 +7,7 @@
 
 const { AutoFixOptionsError } = require('./errors');
 
-// Loaded on first use, as lib/typescript.js loads amaro: index.js re-exports autoFix, and
+// Loaded on first use, as lib/source-transform.js loads amaro: index.js re-exports autoFix, and
 // `require('isolet')` for runSandbox alone need not load (or find) jsdiff.
 let jsdiff = null;
 function structuredPatch(...args) {

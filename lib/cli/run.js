@@ -7,7 +7,7 @@
 const fs = require('node:fs');
 const { UsageError, limitsHelp, parse, settingsFrom, usageText } = require('./options');
 const { toJson } = require('./json');
-const { toJavaScript } = require('../typescript');
+const { stripTypes } = require('../source');
 const { prepareCode, remapError } = require('../last-expression');
 
 /** Exit codes of `isolet run`, by outcome. */
@@ -49,10 +49,10 @@ async function readStdin() {
  * extension is not TypeScript's) came from TypeScript: the code strips as TypeScript, and
  * stripping changed it (it had types).
  */
-function typeScriptHint(error, language, values, code) {
+async function typeScriptHint(error, language, values, code, timeoutMs) {
   if (error.name !== 'SandboxValidationError' || language === 'typescript' || values.language !== undefined) return false;
   try {
-    return toJavaScript(code, { language: 'typescript', asyncBody: true }) !== code;
+    return (await stripTypes(code, { language: 'typescript', asyncBody: true, timeoutMs })) !== code;
   } catch {
     return false;
   }
@@ -124,7 +124,7 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
     const where = error.line !== undefined ? ` (line ${error.line}, column ${error.column})` : '';
     const detail = error.thrown && error.thrown.stack ? error.thrown.stack : `${error.name}: ${error.message}`;
     io.stderr.write(`isolet run: ${error.name} [${error.code}]${where}\n${detail}\n`);
-    if (typeScriptHint(error, settings.language, values, code)) io.stderr.write(`isolet run: this looks like TypeScript; pass --language typescript\n`);
+    if (await typeScriptHint(error, settings.language, values, code, settings.limits.wallTimeMs)) io.stderr.write(`isolet run: this looks like TypeScript; pass --language typescript\n`);
     return RUN_EXIT_CODES[error.name] ?? RUN_EXIT_CODES.SandboxError;
   } finally {
     await engine.shutdown();
