@@ -78,22 +78,23 @@ describe('isolet mcp --http: a client that does not read its answers', () => {
       const answered: number[] = [];
       const ended = () => server!.stderr().includes(`session ${sessionId} closed: its client read nothing of its answers for ${READ_STALL_MS} ms`);
       let peak = base.peakMb;
-      while (!ended()) {
+      const deadline = Date.now() + READ_STALL_MS + 10_000;
+      while (!ended() && Date.now() < deadline) {
         const started = performance.now();
         expect((await call(client, '6 * 7')).content[0].text).toBe('42');
         answered.push(performance.now() - started);
         peak = Math.max(peak, memoryOf(pid).peakMb);
         expect(peak - base.rssMb).toBeLessThan(MAX_GROWTH_MB);
-        expect(answered.length).toBeLessThan(400);
         await sleep(50);
       }
+      expect(ended()).toBe(true);
       expect(answered.length).toBeGreaterThan(5);
       expect(Math.max(...answered)).toBeLessThan(5000);
       // The ended session's sockets are gone (its attacker still holds its own ends).
       expect(await settle(() => descriptorsOf(pid), (n) => n <= fds, 5000)).toBeLessThanOrEqual(fds);
       for (const socket of unread) socket.destroy();
       await client.close();
-    });
+    }, 60_000);
 
     it(`a big result reaches the SDK client whole and exactly: strings escaped piece by piece (surrogate pairs across pieces), objects as compact JSON, stateless and stateful (${isolation})`, async () => {
       // 6 characters a round, 2.4 M in all: a piece boundary (65,536) falls inside the emoji.
