@@ -83,7 +83,13 @@ export declare class IsoletExecutor implements Executor {
 /** `new IsoletExecutor(options)`. */
 export declare function createExecutor(options?: IsoletExecutorOptions): IsoletExecutor;
 
-/** Code to one async function expression, as Code Mode passes it. */
+/**
+ * JavaScript code to the source of one function expression, decided from a parse as
+ * @cloudflare/codemode's executor does: an arrow or function expression is kept (and
+ * called by the executor); `export default` gives what it exports; one function
+ * declaration is called; anything else is an async function body, which returns its last
+ * statement when that is an expression. Markdown fences are dropped first.
+ */
 export declare function normalizeCode(code: string): string;
 
 /** @cloudflare/codemode's rule for tool names inside the sandbox. */

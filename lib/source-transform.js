@@ -68,69 +68,98 @@ function describeFailure(err, recipe) {
   return { message: `${kind}: ${err.message}${HINT[err.code] ?? ''} at line ${line}, column ${column}`, line, column };
 }
 
-const FUNCTION = /^(?:async\s+)?function\b/;
-const ASYNC = /^async\s*/;
-const SPACE = /\s*/y;
-// One identifier as the parameter; the type after `:` runs to the first `=`.
-const IDENTIFIER_ARROW = /[A-Za-z_$][\w$]*\s*(?::[^=]*)?=>/y;
-const FENCE_OPEN = /^```[\w-]*\s*\n/;
+const FENCE_OPEN = /^```[\w-]*[ \t]*\r?\n/;
 const FENCE_CLOSE = '```';
 
-/**
- * Whether some `)` at or after `from` is followed by `=>`, or by a return type up to the
- * first `=`, which starts `=>` (`(a): T => ...`); whitespace may come before either. One
- * pass: when that `=` is not `=>`, no `)` before it can be followed by an arrow either.
- */
-function arrowAfterParameters(source, from) {
-  let at = from;
-  for (;;) {
-    const close = source.indexOf(')', at);
-    if (close < 0) return false;
-    SPACE.lastIndex = close + 1;
-    SPACE.exec(source);
-    const next = SPACE.lastIndex;
-    if (source.startsWith('=>', next)) return true;
-    if (source[next] !== ':') {
-      at = close + 1;
-      continue;
-    }
-    const equals = source.indexOf('=', next);
-    if (equals < 0) return false;
-    if (source[equals + 1] === '>') return true;
-    at = equals + 1;
+let acorn = null;
+
+/** The program acorn reads `source` as, or null: an async body (script), else a module. */
+function parseProgram(source) {
+  if (acorn === null) acorn = require('acorn');
+  const options = { ecmaVersion: 'latest', allowReturnOutsideFunction: true, allowAwaitOutsideFunction: true };
+  // A script: the body runs as a function's (sloppy unless it says otherwise), so `return`
+  // and `await` are allowed at its top level. A module (strict) only for what only a
+  // module has (`export default`): a second parse of anything else fails the same way.
+  try {
+    return acorn.parse(source, { ...options, sourceType: 'script' });
+  } catch (err) {
+    if (!/sourceType: module/.test(err && err.message)) return null;
+  }
+  try {
+    return acorn.parse(source, { ...options, sourceType: 'module' });
+  } catch {
+    return null;
   }
 }
 
-/** Whether `source` starts as a function: `function`, or an arrow with or without `async`. */
-function isFunctionSource(source) {
-  if (FUNCTION.test(source)) return true;
-  const async = ASYNC.exec(source);
-  for (const start of async === null ? [0] : [async[0].length, 0]) {
-    if (source[start] === '(') {
-      if (arrowAfterParameters(source, start + 1)) return true;
-    } else {
-      IDENTIFIER_ARROW.lastIndex = start;
-      if (IDENTIFIER_ARROW.test(source)) return true;
-    }
-  }
-  return false;
-}
-
-/**
- * Code to the source of one async function expression, the way Code Mode passes it:
- * an arrow function is kept; fenced code is unwrapped; anything else is a function body.
- * Linear in the code's length (a backtracking pattern here took hours on 4 MB).
- */
-function normalizeCode(code) {
-  let source = String(code).trim();
+/** `source` trimmed and out of its Markdown fence, with where that text starts in `code`. */
+function unfence(code) {
+  const text = String(code);
+  let start = text.length - text.trimStart().length;
+  let source = text.trim();
   // Trimmed, a fenced block ends with its closing fence.
   const open = FENCE_OPEN.exec(source);
   if (open !== null && source.endsWith(FENCE_CLOSE) && source.length - FENCE_CLOSE.length >= open[0].length) {
-    source = source.slice(open[0].length, source.length - FENCE_CLOSE.length).trim();
+    const inner = source.slice(open[0].length, source.length - FENCE_CLOSE.length);
+    start += open[0].length + (inner.length - inner.trimStart().length);
+    source = inner.trim();
   }
+  return { source, start };
+}
+
+/** The source of `node` without the `;` that ends it (its own, or ASI's: none). */
+function withoutSemicolon(source, node) {
+  return source[node.end - 1] === ';' ? node.end - 1 : node.end;
+}
+
+/**
+ * JavaScript `source` (trimmed, unfenced) as one function expression, decided from its
+ * parse, as @cloudflare/codemode's executor does:
+ *   - one arrow or function expression: that function (its `;` dropped), called by the executor;
+ *   - `export default` of a function: that function; of a class: an async function
+ *     returning it; of anything else: that, by these rules;
+ *   - one function declaration: a body that declares it and returns its call;
+ *   - otherwise a body, `async () => {...}`; when its last statement is an expression
+ *     statement, that expression is returned (a `return` that runs first still wins).
+ * Code that parses neither as a script nor as a module is a body, for V8 to report.
+ */
+function functionSource(source) {
   if (source === '') return 'async () => {}';
-  if (isFunctionSource(source)) return source;
-  return `async () => {\n${source}\n}`;
+  const program = parseProgram(source);
+  const body = `async () => {\n${source}\n}`;
+  if (program === null || program.body.length === 0) return body;
+  const statements = program.body;
+  const only = statements.length === 1 ? statements[0] : null;
+  if (only !== null && only.type === 'ExpressionStatement') {
+    const type = only.expression.type;
+    if (type === 'ArrowFunctionExpression' || type === 'FunctionExpression') {
+      const end = withoutSemicolon(source, only);
+      return source.slice(0, end) + source.slice(end + (end === only.end ? 0 : 1));
+    }
+  }
+  if (only !== null && only.type === 'ExportDefaultDeclaration') {
+    const declaration = only.declaration;
+    const inner = source.slice(declaration.start, withoutSemicolon(source, declaration));
+    if (declaration.type === 'FunctionDeclaration') return inner;
+    if (declaration.type === 'ClassDeclaration') return `async () => {\nreturn (${inner});\n}`;
+    return functionSource(inner);
+  }
+  if (only !== null && only.type === 'FunctionDeclaration') {
+    return `async () => {\n${source}\nreturn ${only.id.name}();\n}`;
+  }
+  const last = statements[statements.length - 1];
+  if (last.type !== 'ExpressionStatement') return body;
+  // `return (` goes where the statement starts; its own `;` and what follows stay.
+  const end = withoutSemicolon(source, last);
+  return `async () => {\n${source.slice(0, last.start)}return (${source.slice(last.start, end)})${source.slice(end)}\n}`;
+}
+
+/**
+ * Code to the source of one function expression, the way Code Mode passes it (see
+ * `functionSource`): Markdown fences and surrounding blank space are dropped first.
+ */
+function normalizeCode(code) {
+  return functionSource(unfence(code).source);
 }
 
 /**
@@ -144,18 +173,65 @@ function normalizeCode(code) {
  * not strip.
  */
 function transformSource(code, recipe) {
-  let source = recipe.normalizeCode === true ? normalizeCode(code) : code;
-  if (recipe.language === 'typescript') {
+  const typescript = recipe.language === 'typescript';
+  let source = code;
+  if (recipe.normalizeCode === true) {
+    if (!typescript) {
+      source = normalizeCode(code);
+    } else {
+      // Types first (the shape is decided from a parse, and only JavaScript parses), on
+      // the text as a program, or else as an async body (it may `return`).
+      const { source: text, start } = unfence(code);
+      const js = typeScriptProgram(text);
+      if (js.failure) return { failure: shiftFailure(js.failure, code, start) };
+      source = functionSource(js.code);
+    }
+  } else if (typescript) {
     try {
       source = stripTypeScript(source, recipe.asyncBody === true);
     } catch (err) {
-      if (!err || typeof err.startLine !== 'number') discardAmaro();
-      return { failure: describeFailure(err, recipe) };
+      return { failure: typeScriptFailure(err, recipe.asyncBody === true) };
     }
   }
   if (recipe.rewrite === 'lastExpression') return withLastExpressionResult(source);
   if (recipe.rewrite === 'topLevelAwait') return { code: withTopLevelAwait(source), edits: [] };
   return { code: source, edits: [] };
+}
+
+/** amaro's error as a failure; one that is no syntax error may have broken amaro: it is dropped. */
+function typeScriptFailure(err, asyncBody) {
+  if (!err || typeof err.startLine !== 'number') discardAmaro();
+  return describeFailure(err, { language: 'typescript', asyncBody });
+}
+
+/**
+ * TypeScript `text` (Code Mode's program: a function, or a body) as JavaScript: stripped
+ * as a program, else, when that is a syntax error (a `return` at top level), as an async
+ * body. `{ code }` or `{ failure }` (the body's, when both fail).
+ */
+function typeScriptProgram(text) {
+  if (text === '') return { code: text };
+  try {
+    return { code: stripTypeScript(text, false) };
+  } catch (err) {
+    if (!err || typeof err.startLine !== 'number' || err.code === 'UnsupportedSyntax') return { failure: typeScriptFailure(err, false) };
+  }
+  try {
+    return { code: stripTypeScript(text, true) };
+  } catch (err) {
+    return { failure: typeScriptFailure(err, true) };
+  }
+}
+
+/** `failure` (positions in the text at UTF-16 offset `start` of `code`) with positions in `code`. */
+function shiftFailure(failure, code, start) {
+  if (typeof failure.line !== 'number' || start === 0) return failure;
+  const before = code.slice(0, start).split(/\r\n|\r|\n|\u2028|\u2029/);
+  const lines = before.length - 1;
+  const line = failure.line + lines;
+  const column = failure.line === 1 ? failure.column + before[lines].length : failure.column;
+  const message = failure.message.replace(/at line \d+, column \d+$/, `at line ${line}, column ${column}`);
+  return { ...failure, message, line, column };
 }
 
 module.exports = { transformSource, normalizeCode, unparsable, amaroDiscarded };
