@@ -325,6 +325,16 @@ export interface SandboxOptions extends ModuleOptions {
    * README's security model for what that mode cannot guarantee.
    */
   isolation?: Isolation;
+  /**
+   * `true` installs the web platform APIs in the sandbox's global object (not enumerable,
+   * as in browsers): `atob`/`btoa`, `TextEncoder`/`TextDecoder`, `URL`/`URLSearchParams`,
+   * `crypto.getRandomValues`/`randomUUID`/`subtle.digest`, `structuredClone`,
+   * `queueMicrotask`, `DOMException`, `Event`/`EventTarget`/`AbortController`/`AbortSignal`,
+   * `performance.now()`; none reaches the host's files, network or full-resolution clock.
+   * Default `false`: the global object holds ECMAScript's built-ins only. A persistent
+   * sandbox keeps the choice it was opened with. See docs/web.md.
+   */
+  web?: boolean;
 }
 
 /** Where isolates run: supervised child processes (default) or threads of this process. */
@@ -764,6 +774,8 @@ export interface SandboxEngineConfig {
    * recently used evicted first. 0 keeps only the prelude's. Default 32; 0 to 1024.
    */
   codeCacheMb?: number;
+  /** The web platform APIs for requests that do not say (`ExecuteMessage.web`); see SandboxOptions.web. Default `false`. */
+  web?: boolean;
 }
 
 /** An engine's prelude as an object: a script, and modules every run may import. */
@@ -810,6 +822,8 @@ export interface ExecuteMessage extends ModuleOptions {
   tools?: Capabilities;
   /** Whose request this is; see SandboxOptions.tenant. */
   tenant?: string;
+  /** The web platform APIs (see SandboxOptions.web). Default: the engine's `web`. */
+  web?: boolean;
 }
 
 /** Inbound: data supplied for a data request (see `SandboxSession.respond`). */

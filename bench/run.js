@@ -15,7 +15,7 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
-/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache` runs just those scenarios. */
+/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache,web` runs just those scenarios. */
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
 const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
@@ -491,6 +491,60 @@ async function memory() {
   record(M_RSS_ISO, 'isolet, process (per warm isolate in a host)', (median(warm8) - median(idle)) / 8, 'MB', 'lower');
 }
 
+const M_WEB = 'trivial run with web: true, p50';
+const M_WEB_RUN = 'trivial run, time inside the isolate thread (stats.wallTimeMs), p50';
+const M_WEB_HEAP = 'V8 heap used after a trivial run';
+/** web: true against without, per isolation mode: name -> { extraMs, extraRunMs, extraHeapKb }. */
+const webDelta = new Map();
+
+/**
+ * The cost of `web: true` (issue 22): a trivial run with and without it, alternating, end
+ * to end and inside the isolate thread (install included), and the heap it leaves.
+ */
+async function web() {
+  const heaps = new Map();
+  const inside = new Map();
+  const contestants = [];
+  for (const mode of ISOLET_MODES) {
+    for (const on of [false, true]) {
+      const name = `${isoletName(mode)}${on ? ', web: true' : ''}`;
+      heaps.set(name, []);
+      inside.set(name, []);
+      contestants.push({
+        name,
+        once: async () => {
+          const r = await runSandbox('1+1', { isolation: mode, web: on });
+          check(r.success && r.output === 2, name);
+          heaps.get(name).push(r.stats.heapUsedBytes);
+          inside.get(name).push(r.stats.wallTimeMs);
+        },
+      });
+    }
+  }
+  const samples = await alternate(contestants, { rounds: QUICK ? 10 : 30 });
+  recordLatency(M_WEB, samples);
+  recordLatency(M_WEB_RUN, inside);
+  for (const [name, h] of heaps) record(M_WEB_HEAP, name, median(h) / 1024, 'KB', 'lower');
+  for (const mode of ISOLET_MODES) {
+    const off = isoletName(mode);
+    const on = `${off}, web: true`;
+    webDelta.set(mode, {
+      extraMs: median(samples.get(on)) - median(samples.get(off)),
+      extraRunMs: median(inside.get(on)) - median(inside.get(off)),
+      extraHeapKb: (median(heaps.get(on)) - median(heaps.get(off))) / 1024,
+    });
+  }
+}
+
+function webLines() {
+  const lines = [];
+  for (const [mode, d] of webDelta) {
+    const ok = d.extraMs <= 0.1 && d.extraHeapKb <= 200;
+    lines.push(`${ok ? 'MET ' : 'MISS'} ${mode}: web: true adds ${d.extraMs.toFixed(3)} ms end to end (${d.extraRunMs.toFixed(3)} ms inside the isolate thread) and ${d.extraHeapKb.toFixed(1)} KB of heap to a trivial run (goals: <= 0.1 ms, <= 200 KB)`);
+  }
+  return lines;
+}
+
 const M_HOST_START = 'sandbox host process: start (spawn to ready)';
 const M_RECYCLE = 'sandbox host process: stuck run answered (limit + 400 ms grace) -> replacement serving, minus the 50 ms limit';
 const M_BOMB = 'heap bomb under a 64 MB limit';
@@ -868,6 +922,7 @@ function ratioVerdicts() {
   if (wanted('memory')) await memory();
   if (wanted('extras')) await extras();
   if (wanted('codecache')) await codeCache();
+  if (wanted('web')) await web();
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   console.log(`\nisolet benchmark — Node ${process.version} (V8 ${process.versions.v8}), ${os.cpus().length} CPUs (${cpu}), ${QUICK ? 'quick' : 'full'} run, ${Math.round(msSince(started) / 1000)} s`);
   console.log(`Alternating rounds, medians. Object graph ${(graphBytes / 1e6).toFixed(1)} MB serialized (${GRAPH_N} objects). "isolet thread advantage" > 1: isolet thread mode is that much better (rows with no thread row: vs the first row).\n`);
@@ -878,6 +933,11 @@ function ratioVerdicts() {
   if (cacheLines.length) {
     console.log('\nCompiled-code cache and prelude (issue 20; ratios within this run):');
     for (const line of cacheLines) console.log(line);
+  }
+  const webGoals = webLines();
+  if (webGoals.length) {
+    console.log('\nThe web platform APIs (`web: true`), against the same run without:');
+    for (const line of webGoals) console.log(line);
   }
   if (ONLY === null) {
     console.log('\nGoals of issue 12:');

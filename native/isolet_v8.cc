@@ -326,6 +326,12 @@ struct isolet_sandbox {
   v8::Global<v8::Module> result_module;
   isolet_import_fn on_import = nullptr;
   size_t max_specifier_bytes = 0;
+  // Native ops: the `lib` object embedded scripts are called with, what each returned (by
+  // index, once run), and the script whose `makeError` makes ISOLET_ERROR_CLASS_INSTALLED
+  // errors.
+  v8::Global<Object> ops_lib;
+  std::vector<v8::Global<Value>> loaded;
+  uint32_t error_script = 0;
 };
 
 namespace {
@@ -1156,6 +1162,394 @@ MaybeLocal<v8::Promise> ImportDynamically(Local<Context> ctx, Local<v8::Data>, L
   return settled;
 }
 
+// ---- Native ops (isolet_sandbox_install_ops) ----------------------------------------
+
+// A Uint8Array's memory adopted from Rust: freed by Rust's allocator and refunded to the
+// run's ArrayBuffer budget when V8 frees the backing store (on any thread).
+struct AdoptedBytes {
+  CountingAllocator* allocator;
+  size_t cap;
+};
+
+void FreeAdoptedBytes(void* data, size_t, void* deleter_data) {
+  auto* adopted = static_cast<AdoptedBytes*>(deleter_data);
+  isolet_value_free(static_cast<uint8_t*>(data), adopted->cap);
+  adopted->allocator->refund(adopted->cap);
+  delete adopted;
+}
+
+// Charges `bytes` to the run's ArrayBuffer budget, collecting once before giving up; past
+// the budget the run ends as out of memory, as an ArrayBuffer allocation over it does.
+bool ChargeOrOutOfMemory(isolet_sandbox* sb, size_t bytes) {
+  if (bytes == 0 || sb->allocator->charge(bytes)) return true;
+  sb->isolate->LowMemoryNotification();
+  if (sb->allocator->charge(bytes)) return true;
+  OverCeiling(sb);
+  return false;
+}
+
+void FreeOpValue(isolet_op_value* v) {
+  isolet_value_free(v->ptr, v->cap);
+  v->ptr = nullptr;
+  v->len = 0;
+  v->cap = 0;
+}
+
+void FreeOpResult(isolet_op_result* r) {
+  for (uint32_t i = 0; i < ISOLET_OP_MAX_RESULTS; ++i) FreeOpValue(&r->values[i]);
+  FreeOpValue(&r->name);
+  FreeOpValue(&r->message);
+}
+
+// A value an op gave back, as a sandbox value; takes (adopts or frees) its block. Empty
+// when V8 refused it (an exception is then pending) or the run is out of memory.
+MaybeLocal<Value> OpValueToJs(isolet_sandbox* sb, Isolate* isolate, isolet_op_value* v) {
+  switch (v->kind) {
+    case ISOLET_OP_NUMBER:
+      return v8::Number::New(isolate, v->number);
+    case ISOLET_OP_BOOL:
+      return v8::Boolean::New(isolate, v->number != 0);
+    case ISOLET_OP_NULL:
+      return v8::Null(isolate);
+    case ISOLET_OP_STRING:
+    case ISOLET_OP_LATIN1: {
+      MaybeLocal<String> text;
+      if (v->len <= static_cast<size_t>(String::kMaxLength)) {
+        text = v->kind == ISOLET_OP_STRING
+                   ? String::NewFromUtf8(isolate, reinterpret_cast<const char*>(v->ptr),
+                                         v8::NewStringType::kNormal, static_cast<int>(v->len))
+                   : String::NewFromOneByte(isolate, v->ptr, v8::NewStringType::kNormal,
+                                            static_cast<int>(v->len));
+      }
+      FreeOpValue(v);
+      Local<String> out;
+      if (!text.ToLocal(&out)) {
+        if (!isolate->IsExecutionTerminating())
+          isolate->ThrowException(v8::Exception::RangeError(Utf8(isolate, "Invalid string length")));
+        return MaybeLocal<Value>();
+      }
+      return out;
+    }
+    case ISOLET_OP_BYTES: {
+      size_t len = v->len;
+      Local<v8::ArrayBuffer> buffer;
+      if (v->ptr == nullptr || v->cap == 0) {
+        FreeOpValue(v);
+        buffer = v8::ArrayBuffer::New(isolate, 0);
+      } else {
+        if (!ChargeOrOutOfMemory(sb, v->cap)) {
+          FreeOpValue(v);
+          return MaybeLocal<Value>();
+        }
+        auto* adopted = new AdoptedBytes{sb->allocator.get(), v->cap};
+        std::shared_ptr<v8::BackingStore> store =
+            v8::ArrayBuffer::NewBackingStore(v->ptr, len, FreeAdoptedBytes, adopted);
+        v->ptr = nullptr;  // the backing store owns it now
+        v->cap = 0;
+        buffer = v8::ArrayBuffer::New(isolate, std::move(store));
+      }
+      return v8::Uint8Array::New(buffer, 0, len);
+    }
+    default:
+      FreeOpValue(v);
+      return v8::Undefined(isolate);
+  }
+}
+
+// The exports of embedded script `index` (run once per context, called with `lib`); empty
+// with an exception pending when it could not run.
+MaybeLocal<Value> LoadExports(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, uint32_t index);
+
+// Makes an ISOLET_ERROR_CLASS_INSTALLED error: the error script's makeError(message, name).
+MaybeLocal<Value> MakeInstalledError(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, Local<String> message,
+                                     Local<String> name) {
+  Local<Value> exports, make;
+  if (!LoadExports(sb, isolate, ctx, sb->error_script).ToLocal(&exports) || !exports->IsObject() ||
+      !exports.As<Object>()->Get(ctx, Utf8(isolate, "makeError")).ToLocal(&make) || !make->IsFunction())
+    return MaybeLocal<Value>();
+  Local<Value> argv[] = {message, name};
+  return make.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 2, argv);
+}
+
+// The error an op threw: made by the error script for ISOLET_ERROR_CLASS_INSTALLED, else a
+// fresh Error of the class, named.
+Local<Value> OpError(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, isolet_op_result* r) {
+  Local<String> message = String::NewFromUtf8(isolate, reinterpret_cast<const char*>(r->message.ptr),
+                                              v8::NewStringType::kNormal, static_cast<int>(r->message.len))
+                              .FromMaybe(String::Empty(isolate));
+  if (r->error_class == ISOLET_ERROR_CLASS_INSTALLED && !sb->ops_lib.IsEmpty()) {
+    TryCatch try_catch(isolate);
+    Local<Value> made;
+    if (MakeInstalledError(sb, isolate, ctx, message, Utf8(isolate, r->name.ptr, r->name.len)).ToLocal(&made)) return made;
+    if (try_catch.HasTerminated()) {
+      try_catch.ReThrow();
+      return v8::Undefined(isolate);
+    }
+  }
+  uint32_t error_class =
+      r->error_class == ISOLET_ERROR_CLASS_INSTALLED ? static_cast<uint32_t>(ISOLET_ERROR_CLASS_ERROR) : r->error_class;
+  return HostError(isolate, ctx, error_class, r->name.ptr, r->name.len, r->message.ptr, r->message.len);
+}
+
+// op(index, ...args): see isolet_sandbox_install_ops.
+void OpCall(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  if (info.Length() < 1 || !info[0]->IsUint32()) {
+    isolate->ThrowException(v8::Exception::TypeError(Utf8(isolate, "op: the first argument is the op's index")));
+    return;
+  }
+  uint32_t op = info[0].As<v8::Uint32>()->Value();
+  size_t argc = std::min<size_t>(static_cast<size_t>(info.Length() - 1), ISOLET_OP_MAX_ARGS);
+  isolet_op_value args[ISOLET_OP_MAX_ARGS] = {};
+  // Strings first: flattening one may collect garbage, which may move a small typed
+  // array's bytes; views are taken after, when nothing allocates any more.
+  size_t charged = 0;
+  bool ok = true;
+  for (size_t i = 0; i < argc && ok; ++i) {
+    Local<Value> arg = info[static_cast<int>(i + 1)];
+    isolet_op_value& v = args[i];
+    if (arg->IsString()) {
+      Local<String> str = arg.As<String>();
+#if ISOLET_V8_AT_LEAST(13, 6)
+      size_t need = str->Utf8LengthV2(isolate);
+#else
+      size_t need = static_cast<size_t>(str->Utf8Length(isolate));
+#endif
+      if (!ChargeOrOutOfMemory(sb, need + 1)) {
+        ok = false;
+        break;
+      }
+      charged += need + 1;
+      v.kind = ISOLET_OP_STRING;
+      v.ptr = static_cast<uint8_t*>(std::malloc(need + 1));
+      v.cap = need + 1;
+      if (v.ptr == nullptr) {
+        OverCeiling(sb);
+        ok = false;
+        break;
+      }
+#if ISOLET_V8_AT_LEAST(13, 6)
+      v.len = str->WriteUtf8V2(isolate, reinterpret_cast<char*>(v.ptr), need, String::WriteFlags::kReplaceInvalidUtf8);
+#else
+      v.len = static_cast<size_t>(str->WriteUtf8(isolate, reinterpret_cast<char*>(v.ptr), static_cast<int>(need), nullptr,
+                                                 String::REPLACE_INVALID_UTF8 | String::NO_NULL_TERMINATION));
+#endif
+    } else if (arg->IsNumber()) {
+      v.kind = ISOLET_OP_NUMBER;
+      v.number = arg.As<v8::Number>()->Value();
+    } else if (arg->IsBoolean()) {
+      v.kind = ISOLET_OP_BOOL;
+      v.number = arg->IsTrue() ? 1 : 0;
+    } else if (arg->IsUndefined()) {
+      v.kind = ISOLET_OP_UNDEFINED;
+    } else if (arg->IsArrayBufferView() || arg->IsArrayBuffer() || arg->IsSharedArrayBuffer()) {
+      v.kind = ISOLET_OP_BYTES;  // filled below
+    } else {
+      v.kind = ISOLET_OP_OTHER;
+    }
+  }
+  for (size_t i = 0; i < argc && ok; ++i) {
+    if (args[i].kind != ISOLET_OP_BYTES) continue;
+    Local<Value> arg = info[static_cast<int>(i + 1)];
+    if (arg->IsArrayBufferView()) {
+      Local<v8::ArrayBufferView> view = arg.As<v8::ArrayBufferView>();
+      Local<v8::ArrayBuffer> buffer = view->Buffer();
+      size_t length = view->ByteLength();
+      if (buffer->Data() != nullptr && length > 0) {
+        args[i].ptr = static_cast<uint8_t*>(buffer->Data()) + view->ByteOffset();
+        args[i].len = length;
+      }
+    } else if (arg->IsArrayBuffer()) {
+      Local<v8::ArrayBuffer> buffer = arg.As<v8::ArrayBuffer>();
+      if (buffer->Data() != nullptr) {
+        args[i].ptr = static_cast<uint8_t*>(buffer->Data());
+        args[i].len = buffer->ByteLength();
+      }
+    } else {
+      Local<v8::SharedArrayBuffer> buffer = arg.As<v8::SharedArrayBuffer>();
+      args[i].ptr = static_cast<uint8_t*>(buffer->Data());
+      args[i].len = buffer->ByteLength();
+    }
+  }
+  isolet_op_result result = {};
+  int32_t rc = ok ? sb->config.on_op(sb->config.ctx, op, args, argc, &result) : ISOLET_TERMINATED;
+  for (size_t i = 0; i < argc; ++i) {
+    // Only strings were copied (malloc'd here); bytes are the views' own.
+    if (args[i].kind == ISOLET_OP_STRING) std::free(args[i].ptr);
+  }
+  if (charged > 0) sb->allocator->refund(charged);
+  if (rc == ISOLET_TERMINATED) {
+    FreeOpResult(&result);
+    isolate->TerminateExecution();
+    return;
+  }
+  if (rc == ISOLET_THREW) {
+    Local<Value> error = OpError(sb, isolate, ctx, &result);
+    FreeOpResult(&result);
+    if (!isolate->IsExecutionTerminating()) isolate->ThrowException(error);
+    return;
+  }
+  uint32_t count = std::min<uint32_t>(result.count, ISOLET_OP_MAX_RESULTS);
+  Local<Value> values[ISOLET_OP_MAX_RESULTS];
+  bool made = true;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (made) {
+      made = OpValueToJs(sb, isolate, &result.values[i]).ToLocal(&values[i]);
+    }
+  }
+  FreeOpResult(&result);
+  if (!made) return;  // an exception is pending, or the run is out of memory
+  if (count == 0) {
+    info.GetReturnValue().SetUndefined();
+  } else if (count == 1) {
+    info.GetReturnValue().Set(values[0]);
+  } else {
+    info.GetReturnValue().Set(v8::Array::New(isolate, values, count));
+  }
+}
+
+// A lazy global (isolet_sandbox_install_ops): its data is the index of its script, its
+// value the script's exports[key].
+void LazyGlobal(Local<v8::Name> key, const v8::PropertyCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  Local<Value> exports, value;
+  if (LoadExports(SandboxOf(isolate), isolate, ctx, info.Data().As<v8::Uint32>()->Value()).ToLocal(&exports) &&
+      exports->IsObject() && exports.As<Object>()->Get(ctx, key).ToLocal(&value)) {
+    info.GetReturnValue().Set(value);
+  }
+}
+
+// An embedded script's source, which lives as long as the process: V8 reads it in place.
+class StaticSource final : public v8::String::ExternalOneByteStringResource {
+ public:
+  StaticSource(const uint8_t* data, size_t len) : data_(reinterpret_cast<const char*>(data)), len_(len) {}
+  const char* data() const override { return data_; }
+  size_t length() const override { return len_; }
+
+ private:
+  const char* data_;
+  size_t len_;
+};
+
+// Runs embedded script `index`, whose value is a function, and calls that with `lib`:
+// *out is what the call returned. Its source and code cache come from on_script; when no
+// cache was consumed, one is made after the call (so it holds what the call compiled) and
+// handed to on_script_cache. False with an exception pending (or the run terminating).
+bool RunEmbedded(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, uint32_t index, Local<Value>* out) {
+  isolet_script script = {};
+  if (sb->config.on_script(sb->config.ctx, index, &script) != ISOLET_OK) {
+    isolate->ThrowException(v8::Exception::RangeError(Utf8(isolate, "no such embedded script")));
+    return false;
+  }
+  Local<String> text;
+  if (!String::NewExternalOneByte(isolate, new StaticSource(script.code, script.len)).ToLocal(&text)) return false;
+  auto* cached = (script.cache_len > 0 && script.cache_len <= static_cast<size_t>(INT32_MAX))
+                     ? new v8::ScriptCompiler::CachedData(script.cache, static_cast<int>(script.cache_len),
+                                                          v8::ScriptCompiler::CachedData::BufferNotOwned)
+                     : nullptr;
+  v8::ScriptCompiler::Source source(text, OriginOf(isolate, script.origin, script.origin_len, 0), cached);
+  auto options = cached != nullptr ? v8::ScriptCompiler::kConsumeCodeCache : v8::ScriptCompiler::kNoCompileOptions;
+  Local<v8::Script> compiled;
+  if (!v8::ScriptCompiler::Compile(ctx, &source, options).ToLocal(&compiled)) return false;
+  bool consumed = cached != nullptr && !source.GetCachedData()->rejected;
+  Local<Value> fn;
+  if (!compiled->Run(ctx).ToLocal(&fn)) return false;
+  if (!fn->IsFunction()) {
+    isolate->ThrowException(v8::Exception::TypeError(Utf8(isolate, "an embedded script's value is not a function")));
+    return false;
+  }
+  Local<Value> argv[] = {sb->ops_lib.Get(isolate)};
+  if (!fn.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 1, argv).ToLocal(out)) return false;
+  if (!consumed) {
+    std::unique_ptr<v8::ScriptCompiler::CachedData> data(
+        v8::ScriptCompiler::CreateCodeCache(compiled->GetUnboundScript()));
+    if (data && data->length > 0) {
+      sb->config.on_script_cache(sb->config.ctx, index, data->data, static_cast<size_t>(data->length));
+    }
+  }
+  return true;
+}
+
+MaybeLocal<Value> LoadExports(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, uint32_t index) {
+  if (index < sb->loaded.size() && !sb->loaded[index].IsEmpty()) return sb->loaded[index].Get(isolate);
+  Local<Value> exports;
+  if (!RunEmbedded(sb, isolate, ctx, index, &exports)) return MaybeLocal<Value>();
+  if (index >= sb->loaded.size()) sb->loaded.resize(index + 1);
+  sb->loaded[index].Reset(isolate, exports);
+  return exports;
+}
+
+// load(index): see isolet_sandbox_install_ops.
+void LoadCall(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  if (info.Length() < 1 || !info[0]->IsUint32()) {
+    isolate->ThrowException(v8::Exception::TypeError(Utf8(isolate, "load(index)")));
+    return;
+  }
+  Local<Value> exports;
+  if (LoadExports(SandboxOf(isolate), isolate, ctx, info[0].As<v8::Uint32>()->Value()).ToLocal(&exports)) {
+    info.GetReturnValue().Set(exports);
+  }
+}
+
+// The structured-clone algorithm's own failure, as its standard names it.
+class CloneSerializer final : public v8::ValueSerializer::Delegate {
+ public:
+  CloneSerializer(isolet_sandbox* sb, size_t limit) : sb_(sb), limit_(limit) {}
+
+  void ThrowDataCloneError(Local<String> message) override {
+    Isolate* isolate = sb_->isolate;
+    Local<Context> ctx = isolate->GetCurrentContext();
+    Local<Value> error;
+    if (!MakeInstalledError(sb_, isolate, ctx, message, Utf8(isolate, "DataCloneError")).ToLocal(&error)) return;
+    isolate->ThrowException(error);
+  }
+  void* ReallocateBufferMemory(void* old_buffer, size_t size, size_t* actual_size) override {
+    if (size > limit_) {
+      too_large = true;
+      return nullptr;
+    }
+    void* p = std::realloc(old_buffer, size);
+    if (p == nullptr) return nullptr;
+    *actual_size = size;
+    return p;
+  }
+  // The serializer frees what it did not release; Release()'s block is the caller's.
+  void FreeBufferMemory(void* buffer) override { std::free(buffer); }
+  bool too_large = false;
+
+ private:
+  isolet_sandbox* sb_;
+  size_t limit_;
+};
+
+// clone(value): see isolet_sandbox_install_ops. The serialized form lives outside the heap
+// for the call: bounded by, and charged to, the run's ArrayBuffer budget.
+void CloneCall(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  Local<Value> value = info.Length() > 0 ? info[0] : Local<Value>(v8::Undefined(isolate));
+  CloneSerializer delegate(sb, sb->allocator->limit());
+  v8::ValueSerializer serializer(isolate, &delegate);
+  serializer.WriteHeader();
+  if (serializer.WriteValue(ctx, value).IsNothing()) {
+    if (delegate.too_large && !isolate->IsExecutionTerminating()) OverCeiling(sb);
+    return;
+  }
+  std::pair<uint8_t*, size_t> bytes = serializer.Release();
+  std::unique_ptr<uint8_t, void (*)(void*)> owned(bytes.first, std::free);
+  if (!ChargeOrOutOfMemory(sb, bytes.second)) return;
+  Local<Value> copy;
+  bool ok = DeserializeValue(isolate, ctx, bytes.first, bytes.second).ToLocal(&copy);
+  sb->allocator->refund(bytes.second);
+  if (ok) info.GetReturnValue().Set(copy);
+}
+
 }  // namespace
 
 extern "C" {
@@ -1261,6 +1655,8 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     sb->modules.clear();
     sb->free_module_ids.clear();
     sb->data_cache.Reset();
+    sb->ops_lib.Reset();
+    sb->loaded.clear();
     sb->wasm_instance.Reset();
     sb->context.Reset();
   }
@@ -1738,6 +2134,28 @@ void isolet_error_free(isolet_error* err) {
   isolet_bytes_free(&err->stack);
 }
 
+void* isolet_named_keys(void* value) {
+  // A napi_value of Node's isolate is its v8::Local (Node's v8impl does the same cast).
+  Local<Value> v;
+  static_assert(sizeof(v) == sizeof(value), "a Local is one pointer");
+  std::memcpy(static_cast<void*>(&v), &value, sizeof(value));
+  if (v.IsEmpty() || !v->IsObject() || v->IsProxy()) return nullptr;
+  Isolate* isolate = Isolate::GetCurrent();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  Local<v8::Array> keys;
+  v8::TryCatch try_catch(isolate);
+  auto filter = static_cast<v8::PropertyFilter>(v8::ONLY_ENUMERABLE | v8::SKIP_SYMBOLS);
+  if (!v.As<v8::Object>()
+           ->GetPropertyNames(ctx, v8::KeyCollectionMode::kOwnOnly, filter, v8::IndexFilter::kSkipIndices,
+                              v8::KeyConversionMode::kConvertToString)
+           .ToLocal(&keys)) {
+    return nullptr;
+  }
+  void* out;
+  std::memcpy(&out, &keys, sizeof(out));
+  return out;
+}
+
 int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t len,
                               const uint8_t* name, size_t name_len, uint32_t* id,
                               isolet_error* err) {
@@ -1898,6 +2316,37 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
   sb->on_import = on_import;
   sb->max_specifier_bytes = max_specifier_bytes;
   sb->isolate->SetHostImportModuleDynamicallyCallback(ImportDynamically);
+}
+
+int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
+                                   const uint32_t* scripts, size_t count, uint32_t error_script) {
+  ENTER(sb);
+  TryCatch try_catch(isolate);
+  sb->error_script = error_script;
+  Local<v8::Function> op, clone, load;
+  // Null prototype, frozen: the scripts' view of the primitives, which no sandbox code sees.
+  Local<Object> lib = Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0);
+  if (!v8::Function::New(ctx, OpCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&op) ||
+      !v8::Function::New(ctx, CloneCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&clone) ||
+      !v8::Function::New(ctx, LoadCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&load) ||
+      lib->CreateDataProperty(ctx, Utf8(isolate, "op"), op).IsNothing() ||
+      lib->CreateDataProperty(ctx, Utf8(isolate, "clone"), clone).IsNothing() ||
+      lib->CreateDataProperty(ctx, Utf8(isolate, "load"), load).IsNothing() ||
+      !lib->SetIntegrityLevel(ctx, v8::IntegrityLevel::kFrozen).FromMaybe(false))
+    return try_catch.HasTerminated() ? ISOLET_TERMINATED : ISOLET_FAILED;
+  sb->ops_lib.Reset(isolate, lib);
+  Local<Object> global = ctx->Global();
+  size_t start = 0;
+  for (size_t i = 0; i < count && start <= names_len; ++i) {
+    const void* nul = std::memchr(names + start, '\0', names_len - start);
+    size_t end = nul ? static_cast<const uint8_t*>(nul) - names : names_len;
+    Local<String> key = Utf8(isolate, names + start, end - start);
+    if (global->SetLazyDataProperty(ctx, key, LazyGlobal, v8::Integer::NewFromUnsigned(isolate, scripts[i]), v8::DontEnum)
+            .IsNothing())
+      return try_catch.HasTerminated() ? ISOLET_TERMINATED : ISOLET_FAILED;
+    start = end + 1;
+  }
+  return ISOLET_OK;
 }
 
 }  // extern "C"

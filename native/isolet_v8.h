@@ -88,6 +88,54 @@ typedef struct {
   size_t message_len;
 } isolet_refusal;
 
+// Native ops: the one generic way sandbox JavaScript calls Rust synchronously (see
+// isolet_sandbox_install_ops). A value crossing in either direction is one of these kinds.
+enum {
+  ISOLET_OP_UNDEFINED = 0,
+  ISOLET_OP_NUMBER = 1,  // `number`
+  ISOLET_OP_BOOL = 2,    // `number` is 0 or 1
+  // In: a string's UTF-8 (lone surrogates replaced by U+FFFD), in memory charged to the
+  // run's ArrayBuffer budget while the op runs. Out: UTF-8 (Rust's allocator).
+  ISOLET_OP_STRING = 3,
+  // In: the bytes an ArrayBuffer or ArrayBuffer view covers, in place (no copy; the op may
+  // write them; {NULL, 0} when detached). Out: a new Uint8Array over the block itself, from
+  // Rust's allocator, charged to the run's ArrayBuffer budget until it is collected.
+  ISOLET_OP_BYTES = 4,
+  ISOLET_OP_OTHER = 5,   // in: any other value (null, object, symbol, bigint), not converted
+  ISOLET_OP_LATIN1 = 6,  // out: a string whose characters are these bytes (U+0000 to U+00FF)
+  ISOLET_OP_NULL = 7,    // out: null
+};
+typedef struct {
+  uint32_t kind;  // ISOLET_OP_*
+  double number;
+  uint8_t* ptr;
+  size_t len;
+  size_t cap;  // out: the block's size, for isolet_value_free
+} isolet_op_value;
+// An embedded script (see isolet_sandbox_install_ops): ASCII source that lives as long as
+// the process (V8 reads it in place), its name in stacks, and its V8 code cache ({NULL, 0}:
+// none), alive at least until the compile that asked for it returns.
+typedef struct {
+  const uint8_t* code;
+  size_t len;
+  const uint8_t* origin;
+  size_t origin_len;
+  const uint8_t* cache;
+  size_t cache_len;
+} isolet_script;
+#define ISOLET_OP_MAX_ARGS 8
+#define ISOLET_OP_MAX_RESULTS 16
+// What an op gives back: `count` values (one: that value; otherwise an array of them), or,
+// when it threw, the error: class ISOLET_ERROR_CLASS_*, name and message (UTF-8 strings).
+// Every block in it is Rust's (isolet_value_realloc) and the seam frees or adopts it.
+typedef struct {
+  uint32_t count;
+  isolet_op_value values[ISOLET_OP_MAX_RESULTS];
+  uint32_t error_class;
+  isolet_op_value name;
+  isolet_op_value message;
+} isolet_op_result;
+
 typedef struct {
   // Callbacks into Rust; all receive `ctx`. All run on the isolate thread except `wake`.
   void* ctx;
@@ -119,6 +167,14 @@ typedef struct {
   // promotion failed" during a GC), which the near-heap-limit callback cannot turn into
   // a termination. Must not return: returning lets V8 abort the whole process.
   void (*on_fatal_oom)(void* ctx);
+  // The sandbox called native op `op` with `argc` arguments (see ISOLET_OP_*): returns
+  // ISOLET_OK (*result holds its values), ISOLET_THREW (*result holds the error) or
+  // ISOLET_TERMINATED (the run is being stopped). Runs JS never; must not call the seam.
+  int32_t (*on_op)(void* ctx, uint32_t op, isolet_op_value* args, size_t argc, isolet_op_result* result);
+  // Embedded script `index`: ISOLET_OK with *script filled in, or ISOLET_ABSENT.
+  int32_t (*on_script)(void* ctx, uint32_t index, isolet_script* script);
+  // The code cache V8 made for embedded script `index` (the bytes are the seam's).
+  void (*on_script_cache)(void* ctx, uint32_t index, const uint8_t* data, size_t len);
   // Writes the text for ISOLET_TEXT_* `what` (numbers in a, b) into buf, at most cap
   // bytes of UTF-8; returns the bytes written.
   size_t (*text)(void* ctx, uint32_t what, uint64_t a, uint64_t b, uint8_t* buf, size_t cap);
@@ -276,6 +332,9 @@ enum {
   ISOLET_ERROR_CLASS_TYPE = 1,
   ISOLET_ERROR_CLASS_RANGE = 2,
   ISOLET_ERROR_CLASS_REFERENCE = 3,
+  // Native ops only: the error script's makeError(message, name) (isolet_sandbox_install_ops),
+  // e.g. a DOMException.
+  ISOLET_ERROR_CLASS_INSTALLED = 4,
 };
 int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_t error_class,
                                    const uint8_t* name, size_t name_len, const uint8_t* message,
@@ -329,6 +388,28 @@ typedef int32_t (*isolet_import_fn)(void* ctx, const uint8_t* referrer, size_t r
 void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_import,
                                        size_t max_specifier_bytes);
 
+// Native ops: defines the global `names[i]` (`count` names joined by '\0') as a lazy data
+// property (writable, configurable, not enumerable) whose value, computed on its first
+// access, is exports[names[i]], `exports` being what embedded script `scripts[i]` gives.
+// An embedded script (see on_script) is run at most once per context, on first use: its
+// value, a function, is called with a frozen object `lib` of three native primitives, which
+// JS cannot tell from built-ins and no sandbox code sees unless a script hands them out:
+//   op(index, ...args)  calls on_op synchronously with op `index` and the arguments (at
+//                       most ISOLET_OP_MAX_ARGS, converted as ISOLET_OP_* says; no sandbox
+//                       code runs while they are) and returns what it gives back, or throws
+//                       its error;
+//   clone(value)        the structured clone of `value` (V8's serializer, as values cross
+//                       the bridge), bounded by the run's ArrayBuffer budget; what cannot be
+//                       cloned throws ISOLET_ERROR_CLASS_INSTALLED "DataCloneError";
+//   load(index)         the exports of embedded script `index`;
+// and what it returns is its exports. A script compiles with its code cache when on_script
+// has one; else a cache is made after its function returned (holding what the call
+// compiled) for on_script_cache. ISOLET_ERROR_CLASS_INSTALLED errors are made by the
+// exports of script `error_script`: makeError(message, name). ISOLET_OK, ISOLET_FAILED or
+// ISOLET_TERMINATED; nothing runs (nor is compiled) until a run reads one of the globals.
+int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
+                                   const uint32_t* scripts, size_t count, uint32_t error_script);
+
 // Heap statistics in bytes: current used heap, the highest value seen, and the most the
 // young large-object space was seen holding (sampled at each GC and by this call).
 void isolet_sandbox_heap(isolet_sandbox* sb, size_t* used, size_t* peak, size_t* peak_young_large);
@@ -337,6 +418,11 @@ int32_t isolet_sandbox_hit_memory_limit(isolet_sandbox* sb);
 
 void isolet_bytes_free(isolet_bytes* bytes);
 void isolet_error_free(isolet_error* err);
+
+// On Node's own thread, for the host's writer of big arrays (lib/codec.js): the own
+// enumerable string keys of object `value` (a napi_value) that are not array indices, as a
+// napi_value of an array, or null (not an object, a Proxy, or it threw).
+void* isolet_named_keys(void* value);
 
 #ifdef __cplusplus
 }

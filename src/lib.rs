@@ -19,3 +19,4 @@ mod isolate;
 mod limits;
 mod supervisor;
 mod v8;
+mod web;

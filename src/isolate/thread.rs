@@ -11,7 +11,8 @@ use super::run::{Completion, ExecStats, HostReply, RunShared};
 use crate::limits::cpu::ThreadClock;
 use crate::limits::watchdog;
 use crate::limits::{lock, quarantine};
-use crate::v8::{DataAnswer, Output, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
+use crate::v8::{DataAnswer, OpArg, OpResult, Output, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
+use crate::web::WebState;
 
 /// V8 sizes its stack limit from the thread it starts on; give it room for deep JS
 /// recursion to end in a RangeError, never a native stack overflow.
@@ -31,6 +32,8 @@ pub(crate) fn live_threads() -> usize {
 #[derive(Default)]
 pub(crate) struct ThreadHost {
     run: Mutex<Option<Arc<RunShared>>>,
+    /// The web layer's state (`web: true`), for the sandbox's life.
+    web: WebState,
 }
 
 impl ThreadHost {
@@ -129,6 +132,18 @@ impl SandboxHost for ThreadHost {
             Some(run) => run.request_module(key, referrer),
             None => DataAnswer::Terminated,
         }
+    }
+
+    fn op(&self, op: u32, args: &mut [OpArg]) -> OpResult {
+        crate::web::call(&self.web, op, args)
+    }
+
+    fn script(&self, index: u32) -> Option<crate::v8::EmbeddedScript> {
+        crate::web::script(index)
+    }
+
+    fn script_cache(&self, index: u32, data: &[u8]) {
+        crate::web::script_cache(index, data)
     }
 }
 
@@ -266,7 +281,7 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
     watchdog::watch(watched);
     run.sink().started();
 
-    let step = install_and_run(sandbox, run, install);
+    let step = install_and_run(sandbox, host, run, install);
     // Modules imported with import() since the run's top level: their caches now.
     sandbox.flush_module_caches();
     let result = finish(sandbox, run, step);
@@ -286,11 +301,18 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
     (kind, stats.heap_peak_bytes)
 }
 
-fn install_and_run(sandbox: &mut Sandbox, run: &RunShared, install: bool) -> Step {
+fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, install: bool) -> Step {
     let spec = &run.spec;
     sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes, run.log_room());
     sandbox.set_module_limits(spec.plan.module_limits);
     if install {
+        // The web APIs come first, so the prelude may use them too.
+        if spec.plan.web {
+            host.web.start();
+            if let Some(step) = crate::web::install(sandbox) {
+                return step;
+            }
+        }
         // The prelude runs first, under the run's limits, before any tool or `data` exists.
         match sandbox.run_prelude(&spec.code) {
             Step::Settled | Step::Pending => {}
@@ -325,8 +347,16 @@ fn install_and_run(sandbox: &mut Sandbox, run: &RunShared, install: bool) -> Ste
             }
         }
         step = sandbox.poll();
+        // A callback the run scheduled threw (a timer's, an event listener's): the run
+        // ends with that error, as an uncaught exception ends a Node or Deno program.
+        if let Some(thrown) = host.web.take_uncaught() {
+            return Step::Threw(thrown);
+        }
     }
-    step
+    match host.web.take_uncaught() {
+        Some(thrown) => Step::Threw(thrown),
+        None => step,
+    }
 }
 
 /// Installs the run's host functions, data object and WebAssembly instances; `Some`

@@ -56,6 +56,47 @@ pub struct isolet_refusal {
     pub message_len: usize,
 }
 
+pub const ISOLET_OP_UNDEFINED: u32 = 0;
+pub const ISOLET_OP_NUMBER: u32 = 1;
+pub const ISOLET_OP_BOOL: u32 = 2;
+pub const ISOLET_OP_STRING: u32 = 3;
+pub const ISOLET_OP_BYTES: u32 = 4;
+pub const ISOLET_OP_OTHER: u32 = 5;
+pub const ISOLET_OP_LATIN1: u32 = 6;
+pub const ISOLET_OP_NULL: u32 = 7;
+pub const ISOLET_OP_MAX_ARGS: usize = 8;
+pub const ISOLET_OP_MAX_RESULTS: usize = 16;
+pub const ISOLET_ERROR_CLASS_INSTALLED: u32 = 4;
+
+/// A native op's argument or result (`ISOLET_OP_*`).
+#[repr(C)]
+pub struct isolet_op_value {
+    pub kind: u32,
+    pub number: f64,
+    pub ptr: *mut u8,
+    pub len: usize,
+    pub cap: usize,
+}
+
+#[repr(C)]
+pub struct isolet_script {
+    pub code: *const u8,
+    pub len: usize,
+    pub origin: *const u8,
+    pub origin_len: usize,
+    pub cache: *const u8,
+    pub cache_len: usize,
+}
+
+#[repr(C)]
+pub struct isolet_op_result {
+    pub count: u32,
+    pub values: [isolet_op_value; ISOLET_OP_MAX_RESULTS],
+    pub error_class: u32,
+    pub name: isolet_op_value,
+    pub message: isolet_op_value,
+}
+
 #[repr(C)]
 pub struct isolet_sandbox_config {
     pub ctx: *mut c_void,
@@ -79,6 +120,15 @@ pub struct isolet_sandbox_config {
     ) -> i32,
     pub on_heap_limit: extern "C" fn(ctx: *mut c_void),
     pub on_fatal_oom: extern "C" fn(ctx: *mut c_void),
+    pub on_op: extern "C" fn(
+        ctx: *mut c_void,
+        op: u32,
+        args: *mut isolet_op_value,
+        argc: usize,
+        result: *mut isolet_op_result,
+    ) -> i32,
+    pub on_script: extern "C" fn(ctx: *mut c_void, index: u32, script: *mut isolet_script) -> i32,
+    pub on_script_cache: extern "C" fn(ctx: *mut c_void, index: u32, data: *const u8, len: usize),
     pub text: extern "C" fn(ctx: *mut c_void, what: u32, a: u64, b: u64, buf: *mut u8, cap: usize) -> usize,
     pub heap_limit_bytes: usize,
     pub array_buffer_limit_bytes: usize,
@@ -252,6 +302,14 @@ extern "C" {
     pub fn isolet_module_link(sb: *mut isolet_sandbox, id: u32, targets: *const u32, count: usize) -> i32;
     pub fn isolet_module_run(sb: *mut isolet_sandbox, id: u32, err: *mut isolet_error) -> i32;
     pub fn isolet_sandbox_set_import_handler(sb: *mut isolet_sandbox, on_import: isolet_import_fn, max_specifier_bytes: usize);
+    pub fn isolet_sandbox_install_ops(
+        sb: *mut isolet_sandbox,
+        names: *const u8,
+        names_len: usize,
+        scripts: *const u32,
+        count: usize,
+        error_script: u32,
+    ) -> i32;
     pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize, peak_young_large: *mut usize);
     pub fn isolet_sandbox_hit_memory_limit(sb: *mut isolet_sandbox) -> i32;
     pub fn isolet_bytes_free(bytes: *mut isolet_bytes);

@@ -50,6 +50,16 @@ pub(crate) trait SandboxHost: Send + Sync {
     fn resolve_module(&self, _key: &str, _referrer: &str) -> DataAnswer {
         DataAnswer::Terminated
     }
+    /// Embedded script `index` (the web layer's JavaScript; `crate::web`).
+    fn script(&self, _index: u32) -> Option<EmbeddedScript> {
+        None
+    }
+    /// The code cache V8 made for embedded script `index`.
+    fn script_cache(&self, _index: u32, _data: &[u8]) {}
+    /// Native op `op` (the web layer's; `crate::web`), called synchronously from the sandbox.
+    fn op(&self, _op: u32, _args: &mut [OpArg]) -> OpResult {
+        Err(OpError::Threw { name: "TypeError", message: "no native ops in this sandbox".into(), installed: false })
+    }
 }
 
 /// Why a host call was refused before it reached the host: the name and message of the
@@ -615,6 +625,170 @@ extern "C" fn host_call_cb(
     ffi::ISOLET_THREW
 }
 
+/// A script the seam compiles by index (`isolet_script`): ASCII source for the process's
+/// life, its name in stacks, and its code cache when there is one.
+pub(crate) struct EmbeddedScript {
+    pub code: &'static str,
+    pub origin: &'static str,
+    pub cache: Option<&'static [u8]>,
+}
+
+extern "C" fn script_cb(ctx: *mut c_void, index: u32, out: *mut ffi::isolet_script) -> i32 {
+    let Some(script) = guarded(ctx, None, |host| host.script(index)) else { return ffi::ISOLET_ABSENT };
+    // The seam reads it as one-byte characters, so only ASCII is the same text.
+    if !script.code.is_ascii() {
+        debug_assert!(false, "embedded script {index} is not ASCII");
+        return ffi::ISOLET_ABSENT;
+    }
+    let cache = script.cache.unwrap_or(&[]);
+    // SAFETY: a valid out-pointer from the seam; everything pointed to is 'static.
+    unsafe {
+        *out = ffi::isolet_script {
+            code: script.code.as_ptr(),
+            len: script.code.len(),
+            origin: script.origin.as_ptr(),
+            origin_len: script.origin.len(),
+            cache: cache.as_ptr(),
+            cache_len: cache.len(),
+        };
+    }
+    ffi::ISOLET_OK
+}
+
+extern "C" fn script_cache_cb(ctx: *mut c_void, index: u32, data: *const u8, len: usize) {
+    // SAFETY: the seam passes its cache's bytes for the call.
+    let data = unsafe { bytes(data, len) };
+    guarded(ctx, (), |host| host.script_cache(index, data));
+}
+
+/// A native op's argument as the seam converted it (`ISOLET_OP_*` in `native/isolet_v8.h`).
+pub(crate) enum OpArg<'a> {
+    Undefined,
+    #[allow(dead_code)] // no op reads a number yet
+    Number(f64),
+    Bool(bool),
+    /// A string's UTF-8 (lone surrogates already replaced by U+FFFD).
+    Str(&'a str),
+    /// The bytes of an ArrayBuffer or view, in place.
+    Bytes(ByteView<'a>),
+    /// Any other value (null, an object, ...), not converted.
+    Other,
+}
+
+/// The bytes of a sandbox ArrayBuffer (or view) for the length of one op call. Two
+/// arguments may be views of the same buffer, so an op holds a mutable borrow of one view
+/// only while it reads no other.
+pub(crate) struct ByteView<'a> {
+    ptr: *mut u8,
+    len: usize,
+    _call: std::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl ByteView<'_> {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: the seam passes the view's memory, alive and unmoved for the call (no
+        // sandbox code or allocation runs while an op runs); null only when empty.
+        unsafe { bytes(self.ptr, self.len) }
+    }
+
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        if self.len == 0 || self.ptr.is_null() {
+            return &mut [];
+        }
+        // SAFETY: as `bytes`; `&mut self` keeps this view's other borrows out meanwhile.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// A value a native op gives back.
+#[derive(Debug, PartialEq)]
+pub(crate) enum OpValue {
+    Null,
+    Number(f64),
+    Bool(bool),
+    String(String),
+    /// A string whose characters are these bytes (`atob`'s "binary string").
+    Latin1(Vec<u8>),
+    /// A new Uint8Array over these bytes (no copy), charged to the run's ArrayBuffer budget.
+    Bytes(Vec<u8>),
+}
+
+/// Why a native op did not give values back.
+#[derive(Debug, PartialEq)]
+pub(crate) enum OpError {
+    /// Throw an error: a built-in class (`TypeError`, `RangeError`, `Error`) by name, or,
+    /// with `installed`, the one the web layer's error maker makes (a DOMException).
+    Threw { name: &'static str, message: String, installed: bool },
+    /// The run is being stopped.
+    Terminated,
+}
+
+pub(crate) type OpResult = Result<Vec<OpValue>, OpError>;
+
+/// Moves `bytes` into a seam value (the seam frees or adopts the block).
+fn op_block(kind: u32, bytes: Vec<u8>) -> ffi::isolet_op_value {
+    let mut bytes = std::mem::ManuallyDrop::new(bytes);
+    ffi::isolet_op_value { kind, number: 0.0, ptr: bytes.as_mut_ptr(), len: bytes.len(), cap: bytes.capacity() }
+}
+
+fn op_value(value: OpValue) -> ffi::isolet_op_value {
+    let scalar = |kind, number| ffi::isolet_op_value { kind, number, ptr: std::ptr::null_mut(), len: 0, cap: 0 };
+    match value {
+        OpValue::Null => scalar(ffi::ISOLET_OP_NULL, 0.0),
+        OpValue::Number(n) => scalar(ffi::ISOLET_OP_NUMBER, n),
+        OpValue::Bool(b) => scalar(ffi::ISOLET_OP_BOOL, f64::from(u8::from(b))),
+        OpValue::String(s) => op_block(ffi::ISOLET_OP_STRING, s.into_bytes()),
+        OpValue::Latin1(b) => op_block(ffi::ISOLET_OP_LATIN1, b),
+        OpValue::Bytes(b) => op_block(ffi::ISOLET_OP_BYTES, b),
+    }
+}
+
+extern "C" fn op_cb(ctx: *mut c_void, op: u32, args: *mut ffi::isolet_op_value, argc: usize, result: *mut ffi::isolet_op_result) -> i32 {
+    // SAFETY: the seam passes `argc <= ISOLET_OP_MAX_ARGS` converted arguments and a zeroed
+    // result, all live for the call.
+    let raw_args = unsafe { std::slice::from_raw_parts(args, argc.min(ffi::ISOLET_OP_MAX_ARGS)) };
+    let result = unsafe { &mut *result };
+    let mut args: Vec<OpArg> = raw_args
+        .iter()
+        .map(|a| match a.kind {
+            ffi::ISOLET_OP_NUMBER => OpArg::Number(a.number),
+            ffi::ISOLET_OP_BOOL => OpArg::Bool(a.number != 0.0),
+            // The seam wrote it with V8's UTF-8 writer, invalid sequences replaced.
+            ffi::ISOLET_OP_STRING => match std::str::from_utf8(unsafe { bytes(a.ptr, a.len) }) {
+                Ok(s) => OpArg::Str(s),
+                Err(_) => OpArg::Other,
+            },
+            ffi::ISOLET_OP_BYTES => OpArg::Bytes(ByteView { ptr: a.ptr, len: a.len, _call: std::marker::PhantomData }),
+            ffi::ISOLET_OP_UNDEFINED => OpArg::Undefined,
+            _ => OpArg::Other,
+        })
+        .collect();
+    let outcome = guarded(ctx, Err(OpError::Terminated), |host| host.op(op, &mut args));
+    match outcome {
+        Ok(values) if values.len() <= ffi::ISOLET_OP_MAX_RESULTS => {
+            result.count = values.len() as u32;
+            for (slot, value) in result.values.iter_mut().zip(values) {
+                *slot = op_value(value);
+            }
+            ffi::ISOLET_OK
+        }
+        Ok(_) => {
+            debug_assert!(false, "an op gave back more than ISOLET_OP_MAX_RESULTS values");
+            ffi::ISOLET_TERMINATED
+        }
+        Err(OpError::Threw { name, message, installed }) => {
+            result.error_class = if installed { ffi::ISOLET_ERROR_CLASS_INSTALLED } else { seam_policy::host_error_class(name) };
+            // A built-in class carries its own name; only others are named.
+            if installed || result.error_class == 0 {
+                result.name = op_block(ffi::ISOLET_OP_STRING, name.as_bytes().to_vec());
+            }
+            result.message = op_block(ffi::ISOLET_OP_STRING, message.into_bytes());
+            ffi::ISOLET_THREW
+        }
+        Err(OpError::Terminated) => ffi::ISOLET_TERMINATED,
+    }
+}
+
 /// Copies as much of `text` into `out` as fits, cut at a character boundary; returns the
 /// bytes written.
 fn copy_cut(text: &str, out: &mut [u8]) -> usize {
@@ -806,6 +980,9 @@ impl Sandbox {
             on_data_request: data_request_cb,
             on_heap_limit: heap_limit_cb,
             on_fatal_oom: fatal_oom_cb,
+            on_op: op_cb,
+            on_script: script_cb,
+            on_script_cache: script_cache_cb,
             text: text_cb,
             heap_limit_bytes: config.heap_limit_bytes,
             array_buffer_limit_bytes: config.array_buffer_limit_bytes,
@@ -871,6 +1048,23 @@ impl Sandbox {
     pub(crate) fn set_copy_limits(&mut self, max_message_bytes: usize, max_output_bytes: usize, log_room: usize) {
         // SAFETY: live sandbox.
         unsafe { ffi::isolet_sandbox_set_copy_limits(self.raw, max_message_bytes, max_output_bytes, log_room) };
+    }
+
+    /// Defines each global `name` as a lazy data property whose value is that name's export of
+    /// embedded script `script` (see `isolet_sandbox_install_ops` and `SandboxHost::script`);
+    /// ops' DOMException-class errors are made by script `error_script`'s `makeError`.
+    pub(crate) fn install_ops(&mut self, globals: &[(&str, u32)], error_script: u32) -> Step {
+        let names = nul_joined(&globals.iter().map(|(name, _)| *name).collect::<Vec<_>>());
+        let scripts: Vec<u32> = globals.iter().map(|(_, script)| *script).collect();
+        // SAFETY: live sandbox, valid buffers for the call.
+        let rc = unsafe {
+            ffi::isolet_sandbox_install_ops(self.raw, names.as_ptr(), names.len(), scripts.as_ptr(), scripts.len(), error_script)
+        };
+        match rc {
+            _ if self.panicked() => Step::Terminated,
+            ffi::ISOLET_OK => Step::Settled,
+            _ => Step::Terminated,
+        }
     }
 
     pub(crate) fn add_host_function(&mut self, name: &str, index: u32) -> bool {

@@ -325,7 +325,7 @@ pub fn encode_run(run_id: u32, plan: &RunPlan, started_event: bool) -> Vec<u8> {
     for (k, v) in &plan.data_values {
         w.str(k).bytes(v);
     }
-    w.bool(plan.wasm).bool(plan.stream_console);
+    w.bool(plan.wasm).bool(plan.stream_console).bool(plan.web);
     match &plan.tenant {
         Some(t) => w.u8(1).str(t),
         None => w.u8(0),
@@ -467,7 +467,7 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         let k = r.str()?.to_string();
         data_values.insert(k, r.bytes()?.to_vec());
     }
-    let (wasm, stream_console) = (r.bool()?, r.bool()?);
+    let (wasm, stream_console, web) = (r.bool()?, r.bool()?, r.bool()?);
     let tenant = if r.bool()? { Some(r.str()?.to_string()) } else { None };
     let n = r.u32()? as usize;
     let mut modules = BTreeMap::new();
@@ -502,6 +502,7 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         data_object,
         data_values,
         wasm,
+        web,
         stream_console,
         tenant,
         modules,
@@ -1042,6 +1043,7 @@ mod tests {
             data_object: true,
             data_values: [("k".to_string(), vec![1, 2, 3]), ("__proto__".to_string(), vec![])].into_iter().collect(),
             wasm: false,
+            web: true,
             stream_console: true,
             tenant: Some("team-a".into()),
             modules: [("util.ts".to_string(), "export const x = 1".to_string()), ("zod".to_string(), String::new())].into_iter().collect(),

@@ -23,6 +23,7 @@ pub mod seam_policy;
 pub mod syscall_policy;
 pub mod wakeups;
 pub mod wasm;
+pub mod web;
 
 pub use budget::{BudgetError, PendingCalls};
 pub use value_count::{count_values, CountError};

@@ -219,6 +219,7 @@ pub const RUN_SANDBOX: &[Opt] = &[
     whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
     // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
     whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
+    opt("web", Kind::Bool),
 ];
 
 /// `new SandboxEngine(config)`.
@@ -239,6 +240,7 @@ pub const ENGINE_CONFIG: &[Opt] = &[
     opt("wasmModules", Kind::WasmModules),
     opt("prelude", Kind::Prelude),
     whole("codeCacheMb", 0, MAX_CODE_CACHE_MB as u64, Some(DEFAULT_CODE_CACHE_MB as u64), &["codeCache"]),
+    opt("web", Kind::Bool),
 ];
 
 /// `toolPolicy` of a request.
@@ -263,6 +265,7 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     opt("resolve", Kind::Function),
     whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
     whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
+    opt("web", Kind::Bool),
 ];
 
 /// One entry of `wasmModules`.
@@ -536,6 +539,8 @@ pub struct RunPlan {
     pub data_values: BTreeMap<String, Vec<u8>>,
     /// Instantiate the engine's WebAssembly modules.
     pub wasm: bool,
+    /// Install the web platform APIs (`web`: URL, TextEncoder, timers, ...; docs/web.md).
+    pub web: bool,
     /// Send console entries as they happen (sessions).
     pub stream_console: bool,
     /// Whose run it is (`tenant`): queued runs are served in turn across tenants
@@ -721,6 +726,7 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         data_object: false,
         data_values: BTreeMap::new(),
         wasm: false,
+        web: f.bool("web")?.unwrap_or(false),
         stream_console: false,
         tenant: f.label("tenant")?,
         modules,
@@ -756,6 +762,8 @@ pub struct EngineConfig {
     pub prelude: Option<Prelude>,
     /// Compiled-code cache budget in bytes (`codeCacheMb`; see `code_cache`).
     pub code_cache_bytes: usize,
+    /// `web` of a request that says nothing about it.
+    pub web: bool,
 }
 
 /// An engine's prelude: a classic script run in every fresh context before the run's code,
@@ -877,6 +885,7 @@ impl EngineConfig {
             wasm_modules: wasm_module_names(f.get("wasmModules"))?,
             prelude: prelude_of(&f)?,
             code_cache_bytes: f.whole_or_default("codeCacheMb")? as usize * 1024 * 1024,
+            web: f.bool("web")?.unwrap_or(false),
         })
     }
 
@@ -929,6 +938,7 @@ impl EngineConfig {
             data_object: true,
             data_values: BTreeMap::new(),
             wasm: !self.wasm_modules.is_empty(),
+            web: f.bool("web")?.unwrap_or(self.web),
             stream_console: true,
             tenant: f.label("tenant")?,
             modules,
@@ -1113,6 +1123,8 @@ pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPl
         data_object: false,
         data_values: BTreeMap::new(),
         wasm: false,
+        // Kept for the sandbox's life: its globals are installed by its first run.
+        web: f.bool("web")?.unwrap_or(false),
         stream_console: false,
         tenant: f.label("tenant")?,
         // The sandbox's own map: every run may import from it (a run's plan carries only
@@ -1269,6 +1281,33 @@ mod tests {
         // The code argument is described like any value that is not a string.
         let e = run_sandbox(&threw(), &Raw::Undefined).unwrap_err();
         assert_eq!(e.message, "code must be a string, got a value that could not be read (its getter threw Error: boom)");
+    }
+
+    #[test]
+    fn web_is_a_boolean_off_by_default_and_the_same_everywhere() {
+        let web = |v: Raw| obj(&[("web", v)]);
+        assert!(!run_sandbox(&code(), &Raw::Undefined).unwrap().web);
+        assert!(run_sandbox(&code(), &web(Raw::Bool(true))).unwrap().web);
+        let e = run_sandbox(&code(), &web(s("yes"))).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("web", "web must be a boolean, got 'yes'"));
+        // The engine's choice is its requests' default; a request may say otherwise.
+        let request = |extra: &[(&str, Raw)]| obj(&[&[("code", s("return 1"))], extra].concat());
+        let off = EngineConfig::from_raw(&Raw::Undefined).unwrap();
+        assert!(!off.web && !off.plan(&request(&[])).unwrap().web);
+        assert!(off.plan(&request(&[("web", Raw::Bool(true))])).unwrap().web);
+        let on = EngineConfig::from_raw(&web(Raw::Bool(true))).unwrap();
+        assert!(on.plan(&request(&[])).unwrap().web);
+        assert!(!on.plan(&request(&[("web", Raw::Bool(false))])).unwrap().web);
+        let e = on.plan(&request(&[("web", num(1.0))])).unwrap_err();
+        assert_eq!(e.message, "request.web must be a boolean, got 1");
+        assert_eq!(EngineConfig::from_raw(&web(Raw::Null)).unwrap_err().message, "web must be a boolean, got null");
+        // A persistent sandbox keeps the choice it was opened with; a run cannot change it.
+        let sandbox = crate::sandbox::sandbox_plan(&web(Raw::Bool(true))).unwrap();
+        let budget = crate::sandbox::Budget::default();
+        assert!(crate::sandbox::run_plan(&sandbox, &budget, &code(), &Raw::Undefined).unwrap().web);
+        let e = crate::sandbox::run_plan(&sandbox, &budget, &code(), &web(Raw::Bool(false))).unwrap_err();
+        assert!(e.message.contains("web"), "{}", e.message);
+        assert!(!crate::sandbox::sandbox_plan(&Raw::Undefined).unwrap().base.web);
     }
 
     #[test]

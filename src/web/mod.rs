@@ -1,0 +1,342 @@
+//! The web platform APIs inside the sandbox (`web: true`; docs/web.md), on the isolate
+//! thread. Their WebIDL classes are JavaScript (`js/*.js`, one script compiled once per
+//! process and served from its V8 code cache); what they compute is Rust: the ops below,
+//! reached through the seam's one generic primitive (`isolet_sandbox_install_ops`), over
+//! the pure logic of `isolet_core::web`. Installing compiles nothing: each global is a lazy
+//! data property, and the script of its family runs (from its V8 code cache, made by the
+//! first isolate of the process that ran it) only when a run first reads one of them.
+use std::sync::{Mutex, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use isolet_core::web::{base64, crypto, encoding, url, WebError};
+use isolet_core::Thrown;
+
+use crate::limits::lock;
+use crate::v8::{EmbeddedScript, OpArg, OpError, OpResult, OpValue, Sandbox, Step};
+
+/// The embedded scripts, by the name the JS uses (`load(SCRIPT.<name>)`); each file is the
+/// body of `(function (lib) { ... })`, whose return value is the script's exports.
+const SCRIPTS: &[(&str, &str)] = &[
+    ("webidl", include_str!("js/00_webidl.js")),
+    ("domexception", include_str!("js/01_domexception.js")),
+    ("base64", include_str!("js/02_base64.js")),
+    ("encoding", include_str!("js/03_encoding.js")),
+    ("url", include_str!("js/04_url.js")),
+    ("crypto", include_str!("js/05_crypto.js")),
+    ("events", include_str!("js/06_events.js")),
+    ("misc", include_str!("js/07_misc.js")),
+];
+
+/// The web layer's globals and the script that exports each.
+const GLOBALS: &[(&str, &str)] = &[
+    ("atob", "base64"),
+    ("btoa", "base64"),
+    ("DOMException", "domexception"),
+    ("TextEncoder", "encoding"),
+    ("TextDecoder", "encoding"),
+    ("URL", "url"),
+    ("URLSearchParams", "url"),
+    ("crypto", "crypto"),
+    ("Crypto", "crypto"),
+    ("SubtleCrypto", "crypto"),
+    ("CryptoKey", "crypto"),
+    ("Event", "events"),
+    ("EventTarget", "events"),
+    ("CustomEvent", "events"),
+    ("AbortController", "events"),
+    ("AbortSignal", "events"),
+    ("structuredClone", "misc"),
+    ("queueMicrotask", "misc"),
+    ("performance", "misc"),
+    ("Performance", "misc"),
+];
+
+/// The script whose `makeError(message, name)` makes the DOMExceptions ops throw.
+const ERROR_SCRIPT: &str = "webidl";
+
+fn script_index(name: &str) -> u32 {
+    SCRIPTS.iter().position(|(n, _)| *n == name).expect("a script of SCRIPTS") as u32
+}
+
+/// The script name the web layer's frames show in stacks.
+const ORIGIN: &str = "isolet:web";
+
+/// One native op: its name in the JS (`OP.name`) and what it does.
+struct Op {
+    name: &'static str,
+    call: fn(&WebState, &mut [OpArg]) -> OpResult,
+}
+
+/// The ops, by index (the JS reaches them as `op(OP.<name>, ...)`).
+const OPS: &[Op] = &[
+    Op { name: "atob", call: op_atob },
+    Op { name: "btoa", call: op_btoa },
+    Op { name: "encodingLookup", call: op_encoding_lookup },
+    Op { name: "decode", call: op_decode },
+    Op { name: "encode", call: op_encode },
+    Op { name: "encodeInto", call: op_encode_into },
+    Op { name: "urlParse", call: op_url_parse },
+    Op { name: "urlCanParse", call: op_url_can_parse },
+    Op { name: "urlSet", call: op_url_set },
+    Op { name: "urlencodedParse", call: op_urlencoded_parse },
+    Op { name: "randomFill", call: op_random_fill },
+    Op { name: "randomUuid", call: op_random_uuid },
+    Op { name: "digest", call: op_digest },
+    Op { name: "hmacSign", call: op_hmac_sign },
+    Op { name: "hmacVerify", call: op_hmac_verify },
+    Op { name: "now", call: op_now },
+    Op { name: "timeOrigin", call: op_time_origin },
+    Op { name: "reportError", call: op_report_error },
+];
+
+/// The embedded scripts' sources: each file wrapped as a function of `lib`, with the op and
+/// script tables as `OP` and `SCRIPT`.
+fn sources() -> &'static [String] {
+    static SOURCES: OnceLock<Vec<String>> = OnceLock::new();
+    SOURCES.get_or_init(|| {
+        let table = |names: &mut dyn Iterator<Item = &str>| names.enumerate().map(|(i, n)| format!("{n}: {i}")).collect::<Vec<_>>().join(", ");
+        let ops = table(&mut OPS.iter().map(|op| op.name));
+        let scripts = table(&mut SCRIPTS.iter().map(|(name, _)| *name));
+        SCRIPTS
+            .iter()
+            .map(|(_, body)| {
+                format!("(function (lib) {{ 'use strict'; const {{ op, clone, load }} = lib; const OP = {{ {ops} }}; const SCRIPT = {{ {scripts} }};\n{body}}})")
+            })
+            .collect()
+    })
+}
+
+/// The code caches of the embedded scripts (by index), made by the first isolate of this
+/// process that runs each; never replaced, so a compile may read one in place.
+static CODE_CACHES: [OnceLock<Vec<u8>>; SCRIPTS.len()] = [const { OnceLock::new() }; SCRIPTS.len()];
+
+/// Embedded script `index` with its code cache, for the seam.
+pub(crate) fn script(index: u32) -> Option<EmbeddedScript> {
+    let index = index as usize;
+    let code = sources().get(index)?;
+    Some(EmbeddedScript { code, origin: ORIGIN, cache: CODE_CACHES[index].get().map(Vec::as_slice) })
+}
+
+/// The code cache V8 made for embedded script `index` (the first one made is kept).
+pub(crate) fn script_cache(index: u32, data: &[u8]) {
+    if let Some(slot) = CODE_CACHES.get(index as usize) {
+        let _ = slot.set(data.to_vec());
+    }
+}
+
+/// Per sandbox: the clock `performance` reads (from the install), and an error a callback
+/// threw (a timer's, `queueMicrotask`'s) that ends the run.
+#[derive(Default)]
+pub(crate) struct WebState {
+    /// The monotonic origin and the wall-clock time at it (ms since the epoch, coarsened).
+    clock: Mutex<Option<(Instant, f64)>>,
+    uncaught: Mutex<Option<Thrown>>,
+}
+
+impl WebState {
+    /// The web layer is being installed: `performance.timeOrigin` is now.
+    pub(crate) fn start(&self) {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1000.0).unwrap_or(0.0);
+        *lock(&self.clock) = Some((Instant::now(), coarsen(wall)));
+    }
+
+    fn origin(&self) -> (Instant, f64) {
+        *lock(&self.clock).get_or_insert_with(|| (Instant::now(), 0.0))
+    }
+
+    /// The error a callback threw since the last look, which ends the run.
+    pub(crate) fn take_uncaught(&self) -> Option<Thrown> {
+        lock(&self.uncaught).take()
+    }
+}
+
+/// `performance.now()`'s resolution, in ms: 100 µs, as browsers give pages that are not
+/// cross-origin isolated, so sandboxed code gets no finer clock than that to time cache
+/// effects with (Spectre-class attacks on the memory of this process).
+pub(crate) const CLOCK_RESOLUTION_MS: f64 = 0.1;
+
+fn coarsen(ms: f64) -> f64 {
+    (ms / CLOCK_RESOLUTION_MS).floor() * CLOCK_RESOLUTION_MS
+}
+
+/// Installs the web layer in `sandbox`'s fresh context; `Some` when that ended the run.
+pub(crate) fn install(sandbox: &mut Sandbox) -> Option<Step> {
+    let globals: Vec<(&str, u32)> = GLOBALS.iter().map(|(name, script)| (*name, script_index(script))).collect();
+    match sandbox.install_ops(&globals, script_index(ERROR_SCRIPT)) {
+        Step::Settled => None,
+        other => Some(other),
+    }
+}
+
+/// Runs op `index` for the sandbox.
+pub(crate) fn call(state: &WebState, index: u32, args: &mut [OpArg]) -> OpResult {
+    match OPS.get(index as usize) {
+        Some(op) => (op.call)(state, args),
+        None => Err(type_error(format!("no native op {index}"))),
+    }
+}
+
+fn type_error(message: String) -> OpError {
+    OpError::Threw { name: "TypeError", message, installed: false }
+}
+
+fn thrown(e: WebError) -> OpError {
+    match e {
+        WebError::Type(message) => OpError::Threw { name: "TypeError", message, installed: false },
+        WebError::Range(message) => OpError::Threw { name: "RangeError", message, installed: false },
+        WebError::Dom { name, message } => OpError::Threw { name, message, installed: true },
+    }
+}
+
+// Arguments. The JS layer converts per WebIDL before calling, so a wrong kind here is a
+// bug of that layer (or sandbox code that found `op`), answered with a TypeError.
+
+fn string<'a>(args: &[OpArg<'a>], i: usize) -> Result<&'a str, OpError> {
+    match args.get(i) {
+        Some(OpArg::Str(s)) => Ok(s),
+        _ => Err(type_error(format!("argument {i} must be a string"))),
+    }
+}
+
+fn optional_string<'a>(args: &[OpArg<'a>], i: usize) -> Result<Option<&'a str>, OpError> {
+    match args.get(i) {
+        None | Some(OpArg::Undefined) => Ok(None),
+        Some(OpArg::Str(s)) => Ok(Some(s)),
+        _ => Err(type_error(format!("argument {i} must be a string or undefined"))),
+    }
+}
+
+fn flag(args: &[OpArg], i: usize) -> bool {
+    matches!(args.get(i), Some(OpArg::Bool(true)))
+}
+
+fn bytes<'s>(args: &'s [OpArg], i: usize) -> Result<&'s [u8], OpError> {
+    match args.get(i) {
+        Some(OpArg::Bytes(view)) => Ok(view.bytes()),
+        _ => Err(type_error(format!("argument {i} must be an ArrayBuffer or a view of one"))),
+    }
+}
+
+fn one(value: OpValue) -> OpResult {
+    Ok(vec![value])
+}
+
+fn op_atob(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::Latin1(base64::decode(string(args, 0)?).map_err(thrown)?))
+}
+
+fn op_btoa(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::String(base64::encode_latin1(string(args, 0)?).map_err(thrown)?))
+}
+
+fn op_encoding_lookup(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::String(encoding::lookup(string(args, 0)?).map_err(thrown)?))
+}
+
+/// (encoding, bytes, fatal, stream, stripBom) -> [text, bytes left for the next chunk]
+fn op_decode(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    let name = string(args, 0)?;
+    let (text, tail) =
+        encoding::decode(name, bytes(args, 1)?, flag(args, 2), flag(args, 3), flag(args, 4)).map_err(thrown)?;
+    Ok(vec![OpValue::String(text), OpValue::Number(tail as f64)])
+}
+
+fn op_encode(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::Bytes(string(args, 0)?.as_bytes().to_vec()))
+}
+
+/// (text, destination) -> [UTF-16 units read, bytes written]: whole characters only.
+fn op_encode_into(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    let text = string(args, 0)?;
+    let Some(OpArg::Bytes(dest)) = args.get_mut(1) else {
+        return Err(type_error("argument 1 must be a Uint8Array".into()));
+    };
+    let out = dest.bytes_mut();
+    let (mut read, mut written) = (0usize, 0usize);
+    for c in text.chars() {
+        let n = c.len_utf8();
+        if written + n > out.len() {
+            break;
+        }
+        c.encode_utf8(&mut out[written..written + n]);
+        written += n;
+        read += c.len_utf16();
+    }
+    Ok(vec![OpValue::Number(read as f64), OpValue::Number(written as f64)])
+}
+
+fn record(r: Option<url::UrlRecord>) -> OpResult {
+    match r {
+        Some(fields) => Ok(fields.into_iter().map(OpValue::String).collect()),
+        None => one(OpValue::Null),
+    }
+}
+
+fn op_url_parse(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    record(url::parse(string(args, 0)?, optional_string(args, 1)?))
+}
+
+fn op_url_can_parse(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::Bool(url::can_parse(string(args, 0)?, optional_string(args, 1)?)))
+}
+
+fn op_url_set(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    let setter = url::Setter::named(string(args, 1)?).ok_or_else(|| type_error("no such URL setter".into()))?;
+    record(url::set(string(args, 0)?, setter, string(args, 2)?))
+}
+
+fn op_urlencoded_parse(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    let pairs = url::parse_urlencoded(string(args, 0)?.as_bytes());
+    one(OpValue::String(url::join_counted(pairs.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))))
+}
+
+fn op_random_fill(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    let Some(OpArg::Bytes(view)) = args.get_mut(0) else {
+        return Err(type_error("argument 0 must be an integer typed array".into()));
+    };
+    crypto::fill_random(view.bytes_mut()).map_err(thrown)?;
+    Ok(Vec::new())
+}
+
+fn op_random_uuid(_: &WebState, _: &mut [OpArg]) -> OpResult {
+    one(OpValue::String(crypto::random_uuid().map_err(thrown)?))
+}
+
+fn hash(args: &[OpArg], i: usize) -> Result<crypto::Hash, OpError> {
+    crypto::Hash::named(string(args, i)?).map_err(thrown)
+}
+
+fn op_digest(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::Bytes(crypto::digest(hash(args, 0)?, bytes(args, 1)?)))
+}
+
+fn op_hmac_sign(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::Bytes(crypto::hmac_sign(hash(args, 0)?, bytes(args, 1)?, bytes(args, 2)?)))
+}
+
+fn op_hmac_verify(_: &WebState, args: &mut [OpArg]) -> OpResult {
+    one(OpValue::Bool(crypto::hmac_verify(hash(args, 0)?, bytes(args, 1)?, bytes(args, 2)?, bytes(args, 3)?)))
+}
+
+fn op_now(state: &WebState, _: &mut [OpArg]) -> OpResult {
+    one(OpValue::Number(coarsen(state.origin().0.elapsed().as_secs_f64() * 1000.0)))
+}
+
+fn op_time_origin(state: &WebState, _: &mut [OpArg]) -> OpResult {
+    one(OpValue::Number(state.origin().1))
+}
+
+/// (name, message, stack): a callback threw; the run ends with it (the first one wins).
+fn op_report_error(state: &WebState, args: &mut [OpArg]) -> OpResult {
+    let text = |i| optional_string(args, i).ok().flatten().map(str::to_string);
+    let mut uncaught = lock(&state.uncaught);
+    if uncaught.is_none() {
+        *uncaught = Some(Thrown {
+            name: text(0).unwrap_or_else(|| "Error".into()),
+            message: text(1).unwrap_or_default(),
+            stack: text(2),
+            ..Default::default()
+        });
+    }
+    Ok(Vec::new())
+}
