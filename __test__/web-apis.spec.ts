@@ -9,7 +9,8 @@ import { failed, ok } from './support/results';
 const WEB_GLOBALS = [
   'atob', 'btoa', 'DOMException', 'TextEncoder', 'TextDecoder', 'URL', 'URLSearchParams', 'crypto', 'Crypto',
   'SubtleCrypto', 'CryptoKey', 'Event', 'EventTarget', 'CustomEvent', 'AbortController', 'AbortSignal',
-  'structuredClone', 'queueMicrotask', 'performance', 'Performance',
+  'structuredClone', 'queueMicrotask', 'performance', 'Performance', 'setTimeout', 'setInterval', 'clearTimeout',
+  'clearInterval',
 ];
 
 const open: Sandbox[] = [];

@@ -331,6 +331,8 @@ struct isolet_sandbox {
   // errors.
   v8::Global<Object> ops_lib;
   std::vector<v8::Global<Value>> loaded;
+  // Promises ops gave back (ISOLET_OP_PROMISE), by the id Rust chose, until settled.
+  std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> op_promises;
   uint32_t error_script = 0;
 };
 
@@ -1211,6 +1213,12 @@ MaybeLocal<Value> OpValueToJs(isolet_sandbox* sb, Isolate* isolate, isolet_op_va
       return v8::Boolean::New(isolate, v->number != 0);
     case ISOLET_OP_NULL:
       return v8::Null(isolate);
+    case ISOLET_OP_PROMISE: {
+      Local<v8::Promise::Resolver> resolver;
+      if (!v8::Promise::Resolver::New(isolate->GetCurrentContext()).ToLocal(&resolver)) return MaybeLocal<Value>();
+      sb->op_promises[static_cast<uint32_t>(v->number)].Reset(isolate, resolver);
+      return resolver->GetPromise();
+    }
     case ISOLET_OP_STRING:
     case ISOLET_OP_LATIN1: {
       MaybeLocal<String> text;
@@ -1657,6 +1665,7 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     sb->data_cache.Reset();
     sb->ops_lib.Reset();
     sb->loaded.clear();
+    sb->op_promises.clear();
     sb->wasm_instance.Reset();
     sb->context.Reset();
   }
@@ -1983,6 +1992,7 @@ void isolet_sandbox_end_run(isolet_sandbox* sb) {
   Isolate::Scope isolate_scope(sb->isolate);
   HandleScope handle_scope(sb->isolate);
   sb->calls.clear();
+  sb->op_promises.clear();
   sb->completion.Reset();
   // A module run's result is read from its module; a later call or script has none.
   sb->result_module.Reset();
@@ -2316,6 +2326,27 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
   sb->on_import = on_import;
   sb->max_specifier_bytes = max_specifier_bytes;
   sb->isolate->SetHostImportModuleDynamicallyCallback(ImportDynamically);
+}
+
+int32_t isolet_sandbox_settle_op(isolet_sandbox* sb, uint32_t id, isolet_op_value* value) {
+  ENTER(sb);
+  auto it = sb->op_promises.find(id);
+  if (it == sb->op_promises.end() || value->kind == ISOLET_OP_PROMISE) {
+    FreeOpValue(value);
+    return ISOLET_FAILED;
+  }
+  Local<v8::Promise::Resolver> resolver = it->second.Get(isolate);
+  sb->op_promises.erase(it);
+  TryCatch try_catch(isolate);
+  Local<Value> settled;
+  if (OpValueToJs(sb, isolate, value).ToLocal(&settled)) {
+    (void)resolver->Resolve(ctx, settled);
+  } else if (!try_catch.HasTerminated() && try_catch.HasCaught()) {
+    Local<Value> reason = try_catch.Exception();
+    try_catch.Reset();
+    (void)resolver->Reject(ctx, reason);
+  }
+  return try_catch.HasTerminated() || isolate->IsExecutionTerminating() ? ISOLET_TERMINATED : ISOLET_OK;
 }
 
 int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, size_t names_len,

@@ -104,6 +104,9 @@ enum {
   ISOLET_OP_OTHER = 5,   // in: any other value (null, object, symbol, bigint), not converted
   ISOLET_OP_LATIN1 = 6,  // out: a string whose characters are these bytes (U+0000 to U+00FF)
   ISOLET_OP_NULL = 7,    // out: null
+  // Out: a new promise, pending until isolet_sandbox_settle_op(`number`, ...): Rust chose
+  // the id (an async op). Never in a settlement.
+  ISOLET_OP_PROMISE = 8,
 };
 typedef struct {
   uint32_t kind;  // ISOLET_OP_*
@@ -311,8 +314,9 @@ int32_t isolet_sandbox_check_syntax(isolet_sandbox* sb, const uint8_t* code, siz
 // for isolet_sandbox_run (ISOLET_OK, _PENDING, _THREW, _TERMINATED or _FAILED).
 int32_t isolet_sandbox_call_global(isolet_sandbox* sb, const uint8_t* name, size_t name_len,
                                    const uint8_t* args, size_t args_len, isolet_error* err);
-// Persistent sandboxes, between runs: drops the last result and the host calls still
-// pending, and cancels a termination left by the run, so the context serves another.
+// Persistent sandboxes, between runs: drops the last result, the host calls and async op
+// promises still pending, and cancels a termination left by the run, so the context
+// serves another.
 void isolet_sandbox_end_run(isolet_sandbox* sb);
 // Runs microtasks and reports: ISOLET_OK (settled), ISOLET_PENDING or ISOLET_TERMINATED.
 int32_t isolet_sandbox_poll(isolet_sandbox* sb);
@@ -409,6 +413,12 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
 // ISOLET_TERMINATED; nothing runs (nor is compiled) until a run reads one of the globals.
 int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
                                    const uint32_t* scripts, size_t count, uint32_t error_script);
+
+// Resolves the promise an op gave back as ISOLET_OP_PROMISE `id` with `value` (an op
+// result value; the seam takes its block). The reactions run at the next microtask
+// checkpoint (isolet_sandbox_poll). ISOLET_OK, ISOLET_FAILED (no such promise: settled, or
+// dropped by isolet_sandbox_end_run) or ISOLET_TERMINATED.
+int32_t isolet_sandbox_settle_op(isolet_sandbox* sb, uint32_t id, isolet_op_value* value);
 
 // Heap statistics in bytes: current used heap, the highest value seen, and the most the
 // young large-object space was seen holding (sampled at each GC and by this call).

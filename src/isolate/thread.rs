@@ -11,7 +11,7 @@ use super::run::{Completion, ExecStats, HostReply, RunShared};
 use crate::limits::cpu::ThreadClock;
 use crate::limits::watchdog;
 use crate::limits::{lock, quarantine};
-use crate::v8::{DataAnswer, OpArg, OpResult, Output, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
+use crate::v8::{DataAnswer, OpArg, OpResult, OpValue, Output, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
 use crate::web::WebState;
 
 /// V8 sizes its stack limit from the thread it starts on; give it room for deep JS
@@ -305,6 +305,7 @@ fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, in
     let spec = &run.spec;
     sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes, run.log_room());
     sandbox.set_module_limits(spec.plan.module_limits);
+    host.web.begin_run();
     if install {
         // The web APIs come first, so the prelude may use them too.
         if spec.plan.web {
@@ -338,12 +339,22 @@ fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, in
             return Step::Terminated;
         }
         let next_task = sandbox.run_tasks().map(Duration::from_millis);
+        // Waiting for a timer sleeps (it costs no CPU time) until it is due.
+        let next = match (next_task, host.web.next_timer()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         // Every reply queued since the last wake-up is handed in before the next poll.
-        run.wait_for_work(next_task, &mut replies);
+        run.wait_for_work(next, &mut replies);
         for reply in replies.drain(..) {
             match reply {
                 HostReply::Fulfill { call_id, value } => sandbox.fulfill_call(call_id, &value),
                 HostReply::Reject { call_id, name, message } => sandbox.reject_call(call_id, &name, &message),
+            }
+        }
+        for (id, fired) in host.web.due_timers() {
+            if !sandbox.settle_op(id, OpValue::Bool(fired)) {
+                return Step::Terminated;
             }
         }
         step = sandbox.poll();

@@ -64,6 +64,7 @@ pub const ISOLET_OP_BYTES: u32 = 4;
 pub const ISOLET_OP_OTHER: u32 = 5;
 pub const ISOLET_OP_LATIN1: u32 = 6;
 pub const ISOLET_OP_NULL: u32 = 7;
+pub const ISOLET_OP_PROMISE: u32 = 8;
 pub const ISOLET_OP_MAX_ARGS: usize = 8;
 pub const ISOLET_OP_MAX_RESULTS: usize = 16;
 pub const ISOLET_ERROR_CLASS_INSTALLED: u32 = 4;
@@ -302,6 +303,7 @@ extern "C" {
     pub fn isolet_module_link(sb: *mut isolet_sandbox, id: u32, targets: *const u32, count: usize) -> i32;
     pub fn isolet_module_run(sb: *mut isolet_sandbox, id: u32, err: *mut isolet_error) -> i32;
     pub fn isolet_sandbox_set_import_handler(sb: *mut isolet_sandbox, on_import: isolet_import_fn, max_specifier_bytes: usize);
+    pub fn isolet_sandbox_settle_op(sb: *mut isolet_sandbox, id: u32, value: *mut isolet_op_value) -> i32;
     pub fn isolet_sandbox_install_ops(
         sb: *mut isolet_sandbox,
         names: *const u8,

@@ -664,7 +664,6 @@ extern "C" fn script_cache_cb(ctx: *mut c_void, index: u32, data: *const u8, len
 /// A native op's argument as the seam converted it (`ISOLET_OP_*` in `native/isolet_v8.h`).
 pub(crate) enum OpArg<'a> {
     Undefined,
-    #[allow(dead_code)] // no op reads a number yet
     Number(f64),
     Bool(bool),
     /// A string's UTF-8 (lone surrogates already replaced by U+FFFD).
@@ -711,6 +710,8 @@ pub(crate) enum OpValue {
     Latin1(Vec<u8>),
     /// A new Uint8Array over these bytes (no copy), charged to the run's ArrayBuffer budget.
     Bytes(Vec<u8>),
+    /// A new promise, settled later by `Sandbox::settle_op` with this id (an async op).
+    Promise(u32),
 }
 
 /// Why a native op did not give values back.
@@ -740,6 +741,7 @@ fn op_value(value: OpValue) -> ffi::isolet_op_value {
         OpValue::String(s) => op_block(ffi::ISOLET_OP_STRING, s.into_bytes()),
         OpValue::Latin1(b) => op_block(ffi::ISOLET_OP_LATIN1, b),
         OpValue::Bytes(b) => op_block(ffi::ISOLET_OP_BYTES, b),
+        OpValue::Promise(id) => scalar(ffi::ISOLET_OP_PROMISE, f64::from(id)),
     }
 }
 
@@ -1048,6 +1050,15 @@ impl Sandbox {
     pub(crate) fn set_copy_limits(&mut self, max_message_bytes: usize, max_output_bytes: usize, log_room: usize) {
         // SAFETY: live sandbox.
         unsafe { ffi::isolet_sandbox_set_copy_limits(self.raw, max_message_bytes, max_output_bytes, log_room) };
+    }
+
+    /// Resolves the promise an op gave back as `OpValue::Promise(id)` with `value`; false when
+    /// the run is being stopped (a promise already settled or dropped is no error).
+    pub(crate) fn settle_op(&mut self, id: u32, value: OpValue) -> bool {
+        let mut raw = op_value(value);
+        // SAFETY: live sandbox; the seam takes the value's block.
+        let rc = unsafe { ffi::isolet_sandbox_settle_op(self.raw, id, &mut raw) };
+        rc != ffi::ISOLET_TERMINATED && !self.panicked()
     }
 
     /// Defines each global `name` as a lazy data property whose value is that name's export of

@@ -8,7 +8,7 @@
 use std::sync::{Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use isolet_core::web::{base64, crypto, encoding, url, WebError};
+use isolet_core::web::{base64, crypto, encoding, url, WebError, MAX_PENDING_TIMERS};
 use isolet_core::Thrown;
 
 use crate::limits::lock;
@@ -25,6 +25,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("crypto", include_str!("js/05_crypto.js")),
     ("events", include_str!("js/06_events.js")),
     ("misc", include_str!("js/07_misc.js")),
+    ("timers", include_str!("js/08_timers.js")),
 ];
 
 /// The web layer's globals and the script that exports each.
@@ -49,6 +50,10 @@ const GLOBALS: &[(&str, &str)] = &[
     ("queueMicrotask", "misc"),
     ("performance", "misc"),
     ("Performance", "misc"),
+    ("setTimeout", "timers"),
+    ("setInterval", "timers"),
+    ("clearTimeout", "timers"),
+    ("clearInterval", "timers"),
 ];
 
 /// The script whose `makeError(message, name)` makes the DOMExceptions ops throw.
@@ -87,6 +92,8 @@ const OPS: &[Op] = &[
     Op { name: "now", call: op_now },
     Op { name: "timeOrigin", call: op_time_origin },
     Op { name: "reportError", call: op_report_error },
+    Op { name: "timerEpoch", call: op_timer_epoch },
+    Op { name: "timerArm", call: op_timer_arm },
 ];
 
 /// The embedded scripts' sources: each file wrapped as a function of `lib`, with the op and
@@ -100,7 +107,7 @@ fn sources() -> &'static [String] {
         SCRIPTS
             .iter()
             .map(|(_, body)| {
-                format!("(function (lib) {{ 'use strict'; const {{ op, clone, load }} = lib; const OP = {{ {ops} }}; const SCRIPT = {{ {scripts} }};\n{body}}})")
+                format!("(function (lib) {{ 'use strict'; const {{ op, clone, load }} = lib; const OP = {{ {ops} }}; const SCRIPT = {{ {scripts} }}; const LIMITS = {{ maxTimers: {MAX_PENDING_TIMERS} }};\n{body}}})")
             })
             .collect()
     })
@@ -131,6 +138,18 @@ pub(crate) struct WebState {
     /// The monotonic origin and the wall-clock time at it (ms since the epoch, coarsened).
     clock: Mutex<Option<(Instant, f64)>>,
     uncaught: Mutex<Option<Thrown>>,
+    timers: Mutex<Timers>,
+}
+
+/// The run loop's side of the timers: when the JS asked to be woken (`timerArm`), by the
+/// promise to settle then, and wake-ups it replaced, to settle now (as not fired).
+#[derive(Default)]
+struct Timers {
+    /// Bumped at each run: timers belong to the run that set them.
+    epoch: u32,
+    armed: Option<(Instant, u32)>,
+    stale: Vec<u32>,
+    next_id: u32,
 }
 
 impl WebState {
@@ -147,6 +166,36 @@ impl WebState {
     /// The error a callback threw since the last look, which ends the run.
     pub(crate) fn take_uncaught(&self) -> Option<Thrown> {
         lock(&self.uncaught).take()
+    }
+    /// A run starts: timers of earlier runs (a persistent sandbox's) are gone; the seam
+    /// dropped their promises when that run ended.
+    pub(crate) fn begin_run(&self) {
+        let mut t = lock(&self.timers);
+        t.epoch = t.epoch.wrapping_add(1);
+        t.armed = None;
+        t.stale.clear();
+    }
+
+    /// How long the run loop may sleep before a timer is due (`None`: no timer pending).
+    pub(crate) fn next_timer(&self) -> Option<std::time::Duration> {
+        let t = lock(&self.timers);
+        if !t.stale.is_empty() {
+            return Some(std::time::Duration::ZERO);
+        }
+        t.armed.map(|(at, _)| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// The wake-up promises to settle now: (id, whether its deadline came).
+    pub(crate) fn due_timers(&self) -> Vec<(u32, bool)> {
+        let mut t = lock(&self.timers);
+        let mut due: Vec<(u32, bool)> = t.stale.drain(..).map(|id| (id, false)).collect();
+        if let Some((at, id)) = t.armed {
+            if at <= Instant::now() {
+                t.armed = None;
+                due.push((id, true));
+            }
+        }
+        due
     }
 }
 
@@ -324,6 +373,28 @@ fn op_now(state: &WebState, _: &mut [OpArg]) -> OpResult {
 
 fn op_time_origin(state: &WebState, _: &mut [OpArg]) -> OpResult {
     one(OpValue::Number(state.origin().1))
+}
+
+fn op_timer_epoch(state: &WebState, _: &mut [OpArg]) -> OpResult {
+    one(OpValue::Number(f64::from(lock(&state.timers).epoch)))
+}
+
+/// (deadline in ms since the origin) -> a promise the run loop settles with `true` at the
+/// deadline, or with `false` at once if a later `timerArm` replaces it.
+fn op_timer_arm(state: &WebState, args: &mut [OpArg]) -> OpResult {
+    let deadline = match args.first() {
+        Some(OpArg::Number(ms)) if ms.is_finite() && *ms >= 0.0 => *ms,
+        _ => return Err(type_error("argument 0 must be a deadline in ms".into())),
+    };
+    let origin = state.origin().0;
+    let mut t = lock(&state.timers);
+    let id = t.next_id;
+    t.next_id = t.next_id.wrapping_add(1);
+    let at = origin + std::time::Duration::from_secs_f64(deadline / 1000.0);
+    if let Some((_, replaced)) = t.armed.replace((at, id)) {
+        t.stale.push(replaced);
+    }
+    one(OpValue::Promise(id))
 }
 
 /// (name, message, stack): a callback threw; the run ends with it (the first one wins).

@@ -224,9 +224,7 @@ class AbortSignal extends EventTarget {
       throw new TypeError("Failed to execute 'timeout' on 'AbortSignal': Value is outside the 'unsigned long long' value range.");
     }
     const signal = new AbortSignal(TOKEN);
-    const set = globalThis.setTimeout;
-    if (typeof set !== 'function') throw new TypeError('AbortSignal.timeout needs timers');
-    set(() => signalAbort(signal, newDOMException('The operation was aborted due to timeout', 'TimeoutError')), ms);
+    load(SCRIPT.timers).setTimeout(() => signalAbort(signal, newDOMException('The operation was aborted due to timeout', 'TimeoutError')), ms);
     return signal;
   }
   static any(signals) {

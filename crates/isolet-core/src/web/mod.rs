@@ -8,6 +8,11 @@ pub mod crypto;
 pub mod encoding;
 pub mod url;
 
+/// Most timers (`setTimeout`, `setInterval`) a run may have pending at once: past it, a new
+/// one is a RangeError. Each costs heap (its callback and arguments), which the memory limit
+/// bounds anyway; this bounds the work of a run that schedules timers in a loop.
+pub const MAX_PENDING_TIMERS: usize = 10_000;
+
 /// An error a web API throws in the sandbox, as its standard names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WebError {
