@@ -331,6 +331,9 @@ struct isolet_sandbox {
   // errors.
   v8::Global<Object> ops_lib;
   std::vector<v8::Global<Value>> loaded;
+  // Embedded scripts compiled without a code cache, whose cache isolet_sandbox_cache_scripts
+  // makes (after the run, so it holds the functions the run compiled).
+  std::vector<std::pair<uint32_t, v8::Global<v8::UnboundScript>>> uncached_scripts;
   // Promises ops gave back (ISOLET_OP_PROMISE), by the id Rust chose, until settled.
   std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> op_promises;
   uint32_t error_script = 0;
@@ -1444,8 +1447,8 @@ class StaticSource final : public v8::String::ExternalOneByteStringResource {
 
 // Runs embedded script `index`, whose value is a function, and calls that with `lib`:
 // *out is what the call returned. Its source and code cache come from on_script; when no
-// cache was consumed, one is made after the call (so it holds what the call compiled) and
-// handed to on_script_cache. False with an exception pending (or the run terminating).
+// cache was consumed, isolet_sandbox_cache_scripts makes one later. False with an exception
+// pending (or the run terminating).
 bool RunEmbedded(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, uint32_t index, Local<Value>* out) {
   isolet_script script = {};
   if (sb->config.on_script(sb->config.ctx, index, &script) != ISOLET_OK) {
@@ -1471,13 +1474,7 @@ bool RunEmbedded(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, uint3
   }
   Local<Value> argv[] = {sb->ops_lib.Get(isolate)};
   if (!fn.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 1, argv).ToLocal(out)) return false;
-  if (!consumed) {
-    std::unique_ptr<v8::ScriptCompiler::CachedData> data(
-        v8::ScriptCompiler::CreateCodeCache(compiled->GetUnboundScript()));
-    if (data && data->length > 0) {
-      sb->config.on_script_cache(sb->config.ctx, index, data->data, static_cast<size_t>(data->length));
-    }
-  }
+  if (!consumed) sb->uncached_scripts.emplace_back(index, v8::Global<v8::UnboundScript>(isolate, compiled->GetUnboundScript()));
   return true;
 }
 
@@ -1665,6 +1662,7 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     sb->data_cache.Reset();
     sb->ops_lib.Reset();
     sb->loaded.clear();
+    sb->uncached_scripts.clear();
     sb->op_promises.clear();
     sb->wasm_instance.Reset();
     sb->context.Reset();
@@ -2326,6 +2324,18 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
   sb->on_import = on_import;
   sb->max_specifier_bytes = max_specifier_bytes;
   sb->isolate->SetHostImportModuleDynamicallyCallback(ImportDynamically);
+}
+
+void isolet_sandbox_cache_scripts(isolet_sandbox* sb) {
+  if (sb->uncached_scripts.empty()) return;
+  Isolate::Scope isolate_scope(sb->isolate);
+  HandleScope handle_scope(sb->isolate);
+  if (sb->isolate->IsExecutionTerminating()) return;
+  for (auto& [index, script] : sb->uncached_scripts) {
+    std::unique_ptr<v8::ScriptCompiler::CachedData> data(v8::ScriptCompiler::CreateCodeCache(script.Get(sb->isolate)));
+    if (data && data->length > 0) sb->config.on_script_cache(sb->config.ctx, index, data->data, static_cast<size_t>(data->length));
+  }
+  sb->uncached_scripts.clear();
 }
 
 int32_t isolet_sandbox_settle_op(isolet_sandbox* sb, uint32_t id, isolet_op_value* value) {

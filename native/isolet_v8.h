@@ -407,12 +407,15 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
 //                       cloned throws ISOLET_ERROR_CLASS_INSTALLED "DataCloneError";
 //   load(index)         the exports of embedded script `index`;
 // and what it returns is its exports. A script compiles with its code cache when on_script
-// has one; else a cache is made after its function returned (holding what the call
-// compiled) for on_script_cache. ISOLET_ERROR_CLASS_INSTALLED errors are made by the
+// has one; else isolet_sandbox_cache_scripts makes one for on_script_cache. ISOLET_ERROR_CLASS_INSTALLED errors are made by the
 // exports of script `error_script`: makeError(message, name). ISOLET_OK, ISOLET_FAILED or
 // ISOLET_TERMINATED; nothing runs (nor is compiled) until a run reads one of the globals.
 int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
                                    const uint32_t* scripts, size_t count, uint32_t error_script);
+
+// Makes the code caches of the embedded scripts this sandbox compiled without one, for
+// on_script_cache: after a run, so they hold the functions the run compiled too.
+void isolet_sandbox_cache_scripts(isolet_sandbox* sb);
 
 // Resolves the promise an op gave back as ISOLET_OP_PROMISE `id` with `value` (an op
 // result value; the seam takes its block). The reactions run at the next microtask

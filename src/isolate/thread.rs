@@ -284,6 +284,8 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
     let step = install_and_run(sandbox, host, run, install);
     // Modules imported with import() since the run's top level: their caches now.
     sandbox.flush_module_caches();
+    // The web layer's scripts it ran first in this process: their caches, with what it used.
+    sandbox.cache_scripts();
     let result = finish(sandbox, run, step);
 
     let heap = sandbox.heap();

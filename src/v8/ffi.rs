@@ -303,6 +303,7 @@ extern "C" {
     pub fn isolet_module_link(sb: *mut isolet_sandbox, id: u32, targets: *const u32, count: usize) -> i32;
     pub fn isolet_module_run(sb: *mut isolet_sandbox, id: u32, err: *mut isolet_error) -> i32;
     pub fn isolet_sandbox_set_import_handler(sb: *mut isolet_sandbox, on_import: isolet_import_fn, max_specifier_bytes: usize);
+    pub fn isolet_sandbox_cache_scripts(sb: *mut isolet_sandbox);
     pub fn isolet_sandbox_settle_op(sb: *mut isolet_sandbox, id: u32, value: *mut isolet_op_value) -> i32;
     pub fn isolet_sandbox_install_ops(
         sb: *mut isolet_sandbox,

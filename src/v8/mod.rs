@@ -1052,6 +1052,13 @@ impl Sandbox {
         unsafe { ffi::isolet_sandbox_set_copy_limits(self.raw, max_message_bytes, max_output_bytes, log_room) };
     }
 
+    /// Hands the code caches of the embedded scripts compiled without one to
+    /// `SandboxHost::script_cache` (after a run: they hold what the run compiled).
+    pub(crate) fn cache_scripts(&mut self) {
+        // SAFETY: live sandbox.
+        unsafe { ffi::isolet_sandbox_cache_scripts(self.raw) };
+    }
+
     /// Resolves the promise an op gave back as `OpValue::Promise(id)` with `value`; false when
     /// the run is being stopped (a promise already settled or dropped is no error).
     pub(crate) fn settle_op(&mut self, id: u32, value: OpValue) -> bool {
