@@ -100,8 +100,10 @@ describe('Executor contract', () => {
     try {
       const r = await ts.execute('async (): Promise<number> => { const n: number = await codemode.n(); return n * 2 }', { n: async () => 21 });
       expect(r.result).toBe(42);
-      const bad = await ts.execute('async () => {\n  enum E { A }\n}', {});
-      expect(bad.error).toMatch(/UnsupportedSyntax: TypeScript enum is not supported.* at line 2, column 3/);
+      const enums = await ts.execute('async () => {\n  enum E { A, B }\n  return E.B;\n}', {});
+      expect(enums).toMatchObject({ result: 1 });
+      const bad = await ts.execute('async () => {\n  @d class A {}\n}', {});
+      expect(bad.error).toMatch(/UnsupportedSyntax: decorators are not supported.* at line 2, column 3/);
     } finally {
       await ts.dispose();
     }

@@ -4,11 +4,14 @@
 import { describe, expect, it } from 'vitest';
 import { createRequire } from 'node:module';
 
-const { withLastExpressionResult, mapPosition, remapError } = createRequire(__filename)('../lib/last-expression') as {
-  withLastExpressionResult(code: string): { code: string; edits: Array<{ line: number; column: number; length: number }> };
-  mapPosition(line: number, column: number, edits: Array<{ line: number; column: number; length: number }>): number;
-  remapError(error: any, edits: Array<{ line: number; column: number; length: number }>): any;
+type PositionMap = Int32Array[];
+const load = createRequire(__filename);
+const { withLastExpressionResult, remapError } = load('../lib/last-expression') as {
+  withLastExpressionResult(code: string): { code: string; map: PositionMap };
+  remapError(error: any, map: PositionMap): any;
 };
+const { mapPosition } = load('../lib/positions') as { mapPosition(map: PositionMap, line: number, column: number): { line: number; column: number } };
+const columnOf = (map: PositionMap, line: number, column: number) => mapPosition(map, line, column).column;
 
 const rewrite = (code: string) => withLastExpressionResult(code).code;
 
@@ -29,18 +32,18 @@ describe('the last-expression rewrite', () => {
 
   it('leaves code without such a statement, or that does not parse, as it is', () => {
     for (const code of ['return 5', 'const a = 1', 'function f() { return 1 }', 'for (;;) break', 'const = ;', 'x +']) {
-      expect(withLastExpressionResult(code)).toEqual({ code, edits: [] });
+      expect(withLastExpressionResult(code)).toEqual({ code, map: [] });
     }
   });
 
   it('maps positions in and after the inserted text back to the user\'s columns', () => {
-    const { code, edits } = withLastExpressionResult('const o = {};\n  o.a.b');
+    const { code, map } = withLastExpressionResult('const o = {};\n  o.a.b');
     expect(code).toBe('const o = {};\n  return (o.a.b)');
-    expect(mapPosition(2, 15, edits)).toBe(7); // the `b` of `o.a.b`
-    expect(mapPosition(2, 5, edits)).toBe(3); // inside `return (`: the user's next character
-    expect(mapPosition(2, 2, edits)).toBe(2); // before it
-    expect(mapPosition(1, 9, edits)).toBe(9); // another line
-    const error = remapError({ message: 'x', thrown: { stack: 'TypeError: x\n    at sandbox.js:2:15\n    at sandbox.js:1:3' } }, edits);
+    expect(columnOf(map, 2, 15)).toBe(7); // the `b` of `o.a.b`
+    expect(columnOf(map, 2, 5)).toBe(3); // inside `return (`: the user's next character
+    expect(columnOf(map, 2, 2)).toBe(2); // before it
+    expect(columnOf(map, 1, 9)).toBe(9); // another line
+    const error = remapError({ message: 'x', thrown: { stack: 'TypeError: x\n    at sandbox.js:2:15\n    at sandbox.js:1:3' } }, map);
     expect(error.thrown.stack).toBe('TypeError: x\n    at sandbox.js:2:7\n    at sandbox.js:1:3');
   });
 });

@@ -19,7 +19,7 @@ import { createMcpServer, mcpSettings } from '../lib/mcp';
 import { expectOffNodesThread, onNodesThread } from './support/loop-delay';
 
 type Recipe = { language?: string; asyncBody?: boolean; normalizeCode?: boolean; rewrite?: 'lastExpression' | 'topLevelAwait' };
-type Prepared = { code: string; edits: Array<{ line: number; column: number; length: number }> };
+type Prepared = { code: string; map: Int32Array[] };
 const load = createRequire(__filename);
 // Internal: `inlineMax` forces either path.
 const { prepareSource } = load('../lib/source') as {
@@ -144,7 +144,7 @@ describe('a ~4 MB program is prepared off Node\'s thread, at every entry point',
     // `return (` is inserted before `x.a.b`: the column V8 reports is shifted back.
     const { exit, stderr } = await isoletRun(`${BODY}  x.a.b`);
     expect(exit).toBe(1);
-    expect(stderr).toContain(`sandbox.js:${LINES + 2}:7`);
+    expect(stderr).toContain(`program.js:${LINES + 2}:7`);
   }, 120_000);
 });
 
@@ -200,6 +200,14 @@ describe('the source worker', () => {
     '```ts\nconst xs: number[] = [1];\nxs.length // n\n```',
     '\n  ```\nreturn 1\n```',
     'function first<T>(xs: T[]): T { return xs[0] }\nfirst([1])',
+    // TypeScript that is transformed (with a source map), or refused.
+    'namespace N { export const a = 1 }\nimport x = N.a;\nx',
+    'const enum F { R = 1, W = 2 }\nlet m = F.R | F.W;\nm',
+    'enum E { A = "a", B = A.length }\nawait 1;\nE.B',
+    '  @sealed class A {}',
+    'let z = 1;\nimport fs = require("fs");',
+    'export = 1',
+    'result;\nvar Config;\nawait 0',
   ];
   const RECIPES: Recipe[] = [
     { language: 'javascript', asyncBody: true, rewrite: 'lastExpression' },
@@ -242,7 +250,7 @@ describe('the source worker', () => {
       outcome(prepareSource('x += 1;\n'.repeat(20_000) + 'x', { language: 'javascript', asyncBody: true, rewrite: 'lastExpression' })),
     ]);
     // acorn's stack overflow leaves the code as it is, for V8 to reject; amaro's is an error.
-    expect(js).toEqual({ code: deep, edits: [] });
+    expect(js).toEqual({ code: deep, map: [] });
     expect(ts).toMatchObject({ error: 'SandboxValidationError', message: expect.stringMatching(/^TypeScript could not be parsed/) });
     expect((next as Prepared).code.endsWith('\nreturn (x)')).toBe(true);
   }, 60_000);

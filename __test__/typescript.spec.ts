@@ -46,11 +46,17 @@ describe('runSandbox with language: typescript', () => {
     expect(r).toMatchObject({ success: true, output: { n: 42 } });
   });
 
-  it('gives enum, namespace and parameter properties a SandboxValidationError with line and column', async () => {
+  it('runs enum, namespace and parameter properties (compiled, not refused)', async () => {
+    const code = 'enum Color { Red, Green = 5, Blue }\nnamespace N { export const k = 2 }\nclass C { constructor(private x: number) {} get(): number { return this.x * N.k } }\n[Color.Blue, new C(21).get()]';
+    expect(await runSandbox(code, { language: 'typescript' })).toMatchObject({ success: true, output: [6, 42] });
+  });
+
+  it('refuses what compiles to nothing that runs (decorators, import = require, export =, module) with line and column', async () => {
     const cases: Array<[string, RegExp, number, number]> = [
-      ['const a = 1;\n  enum Color { Red }', /TypeScript enum is not supported/, 2, 3],
-      ['let x = 1;\nnamespace N { export const y = 1 }', /namespace declaration is not supported/, 2, 1],
-      ['class C {\n  constructor(private x: number) {}\n}', /parameter property is not supported/, 2, 23],
+      ['const a = 1;\n  @sealed class A {}\nfunction sealed(c: any) { return c }', /decorators are not supported/, 2, 3],
+      ['let x = 1;\nimport fs = require("fs");', /import x = require\(\.\.\.\) is not supported/, 2, 1],
+      ['export = 1;', /`export =` is not supported/, 1, 1],
+      ['let y = 1;\nmodule M { export const y = 1 }', /`module` keyword is not supported/, 2, 1],
     ];
     for (const [code, message, line, column] of cases) {
       const err = failed(await runSandbox(code, { language: 'typescript' }));
@@ -123,7 +129,7 @@ describe('SandboxEngine requests with language: typescript', () => {
   it('runs a TypeScript request and reports a bad one as a validation error event', async () => {
     const ok = await engine.submit({ requestId: 'ts1', code: 'const v: string = await id("x");\nreturn v.toUpperCase();', language: 'typescript', toolPolicy: { allowedTools: ['id'] } }).done;
     expect(ok).toMatchObject({ type: 'result', data: 'X' });
-    const bad = await engine.submit({ requestId: 'ts2', code: 'enum E { A }', language: 'typescript' }).done;
+    const bad = await engine.submit({ requestId: 'ts2', code: 'import x = require("x");', language: 'typescript' }).done;
     expect(bad.type).toBe('error');
     expect((bad as any).error).toBeInstanceOf(SandboxValidationError);
     expect((bad as any).error.line).toBe(1);
@@ -165,19 +171,19 @@ describe('autoFix with TypeScript', () => {
     expect(seen!.prompt).toContain('```ts');
   });
 
-  it('refuses a TypeScript suggestion that needs a transform, naming the line', async () => {
+  it('refuses a TypeScript suggestion that cannot run in a sandbox, naming the line', async () => {
     const file = path.join(root, 'color.ts');
     const original = 'const c: number = 1;\n';
     fs.writeFileSync(file, original);
     const r = await autoFix({
       root,
       filePath: 'color.ts',
-      instruction: 'use an enum',
+      instruction: 'read a file',
       autoApprove: true,
-      provider: { complete: async () => '```ts\nconst c: number = 1;\nenum Color { Red }\n```' },
+      provider: { complete: async () => '```ts\nconst c: number = 1;\nimport fs = require("fs");\n```' },
     });
     expect(r.status).toBe('failed');
-    expect(JSON.stringify(r)).toMatch(/enum is not supported/);
+    expect(JSON.stringify(r)).toMatch(/import x = require\(\.\.\.\) is not supported/);
     expect(fs.readFileSync(file, 'utf8')).toBe(original);
   });
 

@@ -6,6 +6,7 @@ const { execute } = require('./execute');
 const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { preparePlan } = require('./source');
+const { remapResult } = require('./positions');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
 const { own, isPlainObject, readOwn, readEntries, readOptions, describeThrown } = require('./own');
 
@@ -259,19 +260,20 @@ class SandboxEngine {
       this._start(session, plan, handlers, resolve);
       return session;
     }
-    // Large TypeScript is stripped on a worker thread, within the run's wall-clock limit.
+    // Large TypeScript is prepared on a worker thread, within the run's wall-clock limit.
     preparePlan(plan).then(
-      () => {
+      (map) => {
         if (session._aborted) return fail(new SandboxAbortedError('Execution was aborted before it started'));
         if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));
-        this._start(session, plan, handlers, resolve);
+        this._start(session, plan, handlers, resolve, map);
       },
       (err) => fail(errorFromThrown(err)),
     );
     return session;
   }
 
-  _start(session, plan, handlers, resolve) {
+  /** `map`: where the code came from, when compiling TypeScript moved it (lib/positions.js). */
+  _start(session, plan, handlers, resolve, map = []) {
     const { done, handle } = execute(this._native, plan, {
       handlers,
       resolve,
@@ -283,7 +285,8 @@ class SandboxEngine {
     });
     session._handle = handle;
     if (session._aborted && handle) handle.abort();
-    done.then((r) => {
+    done.then((ended) => {
+      const r = remapResult(ended, map);
       session._emit({ type: 'status', status: 'finished', message: r.ok ? 'finished' : `failed: ${r.error.name}` });
       if (r.ok) session._emit({ type: 'result', data: r.value, stats: r.stats, logs: r.logs });
       else session._emit({ type: 'error', error: r.error, message: r.error.message, stats: r.stats, logs: r.logs });

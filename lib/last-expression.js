@@ -8,9 +8,11 @@
 //   E;          ->  return (E);                            E is the last statement
 //   E; S1; S2   ->  var <v> = (E); S1; S2 \n;return <v>;    statements follow it
 // so runSandbox and engine requests keep their own rule (only `return` gives a result).
-// The inserted text shifts columns on E's first and last lines only; `remapError` takes
-// reported positions (the error's line and column, `sandbox.js:L:C` in its stack) back to
-// the user's code, so a TypeError in the last line still points where the user wrote it.
+// The inserted text shifts columns on E's first and last lines only; the rewrite's map
+// (lib/positions.js) takes reported positions (the error's line and column,
+// `sandbox.js:L:C` in its stack) back to the user's code, so a TypeError in the last line
+// still points where the user wrote it.
+const { Rewrite, remapError } = require('./positions');
 
 const VALUE = '__isoletLastValue';
 const RETURN_PREFIX = 'return (';
@@ -20,8 +22,8 @@ let acorn = null;
 
 /**
  * `code` (JavaScript) with its last top-level expression statement made the result, and
- * the insertions made (generated positions, 1-based), for `remapError`. Code that does not
- * parse, or has no such statement, comes back unchanged: V8 then reports its own syntax
+ * the map of the rewrite (`{ code, map }`, lib/positions.js). Code that does not parse, or
+ * has no such statement, comes back unchanged (map []): V8 then reports its own syntax
  * error at the user's positions.
  */
 function withLastExpressionResult(code) {
@@ -35,61 +37,27 @@ function withLastExpressionResult(code) {
       allowAwaitOutsideFunction: true,
     });
   } catch {
-    return { code, edits: [] };
+    return { code, map: [] };
   }
   const body = program.body;
   let index = body.length - 1;
   while (index >= 0 && body[index].type !== 'ExpressionStatement') index--;
-  if (index < 0) return { code, edits: [] };
+  if (index < 0) return { code, map: [] };
   const last = index === body.length - 1;
   const statement = body[index];
   // A directive ('use strict') followed by code must stay one: it is never the result then.
-  if (!last && statement.directive !== undefined) return { code, edits: [] };
-  const prefix = last ? RETURN_PREFIX : VAR_PREFIX;
+  if (!last && statement.directive !== undefined) return { code, map: [] };
   // The statement's own `;` stays after the closing parenthesis.
   const end = code[statement.end - 1] === ';' ? statement.end - 1 : statement.end;
-  // Positions of these two places only: `locations` on every node doubles acorn's memory.
-  const startLoc = acorn.getLineInfo(code, statement.start);
-  const endLoc = acorn.getLineInfo(code, end);
-  let out = code.slice(0, statement.start) + prefix + code.slice(statement.start, end) + ')' + code.slice(end);
-  if (!last) out += `\n;return ${VALUE};`;
-  const edits = [
-    { line: startLoc.line, column: startLoc.column + 1, length: prefix.length },
-    { line: endLoc.line, column: endLoc.column + 1 + (endLoc.line === startLoc.line ? prefix.length : 0), length: 1 },
-  ];
-  return { code: out, edits };
-}
-
-/** Maps one generated position; inserted text maps to the user's character after it. */
-function mapPosition(line, column, edits) {
-  let shift = 0;
-  // Edits on a line are in order, so each one's generated column is compared as is.
-  for (const e of edits) {
-    if (e.line !== line || column < e.column) continue;
-    shift += column >= e.column + e.length ? e.length : column - e.column;
-  }
-  return column - shift;
-}
-
-/**
- * Takes the positions `error` reports (from a run of rewritten code) back to the user's
- * code. Returns a fresh error object of the same class; the original is left alone.
- */
-function remapError(error, edits) {
-  if (!error || edits.length === 0) return error;
-  const copy = Object.create(Object.getPrototypeOf(error));
-  Object.defineProperties(copy, Object.getOwnPropertyDescriptors(error));
-  const remapText = (text) =>
-    typeof text === 'string'
-      ? text
-          .replace(/sandbox\.js:(\d+):(\d+)/g, (_, l, c) => `sandbox.js:${l}:${mapPosition(+l, +c, edits)}`)
-          .replace(/at line (\d+), column (\d+)/g, (_, l, c) => `at line ${l}, column ${mapPosition(+l, +c, edits)}`)
-      : text;
-  if (typeof copy.line === 'number' && typeof copy.column === 'number') copy.column = mapPosition(copy.line, copy.column, edits);
-  if (copy.thrown && typeof copy.thrown === 'object') copy.thrown = { ...copy.thrown, stack: remapText(copy.thrown.stack), message: remapText(copy.thrown.message) };
-  copy.message = remapText(copy.message);
-  copy.stack = remapText(copy.stack);
-  return copy;
+  const r = new Rewrite(code)
+    .copy(0, statement.start)
+    .insert(last ? RETURN_PREFIX : VAR_PREFIX)
+    .copy(statement.start, end)
+    .insert(')')
+    .copy(end, code.length);
+  if (!last) r.insert(`\n;return ${VALUE};`);
+  const { code: out, stage } = r.finish();
+  return { code: out, map: [stage] };
 }
 
 /**
@@ -103,8 +71,9 @@ async function prepareCode(code, language, timeoutMs) {
   // Required here: the source worker loads this module for the rewrite, and lib/source.js
   // (lib/errors.js with it) loads the addon.
   const { prepareSource } = require('./source');
-  const { code: out, edits } = await prepareSource(code, { language, asyncBody: true, rewrite: 'lastExpression' }, { timeoutMs });
-  return { code: out, language: 'javascript', edits };
+  const { code: out, map } = await prepareSource(code, { language, asyncBody: true, rewrite: 'lastExpression' }, { timeoutMs });
+  // `edits`: the position map, for remapError.
+  return { code: out, language: 'javascript', edits: map };
 }
 
-module.exports = { withLastExpressionResult, remapError, prepareCode, mapPosition };
+module.exports = { withLastExpressionResult, remapError, prepareCode };

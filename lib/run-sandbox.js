@@ -6,6 +6,7 @@ const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { normalizeTools } = require('./tools');
 const { preparePlan } = require('./source');
+const { remapResult } = require('./positions');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
 
 const DEFAULTS = native.optionDefaults();
@@ -94,12 +95,14 @@ async function runSandbox(code, options = undefined) {
   let signal;
   let listening = false;
   let done;
+  // Where the code the run compiles came from, when compiling TypeScript moved it.
+  let map = [];
   try {
     const planned = planOf(code, options);
     const plan = planned.plan;
     if (plan.stripsTypes) {
-      // Large input is stripped on a worker thread, within the run's wall-clock limit.
-      await preparePlan(plan);
+      // Large input is prepared on a worker thread, within the run's wall-clock limit.
+      map = await preparePlan(plan);
     }
     signal = planned.signal;
     if (signal !== undefined) {
@@ -122,7 +125,7 @@ async function runSandbox(code, options = undefined) {
     return failure(errorFromThrown(err));
   }
   try {
-    return record(await done);
+    return record(remapResult(await done, map));
   } finally {
     unlisten(signal, onAbort, listening);
   }

@@ -11,6 +11,7 @@ const { execute, EMPTY_STATS } = require('./execute');
 const { serialize } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { stripTypes, preparePlan } = require('./source');
+const { remapResult } = require('./positions');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorFromFailure } = require('./errors');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
 const { getDefaultEngine, unlisten } = require('./run-sandbox');
@@ -144,6 +145,8 @@ class Sandbox {
     let signal;
     let listening = false;
     let done;
+    // Where the code the run compiles came from, when a rewrite or TypeScript moved it.
+    let map = [];
     try {
       const run = runOptionsOf(options);
       signal = run.signal;
@@ -161,7 +164,7 @@ class Sandbox {
       const plan = this._native.plan(code, run.shaped);
       if (call === undefined) {
         // A module has top-level await of its own; a script gets it by a rewrite.
-        await preparePlan(plan, plan.mode === 'script' ? 'topLevelAwait' : undefined);
+        map = await preparePlan(plan, plan.mode === 'script' ? 'topLevelAwait' : undefined);
       } else if (bytes.length > plan.maxMessageBytes) {
         throw new SandboxValidationError(`sandbox.call(${call.name}): arguments are ${bytes.length} bytes, over maxMessageBytes (${plan.maxMessageBytes})`);
       }
@@ -192,7 +195,7 @@ class Sandbox {
       return failure(errorFromThrown(err));
     }
     try {
-      return record(await done);
+      return record(remapResult(await done, map));
     } finally {
       unlisten(signal, onAbort, listening);
     }

@@ -2,20 +2,26 @@
 // What a program's text goes through before it is submitted, as one synchronous function,
 // `transformSource`, that Node's thread runs for small input and the source worker
 // (lib/source-worker.js) for large input, so that both give the same bytes:
-//   1. Code Mode's rule (`normalizeCode`): the source of one async function expression;
-//   2. TypeScript's types erased by amaro (the stripper Node itself ships, used as a
-//      library: no ExperimentalWarning, the same on every Node line) in strip-only mode,
-//      which replaces each annotation with spaces, so every line and column the sandbox
-//      reports is a position in the user's TypeScript;
+//   1. Code Mode's rule (`normalizeCode`): the source of one function expression;
+//   2. TypeScript to JavaScript by amaro (the transformer Node itself ships, used as a
+//      library: no ExperimentalWarning, the same on every Node line). Strip-only mode
+//      first, which replaces each annotation with spaces, so every line and column the
+//      sandbox reports is a position in the user's TypeScript; when the code needs more
+//      than erasing (enum, namespace, parameter properties, `import x = N.y`), transform
+//      mode, whose source map takes positions back to the user's (lib/positions.js);
 //   3. the last-expression rewrite (lib/last-expression.js) or the top-level-await rewrite
-//      (lib/top-level-await.js).
+//      (lib/top-level-await.js), each with the map of what it moved.
 // Nothing here loads the addon or lib/errors.js: the worker runs it.
-const { stripBody, BODY_LINE_OFFSET } = require('./typescript-body');
+const { stripBody, BODY_PREFIX, BODY_LINE_OFFSET, suffixLine } = require('./typescript-body');
 const { withLastExpressionResult } = require('./last-expression');
 const { withTopLevelAwait } = require('./top-level-await');
+const { fromSourceMap, mapPosition } = require('./positions');
 
-const HINT = {
-  UnsupportedSyntax: ' (isolet only erases types; enums, namespaces and parameter properties need a code transform: use a const object, a module-level object and explicit fields instead)',
+/** amaro's transform mode, as Node's --experimental-transform-types runs it, refusing `import x = require()`. */
+const TRANSFORM = {
+  mode: 'transform',
+  sourceMap: true,
+  transform: { verbatimModuleSyntax: true, nativeClassProperties: true, noEmptyExport: true, importNotUsedAsValues: 'preserve', importExportAssignConfig: 'EsNext' },
 };
 
 /** amaro on this thread: 'unloaded', 'loaded', or 'discarded' once a failure broke it. */
@@ -47,10 +53,109 @@ function amaroDiscarded() {
   return amaroState === 'discarded';
 }
 
-/** JavaScript for TypeScript `code`; throws what amaro throws. */
+/** JavaScript for TypeScript `code` with only its types erased (positions kept); throws what amaro throws. */
 function stripTypeScript(code, asyncBody) {
   const transform = (source) => loadAmaro().transformSync(source, { mode: 'strip-only' }).code;
   return asyncBody ? stripBody(transform, code) : transform(code);
+}
+
+/**
+ * `{ code, map }` for TypeScript `code`: its types erased when that is all it needs (the
+ * fast path: no map), else transformed (enum, namespace, parameter properties), with the
+ * map of the transformer's source map. Throws what amaro throws, or a `Refusal`.
+ */
+function compileTypeScript(code, asyncBody) {
+  let out;
+  try {
+    out = { code: stripTypeScript(code, asyncBody), map: [] };
+  } catch (err) {
+    // An `import x = N.y` in an async body is refused as module code by the parser, before
+    // the stripper would call it unsupported: transform mode takes it too.
+    const transformable = err && (err.code === 'UnsupportedSyntax' || (asyncBody && typeof err.startLine === 'number' && aliasAt(code, err) >= 0));
+    if (!transformable) throw err;
+    out = transformTypeScript(code, asyncBody);
+  }
+  refuseDecorators(out);
+  return out;
+}
+
+/** A construct isolet refuses, with a message and the user's position. */
+class Refusal extends Error {
+  constructor(message, line, column) {
+    super(message);
+    this.refusal = { message: `UnsupportedSyntax: ${message} at line ${line}, column ${column}`, line, column };
+  }
+}
+
+const IMPORT_EQUALS = 'import x = require(...) is not supported: a sandbox has no require. Import what the run provides (`import x from "..."` of a module in `modules`) or call a capability';
+const EXPORT_EQUALS = '`export =` is not supported: use `export default` (or, in a script, `module.exports` of your own)';
+
+/** `code` in amaro's transform mode; as an async body, in a wrapper that is cut off again. */
+function transformTypeScript(code, asyncBody) {
+  const transform = (source) => loadAmaro().transformSync(source, TRANSFORM);
+  if (!asyncBody) {
+    const out = transform(code);
+    return { code: out.code, map: [fromSourceMap(out.map)] };
+  }
+  let out;
+  let body = code;
+  for (;;) {
+    try {
+      out = transform(BODY_PREFIX + body + BODY_SUFFIX_LINE);
+      break;
+    } catch (err) {
+      if (!err || typeof err.startLine !== 'number') throw err;
+      // Strip-only mode read all of it, so a fault past the user's last line is a stray
+      // `}` that closed the wrapper early: named at the end of the user's code.
+      if (err.startLine >= suffixLine(code)) {
+        const lines = code.split(/\r\n|[\n\r\u2028\u2029]/);
+        throw Object.assign(new Error(`${err.message} (a \`}\` with no \`{\` before it?)`), { startLine: lines.length + BODY_LINE_OFFSET, startColumn: lines[lines.length - 1].length });
+      }
+      // `import x = N.y` is top-level code of the user's, inside the wrapper only: the
+      // alias is a `const` (`import` and `const ` have the same length: no position moves).
+      const alias = aliasAt(body, err);
+      if (alias < 0) throw err;
+      body = `${body.slice(0, alias)}const ${body.slice(alias + 6)}`;
+    }
+  }
+  // Printed again by the transformer: the wrapper's first line, the body, its `}`.
+  const text = out.code;
+  const first = text.indexOf('\n');
+  const end = text.trimEnd();
+  if (text.slice(0, first + 1) !== BODY_PREFIX || !end.endsWith('}')) throw new Error('the TypeScript transformer moved code out of the async body');
+  return { code: text.slice(first + 1, end.length - 1), map: [fromSourceMap(out.map, BODY_LINE_OFFSET)] };
+}
+const BODY_SUFFIX_LINE = '\n}';
+
+/**
+ * The offset in the body of an `import x = N.y` (no require) that `err` refuses as
+ * module code outside a module, or -1.
+ */
+function aliasAt(body, err) {
+  if (!/cannot be used outside of module code/.test(err.message)) return -1;
+  const lines = body.split(/(?<=\r\n|[\n\r\u2028\u2029])(?!\n)/);
+  const index = err.startLine - BODY_LINE_OFFSET - 1;
+  if (index < 0 || index >= lines.length) return -1;
+  const offset = lines.slice(0, index).reduce((n, l) => n + l.length, 0) + err.startColumn;
+  return /^import\s+[A-Za-z_$][\w$]*\s*=\s*(?!require\s*\()[A-Za-z_$]/.test(body.slice(offset)) ? offset : -1;
+}
+
+/**
+ * Decorators pass through amaro untouched and V8 cannot run them: refused at the user's
+ * position of the first `@` that is a token (not in a string, comment or regexp).
+ */
+function refuseDecorators(out) {
+  if (!out.code.includes('@')) return;
+  if (acorn === null) acorn = require('acorn');
+  let at;
+  try {
+    for (const token of acorn.tokenizer(out.code, { ecmaVersion: 'latest', allowHashBang: true })) void token;
+    return;
+  } catch (err) {
+    if (!/Unexpected character '@'/.test(err && err.message) || !err.loc) return;
+    at = mapPosition(out.map, err.loc.line, err.loc.column + 1);
+  }
+  throw new Refusal('decorators are not supported: amaro (Node\'s TypeScript transformer) leaves them as written and V8 does not run them yet; call the decorator as a function instead (`const A = logged(class A {})`)', at.line, at.column);
 }
 
 /** Why an input could not be parsed at all (no position): a SandboxValidationError's message. */
@@ -59,13 +164,25 @@ function unparsable(recipe, reason) {
   return { message: `${what} could not be parsed (too deeply nested or too large?): ${reason}` };
 }
 
-/** amaro's error as a SandboxValidationError's message, line and column (1-based, the user's). */
-function describeFailure(err, recipe) {
+/** amaro's error (or a Refusal) as a SandboxValidationError's message, line and column (1-based, the user's). */
+function describeFailure(err, recipe, code = '') {
+  if (err instanceof Refusal) return err.refusal;
   if (!err || typeof err.startLine !== 'number') return unparsable(recipe, err && err.message ? err.message : String(err));
   const line = err.startLine - (recipe.asyncBody === true ? BODY_LINE_OFFSET : 0);
   const column = err.startColumn + 1; // amaro counts columns from 0, V8 from 1
-  const kind = err.code === 'UnsupportedSyntax' ? 'UnsupportedSyntax' : 'SyntaxError';
-  return { message: `${kind}: ${err.message}${HINT[err.code] ?? ''} at line ${line}, column ${column}`, line, column };
+  let message = err.message;
+  let kind = err.code === 'UnsupportedSyntax' ? 'UnsupportedSyntax' : 'SyntaxError';
+  if (/^Import assignment cannot be used/.test(message) || (/cannot be used outside of module code/.test(message) && /^import\s+[\w$]+\s*=/.test(lineOf(code, line).slice(column - 1)))) {
+    [kind, message] = ['UnsupportedSyntax', IMPORT_EQUALS];
+  } else if (/^Export assignment cannot be used/.test(message)) {
+    [kind, message] = ['UnsupportedSyntax', EXPORT_EQUALS];
+  }
+  return { message: `${kind}: ${message} at line ${line}, column ${column}`, line, column };
+}
+
+/** Line `line` (1-based) of `code`. */
+function lineOf(code, line) {
+  return code.split(/\r\n|[\n\r\u2028\u2029]/)[line - 1] ?? '';
 }
 
 const FENCE_OPEN = /^```[\w-]*[ \t]*\r?\n/;
@@ -165,16 +282,17 @@ function normalizeCode(code) {
 /**
  * `code` prepared as `recipe` says, in this order:
  *   normalizeCode: true        Code Mode's rule (`normalizeCode`)
- *   language: 'typescript'     types erased; asyncBody: true strips it as an async function body
+ *   language: 'typescript'     made JavaScript; asyncBody: true reads it as an async function body
  *   rewrite: 'lastExpression'  the last expression statement made the result
  *   rewrite: 'topLevelAwait'   a persistent sandbox's script with a top-level await
- * Returns `{ code, edits }` (edits: the last-expression rewrite's insertions, for
- * remapError), or `{ failure: { message, line?, column? } }` for TypeScript that does
- * not strip.
+ * Returns `{ code, map }` (map: lib/positions.js, from positions in `code` as returned to
+ * the user's; [] when nothing moved), or `{ failure: { message, line?, column? } }` for
+ * TypeScript that does not compile.
  */
 function transformSource(code, recipe) {
   const typescript = recipe.language === 'typescript';
   let source = code;
+  let map = [];
   if (recipe.normalizeCode === true) {
     if (!typescript) {
       source = normalizeCode(code);
@@ -187,39 +305,42 @@ function transformSource(code, recipe) {
       source = functionSource(js.code);
     }
   } else if (typescript) {
+    const asyncBody = recipe.asyncBody === true;
     try {
-      source = stripTypeScript(source, recipe.asyncBody === true);
+      ({ code: source, map } = compileTypeScript(source, asyncBody));
     } catch (err) {
-      return { failure: typeScriptFailure(err, recipe.asyncBody === true) };
+      return { failure: typeScriptFailure(err, asyncBody, code) };
     }
   }
-  if (recipe.rewrite === 'lastExpression') return withLastExpressionResult(source);
-  if (recipe.rewrite === 'topLevelAwait') return { code: withTopLevelAwait(source), edits: [] };
-  return { code: source, edits: [] };
+  let rewritten = null;
+  if (recipe.rewrite === 'lastExpression') rewritten = withLastExpressionResult(source);
+  else if (recipe.rewrite === 'topLevelAwait') rewritten = withTopLevelAwait(source);
+  if (rewritten === null) return { code: source, map };
+  return { code: rewritten.code, map: map.concat(rewritten.map) };
 }
 
 /** amaro's error as a failure; one that is no syntax error may have broken amaro: it is dropped. */
-function typeScriptFailure(err, asyncBody) {
-  if (!err || typeof err.startLine !== 'number') discardAmaro();
-  return describeFailure(err, { language: 'typescript', asyncBody });
+function typeScriptFailure(err, asyncBody, code) {
+  if (!(err instanceof Refusal) && (!err || typeof err.startLine !== 'number')) discardAmaro();
+  return describeFailure(err, { language: 'typescript', asyncBody }, code);
 }
 
 /**
- * TypeScript `text` (Code Mode's program: a function, or a body) as JavaScript: stripped
+ * TypeScript `text` (Code Mode's program: a function, or a body) as JavaScript: compiled
  * as a program, else, when that is a syntax error (a `return` at top level), as an async
  * body. `{ code }` or `{ failure }` (the body's, when both fail).
  */
 function typeScriptProgram(text) {
   if (text === '') return { code: text };
   try {
-    return { code: stripTypeScript(text, false) };
+    return { code: compileTypeScript(text, false).code };
   } catch (err) {
-    if (!err || typeof err.startLine !== 'number' || err.code === 'UnsupportedSyntax') return { failure: typeScriptFailure(err, false) };
+    if (err instanceof Refusal || !err || typeof err.startLine !== 'number' || err.code === 'UnsupportedSyntax') return { failure: typeScriptFailure(err, false, text) };
   }
   try {
-    return { code: stripTypeScript(text, true) };
+    return { code: compileTypeScript(text, true).code };
   } catch (err) {
-    return { failure: typeScriptFailure(err, true) };
+    return { failure: typeScriptFailure(err, true, text) };
   }
 }
 

@@ -37,7 +37,7 @@ function getPreparer() {
     p.pending.delete(m.id);
     if (p.pending.size === 0) worker.unref();
     // Code the worker left unchanged is not sent back: it is the job's own.
-    job.settle(m.failure ? failureError(m.failure) : null, m.failure ? undefined : { code: m.code ?? job.code, edits: m.edits });
+    job.settle(m.failure ? failureError(m.failure) : null, m.failure ? undefined : { code: m.code ?? job.code, map: m.map });
   });
   const died = (message) => {
     // The input in progress (the oldest) is the one that broke it; the others are
@@ -87,7 +87,7 @@ function failureError(failure) {
 /** What the wall-clock limit stopped, for its SandboxTimeoutError. */
 function describeWork(recipe) {
   const steps = [];
-  if (recipe.language === 'typescript') steps.push('erasing TypeScript types');
+  if (recipe.language === 'typescript') steps.push('compiling TypeScript');
   if (recipe.rewrite === 'lastExpression') steps.push('finding the last expression');
   if (recipe.rewrite === 'topLevelAwait') steps.push('the top-level await rewrite');
   return steps.length === 0 ? 'Preparing the code' : `Preparing the code (${steps.join(', ')})`;
@@ -95,7 +95,8 @@ function describeWork(recipe) {
 
 /**
  * `code` prepared as `recipe` says (lib/source-transform.js `transformSource`): resolves
- * with `{ code, edits }`; TypeScript that does not strip rejects with a
+ * with `{ code, map }` (map: lib/positions.js, [] when nothing moved); TypeScript that
+ * does not compile rejects with a
  * SandboxValidationError (1-based line and column). Input over `inlineMax` is prepared on
  * the worker thread: past `timeoutMs` the worker is ended (inputs queued behind move to a
  * new one) and the promise rejects with SandboxTimeoutError. `inlineMax` is for tests,
@@ -104,11 +105,11 @@ function describeWork(recipe) {
  * @param {string} code
  * @param {{ language?: string, asyncBody?: boolean, normalizeCode?: boolean, rewrite?: 'lastExpression' | 'topLevelAwait' }} recipe
  * @param {{ timeoutMs?: number, inlineMax?: number }} [options]
- * @returns {Promise<{ code: string, edits: Array<{ line: number, column: number, length: number }> }>}
+ * @returns {Promise<{ code: string, map: Int32Array[] }>}
  */
 function prepareSource(code, recipe, options = {}) {
   const typescript = recipe.language === 'typescript';
-  if (!typescript && recipe.normalizeCode !== true && recipe.rewrite === undefined) return Promise.resolve({ code, edits: [] });
+  if (!typescript && recipe.normalizeCode !== true && recipe.rewrite === undefined) return Promise.resolve({ code, map: [] });
   const inlineMax = own(options, 'inlineMax') ?? INLINE_MAX;
   // Loading amaro again here would hold the event loop for about 0.1 s, as often as input
   // breaks it: once it has, TypeScript is stripped on the worker.
@@ -141,8 +142,9 @@ function prepareSource(code, recipe, options = {}) {
 }
 
 /**
- * `code` without its types (positions kept) when `language` is 'typescript', else as it
- * is; `asyncBody`: the code is an async function body.
+ * `code` as JavaScript when `language` is 'typescript' (types erased, positions kept; or
+ * transformed, when it needs more), else as it is; `asyncBody`: the code is an async
+ * function body.
  *
  * @param {string} code
  * @param {{ language?: 'javascript' | 'typescript', asyncBody?: boolean, timeoutMs?: number }} [options]
@@ -154,20 +156,24 @@ async function stripTypes(code, options = {}) {
 }
 
 /**
- * Prepares a checked plan in place (natively, the plan says what is TypeScript): its code,
- * types stripped (as an async body in that mode) and `rewrite` applied, in one pass; and
- * each TypeScript module of its `modules` map, whose errors name the module.
+ * Prepares a checked plan in place (natively, the plan says what is TypeScript): its code
+ * made JavaScript (as an async body in that mode) and `rewrite` applied, in one pass; and
+ * each TypeScript module of its `modules` map, whose errors name the module. Resolves
+ * with the position map of the plan's code (lib/positions.js), for the run's errors.
  *
  * @param {object} plan
  * @param {'topLevelAwait'} [rewrite]
+ * @returns {Promise<Int32Array[]>}
  */
 async function preparePlan(plan, rewrite = undefined) {
   const timeoutMs = plan.wallTimeMs;
+  let map = [];
   if (plan.language === 'typescript' || rewrite !== undefined) {
     const code = plan.code;
     const recipe = { language: plan.language, asyncBody: plan.mode === 'asyncBody', rewrite };
     const out = await prepareSource(code, recipe, { timeoutMs });
     if (out.code !== code) plan.code = out.code;
+    map = out.map;
   }
   for (const key of plan.typescriptModules) {
     let code;
@@ -179,6 +185,7 @@ async function preparePlan(plan, rewrite = undefined) {
     }
     plan.setModule(key, code);
   }
+  return map;
 }
 
 module.exports = { prepareSource, stripTypes, preparePlan };

@@ -10,12 +10,19 @@
 //   class C {}          ->  `let C;` up front, `C = class C {};` in place
 //   function g() {}     ->  stays in place; `var g;` up front and bound to it on entry
 //   E  (last statement) ->  `return (E);`: the run's result, as a script's completion
+//   E; var N;           ->  `var <v> = (E); ...` and `return <v>;` at the end
 //
 // Everything up front sits on the first line, so the lines V8 reports are the user's.
 // Code without a top-level await, and code that does not parse, is left as it is. Runs
 // where lib/source.js has it run: on a worker thread when the code is large.
 
+const { Rewrite } = require('./positions');
+
 let acorn = null;
+
+const DECLARATIONS = new Set(['VariableDeclaration', 'FunctionDeclaration', 'ClassDeclaration', 'EmptyStatement']);
+/** Where the completion value waits while declarations after it run. */
+const VALUE = '__isoletCompletionValue';
 
 const PARSE = { ecmaVersion: 'latest', sourceType: 'script' };
 
@@ -42,17 +49,18 @@ function boundNames(pattern, out) {
 }
 
 /**
- * `code` as a script a persistent sandbox can run: unchanged unless it has a top-level
- * `await`, else rewritten as the header says.
+ * `code` as a script a persistent sandbox can run, `{ code, map }` (lib/positions.js):
+ * unchanged (map []) unless it has a top-level `await`, else rewritten as the header says.
  */
 function withTopLevelAwait(code) {
+  const unchanged = { code, map: [] };
   // No `await` in the text, none in the code (an escaped one is never the keyword): no
   // parse needed. Parsing takes about a second per 4 MB.
-  if (!code.includes('await')) return code;
+  if (!code.includes('await')) return unchanged;
   if (acorn === null) acorn = require('acorn');
   try {
     acorn.parse(code, PARSE);
-    return code; // a classic script already
+    return unchanged; // a classic script already
   } catch {
     // may have a top-level await: see below
   }
@@ -60,48 +68,64 @@ function withTopLevelAwait(code) {
   try {
     program = acorn.parse(code, { ...PARSE, allowAwaitOutsideFunction: true });
   } catch {
-    return code; // V8 reports the syntax error at the user's positions
+    return unchanged; // V8 reports the syntax error at the user's positions
   }
   const lets = [];
   const vars = [];
   const functions = [];
-  const edits = [];
-  const src = (node) => code.slice(node.start, node.end);
   const body = program.body;
-  body.forEach((node, index) => {
+  // The statement whose value a script completes with: the last that is not a declaration
+  // (declarations complete with nothing: `E; var N;` is E's value, as a namespace
+  // compiled from TypeScript ends).
+  let completion = body.length - 1;
+  while (completion >= 0 && DECLARATIONS.has(body[completion].type)) completion--;
+  if (completion >= 0 && body[completion].type !== 'ExpressionStatement') completion = -1;
+  const last = completion === body.length - 1;
+  for (const node of body) {
     if (node.type === 'VariableDeclaration') {
-      const names = [];
-      const assignments = [];
-      for (const d of node.declarations) {
-        boundNames(d.id, names);
-        if (d.init) assignments.push(`(${src(d.id)} = ${src(d.init)})`);
-        else if (node.kind !== 'var') assignments.push(`(${src(d.id)} = undefined)`);
-      }
-      (node.kind === 'var' ? vars : lets).push(...names);
-      edits.push({ start: node.start, end: node.end, text: assignments.length ? `void (${assignments.join(', ')});` : ';' });
+      for (const d of node.declarations) boundNames(d.id, node.kind === 'var' ? vars : lets);
     } else if (node.type === 'ClassDeclaration') {
       lets.push(node.id.name);
-      edits.push({ start: node.start, end: node.end, text: `${node.id.name} = ${src(node)};` });
     } else if (node.type === 'FunctionDeclaration') {
       functions.push(node.id.name);
-    } else if (node.type === 'ExpressionStatement' && index === body.length - 1) {
-      const end = code[node.end - 1] === ';' ? node.end - 1 : node.end;
-      edits.push({ start: node.start, end, text: `return (${code.slice(node.start, end)})` });
     }
-  });
-  let out = '';
-  let at = 0;
-  for (const e of edits) {
-    out += code.slice(at, e.start) + e.text;
-    at = e.end;
   }
-  out += code.slice(at);
   const head = [];
   if (lets.length) head.push(`let ${[...new Set(lets)].join(', ')};`);
   const varNames = [...new Set([...vars, ...functions])];
   if (varNames.length) head.push(`var ${varNames.join(', ')};`);
   const bind = functions.map((name) => `globalThis.${name} = ${name};`).join(' ');
-  return `${head.join(' ')} (async () => { ${bind}${out}\n})()`;
+  // The user's tokens are copied, what the rewrite says is inserted: an error in a
+  // rewritten declaration still names the user's column.
+  const r = new Rewrite(code).insert(`${head.join(' ')} (async () => { ${bind}`);
+  let at = 0;
+  body.forEach((node, index) => {
+    if (node.type === 'VariableDeclaration') {
+      r.copy(at, node.start);
+      let first = true;
+      for (const d of node.declarations) {
+        if (!d.init && node.kind === 'var') continue;
+        r.insert(first ? 'void ((' : ', (').copy(d.id.start, d.id.end).insert(' = ');
+        if (d.init) r.copy(d.init.start, d.init.end);
+        else r.insert('undefined');
+        r.insert(')');
+        first = false;
+      }
+      r.insert(first ? ';' : ');');
+      at = node.end;
+    } else if (node.type === 'ClassDeclaration') {
+      r.copy(at, node.start).insert(`${node.id.name} = `).copy(node.start, node.end).insert(';');
+      at = node.end;
+    } else if (index === completion) {
+      const end = code[node.end - 1] === ';' ? node.end - 1 : node.end;
+      r.copy(at, node.start).insert(last ? 'return (' : `var ${VALUE} = (`).copy(node.start, end).insert(')');
+      at = end;
+    }
+  });
+  r.copy(at, code.length);
+  if (completion >= 0 && !last) r.insert(`\n;return ${VALUE};`);
+  const { code: out, stage } = r.insert('\n})()').finish();
+  return { code: out, map: [stage] };
 }
 
 module.exports = { withTopLevelAwait };

@@ -33,4 +33,4 @@ function stripBody(transform, code) {
   return out.slice(out.indexOf('\n') + 1, out.length - BODY_SUFFIX.length);
 }
 
-module.exports = { stripBody, BODY_LINE_OFFSET: 1 };
+module.exports = { stripBody, suffixLine, BODY_PREFIX, BODY_LINE_OFFSET: 1 };

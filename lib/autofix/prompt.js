@@ -24,7 +24,7 @@ function systemPromptFor(language) {
   if (language !== 'typescript') return SYSTEM_PROMPT;
   return SYSTEM_PROMPT.replace('JavaScript source files', 'TypeScript source files')
     .replace('```js fenced', '```ts fenced')
-    .replace('in a bare JavaScript engine:', 'in a bare JavaScript engine after its types are erased (no enum, namespace or parameter properties):');
+    .replace('in a bare JavaScript engine:', 'in a bare JavaScript engine once compiled to JavaScript (no decorators, no `import x = require()`):');
 }
 
 function buildPrompt(rel, instruction, test, content, language = 'javascript') {

@@ -8,7 +8,8 @@ const fs = require('node:fs');
 const { UsageError, limitsHelp, parse, settingsFrom, usageText } = require('./options');
 const { toJson } = require('./json');
 const { stripTypes } = require('../source');
-const { prepareCode, remapError } = require('../last-expression');
+const { prepareCode } = require('../last-expression');
+const { remapError, remapLogs } = require('../positions');
 
 /** Exit codes of `isolet run`, by outcome. */
 const RUN_EXIT_CODES = Object.freeze({
@@ -100,10 +101,11 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
   }
   try {
     let end;
-    let edits = [];
+    // Where the submitted code came from (the last-expression rewrite, a TypeScript transform).
+    let map = [];
     try {
       const prepared = await prepareCode(code, settings.language, settings.limits.wallTimeMs);
-      edits = prepared.edits;
+      map = prepared.edits;
       const session = engine.submit({
         requestId: 'run',
         code: prepared.code,
@@ -115,12 +117,14 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
       // Bad TypeScript: what the engine would have answered.
       end = { type: 'error', error: err, logs: [] };
     }
-    for (const entry of end.logs || []) io.stderr.write(`${entry.level === 'log' ? '' : `[${entry.level}] `}${entry.message}\n`);
+    // Stack frames name the user's file, at its positions.
+    const name = file === '-' ? '<stdin>' : file;
+    for (const entry of remapLogs(end.logs || [], map, name)) io.stderr.write(`${entry.level === 'log' ? '' : `[${entry.level}] `}${entry.message}\n`);
     if (end.type === 'result') {
       io.stdout.write(toJson(end.data) + '\n');
       return RUN_EXIT_CODES.ok;
     }
-    const error = remapError(end.error, edits);
+    const error = remapError(end.error, map, name);
     const where = error.line !== undefined ? ` (line ${error.line}, column ${error.column})` : '';
     const detail = error.thrown && error.thrown.stack ? error.thrown.stack : `${error.name}: ${error.message}`;
     io.stderr.write(`isolet run: ${error.name} [${error.code}]${where}\n${detail}\n`);
