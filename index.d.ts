@@ -330,7 +330,9 @@ export interface SandboxOptions extends ModuleOptions {
    * as in browsers): `atob`/`btoa`, `TextEncoder`/`TextDecoder`, `URL`/`URLSearchParams`,
    * `crypto.getRandomValues`/`randomUUID`/`subtle.digest`, `structuredClone`,
    * `queueMicrotask`, `DOMException`, `Event`/`EventTarget`/`AbortController`/`AbortSignal`,
-   * `performance.now()`; none reaches the host's files, network or full-resolution clock.
+   * `performance.now()` (100 µs steps), `setTimeout`/`setInterval` (timers belong to the run:
+   * still pending when its result settles, they are dropped; at most 10000 pending); none
+   * reaches the host's files, network or full-resolution clock.
    * Default `false`: the global object holds ECMAScript's built-ins only. A persistent
    * sandbox keeps the choice it was opened with. See docs/web.md.
    */

@@ -278,6 +278,28 @@ describe.each(['thread', 'process'] as const)('web: true (%s isolation)', (isola
     expect((refused as { message: string }).message).toMatch(/request\.web must be a boolean, got 'on'/);
   });
 
+  it('attacks: the native primitives stay out of reach, stack-trace APIs included', async () => {
+    const code = `(() => {
+      const found = [];
+      Error.prepareStackTrace = (e, callSites) => {
+        for (const c of callSites) found.push([c.getFunctionName(), typeof c.getFunction(), typeof c.getThis()]);
+        return '';
+      };
+      const attempts = [
+        () => atob('!'),
+        () => new TextDecoder('utf-8', { fatal: true }).decode(new Uint8Array([255])),
+        () => new URL('x'),
+        () => structuredClone(() => 1),
+        () => crypto.getRandomValues(new Uint8Array(70000)),
+      ];
+      for (const f of attempts) { try { f(); } catch (e) { e.stack; } }
+      const globals = ['op', 'lib', 'load', 'clone', 'OP', 'SCRIPT'].filter((n) => n in globalThis);
+      return [found.filter(([, f, t]) => f !== 'undefined' || t !== 'undefined'), found.length > 5, globals];
+    })()`;
+    // Every frame inside the web layer is strict: no callee and no receiver to take.
+    expect(await out(code)).toEqual([[], true, []]);
+  });
+
   it('attacks: a huge TextEncoder input and a 100 MB URL end as out of memory, the host unharmed', async () => {
     // A rope of 256 Mi characters: encoding it needs 256 MiB of UTF-8, over the 64 MiB budget.
     const huge = failed(await run('new TextEncoder().encode("x".repeat(2 ** 28)).length'));
