@@ -526,7 +526,9 @@ async function web() {
       });
     }
   }
-  const samples = await alternate(contestants, { rounds: QUICK ? 10 : 30 });
+  // One sample per turn: with and without follow each other closely, so machine noise
+  // (other processes on a shared machine) hits both alike.
+  const samples = await alternate(contestants, { rounds: QUICK ? 150 : 600, perTurn: 1 });
   recordLatency(M_WEB, samples);
   recordLatency(M_WEB_RUN, inside);
   recordLatency(M_WEB_CPU, cpu);
