@@ -283,9 +283,16 @@ export interface SandboxOptions extends ModuleOptions {
    * For a persistent sandbox, each run's default (`sandbox.run` may give its own).
    */
   maxQueueMs?: number;
-  /** Cap on the serialized output, in bytes. Default 16 MiB; 1 to 1 GiB. */
+  /**
+   * Cap on the serialized output, in bytes; built in this process, the output may cost at
+   * most 6 times as much (estimated from its bytes first: past it, `SandboxRuntimeError`
+   * with `limit: 'maxOutputBytes'`). Default 16 MiB; 1 to 1 GiB.
+   */
   maxOutputBytes?: number;
-  /** Cap on one host-call argument list or reply, in bytes. Default 16 MiB; 1 to 1 GiB. */
+  /**
+   * Cap on one host-call argument list or reply, in bytes (an argument list built here
+   * may cost 6 times as much). Default 16 MiB; 1 to 1 GiB.
+   */
   maxMessageBytes?: number;
   /** Cap on host calls per run. Default 1000; 0 to 4294967295. */
   maxHostCalls?: number;
@@ -294,28 +301,33 @@ export interface SandboxOptions extends ModuleOptions {
   /** Console bytes kept. Default 1 MiB; 1 to 1 GiB. */
   maxLogBytes?: number;
   /**
-   * Bytes of host-call arguments and replies in flight at once. Default 64 MiB; from
-   * `maxMessageBytes` (one message must fit) to 16 GiB. See docs/budgets.md.
+   * Bytes of host-call arguments and replies in flight at once. Default 4 x
+   * `maxMessageBytes` (64 MiB); up to 16 GiB. Given alone it follows no other: a smaller
+   * one takes `maxMessageBytes` down to it; given both, it must be at least
+   * `maxMessageBytes`. See docs/budgets.md.
    */
   maxPendingHostCallBytes?: number;
   /** Host calls in flight at once. Default 128; 1 to 1000000. */
   maxPendingHostCalls?: number;
   /**
    * Cap on the values of the output: every value, property key, array element or hole,
-   * Map/Set entry, and every slot of a sparse array's length counts one. Bounds what
-   * the output costs this process to build (memory and event-loop time), which its
-   * bytes do not. Past it: `SandboxRuntimeError` with `limit: 'maxOutputValues'`.
-   * Default 32768; 1 to 4294967295. See docs/budgets.md.
+   * Map/Set entry, and every slot of a sparse array's length counts one. A safety bound
+   * far above data: what the output costs this process once built is bounded by
+   * `maxOutputBytes` (at most 6 x it, estimated before anything is built: past it,
+   * `limit: 'maxOutputBytes'`), and a big output is built a few milliseconds at a time.
+   * Past it: `SandboxRuntimeError` with `limit: 'maxOutputValues'`.
+   * Default 8388608; 1 to 4294967295. See docs/budgets.md.
    */
   maxOutputValues?: number;
   /**
    * Cap on the values of one host-call argument list, counted as for `maxOutputValues`;
-   * past it the call is refused in the sandbox with a RangeError. Default 32768; 1 to 4294967295.
+   * past it the call is refused in the sandbox with a RangeError. Default 8388608; 1 to 4294967295.
    */
   maxMessageValues?: number;
   /**
-   * Values of host-call arguments in flight at once. Default 131072; from
-   * `maxMessageValues` (one message must fit) to 4294967295.
+   * Values of host-call arguments in flight at once. Default 4 x `maxMessageValues`
+   * (33554432); up to 4294967295; with `maxMessageValues` as `maxPendingHostCallBytes`
+   * with `maxMessageBytes`.
    */
   maxPendingHostCallValues?: number;
   /**
@@ -639,21 +651,24 @@ export interface BridgeLimits {
   /** Console bytes kept. Default 1 MiB; 1 to 1 GiB. */
   maxLogBytes?: number;
   /**
-   * Bytes of tool-call arguments and replies in flight at once. Default 64 MiB; from
-   * `maxMessageBytes` to 16 GiB. See docs/budgets.md.
+   * Bytes of tool-call arguments and replies in flight at once. Default 4 x
+   * `maxMessageBytes` (64 MiB); up to 16 GiB. Derived limits follow the one they come
+   * from (at either level: the engine's defaults or the request) unless given too; given
+   * both, it must be at least `maxMessageBytes`. See docs/budgets.md.
    */
   maxPendingHostCallBytes?: number;
   /** Tool calls in flight at once. Default 128; 1 to 1000000. */
   maxPendingHostCalls?: number;
   /**
    * Values of the result (values, keys, elements, holes, sparse slots; see
-   * docs/budgets.md). Past it: `SandboxRuntimeError` with `limit: 'maxOutputValues'`.
-   * Default 32768; 1 to 4294967295.
+   * docs/budgets.md): a safety bound far above data (what the result costs once built
+   * is bounded by 6 x `maxOutputBytes`). Past it: `SandboxRuntimeError` with
+   * `limit: 'maxOutputValues'`. Default 8388608; 1 to 4294967295.
    */
   maxOutputValues?: number;
-  /** Values of one tool-call argument list; past it the call is a RangeError in the sandbox. Default 32768; 1 to 4294967295. */
+  /** Values of one tool-call argument list; past it the call is a RangeError in the sandbox. Default 8388608; 1 to 4294967295. */
   maxMessageValues?: number;
-  /** Values of tool-call arguments in flight at once. Default 131072; from `maxMessageValues` to 4294967295. */
+  /** Values of tool-call arguments in flight at once. Default 4 x `maxMessageValues` (33554432); up to 4294967295. */
   maxPendingHostCallValues?: number;
 }
 

@@ -15,7 +15,7 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
-/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache,web,typescript` runs just those scenarios. */
+/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache,web,typescript,values` runs just those scenarios. */
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
 const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
@@ -240,16 +240,12 @@ const BUILD_GRAPH = `function buildGraph(n) {
 // eslint-disable-next-line no-new-func
 const buildGraph = new Function(`${BUILD_GRAPH}; return buildGraph;`)();
 const BIG = 32 * 1024 * 1024;
-// The graph holds about 1.4 M values (each key, element and object counts): past the
-// default value limits (32,768 per result or message), so they are raised with the bytes.
-const BIG_VALUES = 1 << 22;
+// The 32 MB rows need the bytes raised (and the memory to make them); the graph's 1.4 M
+// values fit the default value limits (issue 23), so none of those is raised.
 const BIG_LIMITS = {
   memoryLimitMb: 1024,
   maxOutputBytes: 64 << 20,
   maxMessageBytes: 64 << 20,
-  maxOutputValues: BIG_VALUES,
-  maxMessageValues: BIG_VALUES,
-  maxPendingHostCallValues: BIG_VALUES,
   timeoutMs: 20000,
 };
 
@@ -604,6 +600,31 @@ async function typescript() {
   }
   recordLatency(M_TS_PREPARE, await alternate(prepare, { rounds: QUICK ? 5 : 15 }));
   recordLatency(M_TS_RUN, await alternate(run, { rounds: QUICK ? 5 : 15 }));
+}
+
+const M_BIG_LAG = 'event-loop delay while a big value crosses, max';
+const M_BIG_P99 = 'event-loop delay while a big value crosses, p99';
+const M_BIG_RSS = 'RSS growth once the big value is dropped';
+/** Issue 23's rows (bench/big-values.js): one per mode and value. */
+const bigValueRows = [];
+
+/** The parent's event loop and memory while big values cross (see bench/big-values.js). */
+function bigValues() {
+  for (const row of require('./big-values').measure(ISOLET_MODES, QUICK ? 1 : 3)) {
+    bigValueRows.push(row);
+    const name = `${isoletName(row.mode)}: ${row.scenario}`;
+    record(M_BIG_LAG, name, row.lagMaxMs, 'ms', 'lower');
+    record(M_BIG_P99, name, row.lagP99Ms, 'ms', 'lower');
+    record(M_BIG_RSS, name, row.rssAfterDropMb, 'MB', 'lower');
+  }
+}
+
+function bigValueLines() {
+  const { GOALS } = require('./big-values');
+  return bigValueRows.map((r) => {
+    const met = r.lagMaxMs < GOALS.lagMaxMs && r.lagP99Ms < GOALS.lagP99Ms && r.rssAfterDropMb < GOALS.rssAfterDropMb;
+    return `- ${met ? 'MET    ' : 'NOT MET'} ${r.mode}, ${r.scenario}: delay max ${r.lagMaxMs.toFixed(1)} ms (< ${GOALS.lagMaxMs}), p99 ${r.lagP99Ms.toFixed(1)} ms (< ${GOALS.lagP99Ms}), RSS after drop +${r.rssAfterDropMb.toFixed(1)} MB (< ${GOALS.rssAfterDropMb}); ${Math.round(r.wallMs)} ms end to end`;
+  });
 }
 
 const M_HOST_START = 'sandbox host process: start (spawn to ready)';
@@ -985,6 +1006,7 @@ function ratioVerdicts() {
   if (wanted('codecache')) await codeCache();
   if (wanted('web')) await web();
   if (wanted('typescript')) await typescript();
+  if (wanted('values')) bigValues();
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   console.log(`\nisolet benchmark — Node ${process.version} (V8 ${process.versions.v8}), ${os.cpus().length} CPUs (${cpu}), ${QUICK ? 'quick' : 'full'} run, ${Math.round(msSince(started) / 1000)} s`);
   console.log(`Alternating rounds, medians. Object graph ${(graphBytes / 1e6).toFixed(1)} MB serialized (${GRAPH_N} objects). "isolet thread advantage" > 1: isolet thread mode is that much better (rows with no thread row: vs the first row).\n`);
@@ -995,6 +1017,10 @@ function ratioVerdicts() {
   if (cacheLines.length) {
     console.log('\nCompiled-code cache and prelude (issue 20; ratios within this run):');
     for (const line of cacheLines) console.log(line);
+  }
+  if (bigValueRows.length) {
+    console.log('\nBig values with the default options, built a slice at a time (issue 23; `node bench/big-values.js` for these alone):');
+    for (const line of bigValueLines()) console.log(line);
   }
   const webGoals = webLines();
   if (webGoals.length) {

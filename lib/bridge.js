@@ -5,6 +5,7 @@
 // them as Node-specific host objects the sandbox cannot read.
 const v8 = require('node:v8');
 const { types } = require('node:util');
+const { Reader, Writer, FALLBACK, SLICE_MS } = require('./codec');
 
 /**
  * Serializes a host value for the sandbox. Throws DataCloneError for functions etc.
@@ -459,4 +460,121 @@ function safeString(v) {
   }
 }
 
-module.exports = { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError, withoutHostStacks, decodeFlat, NOT_FAST };
+// ---------------------------------------------------------------- in slices
+
+// Values big enough to hold Node's thread for more than a few milliseconds are built (out
+// of the sandbox) and written (into it) a slice at a time (lib/codec.js): between slices
+// the event loop runs timers, I/O and other runs' events. Below this, one piece.
+const SLICED_MIN = 64 * 1024;
+
+/**
+ * Reads bytes the sandbox serialized, as `deserialize`; long ones a slice at a time.
+ * `done(error, value)` is called once: at once when the value was read in one piece
+ * (or its first slice), else from a later turn. Nothing more happens once `stop()` is true.
+ */
+function deserializeInSlices(bytes, owned, done, stop) {
+  if (bytes.length < SLICED_MIN) {
+    let value;
+    try {
+      value = deserialize(bytes, owned);
+    } catch (err) {
+      done(err);
+      return;
+    }
+    done(null, value);
+    return;
+  }
+  let reader;
+  try {
+    const flat = decodeFlat(bytes, owned === true);
+    if (flat !== NOT_FAST) {
+      done(null, flat);
+      return;
+    }
+    reader = new Reader(bytes, owned);
+  } catch (err) {
+    done(err);
+    return;
+  }
+  const step = () => {
+    if (stop !== undefined && stop()) return;
+    let finished;
+    try {
+      finished = reader.run(performance.now() + SLICE_MS);
+    } catch (err) {
+      done(err);
+      return;
+    }
+    if (finished) done(null, reader.value);
+    else setImmediate(step);
+  };
+  step();
+}
+
+let namedKeysNative;
+/** The addon's `namedKeys` (see lib/codec.js), or null where it has none. */
+function namedKeys() {
+  if (namedKeysNative === undefined) {
+    const n = shareNative('namedKeys');
+    namedKeysNative = n === NO_SHARE ? null : n;
+  }
+  return namedKeysNative;
+}
+
+/**
+ * Serializes a host value for the sandbox, as `serialize`; plain data a slice at a time
+ * (anything else by v8.Serializer, whole). `done(error, bytes, length)`: `bytes` is null
+ * when `length` passed `maxBytes` (counted, not kept). Called at once when it finished in
+ * its first slice, else from a later turn; nothing more happens once `stop()` is true.
+ */
+function serializeInSlices(value, maxBytes, done, stop) {
+  const fast = encodePrimitive(value);
+  if (fast !== null) {
+    done(null, fast.length > maxBytes ? null : fast, fast.length);
+    return;
+  }
+  const whole = () => {
+    let bytes;
+    try {
+      bytes = serialize(value);
+    } catch (err) {
+      done(err);
+      return;
+    }
+    done(null, bytes.length > maxBytes ? null : bytes, bytes.length);
+  };
+  let writer;
+  try {
+    writer = new Writer(value, maxBytes, namedKeys());
+  } catch (err) {
+    done(err);
+    return;
+  }
+  const step = () => {
+    if (stop !== undefined && stop()) return;
+    let finished;
+    try {
+      finished = writer.run(performance.now() + SLICE_MS);
+    } catch (err) {
+      if (err === FALLBACK) whole();
+      else done(err);
+      return;
+    }
+    if (finished) done(null, writer.bytes(), writer.length);
+    else setImmediate(step);
+  };
+  step();
+}
+
+module.exports = {
+  serialize,
+  serializeInSlices,
+  directBytesVersionFor,
+  directStringVersionFor,
+  deserialize,
+  deserializeInSlices,
+  describeHostError,
+  withoutHostStacks,
+  decodeFlat,
+  NOT_FAST,
+};

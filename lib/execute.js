@@ -2,7 +2,7 @@
 // The one execution path: submit a request to a native engine, serve its host calls
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
-const { serialize, directBytesVersionFor, directStringVersionFor, deserialize, describeHostError } = require('./bridge');
+const { serializeInSlices, directBytesVersionFor, directStringVersionFor, deserializeInSlices, describeHostError } = require('./bridge');
 const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
@@ -90,15 +90,22 @@ function execute(engine, plan, hooks = {}) {
       handle.reject(callId, 'ReferenceError', `${ev.name} is not available`);
       return;
     }
-    let args;
-    try {
-      args = deserialize(ev.payload);
-    } catch {
-      handle.reject(callId, 'TypeError', 'host call arguments could not be read');
-      return;
-    }
-    // Built: the handler holds the values, the bytes need not wait for its reply.
-    ev.payload = null;
+    // Long arguments are built a slice at a time (lib/codec.js); the handler is called
+    // once they are, in this turn when that took one slice.
+    deserializeInSlices(
+      ev.payload,
+      false,
+      (err, args) => {
+        // Built: the handler holds the values, the bytes need not wait for its reply.
+        ev.payload = null;
+        if (err) handle.reject(callId, 'TypeError', 'host call arguments could not be read');
+        else callHandler(ev, fn, args);
+      },
+      () => finished,
+    );
+  };
+
+  const callHandler = (ev, fn, args) => {
     // A synchronous handler is answered in this same turn: no microtask hop on the
     // round trip. A thenable is awaited as before.
     let result;
@@ -164,18 +171,22 @@ function execute(engine, plan, hooks = {}) {
       }
       return;
     }
-    let bytes;
-    try {
-      bytes = serialize(value);
-    } catch (err) {
-      handle.reject(callId, 'DataCloneError', `${ev.name} returned a value that cannot be copied into the sandbox: ${describeHostError(err).message}`);
-      return;
-    }
-    if (bytes.length > maxReply) {
-      handle.reject(callId, 'RangeError', `${ev.name} returned ${bytes.length} bytes, over the bridge limit of ${maxReply} bytes`);
-      return;
-    }
-    handle.fulfill(callId, bytes);
+    // Long values are written a slice at a time (lib/codec.js).
+    serializeInSlices(
+      value,
+      maxReply,
+      (err, bytes, length) => {
+        if (finished) return;
+        if (err) {
+          handle.reject(callId, 'DataCloneError', `${ev.name} returned a value that cannot be copied into the sandbox: ${describeHostError(err).message}`);
+        } else if (bytes === null) {
+          handle.reject(callId, 'RangeError', `${ev.name} returned ${length} bytes, over the bridge limit of ${maxReply} bytes`);
+        } else {
+          handle.fulfill(callId, bytes);
+        }
+      },
+      () => finished,
+    );
   };
 
   const replyError = (ev, err) => {
@@ -252,17 +263,27 @@ class RunRef {
 /**
  * The run's result: `stats` and `logs` are the run's own (made for it alone, in their
  * public shape). A result that is one primitive comes as `value`; others as `payload`, a
- * Buffer the addon made for this run alone.
+ * Buffer the addon made for this run alone, built here: a long one a slice at a time
+ * (lib/codec.js), so the record is then a Promise of it.
  */
 function finish(ok, value, payload, error, stats, logs) {
   if (!ok) return { ok: false, error: errorFromFailure(error), stats, logs };
   if (payload === undefined) return { ok: true, value, stats, logs };
-  try {
-    return { ok: true, value: deserialize(payload, true), stats, logs };
-  } catch (err) {
-    const failure = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
-    return { ok: false, error: failure, stats, logs };
-  }
+  let record;
+  let settle = null;
+  deserializeInSlices(payload, true, (err, built) => {
+    if (err) {
+      const failure = new SandboxRuntimeError(`The result could not be copied out of the sandbox: ${err.message}`);
+      record = { ok: false, error: failure, stats, logs };
+    } else {
+      record = { ok: true, value: built, stats, logs };
+    }
+    if (settle !== null) settle(record);
+  });
+  if (record !== undefined) return record;
+  return new Promise((resolve) => {
+    settle = resolve;
+  });
 }
 
 module.exports = { execute, statsOf, EMPTY_STATS };

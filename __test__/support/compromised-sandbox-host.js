@@ -114,12 +114,12 @@ if (!evil) {
       const tail = Buffer.concat([Buffer.from([1]), result]);
       channel.write(Buffer.concat([header(KIND_DONE, runId, fixed.length + tail.length), fixed, tail]));
     } else if (mode === 'value-calls') {
-      // Five calls to a tool that never answers, each with a 19-byte argument of 30,000
-      // slots: each within maxMessageValues (32,768), together past
-      // maxPendingHostCallValues (131,072), which the real host's isolate would refuse.
+      // Five calls to a tool that never answers, each with a 22-byte argument of 8,000,000
+      // slots: each within maxMessageValues (8,388,608), together past
+      // maxPendingHostCallValues (33,554,432), which the real host's isolate would refuse.
       const name = Buffer.from('hang');
       const slots = [];
-      slots.length = 30000;
+      slots.length = 8000000;
       slots[0] = 1;
       const args = v8.serialize([slots]);
       const len = Buffer.alloc(4);

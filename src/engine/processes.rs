@@ -938,8 +938,26 @@ impl State {
         Ok(policy::frame_limit(&run.bridge))
     }
 
-    /// A frame from host `key`; `Err` ends the host for breaking the protocol.
-    fn on_frame(&mut self, key: u64, h: Header, payload: Vec<u8>, rss: &RssReader) -> Result<(), String> {
+    /// What a frame's values are counted against (`HostFrames::hand_over` counts a big one
+    /// off the state lock): `None` for a frame that is not a host call or result of a run
+    /// in flight here.
+    fn count_bounds(&self, key: u64, h: &Header) -> Option<CountBounds> {
+        let id = self.host(key)?.runs.get(&h.run_id)?;
+        let run = self.runs.get(id)?;
+        match h.kind {
+            Kind::HostCall => Some(CountBounds { values: run.budget.args_bounds(), log_entries: 0, log_bytes: 0 }),
+            Kind::Done => Some(CountBounds {
+                values: crate::isolate::thread::output_bounds(&run.bridge),
+                log_entries: run.bridge.max_log_entries,
+                log_bytes: run.bridge.max_log_bytes,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A frame from host `key`; `Err` ends the host for breaking the protocol. `pre`: its
+    /// host-call arguments or result counted already (see `HostFrames::hand_over`).
+    fn on_frame(&mut self, key: u64, h: Header, payload: Vec<u8>, rss: &RssReader, pre: Option<Precount>) -> Result<(), String> {
         let bad = |e: frame::FrameError| e.to_string();
         match h.kind {
             Kind::Ready => {
@@ -1034,7 +1052,10 @@ impl State {
             Kind::HostCall => {
                 let (name, at) = frame::decode_host_call(&payload).map_err(bad)?;
                 run.budget.host_call(h.call_id, payload.len() - at).map_err(over)?;
-                run.budget.host_call_values(h.call_id, &payload[at..]).map_err(over)?;
+                match pre {
+                    Some(counted) => run.budget.host_call_counted(h.call_id, counted).map_err(over)?,
+                    None => run.budget.host_call_values(h.call_id, &payload[at..]).map_err(over)?,
+                }
                 let name = name.to_string();
                 let mut args = payload;
                 args.drain(..at);
@@ -1062,13 +1083,16 @@ impl State {
                 let result = match done.result {
                     // Counted before Node's thread builds it: the host's isolate did, unless
                     // the host is compromised (isolet-core `value_count`).
-                    Ok(()) => match isolet_core::count_values(&payload[at..], run.bridge.max_output_values as u64) {
+                    Ok(()) => match pre.unwrap_or_else(|| isolet_core::tally(&payload[at..], crate::isolate::thread::output_bounds(&run.bridge))) {
                         Ok(_) => {
                             let mut out = payload;
                             out.drain(..at);
                             Ok(out)
                         }
                         Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(run.bridge.max_output_values)),
+                        Err(isolet_core::CountError::TooCostly { .. }) => {
+                            Err(Failure::too_costly_output(crate::isolate::thread::over_budget_cost(&payload[at..]), run.bridge.max_output_bytes))
+                        }
                         Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
                     },
                     Err(f) => Err(f),
@@ -1539,6 +1563,8 @@ fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
 /// runs are settled), and always where Node's loop does not watch it.
 struct HostFrames {
     inner: Weak<Inner>,
+    /// Itself, for the helper thread `hand_over` starts.
+    me: Weak<HostFrames>,
     key: u64,
     rss: RssReader,
     read: Mutex<ReadState>,
@@ -1553,6 +1579,39 @@ struct ReadState {
     /// False once the host broke the protocol: nothing more is read from it.
     reading: bool,
     eof: bool,
+    /// Frames handed to a helper thread (see `HostFrames::hand_over`), in order, and
+    /// whether one is running: while it is, every frame read goes here.
+    handed: VecDeque<(Header, Vec<u8>)>,
+    helper: bool,
+}
+
+/// Frames whose values are counted off the thread that read them: a result or host-call
+/// argument list at least this long (the count walks every value: ~10 ms per MB of small
+/// objects), so Node's thread, which reads most frames, never spends that time.
+const COUNT_ELSEWHERE_MIN: usize = 256 * 1024;
+
+/// A result or argument list counted ahead of `State::on_frame`.
+type Precount = Result<isolet_core::Tally, isolet_core::CountError>;
+
+/// What `State::count_bounds` gives a helper to count a frame against.
+struct CountBounds {
+    values: isolet_core::Bounds,
+    log_entries: usize,
+    log_bytes: usize,
+}
+
+/// Counts a frame's values (off any lock).
+fn precount(h: &Header, payload: &[u8], bounds: &CountBounds) -> Option<Precount> {
+    let at = match h.kind {
+        Kind::HostCall => frame::decode_host_call(payload).ok()?.1,
+        Kind::Done => {
+            let (done, at) = WireDone::decode(payload, bounds.log_entries, bounds.log_bytes).ok()?;
+            done.result.ok()?;
+            at
+        }
+        _ => return None,
+    };
+    Some(isolet_core::tally(&payload[at..], bounds.values))
 }
 
 impl HostFrames {
@@ -1587,10 +1646,24 @@ impl HostFrames {
         let held = wakeups::HoldRings::new();
         let mut s = inner.state();
         let key = self.key;
+        // No helper thread could be started: the handed frames are handled here at the end.
+        let mut inline = false;
         loop {
             let next = r.frames.next_frame(&mut |h| s.frame_limit(key, h));
             let outcome = match next {
-                Ok(Some((h, payload))) => s.on_frame(key, h, payload, &self.rss).map(|_| true),
+                Ok(Some((h, payload))) => {
+                    // A big result or argument list is counted off this thread and this lock,
+                    // and every frame after it follows it there, in order.
+                    if r.helper || (payload.len() >= COUNT_ELSEWHERE_MIN && matches!(h.kind, Kind::HostCall | Kind::Done)) {
+                        r.handed.push_back((h, payload));
+                        if !std::mem::replace(&mut r.helper, true) && !self.hand_over() {
+                            inline = true;
+                        }
+                        Ok(true)
+                    } else {
+                        s.on_frame(key, h, payload, &self.rss, None).map(|_| true)
+                    }
+                }
                 Ok(None) => Ok(false),
                 Err(why) => Err(why),
             };
@@ -1613,7 +1686,60 @@ impl HostFrames {
         if wake {
             inner.changed.notify_all();
         }
+        if inline {
+            self.helper();
+        }
         true
+    }
+
+    /// Starts a helper thread for the frames in `handed`: it counts a big frame's values
+    /// before it takes the state lock, then handles each frame as `read_once` does, in
+    /// order, until none is left.
+    /// False when no thread could be started: the caller then runs `helper` itself, once
+    /// it holds no lock.
+    fn hand_over(&self) -> bool {
+        let Some(me) = self.me.upgrade() else { return false };
+        std::thread::Builder::new().name("isolet-count".into()).spawn(move || me.helper()).is_ok()
+    }
+
+    fn helper(&self) {
+        let key = self.key;
+        loop {
+            let next = {
+                let mut r = lock(&self.read);
+                match r.handed.pop_front() {
+                    Some(f) if r.reading => f,
+                    _ => {
+                        r.handed.clear();
+                        r.helper = false;
+                        return;
+                    }
+                }
+            };
+            let Some(inner) = self.inner.upgrade() else { return };
+            let (h, payload) = next;
+            let bounds = if payload.len() >= COUNT_ELSEWHERE_MIN { inner.state().count_bounds(key, &h) } else { None };
+            let pre = bounds.and_then(|b| precount(&h, &payload, &b));
+            let held = wakeups::HoldRings::new();
+            let mut s = inner.state();
+            let outcome = s.on_frame(key, h, payload, &self.rss, pre);
+            if let Err(why) = outcome {
+                s.end_host(key, HostEnd::Protocol(why));
+                drop(s);
+                drop(held);
+                let mut r = lock(&self.read);
+                r.reading = false;
+                r.handed.clear();
+                r.helper = false;
+                return;
+            }
+            let wake = s.waiters > 0;
+            drop(s);
+            drop(held);
+            if wake {
+                inner.changed.notify_all();
+            }
+        }
     }
 
     /// Reads until nothing is waiting (or a frame is left half read).
@@ -1665,11 +1791,12 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
     let Some(mut sp) = lock(&spawned).take() else { return };
     let pid = sp.child.id();
     let pidfd = host::pidfd_of(pid);
-    let frames = Arc::new(HostFrames {
+    let frames = Arc::new_cyclic(|frames_me| HostFrames {
         inner: me.clone(),
+        me: frames_me.clone(),
         key,
         rss: RssReader::open(pid),
-        read: Mutex::new(ReadState { frames: FrameStream::new(), reading: true, eof: false }),
+        read: Mutex::new(ReadState { frames: FrameStream::new(), reading: true, eof: false, handed: VecDeque::new(), helper: false }),
         node_reads: AtomicBool::new(false),
         node_read_count: AtomicU64::new(0),
     });
@@ -1761,6 +1888,14 @@ fn io_loop(me: Weak<Inner>, key: u64, spawned: Arc<Mutex<Option<host::Spawned>>>
     let _ = sp.child.kill();
     let status = sp.child.wait().ok();
     LIVE_HOSTS.fetch_sub(1, Ordering::SeqCst);
+    // Frames handed to a helper (a big result being counted) are handled before the host's
+    // runs are settled, as every frame read is.
+    for _ in 0..2000 {
+        if !lock(&frames.read).helper {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // What it wrote last (a V8 OOM message comes right before the end); bounded, as a
     // descendant may hold the pipe open where lock-down is unavailable.
     for _ in 0..16 {

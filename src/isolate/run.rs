@@ -137,6 +137,7 @@ impl Inbox {
                 bridge.max_pending_host_call_bytes,
                 bridge.max_pending_host_calls,
                 bridge.max_pending_host_call_values as u64,
+                isolet_core::limits::built_value_budget(bridge.max_pending_host_call_bytes),
             ),
             closed: false,
             woken: false,
@@ -451,12 +452,12 @@ impl RunShared {
 
     /// Admits host call `call_id` (its arguments' bytes and values) against the run's
     /// in-flight budget; `Err` carries the message of the RangeError the sandbox sees.
-    pub(crate) fn begin_host_call(&self, call_id: u32, arg_bytes: usize, arg_values: u64) -> Result<(), String> {
+    pub(crate) fn begin_host_call(&self, call_id: u32, arg_bytes: usize, args: isolet_core::Tally) -> Result<(), String> {
         let mut inbox = lock(&self.inbox);
         if inbox.closed {
             return Err("the execution has ended".into());
         }
-        inbox.pending.begin(call_id, arg_bytes, arg_values).map_err(|e| e.to_string())
+        inbox.pending.begin(call_id, arg_bytes, args.values, args.cost).map_err(|e| e.to_string())
     }
 
     /// A host's reply to a call in flight. Replies to calls not in flight (late, after

@@ -72,17 +72,29 @@ impl SandboxHost for ThreadHost {
         // Counted before anything is copied for the host: what the arguments cost it
         // once deserialized is their values, not their bytes.
         let max_values = run.spec.plan.bridge.max_message_values;
-        let values = match isolet_core::count_values(args, max_values as u64) {
-            Ok(n) => n,
+        let max_bytes = run.spec.plan.bridge.max_message_bytes;
+        let bounds = isolet_core::Bounds { values: max_values as u64, cost: isolet_core::limits::built_value_budget(max_bytes) };
+        let tally = match isolet_core::tally(args, bounds) {
+            Ok(t) => t,
             Err(isolet_core::CountError::TooMany { .. }) => {
                 return refuse(
                     "RangeError",
                     format!("host call arguments hold more than {max_values} values, over the bridge limit (maxMessageValues)"),
                 );
             }
+            Err(isolet_core::CountError::TooCostly { .. }) => {
+                return refuse(
+                    "RangeError",
+                    format!(
+                        "host call arguments would take more than {} bytes in the host once built, {} x the bridge limit of {max_bytes} bytes (maxMessageBytes)",
+                        isolet_core::limits::built_value_budget(max_bytes),
+                        isolet_core::limits::BUILT_COST_PER_BYTE
+                    ),
+                );
+            }
             Err(e) => return refuse("TypeError", format!("host call arguments could not be counted: {e}")),
         };
-        if let Err(message) = run.begin_host_call(call_id, args.len(), values) {
+        if let Err(message) = run.begin_host_call(call_id, args.len(), tally) {
             return refuse("RangeError", message);
         }
         run.sink().host_call(call_id, name, args.to_vec());
@@ -410,7 +422,7 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
     // `None`: V8 terminated the run; which limit (if any) did it is decided below.
     let outcome: Option<Result<Vec<u8>, Failure>> = match step {
         Step::Settled => match sandbox.take_result() {
-            Output::Value(bytes) => Some(output_within_values(bytes, run.spec.plan.bridge.max_output_values)),
+            Output::Value(bytes) => Some(output_within_values(bytes, &run.spec.plan.bridge)),
             Output::Threw(thrown) => Some(Err(Failure::threw(thrown))),
             Output::TooLarge => Some(Err(Failure::too_many_output_bytes(run.spec.plan.bridge.max_output_bytes))),
             Output::Terminated => None,
@@ -441,12 +453,26 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
     }
 }
 
-/// The result if it holds at most `max` values: the parent builds every one of them on
-/// its own thread, so this bounds what the result costs it beyond its bytes.
-fn output_within_values(bytes: Vec<u8>, max: u32) -> Result<Vec<u8>, Failure> {
-    match isolet_core::count_values(&bytes, max as u64) {
+/// The result if it holds at most `max` values and would cost the parent at most the
+/// run's memory limit once built (isolet-core `value_count::tally`): what the parent
+/// builds of it is bounded beyond its bytes.
+/// What a result may hold: `maxOutputValues` values, and a cost once built within
+/// `limits::built_value_budget` of `maxOutputBytes`.
+pub(crate) fn output_bounds(bridge: &isolet_core::BridgeLimits) -> isolet_core::Bounds {
+    isolet_core::Bounds { values: bridge.max_output_values as u64, cost: isolet_core::limits::built_value_budget(bridge.max_output_bytes) }
+}
+
+/// What a result refused for its cost would cost (counted on to the end, for the message).
+pub(crate) fn over_budget_cost(bytes: &[u8]) -> u64 {
+    let all = isolet_core::Bounds { values: u64::MAX, cost: u64::MAX };
+    isolet_core::tally(bytes, all).map(|t| t.cost).unwrap_or(u64::MAX)
+}
+
+fn output_within_values(bytes: Vec<u8>, bridge: &isolet_core::BridgeLimits) -> Result<Vec<u8>, Failure> {
+    match isolet_core::tally(&bytes, output_bounds(bridge)) {
         Ok(_) => Ok(bytes),
-        Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(max)),
+        Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(bridge.max_output_values)),
+        Err(isolet_core::CountError::TooCostly { .. }) => Err(Failure::too_costly_output(over_budget_cost(&bytes), bridge.max_output_bytes)),
         Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
     }
 }

@@ -152,6 +152,21 @@ impl Failure {
         }
     }
 
+    /// Built in the host, the result would cost its heap about `cost` bytes, more than
+    /// `limits::built_value_budget` of `maxOutputBytes` (`max`) allows.
+    pub fn too_costly_output(cost: u64, max: usize) -> Self {
+        let k = crate::limits::BUILT_COST_PER_BYTE;
+        Failure {
+            limit: Some("maxOutputBytes"),
+            ..Failure::new(
+                ErrorKind::Runtime,
+                format!(
+                    "The result would take about {cost} bytes in the host once built, over {k} x the output limit of {max} bytes (maxOutputBytes)"
+                ),
+            )
+        }
+    }
+
     /// The result takes more than `max` bytes serialized (`maxOutputBytes`).
     pub fn too_many_output_bytes(max: usize) -> Self {
         Failure {

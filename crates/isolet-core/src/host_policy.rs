@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::queue::PoolConfig;
-use crate::value_count::{count_values, CountError};
+use crate::value_count::{tally, Bounds, CountError};
 use crate::{BridgeLimits, ErrorKind, Failure};
 
 // ---- time ------------------------------------------------------------------------
@@ -272,9 +272,12 @@ pub struct EventBudget {
     messages: u64,
     calls: HashMap<u32, usize>,
     call_bytes: usize,
-    /// Values of each call's arguments in flight (see `value_count`), and their sum.
-    call_values: HashMap<u32, u64>,
+    /// Values and built cost of each call's arguments in flight (see `value_count`), and
+    /// their sums; the most that cost may reach (`limits::built_value_budget`).
+    call_values: HashMap<u32, (u64, u64)>,
     values: u64,
+    cost: u64,
+    max_cost: u64,
     data_requests: HashSet<u32>,
     /// `resolve` requests seen, and the most the run's isolate makes (`maxModules`).
     module_requests: u32,
@@ -298,6 +301,8 @@ impl EventBudget {
             call_bytes: 0,
             call_values: HashMap::new(),
             values: 0,
+            cost: 0,
+            max_cost: crate::limits::built_value_budget(bridge.max_pending_host_call_bytes),
             data_requests: HashSet::new(),
             module_requests: 0,
             max_module_requests: u32::MAX,
@@ -358,15 +363,36 @@ impl EventBudget {
     /// or in flight past `maxPendingHostCallValues`, is more than the run's isolate lets
     /// through, so the host is not the one we started.
     pub fn host_call_values(&mut self, call_id: u32, args: &[u8]) -> Result<(), OverBudget> {
-        let n = match count_values(args, self.bridge.max_message_values as u64) {
-            Ok(n) => n,
+        let counted = tally(args, self.args_bounds());
+        self.host_call_counted(call_id, counted)
+    }
+
+    /// What one call's arguments may hold (`tally`'s bounds), for counting them elsewhere.
+    pub fn args_bounds(&self) -> Bounds {
+        Bounds { values: self.bridge.max_message_values as u64, cost: crate::limits::built_value_budget(self.bridge.max_message_bytes) }
+    }
+
+    /// `host_call_values` with the arguments counted already (off the lock, within
+    /// `args_bounds`).
+    pub fn host_call_counted(&mut self, call_id: u32, counted: Result<crate::value_count::Tally, CountError>) -> Result<(), OverBudget> {
+        let t = match counted {
+            Ok(t) => t,
             Err(CountError::TooMany { .. }) => return Err(OverBudget("host call arguments of more values than the run may send")),
+            Err(CountError::TooCostly { .. }) => {
+                return Err(OverBudget("host call arguments that would cost more once built than the run may send"))
+            }
             Err(CountError::Unreadable(_)) => return Err(OverBudget("host call arguments that are not serialized values")),
         };
-        self.values += n;
-        *self.call_values.entry(call_id).or_default() += n;
+        self.values += t.values;
+        self.cost = self.cost.saturating_add(t.cost);
+        let entry = self.call_values.entry(call_id).or_default();
+        entry.0 += t.values;
+        entry.1 = entry.1.saturating_add(t.cost);
         if self.values > self.bridge.max_pending_host_call_values as u64 {
             return Err(OverBudget("more host-call argument values in flight than the run may keep"));
+        }
+        if self.cost > self.max_cost {
+            return Err(OverBudget("host-call arguments in flight that would cost more once built than the run may keep"));
         }
         Ok(())
     }
@@ -374,8 +400,9 @@ impl EventBudget {
     /// The parent answered host call `call_id`: it is no longer in flight. False when it
     /// was not (a late reply after the run ended, or an id never sent).
     pub fn answered(&mut self, call_id: u32) -> bool {
-        if let Some(n) = self.call_values.remove(&call_id) {
+        if let Some((n, cost)) = self.call_values.remove(&call_id) {
             self.values -= n;
+            self.cost -= cost;
         }
         match self.calls.remove(&call_id) {
             Some(bytes) => {
@@ -986,6 +1013,13 @@ mod tests {
         b.host_call_values(2, &three).unwrap();
         assert!(b.answered(1));
         assert_eq!(b.host_call_values(3, &three), Ok(()), "an answered call's values are released");
+        // What they cost once built, with a memory limit too small for two of them.
+        let one = tally(&three, Bounds { values: u64::MAX, cost: u64::MAX }).unwrap().cost;
+        let mut b = EventBudget::new(BridgeLimits::default(), false);
+        b.max_cost = one + one / 2;
+        b.host_call_values(1, &three).unwrap();
+        assert!(b.host_call_values(2, &three).is_err(), "in flight past the run's memory");
+        assert_eq!(EventBudget::new(BridgeLimits::default(), false).max_cost, 6 * (64 << 20));
         assert!(b.host_call_values(4, &[0xff, 0x0f, b'Q']).is_err(), "unreadable");
     }
 

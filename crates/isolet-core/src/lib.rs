@@ -26,7 +26,7 @@ pub mod wasm;
 pub mod web;
 
 pub use budget::{BudgetError, PendingCalls};
-pub use value_count::{count_values, CountError};
+pub use value_count::{count_values, fixed_length_buffers, tally, Bounds, CountError, Tally};
 pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits};
 pub use options::{EngineConfig, ExecMode, Isolation, OptionsError, Raw, RunPlan, ToolCalls};

@@ -45,17 +45,72 @@ pub const DEFAULT_MAX_PENDING_HOST_CALL_BYTES: usize = 4 * DEFAULT_MAX_MESSAGE_B
 /// Default cap on host calls in flight at once per execution.
 pub const DEFAULT_MAX_PENDING_HOST_CALLS: u32 = 128;
 /// Default cap on the values of the result (see `value_count` for what one value is):
-/// 32,768. A byte cap alone lets 16 MiB of short strings cost the parent ~165 MB and a
-/// 1-2 s stall of its event loop; a value costs the parent at most ~140 bytes and ~2 µs
-/// to build (measured on Node 20 and 26, docs/budgets.md), so this keeps a result
-/// within ~5 MB and a few tens of ms beyond its bytes.
-pub const DEFAULT_MAX_OUTPUT_VALUES: u32 = 1 << 15;
+/// 8,388,608, a safety bound far above data (1.5 M numbers are 1.5 M values, 100,000 rows
+/// of 5 fields 1.1 M). What a result costs the parent is bounded by what it would cost
+/// once built (`value_count`'s estimate, within the run's memory: `built_value_budget`),
+/// and it is built a slice at a time (`lib/codec.js`), so its count no longer stands for
+/// a stall of the parent's event loop.
+pub const DEFAULT_MAX_OUTPUT_VALUES: u32 = 1 << 23;
 /// Default cap on the values of one message from the sandbox (a host call's argument
-/// list): 32,768, as for the result.
-pub const DEFAULT_MAX_MESSAGE_VALUES: u32 = 1 << 15;
+/// list), as for the result.
+pub const DEFAULT_MAX_MESSAGE_VALUES: u32 = 1 << 23;
 /// Default cap on the values of host-call arguments in flight at once per execution:
-/// four default-sized messages, as for the bytes.
-pub const DEFAULT_MAX_PENDING_HOST_CALL_VALUES: u32 = 4 * DEFAULT_MAX_MESSAGE_VALUES;
+/// four default-sized messages, as for the bytes (`derived_limit`).
+pub const DEFAULT_MAX_PENDING_HOST_CALL_VALUES: u32 = 1 << 25;
+/// The limits derived from another: each is `factor` times the one it comes from unless
+/// the user gives it too, and must then be at least that one (one message must fit in what
+/// may be in flight). `BridgeLimitsGiven::resolve` applies them; docs/budgets.md lists them.
+pub const DERIVED_LIMITS: &[DerivedLimit] = &[
+    DerivedLimit { option: "maxPendingHostCallBytes", from: "maxMessageBytes", factor: 4, unit: "bytes" },
+    DerivedLimit { option: "maxPendingHostCallValues", from: "maxMessageValues", factor: 4, unit: "values" },
+];
+
+/// One limit derived from another (see `DERIVED_LIMITS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedLimit {
+    /// The derived option.
+    pub option: &'static str,
+    /// The option it follows.
+    pub from: &'static str,
+    /// Its value when only `from` (or neither) is given: `factor` x `from`.
+    pub factor: u64,
+    pub unit: &'static str,
+}
+
+impl DerivedLimit {
+    /// The derived limit's value: the one given, or `factor` x `from` (within `max`); an
+    /// error when the given one is below `from`, naming both and the rule.
+    pub fn resolve(&self, given: Option<u64>, from: u64, max: u64) -> Result<u64, DerivedLimitError> {
+        match given {
+            None => Ok(from.saturating_mul(self.factor).min(max)),
+            Some(v) if v >= from => Ok(v),
+            Some(v) => Err(DerivedLimitError { limit: *self, given: v, from }),
+        }
+    }
+}
+
+/// Both a derived limit and the one it follows were given, and they break the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedLimitError {
+    pub limit: DerivedLimit,
+    pub given: u64,
+    pub from: u64,
+}
+
+/// What values built in the parent may cost its heap (`value_count`'s estimate), per byte
+/// of the byte limit they cross under: a result at most 6 x `maxOutputBytes`, one host
+/// call's arguments 6 x `maxMessageBytes`, the arguments in flight 6 x
+/// `maxPendingHostCallBytes`. Data costs 1-5 times its bytes once built (1.5 M doubles:
+/// 13.5 MB, 36-42 MB built; 100,000 rows of 5 fields: 8.3 MB, 19 MB; 900,000 small
+/// objects: 14.4 MB, 72 MB); values that cost far more than their bytes are refused:
+/// 16 MiB of two-character strings would be 134 MB, of empty objects 358 MB, a 17-byte
+/// sparse array 240 MB. Derived from the byte limit, it follows it (`DERIVED_LIMITS`).
+pub const BUILT_COST_PER_BYTE: u64 = 6;
+
+/// `BUILT_COST_PER_BYTE` x `limit_bytes`.
+pub fn built_value_budget(limit_bytes: usize) -> u64 {
+    BUILT_COST_PER_BYTE.saturating_mul(limit_bytes as u64)
+}
 /// Longest `data` key, in UTF-8 bytes. Keys are property names, not payloads; a longer
 /// read is refused in the sandbox and never reaches the host.
 /// Longest engine `prelude`, in UTF-8 bytes: every host keeps it, and its compiled form.
@@ -210,6 +265,29 @@ mod tests {
         assert_eq!(d.max_pending_host_call_bytes, 4 * d.max_message_bytes);
         assert_eq!(d.max_pending_host_calls, 128);
         assert_eq!(d.max_pending_host_call_values, 4 * d.max_message_values);
+        // The defaults are what the derivations make of the defaults they follow.
+        let [bytes, values] = DERIVED_LIMITS else { panic!("two derived limits") };
+        assert_eq!(bytes.resolve(None, d.max_message_bytes as u64, u64::MAX), Ok(d.max_pending_host_call_bytes as u64));
+        assert_eq!(values.resolve(None, d.max_message_values as u64, u64::MAX), Ok(d.max_pending_host_call_values as u64));
+    }
+
+    #[test]
+    fn a_derived_limit_follows_its_source_unless_given_and_then_must_fit_one_message() {
+        let d = DERIVED_LIMITS[0];
+        assert_eq!(d.resolve(None, 10, u64::MAX), Ok(40), "follows the message size");
+        assert_eq!(d.resolve(None, 10, 25), Ok(25), "within the option's range");
+        assert_eq!(d.resolve(Some(10), 10, u64::MAX), Ok(10), "given: kept");
+        assert_eq!(d.resolve(Some(1000), 10, u64::MAX), Ok(1000));
+        assert_eq!(d.resolve(Some(9), 10, u64::MAX), Err(DerivedLimitError { limit: d, given: 9, from: 10 }));
+    }
+
+    #[test]
+    fn the_value_defaults_hold_the_issue_sizes_and_the_built_budget_follows_the_bytes() {
+        // 1.5 M numbers (and their array), 100,000 rows of 5 fields (object, 5 keys, 5
+        // values each), far under the safety bound.
+        assert!(1_500_001 * 4 < DEFAULT_MAX_OUTPUT_VALUES);
+        assert!(1_100_001 * 4 < DEFAULT_MAX_MESSAGE_VALUES);
+        assert_eq!(built_value_budget(16 << 20), 96 << 20);
     }
 
     #[test]

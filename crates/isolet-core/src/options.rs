@@ -624,37 +624,71 @@ pub fn check_prelude_shadowing(path: &str, modules: &BTreeMap<String, String>, p
     }
 }
 
-fn bridge_limits(f: &Fields, base: BridgeLimits, names: [&str; 10]) -> Result<BridgeLimits, OptionsError> {
+/// What the user gave of the limits `limits::DERIVED_LIMITS` relates (in order
+/// `maxMessageBytes`, `maxPendingHostCallBytes`, `maxMessageValues`,
+/// `maxPendingHostCallValues`), with the path they were given under, at this level or an
+/// outer one (an engine's `defaultBridgeLimits` for its requests).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GivenBridge([Option<(u64, String)>; 4]);
+
+fn bridge_limits(f: &Fields, base: BridgeLimits, outer: &GivenBridge, names: [&str; 10]) -> Result<(BridgeLimits, GivenBridge), OptionsError> {
     let [message, messages, output, entries, log_bytes, pending_bytes, pending_calls, output_values, message_values, pending_values] =
         names;
     let pick = |name: &str, base: u64| -> Result<u64, OptionsError> { Ok(f.whole(name)?.unwrap_or(base)) };
-    let max_message_bytes = pick(message, base.max_message_bytes as u64)? as usize;
-    let max_pending_host_call_bytes = pick(pending_bytes, base.max_pending_host_call_bytes as u64)? as usize;
-    // One message must fit in the budget, or every call of that size would fail.
-    let fits = |pending_name: &str, pending: u64, message_name: &str, message: u64, unit: &str| {
-        if pending >= message {
-            return Ok(());
+    let mut given = outer.clone();
+    for (slot, name) in [message, pending_bytes, message_values, pending_values].into_iter().enumerate() {
+        if let Some(v) = f.whole(name)? {
+            given.0[slot] = Some((v, f.path(name)));
         }
-        let path = f.path(pending_name);
-        let message = format!("{path} must be at least {} ({message} {unit}) so that one message fits, got {pending}", f.path(message_name));
-        Err(err(&path, message))
-    };
-    fits(pending_bytes, max_pending_host_call_bytes as u64, message, max_message_bytes as u64, "bytes")?;
-    let max_message_values = pick(message_values, base.max_message_values as u64)? as u32;
-    let max_pending_host_call_values = pick(pending_values, base.max_pending_host_call_values as u64)? as u32;
-    fits(pending_values, max_pending_host_call_values as u64, message_values, max_message_values as u64, "values")?;
-    Ok(BridgeLimits {
+    }
+    let [bytes_rule, values_rule] = crate::limits::DERIVED_LIMITS else { unreachable!("two derived limits") };
+    let (max_message_bytes, max_pending_host_call_bytes) =
+        derived_pair(&given.0[0], &given.0[1], bytes_rule, DEFAULT_MAX_MESSAGE_BYTES as u64, MAX_PENDING_BYTES)?;
+    let (max_message_values, max_pending_host_call_values) =
+        derived_pair(&given.0[2], &given.0[3], values_rule, DEFAULT_MAX_MESSAGE_VALUES as u64, MAX_COUNT)?;
+    let limits = BridgeLimits {
         max_output_values: pick(output_values, base.max_output_values as u64)? as u32,
-        max_message_values,
-        max_pending_host_call_values,
-        max_message_bytes,
+        max_message_values: max_message_values as u32,
+        max_pending_host_call_values: max_pending_host_call_values as u32,
+        max_message_bytes: max_message_bytes as usize,
         max_messages: pick(messages, base.max_messages as u64)? as u32,
         max_output_bytes: pick(output, base.max_output_bytes as u64)? as usize,
         max_log_entries: pick(entries, base.max_log_entries as u64)? as usize,
         max_log_bytes: pick(log_bytes, base.max_log_bytes as u64)? as usize,
-        max_pending_host_call_bytes,
+        max_pending_host_call_bytes: max_pending_host_call_bytes as usize,
         max_pending_host_calls: pick(pending_calls, base.max_pending_host_calls as u64)? as u32,
-    })
+    };
+    Ok((limits, given))
+}
+
+/// A limit and the one derived from it (`rule`), from what the user gave of them: given
+/// one, the other follows it (the derived one `rule.factor` times the other; the other no
+/// more than the derived one); given both, they must keep the rule, and the error names
+/// both as the user wrote them.
+fn derived_pair(
+    source: &Option<(u64, String)>,
+    derived: &Option<(u64, String)>,
+    rule: &crate::limits::DerivedLimit,
+    default_source: u64,
+    max_derived: u64,
+) -> Result<(u64, u64), OptionsError> {
+    match (source, derived) {
+        (Some((from, from_path)), Some((value, path))) => match rule.resolve(Some(*value), *from, max_derived) {
+            Ok(v) => Ok((*from, v)),
+            Err(e) => {
+                let unit = e.limit.unit;
+                let message = format!(
+                    "{path} ({value} {unit}) must be at least {from_path} ({from} {unit}): one message must fit in what may be in flight. \
+                     Give one of them and the other follows ({} is {} x {} unless given)",
+                    rule.option, rule.factor, rule.from
+                );
+                Err(err(path, message))
+            }
+        },
+        (Some((from, _)), None) => Ok((*from, rule.resolve(None, *from, max_derived).unwrap_or(max_derived))),
+        (None, Some((value, _))) => Ok(((*value).min(default_source), *value)),
+        (None, None) => Ok((default_source, rule.resolve(None, default_source, max_derived).unwrap_or(max_derived))),
+    }
 }
 
 const VALUE_NAMES: [&str; 3] = ["maxOutputValues", "maxMessageValues", "maxPendingHostCallValues"];
@@ -703,7 +737,7 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
     let memory_mb = f.whole_or_default("memoryLimitMb")? as u32;
     let wall_time_ms = f.whole_or_default("timeoutMs")?;
     let cpu_time_ms = f.whole("cpuTimeMs")?;
-    let bridge = bridge_limits(&f, BridgeLimits::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
+    let (bridge, _) = bridge_limits(&f, BridgeLimits::default(), &GivenBridge::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
     let capabilities = f.names("capabilities")?;
     let tools = capabilities.clone().unwrap_or_default();
     check_tool_names("capabilities", "capability", &tools)?;
@@ -754,6 +788,8 @@ pub struct EngineConfig {
     /// Limits of a request that names none.
     pub default_limits: IsolateLimits,
     pub default_bridge: BridgeLimits,
+    /// What `defaultBridgeLimits` gave of the limits derived from another, for requests.
+    pub default_bridge_given: GivenBridge,
     /// The engine's tools (flattened names), each callable only if a request allows it.
     pub tools: Vec<String>,
     /// Names of the WebAssembly modules, in order.
@@ -850,7 +886,7 @@ impl EngineConfig {
             cpu_time_ms: Some(isolate.whole_or_default("cpuTimeMs")?),
         };
         let bridge = f.object("defaultBridgeLimits")?;
-        let default_bridge = bridge_limits(&bridge, BridgeLimits::default(), BRIDGE_NAMES)?;
+        let (default_bridge, default_bridge_given) = bridge_limits(&bridge, BridgeLimits::default(), &GivenBridge::default(), BRIDGE_NAMES)?;
         let tools = f.names("tools")?.unwrap_or_default();
         check_tool_names("tools", "tool", &tools)?;
         // As memoryMb: the engine's own option wins over defaultIsolateLimits'.
@@ -881,6 +917,7 @@ impl EngineConfig {
             isolation: Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION),
             default_limits,
             default_bridge,
+            default_bridge_given,
             tools,
             wasm_modules: wasm_module_names(f.get("wasmModules"))?,
             prelude: prelude_of(&f)?,
@@ -906,7 +943,7 @@ impl EngineConfig {
             wall_time_ms: isolate.whole("wallTimeMs")?.unwrap_or(d.wall_time_ms),
             cpu_time_ms: isolate.whole("cpuTimeMs")?.or(d.cpu_time_ms),
         };
-        let bridge = bridge_limits(&f.object("bridgeLimits")?, self.default_bridge, BRIDGE_NAMES)?;
+        let (bridge, _) = bridge_limits(&f.object("bridgeLimits")?, self.default_bridge, &self.default_bridge_given, BRIDGE_NAMES)?;
         let own = f.names("tools")?.unwrap_or_default();
         check_tool_names("request.tools", "tool", &own)?;
         if let Some(name) = own.iter().find(|n| self.tools.contains(n)) {
@@ -1101,7 +1138,7 @@ pub fn sandbox_table() -> &'static [Opt] {
 /// Checks `createSandbox(options)`; see `crate::sandbox::sandbox_plan`.
 pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPlan, OptionsError> {
     let f = fields("", "createSandbox options", options, sandbox_table())?;
-    let bridge = bridge_limits(&f, BridgeLimits::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
+    let (bridge, _) = bridge_limits(&f, BridgeLimits::default(), &GivenBridge::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
     let tools = f.names("capabilities")?.unwrap_or_default();
     check_tool_names("capabilities", "capability", &tools)?;
     let (is_module, modules, module_limits, module_resolver) = module_options(&f)?;
@@ -1355,14 +1392,58 @@ mod tests {
     #[test]
     fn value_limits_have_defaults_and_one_message_fits_the_pending_budget() {
         let b = run_sandbox(&code(), &Raw::Undefined).unwrap().bridge;
-        assert_eq!((b.max_output_values, b.max_message_values, b.max_pending_host_call_values), (32_768, 32_768, 131_072));
+        assert_eq!((b.max_output_values, b.max_message_values, b.max_pending_host_call_values), (1 << 23, 1 << 23, 1 << 25));
         let e = |o: Raw| run_sandbox(&code(), &o).unwrap_err().message;
         assert_eq!(e(obj(&[("maxOutputValues", num(0.0))])), "maxOutputValues must be a whole number from 1 to 4294967295, got 0");
         let m = e(obj(&[("maxMessageValues", num(10.0)), ("maxPendingHostCallValues", num(9.0))]));
-        assert!(m.starts_with("maxPendingHostCallValues must be at least maxMessageValues (10 values)"), "{m}");
+        assert!(m.starts_with("maxPendingHostCallValues (9 values) must be at least maxMessageValues (10 values): one message must fit"), "{m}");
+        // Given alone, a lower in-flight bound takes the message's down with it.
         let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
-        let r = c.plan(&obj(&[("code", code()), ("bridgeLimits", obj(&[("maxPendingHostCallValues", num(1.0))]))])).unwrap_err();
-        assert_eq!(r.path, "request.bridgeLimits.maxPendingHostCallValues");
+        let p = c.plan(&obj(&[("code", code()), ("bridgeLimits", obj(&[("maxPendingHostCallValues", num(1.0))]))])).unwrap();
+        assert_eq!((p.bridge.max_message_values, p.bridge.max_pending_host_call_values), (1, 1));
+    }
+
+    #[test]
+    fn derived_limits_follow_the_limit_the_user_sets_and_only_both_given_can_disagree() {
+        let b = |o: Raw| run_sandbox(&code(), &o).unwrap().bridge;
+        let e = |o: Raw| run_sandbox(&code(), &o).unwrap_err();
+        // Raising one raises what follows it.
+        let r = b(obj(&[("maxMessageValues", num(1e7))]));
+        assert_eq!((r.max_message_values, r.max_pending_host_call_values), (10_000_000, 40_000_000));
+        let r = b(obj(&[("maxMessageBytes", num((32 << 20) as f64))]));
+        assert_eq!((r.max_message_bytes, r.max_pending_host_call_bytes), (32 << 20, 128 << 20));
+        // Within the derived option's range.
+        let r = b(obj(&[("maxMessageValues", num(4e9))]));
+        assert_eq!(r.max_pending_host_call_values, u32::MAX);
+        // Lowering the derived one alone takes the other down to it.
+        let r = b(obj(&[("maxPendingHostCallBytes", num(1000.0))]));
+        assert_eq!((r.max_message_bytes, r.max_pending_host_call_bytes), (1000, 1000));
+        // Both given and consistent: as given.
+        let r = b(obj(&[("maxMessageBytes", num(100.0)), ("maxPendingHostCallBytes", num(100.0))]));
+        assert_eq!((r.max_message_bytes, r.max_pending_host_call_bytes), (100, 100));
+        // Both given against the rule: the one error, naming both and the rule.
+        let x = e(obj(&[("maxMessageBytes", num(2000.0)), ("maxPendingHostCallBytes", num(1000.0))]));
+        assert_eq!(x.path, "maxPendingHostCallBytes");
+        assert_eq!(
+            x.message,
+            "maxPendingHostCallBytes (1000 bytes) must be at least maxMessageBytes (2000 bytes): one message must fit in what may be in flight. \
+             Give one of them and the other follows (maxPendingHostCallBytes is 4 x maxMessageBytes unless given)"
+        );
+        // Across an engine's defaults and a request: what either level gave counts as given.
+        let engine = |d: Raw| EngineConfig::from_raw(&obj(&[("defaultBridgeLimits", d)])).unwrap();
+        let req = |l: Raw| obj(&[("code", code()), ("bridgeLimits", l)]);
+        let c = engine(obj(&[("maxMessageBytes", num(1000.0))]));
+        assert_eq!(c.default_bridge.max_pending_host_call_bytes, 4000);
+        let p = c.plan(&req(obj(&[("maxMessageBytes", num(3000.0))]))).unwrap();
+        assert_eq!(p.bridge.max_pending_host_call_bytes, 12_000, "follows the request's message size");
+        let c = engine(obj(&[("maxPendingHostCallBytes", num(5000.0))]));
+        assert_eq!(c.plan(&req(obj(&[]))).unwrap().bridge.max_message_bytes, 5000);
+        let x = c.plan(&req(obj(&[("maxMessageBytes", num(6000.0))]))).unwrap_err();
+        assert!(
+            x.message.starts_with("defaultBridgeLimits.maxPendingHostCallBytes (5000 bytes) must be at least request.bridgeLimits.maxMessageBytes (6000 bytes)"),
+            "{}",
+            x.message
+        );
     }
 
     #[test]
@@ -1377,7 +1458,7 @@ mod tests {
         assert_eq!(e(Raw::Null), "runSandbox options must be an object, got null");
         assert_eq!(run_sandbox(&Raw::Null, &Raw::Undefined).unwrap_err().message, "code must be a string, got null");
         let e2 = e(obj(&[("maxMessageBytes", num(1000.0)), ("maxPendingHostCallBytes", num(999.0))]));
-        assert!(e2.starts_with("maxPendingHostCallBytes must be at least maxMessageBytes (1000 bytes)"), "{e2}");
+        assert!(e2.starts_with("maxPendingHostCallBytes (999 bytes) must be at least maxMessageBytes (1000 bytes)"), "{e2}");
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! V8 11.3 to 14.x), iteratively (no recursion, whatever the nesting), and never reads
 //! past the input. Tags the bridge never writes (shared and transferred objects, host
 //! objects, WebAssembly) are refused as unreadable.
+use std::collections::{HashMap, HashSet};
+
 use thiserror::Error;
 
 /// Why bytes were not counted.
@@ -27,6 +29,9 @@ pub enum CountError {
     /// The bytes hold more than `max` values (counting stopped there).
     #[error("more than {max} values")]
     TooMany { max: u64 },
+    /// Built, the value would cost the parent's heap more than `max` bytes.
+    #[error("more than {max} bytes once built")]
+    TooCostly { max: u64 },
     /// Not V8 serializer bytes the bridge writes: truncated, an unknown tag, or a
     /// shared, transferred or host object. The reason names the part.
     #[error("unreadable serialized value ({0})")]
@@ -41,7 +46,10 @@ enum Frame {
     /// Properties or entries up to the tag `end`, then `trailer` varints. `pairs`: keys
     /// and values alternate, and the end tag may come only where a key would.
     /// `elements`: an object or array, whose index keys may allocate element slots.
-    Entries { end: u8, trailer: u8, pairs: bool, at_key: bool, elements: Option<Elements> },
+    /// `slot`: what each of its values costs in it; `shape`: an object's or array's shape
+    /// so far (see `Shapes`).
+    /// `named`: its named keys so far (past `cost::FAST_PROPERTIES` V8 makes it a dictionary).
+    Entries { end: u8, trailer: u8, pairs: bool, at_key: bool, elements: Option<Elements>, slot: u64, shape: u32, named: u32 },
     /// An Error's cause is being read (`read`: it has been); `.` ends the error.
     ErrorCause { read: bool },
 }
@@ -217,6 +225,287 @@ const THE_HOLE: u8 = b'-';
 /// The number of values in `bytes` (a header and one value, as `v8.Serializer` and the
 /// seam write them), or `TooMany` as soon as there are more than `max`.
 pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
+    walk(bytes, Bounds { values: max, cost: u64::MAX }, None).map(|t| t.values)
+}
+
+/// What serialized bytes hold: their values (see the module's documentation) and what
+/// they would cost the parent's heap once built, in bytes (see [`cost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    pub values: u64,
+    pub cost: u64,
+}
+
+/// The most values and cost bytes a tally may reach before it stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub values: u64,
+    pub cost: u64,
+}
+
+/// Counts `bytes` within `bounds`: `TooMany` or `TooCostly` as soon as one is passed,
+/// `Unreadable` for bytes the bridge does not write.
+pub fn tally(bytes: &[u8], bounds: Bounds) -> Result<Tally, CountError> {
+    walk(bytes, bounds, None)
+}
+
+/// `bytes` with every resizable ArrayBuffer written as a fixed-length one of its current
+/// length (and its views as fixed-length views), or `None` when it holds none. A buffer
+/// the host hands in can then never grow past the run's memory budget: a resizable
+/// buffer's maximum (up to 4 GiB) is reserved by V8 outside the heap and its allocator.
+pub fn fixed_length_buffers(bytes: &[u8]) -> Result<Option<Vec<u8>>, CountError> {
+    // Most messages hold no '~' byte at all: nothing to walk.
+    if !bytes.contains(&RESIZABLE_ARRAY_BUFFER) {
+        return Ok(None);
+    }
+    let mut edits = Vec::new();
+    walk(bytes, Bounds { values: u64::MAX, cost: u64::MAX }, Some(&mut edits))?;
+    if edits.is_empty() {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    for edit in edits {
+        match edit {
+            Edit::Resizable { tag, max } => {
+                out.extend_from_slice(&bytes[at..tag]);
+                out.push(b'B');
+                out.extend_from_slice(&bytes[tag + 1..max.start]);
+                at = max.end;
+            }
+            Edit::ViewFlags { flags, value } => {
+                out.extend_from_slice(&bytes[at..flags.start]);
+                push_varint(&mut out, value & !VIEW_RESIZABLE_FLAGS);
+                at = flags.end;
+            }
+        }
+    }
+    out.extend_from_slice(&bytes[at..]);
+    Ok(Some(out))
+}
+
+/// A change `fixed_length_buffers` makes, at byte positions of the input (in order).
+#[derive(Debug)]
+enum Edit {
+    /// `~` at `tag`; `max` the varint of its maximum length.
+    Resizable { tag: usize, max: std::ops::Range<usize> },
+    /// A view's flags varint (length-tracking, backed by a resizable buffer).
+    ViewFlags { flags: std::ops::Range<usize>, value: u32 },
+}
+
+/// A view's flags: bit 0 length-tracking, bit 1 backed by a resizable buffer.
+const VIEW_RESIZABLE_FLAGS: u32 = 0b11;
+const RESIZABLE_ARRAY_BUFFER: u8 = b'~';
+
+fn push_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// What built values cost the parent's V8 heap, in bytes: upper estimates for a 64-bit V8
+/// without pointer compression (Node's official builds), as V8's deserializer or the
+/// bridge's reader (`lib/codec.js`) builds them, measured on Node 20 and 26
+/// (`bench/probes/materialize.js`, docs/budgets.md). Every value also costs its slot in
+/// its container.
+pub mod cost {
+    /// A slot of an array's elements or an object's properties.
+    pub const SLOT: u64 = 8;
+    /// The longest dense array the bridge's reader makes at its length up front; longer
+    /// ones grow as they are read, with up to half their length again in slack.
+    pub const PREALLOCATED_MAX: u32 = 1 << 16;
+    /// A slot of such a grown array.
+    pub const GROWN_SLOT: u64 = 12;
+    /// A key and a value of a Map: its table entry (3 slots, buckets, doubling slack).
+    pub const MAP_SLOT: u64 = 32;
+    /// A value of a Set.
+    pub const SET_SLOT: u64 = 40;
+    /// A boxed number (a double, or an integer past a small integer's 31 bits).
+    pub const HEAP_NUMBER: u64 = 16;
+    /// A string's header; its characters come on top, rounded up to 8 bytes.
+    pub const STRING: u64 = 16;
+    /// An object with its first in-object properties.
+    pub const OBJECT: u64 = 56;
+    /// An array and its elements' header.
+    pub const ARRAY: u64 = 48;
+    /// A property key never seen at that place of an object's shape: a hidden class and
+    /// its descriptor (and, for a new name, the name's internalized string on top).
+    pub const SHAPE: u64 = 104;
+    /// Named properties an object keeps in fields; past them it is a dictionary.
+    pub const FAST_PROPERTIES: u32 = 128;
+    /// A dictionary's entry (key, value, details, at most half used) beyond the slot.
+    pub const DICTIONARY_ENTRY: u64 = 40;
+    /// A Map or Set and its table's header.
+    pub const COLLECTION: u64 = 104;
+    /// A Date (its fields and its time value).
+    pub const DATE: u64 = 112;
+    /// A Boolean, Number, String or BigInt object (its primitive comes on top).
+    pub const WRAPPER: u64 = 48;
+    /// A RegExp (its data; its source comes on top).
+    pub const REGEXP: u64 = 256;
+    /// An ArrayBuffer and its backing store's record (its bytes come on top).
+    pub const ARRAY_BUFFER: u64 = 192;
+    /// A typed array or DataView.
+    pub const VIEW: u64 = 128;
+    /// An Error (its message and stack come on top).
+    pub const ERROR: u64 = 128;
+}
+
+/// The characters of a string of `n` serialized bytes, rounded up to 8 bytes; UTF-8 may
+/// become two bytes per character.
+fn string_cost(tag: u8, n: usize) -> u64 {
+    let chars = if tag == UTF8_STRING { 2 * n as u64 } else { n as u64 };
+    cost::STRING + chars.div_ceil(8) * 8
+}
+
+/// Shapes (hidden classes) the property keys of the objects read so far make V8 create:
+/// a transition from a shape by a key, as V8's transition tree, up to `MAX_SHAPES`; past
+/// that every named key counts as a new shape.
+struct Shapes<'a> {
+    next: HashMap<(u32, &'a [u8]), u32, FxBuild>,
+    names: HashSet<&'a [u8], FxBuild>,
+    /// Per shape, the transition taken from it last: objects of one shape repeat their
+    /// keys in order, so most keys are found here with one comparison (V8's deserializer
+    /// does the same with its expected transition).
+    expected: Vec<(&'a [u8], u32)>,
+}
+
+const MAX_SHAPES: usize = 1 << 16;
+/// The shape every object starts from; arrays' named properties start from their own.
+const OBJECT_SHAPE: u32 = 0;
+const ARRAY_SHAPE: u32 = 1;
+/// A shape past `MAX_SHAPES`: every key from it is new.
+const UNTRACKED_SHAPE: u32 = u32::MAX;
+
+impl<'a> Shapes<'a> {
+    fn new() -> Self {
+        Shapes { next: HashMap::default(), names: HashSet::default(), expected: Vec::new() }
+    }
+
+    /// The cost of adding named key `key` (its serialized bytes) to an object of shape
+    /// `shape`, and the shape that makes.
+    fn add(&mut self, shape: u32, key: &'a [u8]) -> (u32, u64) {
+        if shape != UNTRACKED_SHAPE {
+            if let Some(&(k, to)) = self.expected.get(shape as usize) {
+                if k == key {
+                    return (to, 0);
+                }
+            }
+            if let Some(&to) = self.next.get(&(shape, key)) {
+                self.expect(shape, key, to);
+                return (to, 0);
+            }
+        }
+        // A new transition; and, if never seen, a new name to intern.
+        let name = if self.names.len() < MAX_SHAPES {
+            if self.names.insert(key) { string_cost(key[0], key.len().saturating_sub(2)) } else { 0 }
+        } else if self.names.contains(key) {
+            0
+        } else {
+            string_cost(key[0], key.len().saturating_sub(2))
+        };
+        if shape == UNTRACKED_SHAPE || self.next.len() >= MAX_SHAPES {
+            return (UNTRACKED_SHAPE, cost::SHAPE + name);
+        }
+        let to = self.next.len() as u32 + 2;
+        self.next.insert((shape, key), to);
+        self.expect(shape, key, to);
+        (to, cost::SHAPE + name)
+    }
+
+    fn expect(&mut self, shape: u32, key: &'a [u8], to: u32) {
+        let at = shape as usize;
+        if self.expected.len() <= at {
+            self.expected.resize(at + 1, (&[], 0));
+        }
+        self.expected[at] = (key, to);
+    }
+}
+
+/// FxHash (rustc's): keys here are short byte strings, hashed once per property.
+#[derive(Default, Clone, Copy)]
+struct FxBuild;
+#[derive(Default)]
+struct Fx(u64);
+impl std::hash::BuildHasher for FxBuild {
+    type Hasher = Fx;
+    fn build_hasher(&self) -> Fx {
+        Fx(0)
+    }
+}
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().expect("8 bytes"))).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (self.0.rotate_left(5) ^ v as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.0 = (self.0.rotate_left(5) ^ v as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The values and cost read so far, against their bounds.
+struct Counter {
+    values: u64,
+    cost: u64,
+    bounds: Bounds,
+}
+
+impl Counter {
+    fn add(&mut self, values: u64, cost: u64) -> Result<(), CountError> {
+        self.values = self.values.saturating_add(values);
+        self.cost = self.cost.saturating_add(cost);
+        if self.values > self.bounds.values {
+            return Err(CountError::TooMany { max: self.bounds.values });
+        }
+        if self.cost > self.bounds.cost {
+            return Err(CountError::TooCostly { max: self.bounds.cost });
+        }
+        Ok(())
+    }
+}
+
+/// Reads the property key at `r` if it is one V8 takes as a key (a string or a number):
+/// the array index it stands for, if any, and its serialized bytes (tag to end). Anything
+/// else is left unread.
+fn read_key<'a>(r: &mut Cursor<'a>) -> Option<(Option<u64>, &'a [u8])> {
+    let index = index_key(r);
+    let mut c = Cursor { b: r.b, at: r.at, version: r.version };
+    match c.tag().ok()? {
+        ONE_BYTE_STRING | TWO_BYTE_STRING | UTF8_STRING => {
+            let n = c.varint().ok()? as usize;
+            c.skip(n).ok()?;
+        }
+        b'N' => c.skip(8).ok()?,
+        b'I' | b'U' => {
+            c.varint().ok()?;
+        }
+        _ => return None,
+    }
+    // Padding before the tag is not part of the key.
+    let mut from = r.at;
+    while r.b[from] == PADDING {
+        from += 1;
+    }
+    let key = &r.b[from..c.at];
+    r.at = c.at;
+    Some((index, key))
+}
+
+fn walk<'a>(bytes: &'a [u8], bounds: Bounds, mut edits: Option<&mut Vec<Edit>>) -> Result<Tally, CountError> {
     let mut r = Cursor { b: bytes, at: 0, version: 0 };
     if r.byte()? != VERSION {
         return Err(CountError::Unreadable("header"));
@@ -226,74 +515,124 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
         // Before 13, unknown tags were host objects: nothing the bridge writes.
         return Err(CountError::Unreadable("format version"));
     }
-    let mut n: u64 = 0;
+    let mut n = Counter { values: 0, cost: 0, bounds };
+    let mut shapes = Shapes::new();
     let mut stack: Vec<Frame> = Vec::new();
-    let add = |n: &mut u64, k: u64| -> Result<(), CountError> {
-        *n = n.saturating_add(k);
-        if *n > max { Err(CountError::TooMany { max }) } else { Ok(()) }
-    };
     'value: loop {
         // Read one value; containers push a frame and are continued below.
         let tag = r.tag()?;
+        let tag_at = r.at - 1;
         let mut opened = true;
+        // The value's own cost (its slot in its container is charged when it is done).
+        let mut own = 0u64;
         match tag {
             b'?' => {
                 // An object count V8 ignores; a value follows.
                 r.varint()?;
                 continue 'value;
             }
-            b'_' | b'0' | b'T' | b'F' | b'y' | b'x' => opened = false,
+            b'_' | b'0' | b'T' | b'F' => opened = false,
+            b'y' | b'x' => {
+                own = cost::WRAPPER;
+                opened = false;
+            }
             THE_HOLE if matches!(stack.last(), Some(Frame::Dense { .. })) => opened = false,
-            b'I' | b'U' | b'^' => {
+            b'I' => {
+                let zz = r.varint()?;
+                // A small integer has 31 bits where V8 compresses pointers.
+                own = if zz >= 1 << 31 { cost::HEAP_NUMBER } else { 0 };
+                opened = false;
+            }
+            b'U' => {
+                own = if r.varint()? >= 1 << 30 { cost::HEAP_NUMBER } else { 0 };
+                opened = false;
+            }
+            b'^' => {
                 r.varint()?;
                 opened = false;
             }
-            b'N' | b'D' | b'n' => {
+            b'N' => {
                 r.skip(8)?;
+                own = cost::HEAP_NUMBER;
+                opened = false;
+            }
+            b'D' => {
+                r.skip(8)?;
+                own = cost::DATE;
+                opened = false;
+            }
+            b'n' => {
+                r.skip(8)?;
+                own = cost::WRAPPER + cost::HEAP_NUMBER;
                 opened = false;
             }
             b'Z' | b'z' => {
+                let before = r.at;
                 r.bigint()?;
+                own = cost::STRING + (r.at - before) as u64 + if tag == b'z' { cost::WRAPPER } else { 0 };
                 opened = false;
             }
             ONE_BYTE_STRING | TWO_BYTE_STRING | UTF8_STRING => {
                 let len = r.varint()? as usize;
                 r.skip(len)?;
+                own = string_cost(tag, len);
                 opened = false;
             }
             b's' => {
-                add(&mut n, 1)?; // the wrapper and its string
-                r.string()?;
+                n.add(1, 0)?; // the wrapper and its string
+                own = cost::WRAPPER + string_at(&mut r)?;
                 opened = false;
             }
             b'R' => {
-                add(&mut n, 1)?; // the RegExp and its source
-                r.string()?;
+                n.add(1, 0)?; // the RegExp and its source
+                own = cost::REGEXP + string_at(&mut r)?;
                 r.varint()?;
                 opened = false;
             }
             b'B' => {
                 let len = r.varint()? as usize;
                 r.skip(len)?;
+                own = cost::ARRAY_BUFFER + len as u64;
                 opened = false;
             }
             b'~' => {
                 let len = r.varint()? as usize;
+                let max_at = r.at;
                 r.varint()?;
+                if let Some(e) = edits.as_deref_mut() {
+                    e.push(Edit::Resizable { tag: tag_at, max: max_at..r.at });
+                }
                 r.skip(len)?;
+                own = cost::ARRAY_BUFFER + len as u64;
                 opened = false;
             }
-            b'o' => stack.push(Frame::Entries { end: b'{', trailer: 1, pairs: true, at_key: true, elements: Some(Elements::new(0)) }),
+            b'o' => {
+                own = cost::OBJECT;
+                stack.push(Frame::Entries {
+                    end: b'{',
+                    trailer: 1,
+                    pairs: true,
+                    at_key: true,
+                    elements: Some(Elements::new(0)),
+                    slot: cost::SLOT,
+                    shape: OBJECT_SHAPE,
+                    named: 0,
+                });
+            }
             b'a' => {
                 // The deserializer sets the length first: every slot may be allocated.
                 let len = r.varint()?;
-                add(&mut n, len as u64)?;
+                n.add(len as u64, cost::SLOT.saturating_mul(len as u64))?;
+                own = cost::ARRAY;
                 stack.push(Frame::Entries {
                     end: b'@',
                     trailer: 2,
                     pairs: true,
                     at_key: true,
                     elements: Some(Elements { used: 0, ..Elements::new(len as u64) }),
+                    slot: cost::SLOT,
+                    shape: ARRAY_SHAPE,
+                    named: 0,
                 });
             }
             b'A' => {
@@ -301,16 +640,42 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
                 if len as usize > bytes.len() - r.at {
                     return Err(CountError::Unreadable("dense array length"));
                 }
+                own = cost::ARRAY;
                 stack.push(Frame::Dense { left: len, length: len });
             }
-            b';' => stack.push(Frame::Entries { end: b':', trailer: 1, pairs: true, at_key: true, elements: None }),
-            b'\'' => stack.push(Frame::Entries { end: b',', trailer: 1, pairs: false, at_key: true, elements: None }),
+            b';' => {
+                own = cost::COLLECTION;
+                stack.push(Frame::Entries {
+                    end: b':',
+                    trailer: 1,
+                    pairs: true,
+                    at_key: true,
+                    elements: None,
+                    slot: cost::MAP_SLOT,
+                    shape: UNTRACKED_SHAPE,
+                    named: 0,
+                });
+            }
+            b'\'' => {
+                own = cost::COLLECTION;
+                stack.push(Frame::Entries {
+                    end: b',',
+                    trailer: 1,
+                    pairs: false,
+                    at_key: true,
+                    elements: None,
+                    slot: cost::SET_SLOT,
+                    shape: UNTRACKED_SHAPE,
+                    named: 0,
+                });
+            }
             b'r' => {
                 // An optional prototype, then the parts.
                 if !matches!(r.small()?, b'E' | b'R' | b'F' | b'S' | b'T' | b'U') {
                     r.at -= 1;
                 }
-                if error_parts(&mut r, &mut n, &add)? {
+                own = cost::ERROR;
+                if error_parts(&mut r, &mut n)? {
                     stack.push(Frame::ErrorCause { read: false });
                 } else {
                     opened = false;
@@ -321,7 +686,7 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
             }
             _ => return Err(CountError::Unreadable("unknown tag")),
         }
-        add(&mut n, 1)?;
+        n.add(1, own)?;
         if !opened {
             // An ArrayBuffer (or a reference to one) may be followed by a view on it.
             if r.peek() == Some(ARRAY_BUFFER_VIEW) {
@@ -330,36 +695,70 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
                 r.varint()?;
                 r.varint()?;
                 if r.version >= 14 {
-                    r.varint()?;
+                    let flags_at = r.at;
+                    let flags = r.varint()?;
+                    if let Some(e) = edits.as_deref_mut() {
+                        if flags & VIEW_RESIZABLE_FLAGS != 0 {
+                            e.push(Edit::ViewFlags { flags: flags_at..r.at, value: flags });
+                        }
+                    }
                 }
-                add(&mut n, 1)?;
+                n.add(1, cost::VIEW)?;
             }
-            child_done(&mut stack);
+            let slot = child_done(&mut stack);
+            n.add(0, slot)?;
         }
         // Close what is complete; stop where the next value is needed.
         loop {
             match stack.last_mut() {
-                None => return Ok(n),
+                None => return Ok(Tally { values: n.values, cost: n.cost }),
                 Some(Frame::Dense { left: 0, length }) => {
                     let elements = Some(Elements::new(*length as u64));
-                    *stack.last_mut().expect("top") = Frame::Entries { end: b'$', trailer: 2, pairs: true, at_key: true, elements };
+                    *stack.last_mut().expect("top") = Frame::Entries {
+                        end: b'$',
+                        trailer: 2,
+                        pairs: true,
+                        at_key: true,
+                        elements,
+                        slot: cost::SLOT,
+                        shape: ARRAY_SHAPE,
+                        named: 0,
+                    };
                 }
                 Some(Frame::Dense { .. }) => continue 'value,
-                Some(Frame::Entries { end, trailer, pairs, at_key, elements }) => {
+                Some(Frame::Entries { end, trailer, pairs, at_key, elements, shape, named, .. }) => {
                     if (*at_key || !*pairs) && r.peek() == Some(*end) {
                         r.at += 1;
                         for _ in 0..*trailer {
                             r.varint()?;
                         }
                         if let Some(e) = elements {
-                            add(&mut n, e.extra())?;
+                            let extra = e.extra();
+                            n.add(extra, cost::SLOT.saturating_mul(extra))?;
                         }
                         stack.pop();
-                        child_done(&mut stack);
+                        let slot = child_done(&mut stack);
+                        n.add(0, slot)?;
                     } else {
-                        if *at_key {
-                            if let (Some(e), Some(index)) = (elements.as_mut(), index_key(&r)) {
-                                e.index(index);
+                        if *at_key && *pairs {
+                            if let Some(e) = elements.as_mut() {
+                                // An object's or array's key: an index takes element slots, a
+                                // name a place in the shape (and, if new, an interned string).
+                                if let Some((index, key)) = read_key(&mut r) {
+                                    match index {
+                                        Some(index) => e.index(index),
+                                        None => {
+                                            let (to, c) = shapes.add(*shape, key);
+                                            *shape = to;
+                                            *named += 1;
+                                            let dictionary = if *named > cost::FAST_PROPERTIES { cost::DICTIONARY_ENTRY } else { 0 };
+                                            n.add(0, c + dictionary)?;
+                                        }
+                                    }
+                                    // The key is one value.
+                                    n.add(1, 0)?;
+                                    *at_key = false;
+                                }
                             }
                         }
                         continue 'value;
@@ -367,26 +766,38 @@ pub fn count_values(bytes: &[u8], max: u64) -> Result<u64, CountError> {
                 }
                 Some(Frame::ErrorCause { read: false }) => continue 'value,
                 Some(Frame::ErrorCause { read: true }) => {
-                    if error_parts(&mut r, &mut n, &add)? {
+                    if error_parts(&mut r, &mut n)? {
                         return Err(CountError::Unreadable("error with two causes"));
                     }
                     stack.pop();
-                    child_done(&mut stack);
+                    let slot = child_done(&mut stack);
+                    n.add(0, slot)?;
                 }
             }
         }
     }
 }
 
+/// Reads a string where only a string may stand; its cost.
+fn string_at(r: &mut Cursor) -> Result<u64, CountError> {
+    let before = r.at;
+    r.string()?;
+    // Tag (after any padding) and the varint length come before the characters.
+    let mut c = Cursor { b: r.b, at: before, version: r.version };
+    let tag = c.tag()?;
+    let len = c.varint()? as usize;
+    Ok(string_cost(tag, len))
+}
+
 /// Reads an Error's parts up to its end (`.`, true: false) or its cause (`c`, true: the
 /// cause value follows). V8 11 writes message, cause, stack; later ones message, stack,
 /// cause: both orders are read.
-fn error_parts(r: &mut Cursor, n: &mut u64, add: &impl Fn(&mut u64, u64) -> Result<(), CountError>) -> Result<bool, CountError> {
+fn error_parts(r: &mut Cursor, n: &mut Counter) -> Result<bool, CountError> {
     loop {
         match r.small()? {
             b'm' | b's' => {
-                add(n, 1)?;
-                r.string()?;
+                let c = string_at(r)?;
+                n.add(1, c)?;
             }
             b'c' => return Ok(true),
             b'.' => return Ok(false),
@@ -395,13 +806,24 @@ fn error_parts(r: &mut Cursor, n: &mut u64, add: &impl Fn(&mut u64, u64) -> Resu
     }
 }
 
-/// One value inside the top frame is complete.
-fn child_done(stack: &mut [Frame]) {
+/// One value inside the top frame is complete: the cost of its slot there.
+fn child_done(stack: &mut [Frame]) -> u64 {
     match stack.last_mut() {
-        Some(Frame::Dense { left, .. }) => *left -= 1,
-        Some(Frame::Entries { pairs: true, at_key, .. }) => *at_key = !*at_key,
-        Some(Frame::ErrorCause { read }) => *read = true,
-        _ => {}
+        Some(Frame::Dense { left, length }) => {
+            *left -= 1;
+            if *length > cost::PREALLOCATED_MAX { cost::GROWN_SLOT } else { cost::SLOT }
+        }
+        Some(Frame::Entries { pairs, at_key, slot, .. }) => {
+            if *pairs {
+                *at_key = !*at_key;
+            }
+            *slot
+        }
+        Some(Frame::ErrorCause { read }) => {
+            *read = true;
+            cost::SLOT
+        }
+        None => 0,
     }
 }
 
