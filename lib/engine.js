@@ -3,7 +3,7 @@
 // sessions as async iterables of events, data requests, limits, tool policy, WASM.
 const native = require('./native');
 const { execute } = require('./execute');
-const { serialize } = require('./bridge');
+const { serializeInSlices } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { preparePlan } = require('./source');
 const { remapResult } = require('./positions');
@@ -62,6 +62,8 @@ class SandboxSession {
     this._handle = null;
     this._aborted = false;
     this._engine = null;
+    /** Data requests emitted and not answered yet (their ids). */
+    this._asked = new Set();
     let resolveDone;
     /** Resolves with the final `result` or `error` event. */
     this.done = new Promise((r) => {
@@ -79,6 +81,7 @@ class SandboxSession {
       at = Date.now(); // a clock (deps.clock) that throws must not keep an event from its session
     }
     const full = { ...event, requestId: this.requestId, at };
+    if (full.type === 'dataRequest') this._asked.add(full.id);
     this._events.push(full);
     if (full.type === 'result' || full.type === 'error') {
       this._closed = true;
@@ -110,19 +113,40 @@ class SandboxSession {
     };
   }
 
-  /** Answers a `dataRequest` event. Throws SandboxValidationError for an unknown id. */
+  /**
+   * Answers a `dataRequest` event. Throws SandboxValidationError for an unknown id, and for
+   * a value that cannot be copied or is too big. A big value is written a slice at a time
+   * (lib/codec.js) so Node's thread is never held long: if it is not written within the
+   * first slice, respond returns at once and a failure found later reaches the sandbox as
+   * the read's error instead.
+   */
   respond(id, value) {
-    let bytes;
-    try {
-      bytes = serialize(value);
-    } catch (err) {
-      throw new SandboxValidationError(`respond(${id}): value cannot be copied into the sandbox: ${err.message}`);
-    }
+    if (!this._asked.has(id)) this._answer(id, undefined, undefined);
     const max = this._maxMessageBytes;
-    if (bytes.length > max) {
-      throw new SandboxValidationError(`respond(${id}): value is ${bytes.length} bytes, over maxMessageBytes (${max})`);
-    }
-    this._answer(id, bytes, undefined);
+    let now = true;
+    let thrown;
+    serializeInSlices(value, max, (err, bytes, length) => {
+      let message;
+      if (err) message = `respond(${id}): value cannot be copied into the sandbox: ${err.message}`;
+      else if (bytes === null) message = `respond(${id}): value is ${length} bytes, over maxMessageBytes (${max})`;
+      if (now) {
+        if (message !== undefined) thrown = new SandboxValidationError(message);
+        else this._answer(id, bytes, undefined);
+        return;
+      }
+      // Written in later turns: the request is answered (or failed) once it is.
+      if (this._closed) return;
+      try {
+        if (message !== undefined) this._answer(id, undefined, message);
+        else this._answer(id, bytes, undefined);
+      } catch {
+        // The run ended meanwhile: nothing waits for it.
+      }
+    });
+    now = false;
+    if (thrown !== undefined) throw thrown;
+    // Being written: answered (once) when it is.
+    this._asked.delete(id);
   }
 
   /** Fails a `dataRequest`: the read throws an Error with `message` in the sandbox. */
@@ -131,6 +155,7 @@ class SandboxSession {
   }
 
   _answer(id, bytes, error) {
+    this._asked.delete(id);
     if (!this._handle || !this._handle.answer(id, bytes, error)) {
       throw new SandboxValidationError(`no pending data request with id ${id} in session ${this.requestId}`);
     }
@@ -247,9 +272,37 @@ class SandboxEngine {
     if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));
     if (this._state !== 'ready') return fail(errorOfKind('NotReady', 'SandboxEngine.init() has not completed'));
     if (unreadable !== undefined) return fail(unreadable);
+    // `data` values are written first, big ones a slice at a time: the run is planned and
+    // queued once they are (in this turn when they took one slice).
+    let sync = true;
+    let dataValues;
+    serializeData(read, (err, values) => {
+      if (err !== null) {
+        fail(errorFromThrown(err));
+        return;
+      }
+      if (sync) {
+        dataValues = values;
+        return;
+      }
+      if (session._aborted) fail(new SandboxAbortedError('Execution was aborted before it started'));
+      else if (this._state === 'shutdown') fail(new SandboxAbortedError('The sandbox engine is shut down'));
+      else this._plannedStart(session, read, values);
+    });
+    sync = false;
+    if (dataValues !== undefined) this._plannedStart(session, read, dataValues);
+    return session;
+  }
+
+  /** Plans and starts `read` (a request whose `data` values are `dataValues`) on `session`. */
+  _plannedStart(session, read, dataValues) {
+    const fail = (error) => {
+      session._emit({ type: 'error', error, message: error.message, stats: { wallTimeMs: 0, cpuTimeMs: 0, heapUsedBytes: 0 } });
+      return session;
+    };
     let planned;
     try {
-      planned = this._plan(read);
+      planned = this._plan(read, dataValues);
     } catch (err) {
       return fail(errorFromThrown(err));
     }
@@ -338,25 +391,12 @@ class SandboxEngine {
    * shaping happens here: tools become names and handlers, `data` values are serialized,
    * TypeScript is stripped.
    */
-  _plan(request) {
+  _plan(request, dataValues) {
     const requestTools = normalizeTools(isPlainObject(request) ? own(request, 'tools') : undefined, 'request.tools');
     let shaped = withShaped(request, 'tools', requestTools.names);
-    let dataValues;
-    const data = isPlainObject(request) ? own(request, 'data') : undefined;
-    if (isPlainObject(data)) {
-      // No prototype: a key named `__proto__` is stored like any other.
-      dataValues = Object.create(null);
-      for (const [key, value] of readEntries(data, 'request.data')) {
-        try {
-          dataValues[key] = serialize(value);
-        } catch (err) {
-          throw new SandboxValidationError(`request.data.${key} cannot be copied into the sandbox: ${err.message}`);
-        }
-      }
-      shaped = { ...shaped, data: dataValues };
-    }
+    if (dataValues !== null) shaped = { ...shaped, data: dataValues };
     // The values are checked natively with the rest and copied into the plan once.
-    const plan = this._settings.plan(shaped, dataValues);
+    const plan = this._settings.plan(shaped, dataValues ?? undefined);
     const handlers =
       requestTools.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, requestTools.handlers);
     // Checked natively to be a function (or absent); called by execute for imports.
@@ -368,6 +408,59 @@ class SandboxEngine {
     if (this._logger && typeof this._logger[level] === 'function') this._logger[level](message);
   }
 }
+
+/**
+ * Serializes a request's `data` values (see serializeInSlices), one after another:
+ * `done(null, values)` (a prototype-less object of Buffers; null when the request has no
+ * `data` object) or `done(error)`; at once when all took one slice.
+ */
+function serializeData(request, done) {
+  const data = isPlainObject(request) ? own(request, 'data') : undefined;
+  if (!isPlainObject(data)) {
+    done(null, null);
+    return;
+  }
+  let entries;
+  try {
+    entries = readEntries(data, 'request.data');
+  } catch (err) {
+    done(err);
+    return;
+  }
+  // No prototype: a key named `__proto__` is stored like any other.
+  const values = Object.create(null);
+  let at = 0;
+  const next = () => {
+    while (at < entries.length) {
+      const [key, value] = entries[at++];
+      let sync = true;
+      let pending = true;
+      let failed = null;
+      // The native plan checks sizes; this only caps what is written before it does.
+      serializeInSlices(value, MAX_DATA_VALUE_BYTES, (err, bytes, length) => {
+        pending = false;
+        if (err) failed = new SandboxValidationError(`request.data.${key} cannot be copied into the sandbox: ${err.message}`);
+        else if (bytes === null) failed = new SandboxValidationError(`request.data.${key} is ${length} bytes, over the most a run can be given (${MAX_DATA_VALUE_BYTES})`);
+        else values[key] = bytes;
+        if (sync) return;
+        if (failed !== null) done(failed);
+        else next();
+      });
+      sync = false;
+      // Still being written: continues from its callback.
+      if (pending) return;
+      if (failed !== null) {
+        done(failed);
+        return;
+      }
+    }
+    done(null, values);
+  };
+  next();
+}
+
+/** The most bytes one `data` value may be written to (1 GiB, the byte options' range). */
+const MAX_DATA_VALUE_BYTES = 1 << 30;
 
 module.exports = {
   SandboxEngine,

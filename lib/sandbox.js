@@ -8,7 +8,7 @@
 // imports stay loaded in the sandbox (src/v8 keeps its module graph) for later runs.
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
-const { serialize } = require('./bridge');
+const { serializeInSlices } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { stripTypes, preparePlan } = require('./source');
 const { remapResult } = require('./positions');
@@ -73,6 +73,9 @@ function runOptionsOf(options) {
   // Checked natively to be a function (or absent); this run's, over the sandbox's.
   return { shaped, signal, resolve: shaped.resolve };
 }
+
+/** The most bytes call arguments are written to before maxMessageBytes is checked (1 GiB, its range). */
+const MAX_CALL_BYTES = 1 << 30;
 
 class Sandbox {
   /** @internal Use createSandbox() or engine.openSandbox(). */
@@ -155,11 +158,13 @@ class Sandbox {
         if (typeof call.name !== 'string' || call.name.length === 0) {
           throw new SandboxValidationError(`sandbox.call: name must be a non-empty string, got ${call.name === null ? 'null' : typeof call.name}`);
         }
-        try {
-          bytes = serialize(call.args);
-        } catch (err) {
-          throw new SandboxValidationError(`sandbox.call(${call.name}): arguments cannot be copied into the sandbox: ${err.message}`);
-        }
+        // Big arguments are written a slice at a time (lib/codec.js).
+        bytes = await new Promise((resolve, reject) => {
+          serializeInSlices(call.args, MAX_CALL_BYTES, (err, written, length) => {
+            if (err) reject(new SandboxValidationError(`sandbox.call(${call.name}): arguments cannot be copied into the sandbox: ${err.message}`));
+            else resolve(written ?? { length });
+          });
+        });
       }
       const plan = this._native.plan(code, run.shaped);
       if (call === undefined) {
