@@ -832,7 +832,11 @@ extern "C" fn data_request_cb(
     }
     let answer = guarded(ctx, DataAnswer::Terminated, |host| host.data_request(&key));
     let (code, payload) = match answer {
-        DataAnswer::Value(v) => (ffi::ISOLET_OK, v),
+        DataAnswer::Value(v) => match fixed_input(&v) {
+            Ok(None) => (ffi::ISOLET_OK, v),
+            Ok(Some(fixed)) => (ffi::ISOLET_OK, fixed),
+            Err(msg) => (ffi::ISOLET_THREW, msg.into_bytes()),
+        },
         DataAnswer::Error(msg) => (ffi::ISOLET_THREW, msg.into_bytes()),
         DataAnswer::Terminated => (ffi::ISOLET_TERMINATED, Vec::new()),
     };
@@ -919,6 +923,16 @@ fn take_value(v: &mut ffi::isolet_value) -> Vec<u8> {
         bytes.shrink_to_fit();
     }
     bytes
+}
+
+/// Host bytes as they enter the sandbox (a reply, a data answer, call arguments): every
+/// resizable ArrayBuffer in them made a fixed-length one of its current length
+/// (isolet-core `fixed_length_buffers`), so a buffer from the host never grows the run past
+/// its memory limit (V8 reserves a resizable buffer's maximum outside the heap and the
+/// ArrayBuffer budget). `Ok(None)`: nothing to change. Bytes holding a `~` that cannot be
+/// read as the bridge writes them are refused rather than trusted.
+fn fixed_input(bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    isolet_core::fixed_length_buffers(bytes).map_err(|e| format!("a value from the host could not be read: {e}"))
 }
 
 fn take_bytes(b: &mut ffi::isolet_bytes) -> Option<Vec<u8>> {
@@ -1412,6 +1426,11 @@ impl Sandbox {
     /// Persistent sandboxes: calls the global function `name` with `args` (a serialized
     /// array) in the context earlier runs left; its return value is the result.
     pub(crate) fn call_global(&mut self, name: &str, args: &[u8]) -> Step {
+        let fixed = match fixed_input(args) {
+            Ok(fixed) => fixed,
+            Err(message) => return Step::Threw(Thrown { name: "TypeError".into(), message, ..Default::default() }),
+        };
+        let args = fixed.as_deref().unwrap_or(args);
         let mut err = empty_error();
         // SAFETY: live sandbox, valid buffers.
         let rc = unsafe { ffi::isolet_sandbox_call_global(self.raw, name.as_ptr(), name.len(), args.as_ptr(), args.len(), &mut err) };
@@ -1515,6 +1534,11 @@ impl Sandbox {
     }
 
     pub(crate) fn fulfill_call(&mut self, call_id: u32, value: &[u8]) {
+        let fixed = match fixed_input(value) {
+            Ok(fixed) => fixed,
+            Err(message) => return self.reject_call(call_id, "TypeError", &message),
+        };
+        let value = fixed.as_deref().unwrap_or(value);
         // SAFETY: live sandbox, valid buffer.
         unsafe { ffi::isolet_sandbox_fulfill_call(self.raw, call_id, value.as_ptr(), value.len()) };
     }

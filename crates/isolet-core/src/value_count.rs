@@ -273,10 +273,11 @@ pub fn fixed_length_buffers(bytes: &[u8]) -> Result<Option<Vec<u8>>, CountError>
                 out.extend_from_slice(&bytes[tag + 1..max.start]);
                 at = max.end;
             }
-            Edit::ViewFlags { flags, value } => {
-                out.extend_from_slice(&bytes[at..flags.start]);
-                push_varint(&mut out, value & !VIEW_RESIZABLE_FLAGS);
-                at = flags.end;
+            Edit::View { length_and_flags, length, flags } => {
+                out.extend_from_slice(&bytes[at..length_and_flags.start]);
+                push_varint(&mut out, length);
+                push_varint(&mut out, flags & !VIEW_RESIZABLE_FLAGS);
+                at = length_and_flags.end;
             }
         }
     }
@@ -289,8 +290,62 @@ pub fn fixed_length_buffers(bytes: &[u8]) -> Result<Option<Vec<u8>>, CountError>
 enum Edit {
     /// `~` at `tag`; `max` the varint of its maximum length.
     Resizable { tag: usize, max: std::ops::Range<usize> },
-    /// A view's flags varint (length-tracking, backed by a resizable buffer).
-    ViewFlags { flags: std::ops::Range<usize>, value: u32 },
+    /// A view on a resizable buffer: its byte length and flags varints (length-tracking,
+    /// backed by a resizable buffer), rewritten as a fixed-length view of `length` bytes
+    /// (a length-tracking view's is written as 0: it is what the buffer has past its offset).
+    View { length_and_flags: std::ops::Range<usize>, length: u32, flags: u32 },
+}
+
+/// Object ids as V8's deserializer gives them (every object, array, Map, Set, Date,
+/// wrapper, RegExp, Error, ArrayBuffer and view, in the order read), with the byte length
+/// of each ArrayBuffer: a view after a reference to a buffer read earlier is on that one.
+/// Kept only when bytes are rewritten (`fixed_length_buffers`).
+struct Ids {
+    next: u32,
+    buffers: HashMap<u32, u32, FxBuild>,
+    /// The byte length of the buffer a view here would be on (the value just read).
+    last_buffer: Option<u32>,
+    track: bool,
+}
+
+impl Ids {
+    /// A value with tag `tag` starts at `r` (just after its tag).
+    fn read(&mut self, tag: u8, r: &Cursor) {
+        if !self.track {
+            return;
+        }
+        self.last_buffer = None;
+        match tag {
+            b'o' | b'a' | b'A' | b';' | b'\'' | b'D' | b'y' | b'x' | b'n' | b'z' | b's' | b'R' | b'r' => self.next += 1,
+            b'^' => {
+                let mut c = Cursor { b: r.b, at: r.at, version: r.version };
+                if let Ok(id) = c.varint() {
+                    self.last_buffer = self.buffers.get(&id).copied();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An ArrayBuffer of `len` bytes was read (its id is the next one).
+    fn buffer(&mut self, len: u32) {
+        if !self.track {
+            return;
+        }
+        self.buffers.insert(self.next, len);
+        self.next += 1;
+        self.last_buffer = Some(len);
+    }
+}
+
+/// The element size of a view's sub-tag (a DataView's, and unknown ones, 1).
+fn view_element_size(sub: u8) -> u32 {
+    match sub {
+        b'w' | b'W' | b'h' => 2,
+        b'd' | b'D' | b'f' => 4,
+        b'F' | b'q' | b'Q' => 8,
+        _ => 1,
+    }
 }
 
 /// A view's flags: bit 0 length-tracking, bit 1 backed by a resizable buffer.
@@ -518,10 +573,12 @@ fn walk<'a>(bytes: &'a [u8], bounds: Bounds, mut edits: Option<&mut Vec<Edit>>) 
     let mut n = Counter { values: 0, cost: 0, bounds };
     let mut shapes = Shapes::new();
     let mut stack: Vec<Frame> = Vec::new();
+    let mut ids = Ids { next: 0, buffers: HashMap::default(), last_buffer: None, track: edits.is_some() };
     'value: loop {
         // Read one value; containers push a frame and are continued below.
         let tag = r.tag()?;
         let tag_at = r.at - 1;
+        ids.read(tag, &r);
         let mut opened = true;
         // The value's own cost (its slot in its container is charged when it is done).
         let mut own = 0u64;
@@ -591,12 +648,14 @@ fn walk<'a>(bytes: &'a [u8], bounds: Bounds, mut edits: Option<&mut Vec<Edit>>) 
             }
             b'B' => {
                 let len = r.varint()? as usize;
+                ids.buffer(len as u32);
                 r.skip(len)?;
                 own = cost::ARRAY_BUFFER + len as u64;
                 opened = false;
             }
             b'~' => {
                 let len = r.varint()? as usize;
+                ids.buffer(len as u32);
                 let max_at = r.at;
                 r.varint()?;
                 if let Some(e) = edits.as_deref_mut() {
@@ -691,18 +750,27 @@ fn walk<'a>(bytes: &'a [u8], bounds: Bounds, mut edits: Option<&mut Vec<Edit>>) 
             // An ArrayBuffer (or a reference to one) may be followed by a view on it.
             if r.peek() == Some(ARRAY_BUFFER_VIEW) {
                 r.at += 1;
-                r.small()?;
-                r.varint()?;
-                r.varint()?;
+                let sub = r.small()?;
+                let offset = r.varint()?;
+                let length_at = r.at;
+                let length = r.varint()?;
                 if r.version >= 14 {
-                    let flags_at = r.at;
                     let flags = r.varint()?;
                     if let Some(e) = edits.as_deref_mut() {
                         if flags & VIEW_RESIZABLE_FLAGS != 0 {
-                            e.push(Edit::ViewFlags { flags: flags_at..r.at, value: flags });
+                            // Length-tracking: all the buffer has past the offset, in whole elements.
+                            let size = view_element_size(sub);
+                            let length = if flags & 1 != 0 {
+                                let left = ids.last_buffer.unwrap_or(0).saturating_sub(offset);
+                                left - left % size
+                            } else {
+                                length
+                            };
+                            e.push(Edit::View { length_and_flags: length_at..r.at, length, flags });
                         }
                     }
                 }
+                ids.next += 1;
                 n.add(1, cost::VIEW)?;
             }
             let slot = child_done(&mut stack);
@@ -912,6 +980,31 @@ mod tests {
         b.extend_from_slice(b"$\x00\x80\x01");
         assert_eq!(count_values(&b, 129), Ok(129));
         assert_eq!(count_values(&b, 128), Err(CountError::TooMany { max: 128 }));
+    }
+
+    #[test]
+    fn resizable_buffers_and_their_views_are_rewritten_fixed_length() {
+        // new ArrayBuffer(4, { maxByteLength: 1 << 20 }) with bytes 1..4.
+        let rab = v(&[b"~\x04\x80\x80\x40\x01\x02\x03\x04"]);
+        assert_eq!(fixed_length_buffers(&rab), Ok(Some(v(&[b"B\x04\x01\x02\x03\x04"]))));
+        // A length-tracking Uint16Array at offset 2 on it (written with length 0, flags 3):
+        // fixed at what the buffer has past its offset.
+        let tracking = v(&[b"~\x04\x80\x80\x40\x01\x02\x03\x04VW\x02\x00\x03"]);
+        assert_eq!(fixed_length_buffers(&tracking), Ok(Some(v(&[b"B\x04\x01\x02\x03\x04VW\x02\x02\x00"]))));
+        // A fixed-length view on it (flags 2): its length kept, the flag cleared.
+        let fixed = v(&[b"~\x04\x08\x01\x02\x03\x04VB\x01\x02\x02"]);
+        assert_eq!(fixed_length_buffers(&fixed), Ok(Some(v(&[b"B\x04\x01\x02\x03\x04VB\x01\x02\x00"]))));
+        // A second view on the same buffer, by reference (id 1: the array is 0).
+        let shared = v(&[b"A\x02~\x04\x08\x01\x02\x03\x04VB\x00\x00\x03^\x01VB\x01\x00\x03$\x00\x02"]);
+        assert_eq!(
+            fixed_length_buffers(&shared),
+            Ok(Some(v(&[b"A\x02B\x04\x01\x02\x03\x04VB\x00\x04\x00^\x01VB\x01\x03\x00$\x00\x02"])))
+        );
+        // Nothing to change: no '~' at all, or only inside a string.
+        assert_eq!(fixed_length_buffers(&v(&[b"B\x01\x07"])), Ok(None));
+        assert_eq!(fixed_length_buffers(&v(&[b"\"\x01~"])), Ok(None));
+        // A '~' in bytes that do not read is refused, not trusted.
+        assert!(fixed_length_buffers(&v(&[b"~\x05"])).is_err());
     }
 
     #[test]
