@@ -65,6 +65,12 @@ export interface ThrownInfo {
   message: string;
   /** The sandbox's own stack (`at sandbox.js:line:column`); never host frames. */
   stack?: string;
+  /**
+   * A thrown object's own enumerable fields, as far as they could be copied (at most 16
+   * KiB of them; functions and other values that cannot be copied are left out):
+   * `throw { code: 'E_AUTH', status: 401 }` gives `thrown.code` and `thrown.status`.
+   */
+  [field: string]: unknown;
 }
 
 /** The sandboxed code threw (or its result could not be copied out). */
@@ -126,6 +132,11 @@ export interface ExecutionStats {
   heapAtEndBytes?: number;
   /** Host calls plus data requests made. */
   hostCalls?: number;
+  /**
+   * Promises the run rejected with no handler that still had none when it ended (each is
+   * also a `warn` log entry: its reason and where); see `unhandledRejections`.
+   */
+  unhandledRejections?: number;
 }
 
 export interface LogEntry {
@@ -349,7 +360,18 @@ export interface SandboxOptions extends ModuleOptions {
    * sandbox keeps the choice it was opened with. See docs/web.md.
    */
   web?: boolean;
+  /**
+   * A promise the code rejected with no handler that still has none when the run ends:
+   * `'warn'` (default) reports it as a `warn` log entry with its message and position and
+   * counts it in `stats.unhandledRejections`; `'error'` also fails a run that would have
+   * succeeded with a SandboxRuntimeError ("Unhandled promise rejection: ..."). For a
+   * persistent sandbox, each run's default (`sandbox.run` may give its own).
+   */
+  unhandledRejections?: UnhandledRejections;
 }
+
+/** What a run does about a promise rejected with no handler; see SandboxOptions.unhandledRejections. */
+export type UnhandledRejections = 'warn' | 'error';
 
 /** Where isolates run: supervised child processes (default) or threads of this process. */
 export type Isolation = 'process' | 'thread';
@@ -430,6 +452,8 @@ export interface SandboxRunOptions {
   resolve?: ModuleResolver;
   /** This run's longest wait for an isolate slot, in ms (default: the sandbox's `maxQueueMs`); see SandboxOptions.maxQueueMs. */
   maxQueueMs?: number;
+  /** This run's (default: the sandbox's); see SandboxOptions.unhandledRejections. */
+  unhandledRejections?: UnhandledRejections;
 }
 
 /** Why a sandbox closed. */
@@ -793,6 +817,11 @@ export interface SandboxEngineConfig {
   codeCacheMb?: number;
   /** The web platform APIs for requests that do not say (`ExecuteMessage.web`); see SandboxOptions.web. Default `false`. */
   web?: boolean;
+  /**
+   * For requests that do not say, and sandboxes the engine opens (`openSandbox`) whose
+   * options do not; see SandboxOptions.unhandledRejections. Default `'warn'`.
+   */
+  unhandledRejections?: UnhandledRejections;
 }
 
 /** An engine's prelude as an object: a script, and modules every run may import. */
@@ -841,6 +870,8 @@ export interface ExecuteMessage extends ModuleOptions {
   tenant?: string;
   /** The web platform APIs (see SandboxOptions.web). Default: the engine's `web`. */
   web?: boolean;
+  /** See SandboxOptions.unhandledRejections. Default: the engine's. */
+  unhandledRejections?: UnhandledRejections;
 }
 
 /** Inbound: data supplied for a data request (see `SandboxSession.respond`). */

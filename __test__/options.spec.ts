@@ -403,7 +403,7 @@ describe('SandboxEngine: option names and values', () => {
     beforeAll(() => engine.init());
     afterAll(() => engine.shutdown());
     const requests: Array<[Record<string, unknown>, string]> = [
-      [{ code: '1', timeoutMs: 5 }, 'request.timeoutMs is not a known option of request; known options: requestId, code, language, isolateLimits, bridgeLimits, toolPolicy, tools, data, tenant, type, modules, resolve, maxModules, maxModuleBytes, web'],
+      [{ code: '1', timeoutMs: 5 }, 'request.timeoutMs is not a known option of request; known options: requestId, code, language, isolateLimits, bridgeLimits, toolPolicy, tools, data, tenant, type, modules, resolve, maxModules, maxModuleBytes, web, unhandledRejections'],
       [{ code: '1', isolateLimits: { wallTimeMS: 5 } }, 'request.isolateLimits.wallTimeMS is not a known option of request.isolateLimits; did you mean request.isolateLimits.wallTimeMs?'],
       [{ code: '1', isolateLimits: { timeoutMs: 5 } }, 'request.isolateLimits.timeoutMs is not a known option of request.isolateLimits; did you mean request.isolateLimits.wallTimeMs?'],
       [{ code: '1', bridgeLimits: { maxMessages: -1 } }, 'request.bridgeLimits.maxMessages must be a whole number from 0 to 4294967295, got -1'],

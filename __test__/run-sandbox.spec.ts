@@ -165,13 +165,30 @@ describe('runSandbox: errors', () => {
     }
   });
 
-  it('refuses results that cannot be cloned, with a clear runtime error', async () => {
+  it('refuses results that cannot be cloned, naming the path of the first bad value', async () => {
     const fn = failed(await runSandbox('(() => 1)'));
     expect(fn).toBeInstanceOf(SandboxRuntimeError);
-    expect(fn.message).toMatch(/could not be cloned/);
-    expect(failed(await runSandbox('Symbol("s")'))).toBeInstanceOf(SandboxRuntimeError);
-    expect(failed(await runSandbox('new Proxy({}, {})'))).toBeInstanceOf(SandboxRuntimeError);
-    expect(failed(await runSandbox('({ f() {} })'))).toBeInstanceOf(SandboxRuntimeError);
+    expect(fn.message).toBe(
+      'DataCloneError: the result cannot be copied out of the sandbox: result: function (only data crosses: no functions, symbols, promises or proxies)',
+    );
+    const pathOf = async (code: string) => {
+      const error = failed(await runSandbox(code));
+      expect(error).toBeInstanceOf(SandboxRuntimeError);
+      expect(error.thrown.name).toBe('DataCloneError');
+      return /sandbox: (.*) \(only data crosses/.exec(error.message)?.[1];
+    };
+    expect(await pathOf('Symbol("s")')).toBe('result: symbol');
+    expect(await pathOf('new Proxy({}, {})')).toBe('result: Proxy');
+    expect(await pathOf('({ f() {} })')).toBe('result.f: function');
+    expect(await pathOf('({ items: [1, { ok: 1 }, { p: Promise.resolve() }] })')).toBe('result.items[2].p: Promise');
+    expect(await pathOf('({ "a b": new WeakMap(), c: 1 })')).toBe('result["a b"]: WeakMap');
+    expect(await pathOf('new Map([["k", 1], [2, () => 0]])')).toBe('result.get(2): function');
+    expect(await pathOf('new Map([[{}, 1], [Symbol("k"), 2]])')).toBe('result[Map entry 1].key: symbol');
+    expect(await pathOf('new Set([1, (function* () {})()])')).toBe('result[Set entry 1]: generator');
+    expect(await pathOf('const o = { self: null, later: [() => 1] }; o.self = o; o')).toBe('result.later[0]: function');
+    // A getter that throws while the result is copied is what it threw, not a path.
+    const getter = failed(await runSandbox('({ get boom() { throw new RangeError("no") } })'));
+    expect(getter.message).toBe('RangeError: no');
   });
 
   it('caps the output size instead of exhausting host memory', async () => {

@@ -7,6 +7,7 @@ const { serializeInSlices } = require('./bridge');
 const { normalizeTools } = require('./tools');
 const { preparePlan } = require('./source');
 const { remapResult } = require('./positions');
+const { returnHint } = require('./last-expression');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
 const { own, isPlainObject, readOwn, readEntries, readOptions, describeThrown } = require('./own');
 
@@ -190,6 +191,8 @@ class SandboxEngine {
       throw errorFromThrown(err);
     }
     this._isolation = this._settings.isolation;
+    // Checked natively above; the default of the engine's sandboxes too (openSandbox).
+    this._unhandledRejections = own(read, 'unhandledRejections');
     // Checked natively above: an own array of own { name, source } entries.
     const wasmModules = own(read, 'wasmModules') ?? [];
     this._wasmConfig = [];
@@ -308,9 +311,11 @@ class SandboxEngine {
     }
     const { plan, handlers, resolve } = planned;
     session._maxMessageBytes = plan.maxMessageBytes;
+    // A request's code is an async body: an undefined output may get the return hint.
+    const body = plan.mode === 'asyncBody' ? { code: own(read, 'code'), language: plan.language, timeoutMs: plan.wallTimeMs } : null;
     session._emit({ type: 'status', status: 'queued', message: 'queued' });
     if (!plan.stripsTypes) {
-      this._start(session, plan, handlers, resolve);
+      this._start(session, plan, handlers, resolve, [], body);
       return session;
     }
     // Large TypeScript is prepared on a worker thread, within the run's wall-clock limit.
@@ -318,15 +323,18 @@ class SandboxEngine {
       (map) => {
         if (session._aborted) return fail(new SandboxAbortedError('Execution was aborted before it started'));
         if (this._state === 'shutdown') return fail(new SandboxAbortedError('The sandbox engine is shut down'));
-        this._start(session, plan, handlers, resolve, map);
+        this._start(session, plan, handlers, resolve, map, body);
       },
       (err) => fail(errorFromThrown(err)),
     );
     return session;
   }
 
-  /** `map`: where the code came from, when compiling TypeScript moved it (lib/positions.js). */
-  _start(session, plan, handlers, resolve, map = []) {
+  /**
+   * `map`: where the code came from, when compiling TypeScript moved it (lib/positions.js);
+   * `body`: the async body's code, language and time limit, for the return hint.
+   */
+  _start(session, plan, handlers, resolve, map = [], body = null) {
     const { done, handle } = execute(this._native, plan, {
       handlers,
       resolve,
@@ -338,8 +346,12 @@ class SandboxEngine {
     });
     session._handle = handle;
     if (session._aborted && handle) handle.abort();
-    done.then((ended) => {
+    done.then(async (ended) => {
       const r = remapResult(ended, map);
+      if (body !== null && r.ok && r.value === undefined) {
+        const hint = await returnHint(body.code, body.language, body.timeoutMs);
+        if (hint !== null) r.logs = [...r.logs, hint];
+      }
       session._emit({ type: 'status', status: 'finished', message: r.ok ? 'finished' : `failed: ${r.error.name}` });
       if (r.ok) session._emit({ type: 'result', data: r.value, stats: r.stats, logs: r.logs });
       else session._emit({ type: 'error', error: r.error, message: r.error.message, stats: r.stats, logs: r.logs });
@@ -356,7 +368,16 @@ class SandboxEngine {
   async openSandbox(options = undefined) {
     if (this._state === 'shutdown') throw new SandboxAbortedError('The sandbox engine is shut down');
     if (this._state !== 'ready') throw errorOfKind('NotReady', 'SandboxEngine.init() has not completed');
-    return require('./sandbox').openOn(this._native, options);
+    // The engine's unhandledRejections, unless the sandbox's options say otherwise.
+    let given = options;
+    if (this._unhandledRejections !== undefined && isPlainObject(options)) {
+      try {
+        if (!Object.hasOwn(options, 'unhandledRejections')) given = { ...options, unhandledRejections: this._unhandledRejections };
+      } catch {
+        given = options; // a read that throws is a typed error of createSandbox's checks
+      }
+    }
+    return require('./sandbox').openOn(this._native, given);
   }
 
   /**

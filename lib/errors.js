@@ -92,14 +92,15 @@ function errorFromFailure(f) {
   switch (kind.className) {
     case 'SandboxTimeoutError':
       return new SandboxTimeoutError(message, { limit: field('limit') });
-    case 'SandboxRuntimeError':
-      return new SandboxRuntimeError(message, {
-        limit: field('limit'),
-        thrown:
-          field('thrownName') === undefined
-            ? undefined
-            : { name: field('thrownName'), message: field('thrownMessage') ?? '', stack: field('stack') },
-      });
+    case 'SandboxRuntimeError': {
+      const thrown =
+        field('thrownName') === undefined
+          ? undefined
+          : withFields({ name: field('thrownName'), message: field('thrownMessage') ?? '', stack: field('stack') }, field('thrownFields'));
+      const described = messageOfFields(thrown);
+      if (described === undefined) return new SandboxRuntimeError(message, { limit: field('limit'), thrown });
+      return new SandboxRuntimeError(`${thrown.name}: ${described}`, { limit: field('limit'), thrown: { ...thrown, message: described } });
+    }
     case 'SandboxValidationError':
       return new SandboxValidationError(message, { line: field('line'), column: field('column') });
     case 'SandboxError':
@@ -107,6 +108,57 @@ function errorFromFailure(f) {
     default:
       return new CLASSES[kind.className](message);
   }
+}
+
+/**
+ * `thrown` with the own enumerable fields the thrown object had (`throw { code: 'E_AUTH',
+ * status: 401 }`), as far as they could be copied out; its name, message and stack stay
+ * the ones described. Fields that cannot be read back are left out.
+ */
+function withFields(thrown, bytes) {
+  if (bytes === undefined) return thrown;
+  let fields;
+  try {
+    fields = require('./bridge').deserialize(bytes);
+  } catch {
+    return thrown;
+  }
+  if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) return thrown;
+  return { ...fields, name: thrown.name, message: thrown.message, stack: thrown.stack };
+}
+
+/**
+ * The message of an object thrown with neither a message nor a `toString` of its own
+ * (`[object Object]`): its fields as JSON, `{"code":"E_AUTH","status":401}`.
+ */
+function messageOfFields(thrown) {
+  if (thrown === undefined || thrown.message !== '[object Object]') return undefined;
+  const text = thrownFieldsText({ thrown });
+  return text === '' ? undefined : text.slice('thrown fields: '.length);
+}
+
+/**
+ * The fields a thrown object kept (see `withFields`) as one line of JSON for a human
+ * (`isolet run`, the MCP tool): `thrown fields: {"code":"E_AUTH","status":401}`, or ''.
+ */
+function thrownFieldsText(error) {
+  const thrown = error && error.thrown;
+  if (!thrown || typeof thrown !== 'object') return '';
+  const fields = {};
+  let any = false;
+  for (const key of Object.keys(thrown)) {
+    if (key === 'name' || key === 'message' || key === 'stack') continue;
+    fields[key] = thrown[key];
+    any = true;
+  }
+  if (!any) return '';
+  let text;
+  try {
+    text = JSON.stringify(fields, (_, v) => (typeof v === 'bigint' ? `${v}n` : v));
+  } catch {
+    return '';
+  }
+  return `thrown fields: ${text.length > 2000 ? `${text.slice(0, 2000)}…` : text}`;
 }
 
 /**
@@ -145,5 +197,6 @@ module.exports = {
   errorFromThrown,
   errorOfKind,
   failureOf,
+  thrownFieldsText,
   ERROR_KINDS: KINDS,
 };

@@ -21,6 +21,7 @@ function statsOf(s) {
     heapUsedBytes: s.heapUsedBytes,
     heapAtEndBytes: s.heapAtEndBytes,
     hostCalls: s.hostCalls,
+    unhandledRejections: s.unhandledRejections,
   };
 }
 
@@ -63,11 +64,11 @@ function execute(engine, plan, hooks = {}) {
 
   // A run's `done` comes as arguments (see the addon's `done_args`), its other events as
   // one object each.
-  const onNativeEvent = (ev, ok, value, payload, error, wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls, logs) => {
+  const onNativeEvent = (ev, ok, value, payload, error, wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls, logs, unhandledRejections) => {
     if (ev === 'done') {
       finished = true;
       endContext();
-      const stats = { wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls };
+      const stats = { wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls, unhandledRejections };
       resolveDone(finish(ok, value, payload, error, stats, logs ?? []));
       return;
     }

@@ -61,6 +61,48 @@ function withLastExpressionResult(code) {
 }
 
 /**
+ * Whether `code` (JavaScript, an async body) ends in an expression statement whose value
+ * the author probably meant as the result: not an assignment, `++`/`--`, `void`, `delete`
+ * or a `console` call, which are statements in all but syntax.
+ */
+function endsInBareExpression(code) {
+  if (acorn === null) acorn = require('acorn');
+  let program;
+  try {
+    program = acorn.parse(code, { ecmaVersion: 'latest', sourceType: 'script', allowReturnOutsideFunction: true, allowAwaitOutsideFunction: true });
+  } catch {
+    return false;
+  }
+  const last = program.body[program.body.length - 1];
+  if (!last || last.type !== 'ExpressionStatement' || last.directive !== undefined) return false;
+  let e = last.expression;
+  if (e.type === 'AwaitExpression') e = e.argument;
+  if (e.type === 'AssignmentExpression' || e.type === 'UpdateExpression') return false;
+  if (e.type === 'UnaryExpression' && (e.operator === 'void' || e.operator === 'delete')) return false;
+  const callee = e.type === 'CallExpression' ? e.callee : null;
+  return !(callee && callee.type === 'MemberExpression' && callee.object.type === 'Identifier' && callee.object.name === 'console');
+}
+
+/** The hint a run with capabilities gets when its output is undefined and its last statement is an expression. */
+const RETURN_HINT = 'the last expression is not returned; add `return` to make it the output (the code runs as the body of an async function)';
+
+/**
+ * The warn log entry for a run of async body `code` that answered undefined, when its last
+ * statement is a bare expression (the seeds' contract keeps the output undefined); null
+ * otherwise. Large code is parsed on the source worker, within `timeoutMs`.
+ */
+async function returnHint(code, language, timeoutMs) {
+  if (typeof code !== 'string') return null;
+  const { prepareSource } = require('./source');
+  try {
+    const out = await prepareSource(code, { language, asyncBody: true, rewrite: 'bareLastExpression' }, { timeoutMs });
+    return out.bareLastExpression === true ? { level: 'warn', message: RETURN_HINT } : null;
+  } catch {
+    return null; // code that does not compile has a failure of its own
+  }
+}
+
+/**
  * What `isolet run` and the MCP tool submit for `code`: JavaScript (TypeScript has its
  * types erased here, positions kept, so the rewrite parses it) with the last-expression
  * rule applied, on a worker thread when the code is large, within `timeoutMs`. Resolves
@@ -76,4 +118,4 @@ async function prepareCode(code, language, timeoutMs) {
   return { code: out, language: 'javascript', edits: map };
 }
 
-module.exports = { withLastExpressionResult, remapError, prepareCode };
+module.exports = { withLastExpressionResult, remapError, prepareCode, endsInBareExpression, returnHint, RETURN_HINT };

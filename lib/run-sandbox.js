@@ -7,6 +7,7 @@ const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require
 const { normalizeTools } = require('./tools');
 const { preparePlan } = require('./source');
 const { remapResult } = require('./positions');
+const { returnHint } = require('./last-expression');
 const { isPlainObject, readOptions, describeThrown } = require('./own');
 
 const DEFAULTS = native.optionDefaults();
@@ -97,9 +98,12 @@ async function runSandbox(code, options = undefined) {
   let done;
   // Where the code the run compiles came from, when compiling TypeScript moved it.
   let map = [];
+  // An async body (capabilities given) may get the return hint.
+  let body = null;
   try {
     const planned = planOf(code, options);
     const plan = planned.plan;
+    if (plan.mode === 'asyncBody') body = { language: plan.language, timeoutMs: plan.wallTimeMs };
     if (plan.stripsTypes) {
       // Large input is prepared on a worker thread, within the run's wall-clock limit.
       map = await preparePlan(plan);
@@ -125,7 +129,12 @@ async function runSandbox(code, options = undefined) {
     return failure(errorFromThrown(err));
   }
   try {
-    return record(remapResult(await done, map));
+    const r = remapResult(await done, map);
+    if (body !== null && r.ok && r.value === undefined) {
+      const hint = await returnHint(code, body.language, body.timeoutMs);
+      if (hint !== null) r.logs = [...r.logs, hint];
+    }
+    return record(r);
   } finally {
     unlisten(signal, onAbort, listening);
   }

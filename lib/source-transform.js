@@ -13,7 +13,7 @@
 //      (lib/top-level-await.js), each with the map of what it moved.
 // Nothing here loads the addon or lib/errors.js: the worker runs it.
 const { stripBody, BODY_PREFIX, BODY_LINE_OFFSET, suffixLine } = require('./typescript-body');
-const { withLastExpressionResult } = require('./last-expression');
+const { withLastExpressionResult, endsInBareExpression } = require('./last-expression');
 const { withTopLevelAwait } = require('./top-level-await');
 const { fromSourceMap, mapPosition } = require('./positions');
 
@@ -285,6 +285,8 @@ function normalizeCode(code) {
  *   language: 'typescript'     made JavaScript; asyncBody: true reads it as an async function body
  *   rewrite: 'lastExpression'  the last expression statement made the result
  *   rewrite: 'topLevelAwait'   a persistent sandbox's script with a top-level await
+ *   rewrite: 'bareLastExpression'  nothing rewritten; `bareLastExpression` says whether
+ *                              the body ends in an expression statement (the return hint)
  * Returns `{ code, map }` (map: lib/positions.js, from positions in `code` as returned to
  * the user's; [] when nothing moved), or `{ failure: { message, line?, column? } }` for
  * TypeScript that does not compile.
@@ -312,6 +314,8 @@ function transformSource(code, recipe) {
       return { failure: typeScriptFailure(err, asyncBody, code) };
     }
   }
+  // Nothing rewritten: whether the body ends in a bare expression (the return hint).
+  if (recipe.rewrite === 'bareLastExpression') return { code: source, map, bareLastExpression: endsInBareExpression(source) };
   let rewritten = null;
   if (recipe.rewrite === 'lastExpression') rewritten = withLastExpressionResult(source);
   else if (recipe.rewrite === 'topLevelAwait') rewritten = withTopLevelAwait(source);

@@ -8,5 +8,5 @@ const { transformSource } = require('./source-transform');
 parentPort.on('message', ({ id, code, recipe }) => {
   const out = transformSource(code, recipe);
   if (out.failure) parentPort.postMessage({ id, failure: out.failure });
-  else parentPort.postMessage({ id, code: out.code === code ? undefined : out.code, map: out.map });
+  else parentPort.postMessage({ id, code: out.code === code ? undefined : out.code, map: out.map, bareLastExpression: out.bareLastExpression });
 });

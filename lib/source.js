@@ -37,7 +37,10 @@ function getPreparer() {
     p.pending.delete(m.id);
     if (p.pending.size === 0) worker.unref();
     // Code the worker left unchanged is not sent back: it is the job's own.
-    job.settle(m.failure ? failureError(m.failure) : null, m.failure ? undefined : { code: m.code ?? job.code, map: m.map });
+    job.settle(
+      m.failure ? failureError(m.failure) : null,
+      m.failure ? undefined : { code: m.code ?? job.code, map: m.map, ...(m.bareLastExpression === undefined ? {} : { bareLastExpression: m.bareLastExpression }) },
+    );
   });
   const died = (message) => {
     // The input in progress (the oldest) is the one that broke it; the others are
@@ -90,6 +93,7 @@ function describeWork(recipe) {
   if (recipe.language === 'typescript') steps.push('compiling TypeScript');
   if (recipe.rewrite === 'lastExpression') steps.push('finding the last expression');
   if (recipe.rewrite === 'topLevelAwait') steps.push('the top-level await rewrite');
+  if (recipe.rewrite === 'bareLastExpression') steps.push('looking for a last expression');
   return steps.length === 0 ? 'Preparing the code' : `Preparing the code (${steps.join(', ')})`;
 }
 

@@ -9,6 +9,7 @@
 #include <v8-version.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -337,6 +338,17 @@ struct isolet_sandbox {
   // Promises ops gave back (ISOLET_OP_PROMISE), by the id Rust chose, until settled.
   std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> op_promises;
   uint32_t error_script = 0;
+  // Promises rejected while no handler was attached (V8's promise-reject callback), with
+  // where they were rejected when the reason is no Error; one leaves the list when a
+  // handler comes. isolet_sandbox_next_rejection reports those left.
+  struct Rejection {
+    v8::Global<v8::Promise> promise;
+    int32_t line;
+    int32_t column;
+  };
+  std::vector<Rejection> rejections;
+  // Rejections counted but not kept (past kMaxKeptRejections) since the last clear.
+  uint32_t dropped_rejections = 0;
 };
 
 namespace {
@@ -401,6 +413,50 @@ Local<String> Utf8(Isolate* isolate, const char* text) {
   return String::NewFromUtf8(isolate, text).ToLocalChecked();
 }
 
+int32_t SerializeValue(Isolate* isolate, Local<Context> ctx, Local<Value> value, size_t cap,
+                       isolet_value* out);
+
+// The own enumerable string-keyed fields of a thrown object that can be copied, as one
+// serialized object of at most `max` bytes into err->fields: a field that cannot be copied
+// (a function), or that would pass `max`, is left out. Reading them runs the object's
+// getters, as reading its `message` does; a Proxy's traps are not run.
+void DescribeFields(Isolate* isolate, Local<Context> ctx, Local<Object> obj, size_t max, isolet_error* err) {
+  if (obj->IsProxy() || max == 0) return;
+  TryCatch try_catch(isolate);
+  Local<v8::Array> keys;
+  if (!obj->GetOwnPropertyNames(ctx, static_cast<v8::PropertyFilter>(v8::ONLY_ENUMERABLE | v8::SKIP_SYMBOLS),
+                                v8::KeyConversionMode::kConvertToString)
+           .ToLocal(&keys)) {
+    return;
+  }
+  uint32_t count = std::min<uint32_t>(keys->Length(), 256);
+  if (count == 0) return;
+  Local<Object> copy = Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0);
+  size_t used = 0;
+  bool any = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    Local<Value> key, value;
+    if (!keys->Get(ctx, i).ToLocal(&key) || !key->IsName() || !obj->Get(ctx, key).ToLocal(&value)) {
+      if (isolate->IsExecutionTerminating()) return;
+      try_catch.Reset();
+      continue;
+    }
+    isolet_value probe{nullptr, 0, 0};
+    int32_t rc = SerializeValue(isolate, ctx, value, max, &probe);
+    size_t len = probe.len;
+    isolet_value_free(probe.ptr, probe.cap);
+    if (isolate->IsExecutionTerminating()) return;
+    try_catch.Reset();
+    if (rc != ISOLET_OK || used + len > max) continue;
+    used += len;
+    if (copy->CreateDataProperty(ctx, key.As<v8::Name>(), value).FromMaybe(false)) any = true;
+  }
+  if (!any) return;
+  isolet_value out{nullptr, 0, 0};
+  if (SerializeValue(isolate, ctx, copy, max, &out) == ISOLET_OK) err->fields = CopyBytes(out.ptr, out.len);
+  isolet_value_free(out.ptr, out.cap);
+}
+
 // Reads the parts of a thrown value without trusting its shape: getters may throw or
 // return non-strings, in which case the part stays absent. Rust picks the name.
 void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> exception,
@@ -423,6 +479,7 @@ void DescribeException(Isolate* isolate, Local<Context> ctx, Local<Value> except
     if (obj->Get(ctx, Utf8(isolate, "stack")).ToLocal(&v) && v->IsString())
       SetText(&err->stack, ToUtf8(isolate, ctx, v, max));
     if (kind != ISOLET_VALUE_NATIVE_ERROR && text.empty()) text = ToUtf8(isolate, ctx, exception, max);
+    if (!isolate->IsExecutionTerminating()) DescribeFields(isolate, ctx, obj, max, err);
   } else {
     kind = exception->IsString()    ? ISOLET_VALUE_STRING
            : exception->IsNumber()  ? ISOLET_VALUE_NUMBER
@@ -516,6 +573,182 @@ MaybeLocal<Value> DeserializeValue(Isolate* isolate, Local<Context> ctx, const u
   v8::ValueDeserializer deserializer(isolate, bytes, len);
   if (deserializer.ReadHeader(ctx).IsNothing()) return MaybeLocal<Value>();
   return deserializer.ReadValue(ctx);
+}
+
+// What the structured-clone algorithm refuses, by kind, or nullptr.
+const char* UncloneableKind(Local<Value> v) {
+  if (v->IsSymbol() || v->IsSymbolObject()) return "symbol";
+  if (v->IsFunction()) return "function";
+  if (v->IsProxy()) return "Proxy";
+  if (v->IsPromise()) return "Promise";
+  if (v->IsWeakMap()) return "WeakMap";
+  if (v->IsWeakSet()) return "WeakSet";
+  if (v->IsSharedArrayBuffer()) return "SharedArrayBuffer";
+  if (v->IsGeneratorObject()) return "generator";
+  if (v->IsMapIterator() || v->IsSetIterator()) return "iterator";
+  if (v->IsModuleNamespaceObject()) return "module namespace";
+  if (v->IsExternal()) return "host object";
+  return nullptr;
+}
+
+// Objects the serializer copies whole, without reading their properties.
+bool LeafObject(Local<Object> o) {
+  return o->IsDate() || o->IsRegExp() || o->IsArrayBuffer() || o->IsArrayBufferView() || o->IsNativeError() ||
+         o->IsNumberObject() || o->IsStringObject() || o->IsBooleanObject() || o->IsBigIntObject() ||
+         o->IsWasmModuleObject();
+}
+
+// A property key as a path segment: `.name`, `[3]` (an array index), `["a b"]`.
+std::string KeySegment(const std::string& key, bool in_array) {
+  auto ident_start = [](unsigned char c) { return std::isalpha(c) || c == '_' || c == '$'; };
+  bool index = !key.empty() && key.size() < 11 && std::all_of(key.begin(), key.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+               (key.size() == 1 || key[0] != '0');
+  if (index && in_array) return "[" + key + "]";
+  bool identifier = !key.empty() && ident_start(key[0]) &&
+                    std::all_of(key.begin(), key.end(), [&](unsigned char c) { return ident_start(c) || std::isdigit(c); });
+  if (identifier) return "." + key;
+  if (index) return "[" + key + "]";
+  std::string quoted = "[\"";
+  size_t shown = 0;
+  for (unsigned char c : key) {
+    if (++shown > 60) {
+      quoted += "…";
+      break;
+    }
+    if (c == '"' || c == '\\') quoted += '\\';
+    if (c < 0x20) {
+      quoted += "?";
+      continue;
+    }
+    quoted += static_cast<char>(c);
+  }
+  return quoted + "\"]";
+}
+
+// The path of the first value in a result (depth first, in the order the serializer
+// copies it) that the serializer refuses, with its kind: `result.items[3].onClick:
+// function`. Empty when none is found among the first 100000 values (then V8's own
+// message stands). Reading properties runs getters, as serializing did.
+std::string FindUncloneable(Isolate* isolate, Local<Context> ctx, Local<Value> root) {
+  constexpr size_t kMaxValues = 100000;
+  TryCatch try_catch(isolate);
+  struct Node {
+    Local<Value> value;
+    int parent;
+    std::string segment;
+  };
+  std::vector<Node> nodes;
+  std::vector<int> pending;
+  nodes.push_back({root, -1, "result"});
+  pending.push_back(0);
+  Local<v8::Map> seen = v8::Map::New(isolate);
+  while (!pending.empty()) {
+    if (isolate->IsExecutionTerminating()) return std::string();
+    int index = pending.back();
+    pending.pop_back();
+    Local<Value> v = nodes[index].value;
+    if (const char* kind = UncloneableKind(v)) {
+      std::vector<const std::string*> parts;
+      for (int i = index; i >= 0; i = nodes[i].parent) parts.push_back(&nodes[i].segment);
+      std::string path;
+      for (auto it = parts.rbegin(); it != parts.rend() && path.size() < 1000; ++it) path += **it;
+      return path + ": " + kind;
+    }
+    if (!v->IsObject()) continue;
+    Local<Object> obj = v.As<Object>();
+    if (LeafObject(obj) || seen->Has(ctx, obj).FromMaybe(true)) continue;
+    if (seen->Set(ctx, obj, v8::True(isolate)).IsEmpty()) return std::string();
+    size_t first = nodes.size();
+    if (obj->IsMap() || obj->IsSet()) {
+      bool map = obj->IsMap();
+      Local<v8::Array> entries = map ? obj.As<v8::Map>()->AsArray() : obj.As<v8::Set>()->AsArray();
+      uint32_t step = map ? 2 : 1;
+      for (uint32_t i = 0; i + step <= entries->Length() && nodes.size() < kMaxValues; i += step) {
+        Local<Value> key;
+        if (!entries->Get(ctx, i).ToLocal(&key)) return std::string();
+        std::string entry = "[" + std::string(map ? "Map" : "Set") + " entry " + std::to_string(i / step) + "]";
+        if (!map) {
+          nodes.push_back({key, index, entry});
+          continue;
+        }
+        Local<Value> value;
+        if (!entries->Get(ctx, i + 1).ToLocal(&value)) return std::string();
+        nodes.push_back({key, index, entry + ".key"});
+        // `.get("name")` for a string or number key, else by the entry's place.
+        std::string get = entry + ".value";
+        if (key->IsNumber()) get = ".get(" + ToUtf8(isolate, ctx, key, 60) + ")";
+        if (key->IsString()) {
+          // KeySegment's `["a b"]` holds the quoted key; its `.name` and `[3]` hold it bare.
+          std::string segment = KeySegment(ToUtf8(isolate, ctx, key, 256), false);
+          if (segment[0] == '.') get = ".get(\"" + segment.substr(1) + "\")";
+          else if (segment[1] == '"') get = ".get(" + segment.substr(1, segment.size() - 2) + ")";
+          else get = ".get(\"" + segment.substr(1, segment.size() - 2) + "\")";
+        }
+        nodes.push_back({value, index, get});
+      }
+    } else {
+      Local<v8::Array> keys;
+      if (!obj->GetOwnPropertyNames(ctx, static_cast<v8::PropertyFilter>(v8::ONLY_ENUMERABLE | v8::SKIP_SYMBOLS),
+                                    v8::KeyConversionMode::kConvertToString)
+               .ToLocal(&keys)) {
+        if (isolate->IsExecutionTerminating()) return std::string();
+        try_catch.Reset();
+        continue;
+      }
+      bool array = obj->IsArray();
+      for (uint32_t i = 0; i < keys->Length() && nodes.size() < kMaxValues; ++i) {
+        Local<Value> key, value;
+        if (!keys->Get(ctx, i).ToLocal(&key) || !obj->Get(ctx, key).ToLocal(&value)) {
+          if (isolate->IsExecutionTerminating()) return std::string();
+          try_catch.Reset();
+          continue;
+        }
+        nodes.push_back({value, index, KeySegment(ToUtf8(isolate, ctx, key, 256), array)});
+      }
+    }
+    // Children are visited in order: pushed last first.
+    for (size_t i = nodes.size(); i > first; --i) pending.push_back(static_cast<int>(i - 1));
+    if (nodes.size() >= kMaxValues) break;
+  }
+  return std::string();
+}
+
+constexpr size_t kMaxKeptRejections = 1000;
+
+// V8's promise-reject callback: keeps each promise rejected with no handler, and forgets
+// it when a handler comes. Runs no JavaScript.
+void OnPromiseReject(v8::PromiseRejectMessage message) {
+  Local<v8::Promise> promise = message.GetPromise();
+  Isolate* isolate = promise->GetIsolate();
+  isolet_sandbox* sb = SandboxOf(isolate);
+  if (sb == nullptr) return;
+  if (message.GetEvent() == v8::kPromiseHandlerAddedAfterReject) {
+    for (auto it = sb->rejections.rbegin(); it != sb->rejections.rend(); ++it) {
+      if (it->promise == promise) {
+        sb->rejections.erase(std::next(it).base());
+        return;
+      }
+    }
+    return;
+  }
+  if (message.GetEvent() != v8::kPromiseRejectWithNoHandler) return;
+  if (sb->rejections.size() >= kMaxKeptRejections) {
+    sb->dropped_rejections++;
+    return;
+  }
+  int32_t line = 0;
+  int32_t column = 0;
+  Local<Value> reason = message.GetValue();
+  // An Error carries its own stack; any other reason is placed where it was rejected.
+  if (!reason.IsEmpty() && !reason->IsNativeError()) {
+    Local<Context> ctx = isolate->GetCurrentContext();
+    Local<v8::Message> where = v8::Exception::CreateMessage(isolate, reason);
+    if (!ctx.IsEmpty() && !where.IsEmpty()) {
+      line = where->GetLineNumber(ctx).FromMaybe(0);
+      column = where->GetStartColumn(ctx).FromMaybe(-1) + 1;
+    }
+  }
+  sb->rejections.push_back({v8::Global<v8::Promise>(isolate, promise), line, column});
 }
 
 size_t NearHeapLimit(void* data, size_t current_limit, size_t initial_limit) {
@@ -1611,6 +1844,7 @@ isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config) {
   isolate->SetMicrotasksPolicy(v8::MicrotasksPolicy::kExplicit);
   isolate->AddNearHeapLimitCallback(NearHeapLimit, sb);
   isolate->SetOOMErrorHandler(OnFatalOOM);
+  isolate->SetPromiseRejectCallback(OnPromiseReject);
   t_sandbox = sb;
   isolate->AddGCPrologueCallback(TrackPeakHeap);
   isolate->AddGCEpilogueCallback(CheckLiveHeap, v8::kGCTypeMarkSweepCompact);
@@ -1664,6 +1898,7 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
     sb->loaded.clear();
     sb->uncached_scripts.clear();
     sb->op_promises.clear();
+    sb->rejections.clear();
     sb->wasm_instance.Reset();
     sb->context.Reset();
   }
@@ -2067,10 +2302,51 @@ int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_value* value, isol
     return ISOLET_TERMINATED;
   }
   if (rc == ISOLET_THREW) {
-    DescribeException(isolate, ctx, try_catch.Exception(), try_catch.Message(), err);
+    // A value the serializer refuses is named by its path; anything else (a getter that
+    // threw while the result was copied) is what it threw.
+    Local<Value> exception = try_catch.Exception();
+    Local<v8::Message> message = try_catch.Message();
+    std::string path = FindUncloneable(isolate, ctx, result);
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (!path.empty()) {
+      SetText(&err->message, path);
+      return ISOLET_UNCLONEABLE;
+    }
+    DescribeException(isolate, ctx, exception, message, err);
   }
   return rc;
 }
+
+void isolet_sandbox_clear_rejections(isolet_sandbox* sb) {
+  Isolate::Scope isolate_scope(sb->isolate);
+  sb->rejections.clear();
+  sb->dropped_rejections = 0;
+}
+
+int32_t isolet_sandbox_next_rejection(isolet_sandbox* sb, isolet_error* err) {
+  ENTER(sb);
+  Local<Value> completion = sb->completion.IsEmpty() ? Local<Value>() : sb->completion.Get(isolate);
+  while (!sb->rejections.empty()) {
+    // The first rejected first.
+    isolet_sandbox::Rejection kept = std::move(sb->rejections.front());
+    sb->rejections.erase(sb->rejections.begin());
+    Local<v8::Promise> promise = kept.promise.Get(isolate);
+    // The run's own result is its error, not an unhandled rejection.
+    if (!completion.IsEmpty() && completion->StrictEquals(promise)) continue;
+    if (promise->State() != v8::Promise::kRejected || promise->HasHandler()) continue;
+    TryCatch try_catch(isolate);
+    DescribeException(isolate, ctx, promise->Result(), Local<v8::Message>(), err);
+    if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
+    if (err->line == 0 && kept.line > 0) {
+      err->line = kept.line;
+      err->column = kept.column;
+    }
+    return ISOLET_OK;
+  }
+  return ISOLET_ABSENT;
+}
+
+uint32_t isolet_sandbox_dropped_rejections(isolet_sandbox* sb) { return sb->dropped_rejections; }
 
 int64_t isolet_sandbox_run_tasks(isolet_sandbox* sb) {
   Isolate::Scope isolate_scope(sb->isolate);
@@ -2140,6 +2416,7 @@ void isolet_error_free(isolet_error* err) {
   isolet_bytes_free(&err->constructor);
   isolet_bytes_free(&err->message);
   isolet_bytes_free(&err->stack);
+  isolet_bytes_free(&err->fields);
 }
 
 void* isolet_named_keys(void* value) {

@@ -59,6 +59,9 @@ typedef struct {
   int32_t line;        // 1-based, 0 when unknown
   int32_t column;      // 1-based, 0 when unknown
   int32_t position;    // of a syntax error: 0-based UTF-16 offset in the compiled source, else -1
+  // A thrown object's own enumerable string-keyed fields that can be copied, serialized
+  // (ValueSerializer) as one object of at most max_error_text_bytes; {NULL, 0} when none.
+  isolet_bytes fields;
 } isolet_error;
 
 // Status codes returned by the functions below.
@@ -71,6 +74,8 @@ enum {
   ISOLET_TOO_LARGE = 5,   // a value to copy out (or the code) exceeded its byte cap
   ISOLET_FAILED = 6,      // internal failure (e.g. the isolate could not be created)
   ISOLET_ABSENT = 7,      // on_data_request: not a data key, the read falls through
+  ISOLET_UNCLONEABLE = 8, // take_result: a value in the result cannot be copied; err->message
+                          // names the first one (`result.items[3].onClick: function`)
 };
 
 // Texts the seam throws into the sandbox; Rust writes the words (see `text` below).
@@ -321,8 +326,18 @@ void isolet_sandbox_end_run(isolet_sandbox* sb);
 // Runs microtasks and reports: ISOLET_OK (settled), ISOLET_PENDING or ISOLET_TERMINATED.
 int32_t isolet_sandbox_poll(isolet_sandbox* sb);
 // Copies the settled result out: ISOLET_OK (*value set), ISOLET_THREW (*err set),
-// ISOLET_TOO_LARGE or ISOLET_TERMINATED.
+// ISOLET_UNCLONEABLE (*err's message is the path of the first value that cannot be
+// copied), ISOLET_TOO_LARGE or ISOLET_TERMINATED.
 int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_value* value, isolet_error* err);
+// Unhandled rejections: promises rejected while no handler was attached, that still have
+// none (V8's promise-reject callback; at most 1000 are kept, the rest only counted). The
+// run's own completion is never one. clear forgets them (a run starts); next describes
+// one (its reason, and where it was rejected when the reason has no stack) into *err and
+// forgets it: ISOLET_OK, ISOLET_ABSENT when none is left, ISOLET_TERMINATED; dropped is
+// how many were counted but not kept since the last clear.
+void isolet_sandbox_clear_rejections(isolet_sandbox* sb);
+int32_t isolet_sandbox_next_rejection(isolet_sandbox* sb, isolet_error* err);
+uint32_t isolet_sandbox_dropped_rejections(isolet_sandbox* sb);
 // Runs due platform tasks; returns milliseconds until the next delayed task, or -1.
 int64_t isolet_sandbox_run_tasks(isolet_sandbox* sb);
 

@@ -23,6 +23,7 @@ const LIMIT_FLAGS = {
   config: { type: 'string' },
   'read-dir': { type: 'string' },
   'allow-origin': { type: 'string', multiple: true },
+  'unhandled-rejections': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 };
 
@@ -35,9 +36,13 @@ ${languageLine}
   --isolation <mode>       process (default: a supervised child process) or thread
   --read-dir <dir>         give the code readFile({ path }) over this directory, read-only
   --allow-origin <origin>  give the code fetch({ url, ... }) to this origin (repeatable)
+  --unhandled-rejections <warn|error>
+                           a promise rejected with no handler: reported as a warning
+                           (default), or the run fails with it
   --config <file.json>     the same settings as JSON: { "timeoutMs", "cpuTimeMs",
                            "memoryMb", "language", "isolation", "readDir", "allowOrigins": [...],
-                           "engine": { ...SandboxEngine config } }; flags win`;
+                           "unhandledRejections", "engine": { ...SandboxEngine config } };
+                           flags win`;
 }
 
 /**
@@ -148,6 +153,7 @@ function settingsFrom(values, sourceFile, config) {
     warmPoolSize: s.warmPoolSize,
     memoryMb: s.memoryMb,
     ...(s.isolation !== undefined ? { isolation: s.isolation } : {}),
+    ...(s.unhandledRejections !== undefined ? { unhandledRejections: s.unhandledRejections } : {}),
     defaultIsolateLimits: { ...(Object.hasOwn(engine, 'defaultIsolateLimits') ? engine.defaultIsolateLimits : {}), ...limits },
     tools: capabilities,
   };

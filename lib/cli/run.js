@@ -10,6 +10,7 @@ const { toJson } = require('./json');
 const { stripTypes } = require('../source');
 const { prepareCode } = require('../last-expression');
 const { remapError, remapLogs } = require('../positions');
+const { thrownFieldsText } = require('../errors');
 
 /** Exit codes of `isolet run`, by outcome. */
 const RUN_EXIT_CODES = Object.freeze({
@@ -127,7 +128,8 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
     const error = remapError(end.error, map, name);
     const where = error.line !== undefined ? ` (line ${error.line}, column ${error.column})` : '';
     const detail = error.thrown && error.thrown.stack ? error.thrown.stack : `${error.name}: ${error.message}`;
-    io.stderr.write(`isolet run: ${error.name} [${error.code}]${where}\n${detail}\n`);
+    const fields = thrownFieldsText(error);
+    io.stderr.write(`isolet run: ${error.name} [${error.code}]${where}\n${detail}\n${fields ? `${fields}\n` : ''}`);
     if (await typeScriptHint(error, settings.language, values, code, settings.limits.wallTimeMs)) io.stderr.write(`isolet run: this looks like TypeScript; pass --language typescript\n`);
     return RUN_EXIT_CODES[error.name] ?? RUN_EXIT_CODES.SandboxError;
   } finally {

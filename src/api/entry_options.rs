@@ -32,6 +32,8 @@ pub struct CliSettingsJs {
     /// `isolet mcp`: one persistent sandbox per session.
     pub stateful: bool,
     pub stateful_idle_ms: Option<f64>,
+    /// `unhandledRejections` of the runs; unset: the engine's.
+    pub unhandled_rejections: Option<String>,
 }
 
 /// `flags`: parsed flags by name (strings; an array for `--allow-origin`); `config`: the
@@ -57,6 +59,7 @@ pub fn cli_settings(
         warm_pool_size: s.warm_pool_size,
         stateful: s.stateful,
         stateful_idle_ms: s.stateful_idle_ms.map(|ms| ms as f64),
+        unhandled_rejections: s.unhandled_rejections.map(str::to_string),
     })
 }
 

@@ -38,6 +38,8 @@ pub struct FailureJs {
     pub stack: Option<String>,
     pub line: Option<u32>,
     pub column: Option<u32>,
+    /// A thrown object's own enumerable fields that could be copied, serialized.
+    pub thrown_fields: Option<Buffer>,
 }
 
 impl From<Failure> for FailureJs {
@@ -54,6 +56,7 @@ impl From<Failure> for FailureJs {
             stack: thrown.stack,
             line: thrown.line,
             column: thrown.column,
+            thrown_fields: thrown.fields.map(Buffer::from),
         }
     }
 }
@@ -95,7 +98,8 @@ fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
 }
 
 /// Arguments of a run's callback for its `done`: `('done', ok, value, payload, error,
-/// wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls, logs)`. `lib/execute.js`
+/// wallTimeMs, cpuTimeMs, heapUsedBytes, heapAtEndBytes, hostCalls, logs,
+/// unhandledRejections)`. `lib/execute.js`
 /// makes the public result of them: an object literal there costs Node's thread a
 /// fraction of setting the same properties one by one through Node-API (its map
 /// transitions were a tenth of that thread's CPU per trivial run). `value` is a result
@@ -137,10 +141,11 @@ fn done_args(keys: &Keys, completion: Completion) -> Result<[sys::napi_value; DO
         v::f64(env, s.heap_used_bytes)?,
         v::u32(env, s.host_calls)?,
         logs,
+        v::u32(env, s.unhandled_rejections)?,
     ])
 }
 
-const DONE_ARGS: usize = 11;
+const DONE_ARGS: usize = 12;
 
 /// An event of one run, as queued by the thread that produced it.
 pub(crate) enum Event {

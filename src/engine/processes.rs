@@ -1105,6 +1105,7 @@ impl State {
                         heap_used_bytes: s.heap_used_bytes,
                         heap_peak_bytes: s.heap_peak_bytes,
                         host_calls: s.host_calls,
+                        unhandled_rejections: s.unhandled_rejections,
                     },
                     logs: done.logs,
                 };

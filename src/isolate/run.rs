@@ -68,6 +68,8 @@ pub(crate) struct ExecStats {
     pub heap_used_bytes: f64,
     pub heap_peak_bytes: f64,
     pub host_calls: u32,
+    /// Promises rejected with no handler that had none when the run ended.
+    pub unhandled_rejections: u32,
 }
 
 pub(crate) struct Completion {

@@ -299,6 +299,7 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
     // The web layer's scripts it ran first in this process: their caches, with what it used.
     sandbox.cache_scripts();
     let result = finish(sandbox, run, step);
+    let (result, unhandled_rejections) = report_rejections(sandbox, run, result);
 
     let heap = sandbox.heap();
     let stats = ExecStats {
@@ -307,12 +308,38 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
         heap_used_bytes: heap.used as f64,
         heap_peak_bytes: heap.peak as f64,
         host_calls: run.messages(),
+        unhandled_rejections,
     };
     *lock(&host.run) = None;
     run.detach();
     let kind = result.as_ref().err().map(|f| f.kind);
     run.complete(Completion { result, stats, logs: run.take_logs() });
     (kind, stats.heap_peak_bytes)
+}
+
+/// Unhandled rejections described in a run's logs; the rest are counted.
+const MAX_REPORTED_REJECTIONS: usize = 10;
+
+/// The promises the run rejected with no handler that have none now: each a `warn` log
+/// entry (its reason, and where), all counted in `stats.unhandledRejections`; with
+/// `unhandledRejections: 'error'` a run that would have succeeded fails with the first.
+/// A run that did not run to its end (a limit, the caller, bad code) has none described.
+fn report_rejections(sandbox: &mut Sandbox, run: &RunShared, result: Result<Vec<u8>, Failure>) -> (Result<Vec<u8>, Failure>, u32) {
+    if matches!(&result, Err(f) if f.kind != ErrorKind::Runtime) || run.should_stop() {
+        return (result, 0);
+    }
+    let (described, count) = sandbox.take_rejections(MAX_REPORTED_REJECTIONS);
+    for thrown in &described {
+        run.log(LogLevel::Warn, &isolet_core::error::unhandled_rejection_entry(thrown));
+    }
+    if count as usize > described.len() {
+        run.log(LogLevel::Warn, &format!("… and {} more unhandled promise rejections", count as usize - described.len()));
+    }
+    let strict = run.spec.plan.unhandled_rejections == isolet_core::options::UnhandledRejections::Error;
+    match (result, described.into_iter().next()) {
+        (Ok(_), Some(first)) if strict => (Err(Failure::unhandled_rejection(first)), count),
+        (result, _) => (result, count),
+    }
 }
 
 fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, install: bool) -> Step {
@@ -343,6 +370,8 @@ fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, in
             return Step::Invalid(message);
         }
     }
+    // What the run's own code rejects with no handler, from here on (not the prelude's).
+    sandbox.clear_rejections();
     let mut step = match &spec.call {
         Some((name, args)) => sandbox.call_global(name, args),
         None => sandbox.run_with(&spec.plan.code, spec.plan.mode, Some(&spec.code)),
@@ -424,6 +453,7 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
         Step::Settled => match sandbox.take_result() {
             Output::Value(bytes) => Some(output_within_values(bytes, &run.spec.plan.bridge)),
             Output::Threw(thrown) => Some(Err(Failure::threw(thrown))),
+            Output::Uncloneable(path) => Some(Err(Failure::uncloneable_output(&path))),
             Output::TooLarge => Some(Err(Failure::too_many_output_bytes(run.spec.plan.bridge.max_output_bytes))),
             Output::Terminated => None,
         },

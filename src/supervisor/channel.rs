@@ -466,6 +466,7 @@ impl EventSink for ChannelSink {
                 heap_peak_bytes: s.heap_peak_bytes,
                 heap_used_bytes: s.heap_used_bytes,
                 host_calls: s.host_calls,
+                unhandled_rejections: s.unhandled_rejections,
             },
             logs: completion.logs,
             health: self.ch.health(),

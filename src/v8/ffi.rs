@@ -35,6 +35,7 @@ pub struct isolet_error {
     pub line: i32,
     pub column: i32,
     pub position: i32,
+    pub fields: isolet_bytes,
 }
 
 pub const ISOLET_OK: i32 = 0;
@@ -45,6 +46,7 @@ pub const ISOLET_SYNTAX: i32 = 4;
 pub const ISOLET_TOO_LARGE: i32 = 5;
 pub const ISOLET_FAILED: i32 = 6;
 pub const ISOLET_ABSENT: i32 = 7;
+pub const ISOLET_UNCLONEABLE: i32 = 8;
 
 
 /// A host call refused at once: its error's class and the lengths of the name and
@@ -257,6 +259,9 @@ extern "C" {
         value: *mut isolet_value,
         err: *mut isolet_error,
     ) -> i32;
+    pub fn isolet_sandbox_clear_rejections(sb: *mut isolet_sandbox);
+    pub fn isolet_sandbox_next_rejection(sb: *mut isolet_sandbox, err: *mut isolet_error) -> i32;
+    pub fn isolet_sandbox_dropped_rejections(sb: *mut isolet_sandbox) -> u32;
     pub fn isolet_sandbox_run_tasks(sb: *mut isolet_sandbox) -> i64;
     pub fn isolet_sandbox_fulfill_call(
         sb: *mut isolet_sandbox,

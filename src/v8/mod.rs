@@ -93,6 +93,9 @@ pub(crate) enum Step {
 pub(crate) enum Output {
     Value(Vec<u8>),
     Threw(Thrown),
+    /// The result holds a value that cannot be copied: the path of the first one
+    /// (`result.items[3].onClick: function`).
+    Uncloneable(String),
     TooLarge,
     Terminated,
 }
@@ -947,7 +950,7 @@ fn take_bytes(b: &mut ffi::isolet_bytes) -> Option<Vec<u8>> {
 
 fn empty_error() -> ffi::isolet_error {
     let e = || ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
-    ffi::isolet_error { name: e(), constructor: e(), message: e(), stack: e(), value_kind: 0, line: 0, column: 0, position: -1 }
+    ffi::isolet_error { name: e(), constructor: e(), message: e(), stack: e(), value_kind: 0, line: 0, column: 0, position: -1, fields: e() }
 }
 
 /// The thrown value's parts, named by `seam_policy::thrown_name`.
@@ -962,6 +965,7 @@ fn take_error(e: &mut ffi::isolet_error) -> Thrown {
         stack,
         line: (e.line > 0).then_some(e.line as u32),
         column: (e.column > 0).then_some(e.column as u32),
+        fields: take_bytes(&mut e.fields),
     }
 }
 
@@ -1517,6 +1521,7 @@ impl Sandbox {
             _ if self.panicked() => Output::Terminated,
             ffi::ISOLET_OK => Output::Value(take_value(&mut value)),
             ffi::ISOLET_THREW => Output::Threw(take_error(&mut err)),
+            ffi::ISOLET_UNCLONEABLE => Output::Uncloneable(take_error(&mut err).message),
             ffi::ISOLET_TOO_LARGE => Output::TooLarge,
             _ => Output::Terminated,
         };
@@ -1524,6 +1529,39 @@ impl Sandbox {
         // SAFETY: frees leftovers, null-safe.
         unsafe { ffi::isolet_error_free(&mut err) };
         out
+    }
+
+    /// Forgets the promises rejected with no handler so far: a run's code starts.
+    pub(crate) fn clear_rejections(&mut self) {
+        // SAFETY: live sandbox.
+        unsafe { ffi::isolet_sandbox_clear_rejections(self.raw) };
+    }
+
+    /// The promises rejected with no handler that still have none (the run's own result
+    /// excluded), first rejected first, at most `max` described; and how many there were.
+    pub(crate) fn take_rejections(&mut self, max: usize) -> (Vec<Thrown>, u32) {
+        let mut described = Vec::new();
+        let mut count = 0u32;
+        loop {
+            let mut err = empty_error();
+            // SAFETY: live sandbox, valid out-pointer.
+            let rc = unsafe { ffi::isolet_sandbox_next_rejection(self.raw, &mut err) };
+            if rc == ffi::ISOLET_OK && !self.panicked() {
+                count = count.saturating_add(1);
+                let thrown = take_error(&mut err);
+                if described.len() < max {
+                    described.push(thrown);
+                }
+            }
+            // SAFETY: frees leftovers, null-safe.
+            unsafe { ffi::isolet_error_free(&mut err) };
+            if rc != ffi::ISOLET_OK || self.panicked() {
+                break;
+            }
+        }
+        // SAFETY: live sandbox.
+        let dropped = unsafe { ffi::isolet_sandbox_dropped_rejections(self.raw) };
+        (described, count.saturating_add(dropped))
     }
 
     /// Runs due platform tasks; returns ms until the next delayed one.

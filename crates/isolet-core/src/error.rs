@@ -99,6 +99,10 @@ pub struct Thrown {
     /// 1-based position, when V8 reported one.
     pub line: Option<u32>,
     pub column: Option<u32>,
+    /// A thrown object's own enumerable fields, those that can be copied, serialized as
+    /// one object (at most `seam_policy::MAX_ERROR_TEXT_BYTES`): `throw { code: 'E_AUTH' }`
+    /// keeps its `code`.
+    pub fields: Option<Vec<u8>>,
 }
 
 /// A failed run: its kind, a message for humans, and details where they exist.
@@ -185,6 +189,23 @@ impl Failure {
         Failure { thrown: Some(Box::new(thrown)), ..Failure::new(ErrorKind::Runtime, message) }
     }
 
+    /// The result holds a value that cannot be copied out; `path` names the first one as
+    /// the seam found it (`result.items[3].onClick: function`).
+    pub fn uncloneable_output(path: &str) -> Self {
+        let message = format!("the result cannot be copied out of the sandbox: {path} (only data crosses: no functions, symbols, promises or proxies)");
+        Failure::threw(Thrown { name: "DataCloneError".into(), message, ..Default::default() })
+    }
+
+    /// `unhandledRejections: 'error'`: the run would have succeeded, but `thrown` rejected
+    /// a promise nobody handled.
+    pub fn unhandled_rejection(thrown: Thrown) -> Self {
+        let described = if thrown.message.is_empty() { thrown.name.clone() } else { format!("{}: {}", thrown.name, thrown.message) };
+        Failure {
+            message: format!("Unhandled promise rejection: {described}"),
+            ..Failure::threw(thrown)
+        }
+    }
+
     /// The code did not compile.
     pub fn syntax(thrown: Thrown) -> Self {
         let at = match (thrown.line, thrown.column) {
@@ -193,6 +214,20 @@ impl Failure {
         };
         let message = format!("{}: {}{at}", thrown.name, thrown.message);
         Failure { thrown: Some(Box::new(thrown)), ..Failure::new(ErrorKind::Validation, message) }
+    }
+}
+
+/// The log entry of an unhandled rejection: its reason's stack when it has one (an Error),
+/// else its name and message and where the promise was rejected, as a stack frame
+/// names it (so positions map back to the user's source like a stack's).
+pub fn unhandled_rejection_entry(thrown: &Thrown) -> String {
+    if let Some(stack) = thrown.stack.as_deref().filter(|s| !s.is_empty()) {
+        return format!("Unhandled promise rejection: {stack}");
+    }
+    let described = if thrown.message.is_empty() { thrown.name.clone() } else { format!("{}: {}", thrown.name, thrown.message) };
+    match (thrown.line, thrown.column) {
+        (Some(line), Some(column)) => format!("Unhandled promise rejection: {described}\n    at {}:{line}:{column}", crate::seam_policy::SCRIPT_NAME),
+        _ => format!("Unhandled promise rejection: {described}"),
     }
 }
 
@@ -214,6 +249,23 @@ mod tests {
         let f = Failure::threw(Thrown { name: "TypeError".into(), message: "x is not a function".into(), ..Default::default() });
         assert_eq!(f.kind, ErrorKind::Runtime);
         assert_eq!(f.message, "TypeError: x is not a function");
+    }
+
+    #[test]
+    fn uncloneable_results_and_unhandled_rejections_say_what_happened() {
+        let f = Failure::uncloneable_output("result.items[3].onClick: function");
+        assert_eq!(f.kind, ErrorKind::Runtime);
+        assert_eq!(
+            f.message,
+            "DataCloneError: the result cannot be copied out of the sandbox: result.items[3].onClick: function (only data crosses: no functions, symbols, promises or proxies)"
+        );
+        assert_eq!(f.thrown.as_ref().unwrap().name, "DataCloneError");
+        let entry = |t: Thrown| unhandled_rejection_entry(&t);
+        assert_eq!(entry(Thrown { name: "Error".into(), message: "x".into(), stack: Some("Error: x\n    at f (sandbox.js:1:2)".into()), ..Default::default() }), "Unhandled promise rejection: Error: x\n    at f (sandbox.js:1:2)");
+        assert_eq!(entry(Thrown { name: "String".into(), message: "no".into(), line: Some(3), column: Some(9), ..Default::default() }), "Unhandled promise rejection: String: no\n    at sandbox.js:3:9");
+        let f = Failure::unhandled_rejection(Thrown { name: "Error".into(), message: "lost".into(), ..Default::default() });
+        assert_eq!((f.kind, f.message.as_str()), (ErrorKind::Runtime, "Unhandled promise rejection: Error: lost"));
+        assert_eq!(f.thrown.unwrap().message, "lost");
     }
 
     #[test]

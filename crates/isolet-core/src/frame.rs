@@ -326,6 +326,7 @@ pub fn encode_run(run_id: u32, plan: &RunPlan, started_event: bool) -> Vec<u8> {
         w.str(k).bytes(v);
     }
     w.bool(plan.wasm).bool(plan.stream_console).bool(plan.web);
+    w.bool(plan.unhandled_rejections == crate::options::UnhandledRejections::Error);
     match &plan.tenant {
         Some(t) => w.u8(1).str(t),
         None => w.u8(0),
@@ -468,6 +469,8 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         data_values.insert(k, r.bytes()?.to_vec());
     }
     let (wasm, stream_console, web) = (r.bool()?, r.bool()?, r.bool()?);
+    let unhandled_rejections =
+        if r.bool()? { crate::options::UnhandledRejections::Error } else { crate::options::UnhandledRejections::Warn };
     let tenant = if r.bool()? { Some(r.str()?.to_string()) } else { None };
     let n = r.u32()? as usize;
     let mut modules = BTreeMap::new();
@@ -503,6 +506,7 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         data_values,
         wasm,
         web,
+        unhandled_rejections,
         stream_console,
         tenant,
         modules,
@@ -581,6 +585,8 @@ pub struct WireStats {
     pub heap_peak_bytes: f64,
     pub heap_used_bytes: f64,
     pub host_calls: u32,
+    /// Promises rejected with no handler that had none when the run ended.
+    pub unhandled_rejections: u32,
 }
 
 /// Bytes a log entry may carry beyond `maxLogBytes` (its "… [truncated]" suffix, the
@@ -625,7 +631,7 @@ impl WireDone {
         let log_bytes: usize = self.logs.iter().map(|l| l.message.len() + 5).sum();
         let mut w = FrameWriter::new(Kind::Done, run_id, 0, log_bytes + 256);
         let s = &self.stats;
-        w.f64(s.wall_time_ms).f64(s.cpu_time_ms).f64(s.heap_peak_bytes).f64(s.heap_used_bytes).u32(s.host_calls);
+        w.f64(s.wall_time_ms).f64(s.cpu_time_ms).f64(s.heap_peak_bytes).f64(s.heap_used_bytes).u32(s.host_calls).u32(s.unhandled_rejections);
         self.health.write(&mut w);
         w.u32(self.logs.len() as u32);
         for l in &self.logs {
@@ -641,6 +647,10 @@ impl WireDone {
                 match &f.thrown {
                     Some(t) => {
                         w.u8(1).str(&t.name).str(&t.message).opt_str(t.stack.as_deref()).opt_u32(t.line).opt_u32(t.column);
+                        match &t.fields {
+                            Some(fields) => w.u8(1).bytes(fields),
+                            None => w.u8(0),
+                        };
                     }
                     None => {
                         w.u8(0);
@@ -663,6 +673,7 @@ impl WireDone {
             heap_peak_bytes: r.f64()?,
             heap_used_bytes: r.f64()?,
             host_calls: r.u32()?,
+            unhandled_rejections: r.u32()?,
         };
         let health = WireHealth::read(&mut r)?;
         let n = r.u32()? as usize;
@@ -691,13 +702,19 @@ impl WireDone {
                 Some(name) => Some(*crate::error::LIMIT_NAMES.iter().find(|l| **l == name).ok_or(FrameError::Invalid("limit"))?),
             };
             let thrown = if r.bool()? {
-                Some(Box::new(Thrown {
-                    name: r.str()?.to_string(),
-                    message: r.str()?.to_string(),
-                    stack: r.opt_str()?.map(str::to_string),
-                    line: r.opt_u32()?,
-                    column: r.opt_u32()?,
-                }))
+                let (name, message, stack, line, column) =
+                    (r.str()?.to_string(), r.str()?.to_string(), r.opt_str()?.map(str::to_string), r.opt_u32()?, r.opt_u32()?);
+                let fields = if r.bool()? {
+                    let bytes = r.bytes()?;
+                    // A host is untrusted: no more than the seam copies.
+                    if bytes.len() > crate::seam_policy::MAX_ERROR_TEXT_BYTES {
+                        return Err(FrameError::Invalid("thrown fields over their byte limit"));
+                    }
+                    Some(bytes.to_vec())
+                } else {
+                    None
+                };
+                Some(Box::new(Thrown { name, message, stack, line, column, fields }))
             } else {
                 None
             };
@@ -1044,6 +1061,7 @@ mod tests {
             data_values: [("k".to_string(), vec![1, 2, 3]), ("__proto__".to_string(), vec![])].into_iter().collect(),
             wasm: false,
             web: true,
+            unhandled_rejections: crate::options::UnhandledRejections::Error,
             stream_console: true,
             tenant: Some("team-a".into()),
             modules: [("util.ts".to_string(), "export const x = 1".to_string()), ("zod".to_string(), String::new())].into_iter().collect(),
@@ -1183,7 +1201,7 @@ mod tests {
 
     fn done(result: Result<(), Failure>) -> WireDone {
         WireDone {
-            stats: WireStats { wall_time_ms: 1.5, cpu_time_ms: 0.25, heap_peak_bytes: 1e6, heap_used_bytes: 5e5, host_calls: 3 },
+            stats: WireStats { wall_time_ms: 1.5, cpu_time_ms: 0.25, heap_peak_bytes: 1e6, heap_used_bytes: 5e5, host_calls: 3, unhandled_rejections: 2 },
             logs: vec![LogEntry { level: LogLevel::Warn, message: "w".into() }, LogEntry { level: LogLevel::Debug, message: String::new() }],
             health: WireHealth {
                 stuck: 1,
@@ -1230,9 +1248,12 @@ mod tests {
 
     #[test]
     fn failures_round_trip_with_every_detail() {
-        let thrown = Thrown { name: "TypeError".into(), message: "x".into(), stack: Some("at y".into()), line: Some(3), column: None };
+        let thrown = Thrown { name: "TypeError".into(), message: "x".into(), stack: Some("at y".into()), line: Some(3), column: None, fields: None };
+        let fields = Thrown { name: "Object".into(), message: "[object Object]".into(), fields: Some(vec![0xff, 0x0f, b'o', 0]), ..Default::default() };
         for f in [
             Failure::threw(thrown),
+            Failure::threw(fields),
+            Failure::unhandled_rejection(Thrown { name: "Error".into(), message: "lost".into(), ..Default::default() }),
             Failure::wall_timeout(5),
             Failure::cpu_timeout(6),
             Failure::too_many_output_values(7),
@@ -1251,6 +1272,13 @@ mod tests {
         let len = (frame.len() - HEADER_BYTES) as u32;
         frame[LENGTH_OFFSET..HEADER_BYTES].copy_from_slice(&len.to_le_bytes());
         assert_eq!(WireDone::decode(payload(&frame).1, 100, 1 << 20).unwrap_err(), FrameError::Trailing(1));
+    }
+
+    #[test]
+    fn a_host_cannot_send_thrown_fields_over_the_seams_limit() {
+        let big = Thrown { name: "Object".into(), fields: Some(vec![0; crate::seam_policy::MAX_ERROR_TEXT_BYTES + 1]), ..Default::default() };
+        let frame = done(Err(Failure::threw(big))).encode_head(2, &[]);
+        assert_eq!(WireDone::decode(payload(&frame).1, 100, 1 << 20).unwrap_err(), FrameError::Invalid("thrown fields over their byte limit"));
     }
 
     #[test]

@@ -142,6 +142,9 @@ pub const ISOLATION_MODES: &[&str] = &["process", "thread"];
 pub const LANGUAGES: &[&str] = &["javascript", "typescript"];
 /// What the code is (`type`): a classic script (or async body) or an ES module.
 pub const CODE_TYPES: &[&str] = &["script", "module"];
+/// What a run does about a promise rejected with no handler that has none when the run
+/// ends (`unhandledRejections`): reports it in its logs and stats, or fails with it too.
+pub const UNHANDLED_REJECTIONS: &[&str] = &["warn", "error"];
 /// Most modules a run may be allowed (`maxModules`).
 const MAX_MODULES_LIMIT: u64 = 100_000;
 
@@ -220,6 +223,7 @@ pub const RUN_SANDBOX: &[Opt] = &[
     // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
     whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
     opt("web", Kind::Bool),
+    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
 ];
 
 /// `new SandboxEngine(config)`.
@@ -241,6 +245,8 @@ pub const ENGINE_CONFIG: &[Opt] = &[
     opt("prelude", Kind::Prelude),
     whole("codeCacheMb", 0, MAX_CODE_CACHE_MB as u64, Some(DEFAULT_CODE_CACHE_MB as u64), &["codeCache"]),
     opt("web", Kind::Bool),
+    // Its requests' unless they say otherwise.
+    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
 ];
 
 /// `toolPolicy` of a request.
@@ -266,6 +272,7 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
     whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
     opt("web", Kind::Bool),
+    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
 ];
 
 /// One entry of `wasmModules`.
@@ -506,6 +513,30 @@ impl Isolation {
     }
 }
 
+/// `unhandledRejections`: a promise rejected with no handler that still has none when the
+/// run ends is reported (a `warn` log entry and `stats.unhandledRejections`); with `Error`
+/// a run that would have succeeded fails with the first one instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnhandledRejections {
+    #[default]
+    Warn,
+    Error,
+}
+
+impl UnhandledRejections {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnhandledRejections::Warn => "warn",
+            UnhandledRejections::Error => "error",
+        }
+    }
+
+    /// From a checked value of `UNHANDLED_REJECTIONS`.
+    pub fn parse(s: Option<&str>) -> Option<UnhandledRejections> {
+        s.map(|s| if s == "error" { UnhandledRejections::Error } else { UnhandledRejections::Warn })
+    }
+}
+
 /// How the code runs: its completion value is the output (`Script`), or it is the body
 /// of an async function and only `return` gives output (`AsyncBody`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -541,6 +572,8 @@ pub struct RunPlan {
     pub wasm: bool,
     /// Install the web platform APIs (`web`: URL, TextEncoder, timers, ...; docs/web.md).
     pub web: bool,
+    /// `unhandledRejections`: what the run does about rejections nobody handled.
+    pub unhandled_rejections: UnhandledRejections,
     /// Send console entries as they happen (sessions).
     pub stream_console: bool,
     /// Whose run it is (`tenant`): queued runs are served in turn across tenants
@@ -761,6 +794,7 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         data_values: BTreeMap::new(),
         wasm: false,
         web: f.bool("web")?.unwrap_or(false),
+        unhandled_rejections: UnhandledRejections::parse(f.one_of("unhandledRejections")?).unwrap_or_default(),
         stream_console: false,
         tenant: f.label("tenant")?,
         modules,
@@ -800,6 +834,8 @@ pub struct EngineConfig {
     pub code_cache_bytes: usize,
     /// `web` of a request that says nothing about it.
     pub web: bool,
+    /// `unhandledRejections` of a request that says nothing about it.
+    pub unhandled_rejections: UnhandledRejections,
 }
 
 /// An engine's prelude: a classic script run in every fresh context before the run's code,
@@ -923,6 +959,7 @@ impl EngineConfig {
             prelude: prelude_of(&f)?,
             code_cache_bytes: f.whole_or_default("codeCacheMb")? as usize * 1024 * 1024,
             web: f.bool("web")?.unwrap_or(false),
+            unhandled_rejections: UnhandledRejections::parse(f.one_of("unhandledRejections")?).unwrap_or_default(),
         })
     }
 
@@ -976,6 +1013,7 @@ impl EngineConfig {
             data_values: BTreeMap::new(),
             wasm: !self.wasm_modules.is_empty(),
             web: f.bool("web")?.unwrap_or(self.web),
+            unhandled_rejections: UnhandledRejections::parse(f.one_of("unhandledRejections")?).unwrap_or(self.unhandled_rejections),
             stream_console: true,
             tenant: f.label("tenant")?,
             modules,
@@ -1120,6 +1158,7 @@ pub const SANDBOX_RUN: &[Opt] = &[
     opt("resolve", Kind::Function),
     // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
     whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
+    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
 ];
 
 /// Options of runSandbox a persistent sandbox does not take: the per-call `signal`.
@@ -1162,6 +1201,8 @@ pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPl
         wasm: false,
         // Kept for the sandbox's life: its globals are installed by its first run.
         web: f.bool("web")?.unwrap_or(false),
+        // Each run's unless it says otherwise.
+        unhandled_rejections: UnhandledRejections::parse(f.one_of("unhandledRejections")?).unwrap_or_default(),
         stream_console: false,
         tenant: f.label("tenant")?,
         // The sandbox's own map: every run may import from it (a run's plan carries only
@@ -1208,6 +1249,9 @@ pub(crate) fn sandbox_run(
     }
     if let Some(ms) = f.whole("maxQueueMs")? {
         plan.max_queue_ms = Some(ms);
+    }
+    if let Some(mode) = UnhandledRejections::parse(f.one_of("unhandledRejections")?) {
+        plan.unhandled_rejections = mode;
     }
     let own_cpu = f.whole("cpuTimeMs")?.or(plan.limits.cpu_time_ms);
     plan.limits.cpu_time_ms = budget.run_cpu_limit_ms(&sandbox.limits, own_cpu);
@@ -1680,6 +1724,7 @@ pub const CLI_SETTINGS: &[Opt] = &[
     // `isolet mcp`: one persistent sandbox per MCP session (`isolet run` ignores them).
     opt("stateful", Kind::Bool),
     whole("statefulIdleMs", 1, MAX_TIME_MS, None, &["sandboxIdleMs", "idleTimeoutMs"]),
+    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
 ];
 
 /// The flags of `isolet run` and `isolet mcp` that set `CLI_SETTINGS`.
@@ -1691,6 +1736,7 @@ pub const CLI_FLAGS: &[Flag] = &[
     flag("isolation", "isolation"),
     flag("read-dir", "readDir"),
     flag("allow-origin", "allowOrigins"),
+    flag("unhandled-rejections", "unhandledRejections"),
 ];
 
 /// Default of `new IsoletExecutor({ timeout })`, as in Code Mode's DynamicWorkerExecutor.
@@ -1930,6 +1976,8 @@ pub struct CliSettings {
     /// without a call (config file only).
     pub stateful: bool,
     pub stateful_idle_ms: Option<u64>,
+    /// `unhandledRejections` of the runs (the flag's, else the file's, else the engine's).
+    pub unhandled_rejections: Option<&'static str>,
 }
 
 /// One source's CLI settings, checked.
@@ -1941,6 +1989,7 @@ struct CliValues {
     isolation: Option<&'static str>,
     read_dir: Option<String>,
     allow_origins: Option<Vec<String>>,
+    unhandled_rejections: Option<&'static str>,
 }
 
 fn cli_values(f: &Fields) -> Result<CliValues, OptionsError> {
@@ -1952,6 +2001,7 @@ fn cli_values(f: &Fields) -> Result<CliValues, OptionsError> {
         isolation: f.one_of("isolation")?,
         read_dir: f.text("readDir")?.map(str::to_string),
         allow_origins: f.strings("allowOrigins", "origin strings", true)?,
+        unhandled_rejections: f.one_of("unhandledRejections")?,
     })
 }
 
@@ -1997,6 +2047,7 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
         warm_pool_size: warm.unwrap_or(CLI_WARM_POOL_SIZE) as u32,
         stateful: stateful.0,
         stateful_idle_ms: stateful.1,
+        unhandled_rejections: given.unhandled_rejections.or(file.and_then(|v| v.unhandled_rejections)),
     })
 }
 
@@ -2338,6 +2389,37 @@ mod entry_tests {
         assert_eq!(c.limits.cpu_time_ms, Some(300));
         let ts = cli_settings(&obj(&[]), &Raw::Undefined, None, Some("a/b.MTS")).unwrap();
         assert_eq!(ts.language, Some("typescript"));
+    }
+
+    #[test]
+    fn unhandled_rejections_is_one_option_under_one_name_everywhere() {
+        use crate::options::UnhandledRejections::{Error, Warn};
+        // runSandbox, createSandbox and sandbox.run: warn unless told; a bad value names the option.
+        assert_eq!(run_sandbox(&s("1"), &Raw::Undefined).unwrap().unhandled_rejections, Warn);
+        assert_eq!(run_sandbox(&s("1"), &obj(&[("unhandledRejections", s("error"))])).unwrap().unhandled_rejections, Error);
+        let e = run_sandbox(&s("1"), &obj(&[("unhandledRejections", s("strict"))])).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("unhandledRejections", "unhandledRejections must be 'warn' or 'error', got 'strict'"));
+        let e = run_sandbox(&s("1"), &obj(&[("onUnhandledRejection", s("error"))])).unwrap_err();
+        assert!(e.message.ends_with("did you mean unhandledRejections?"), "{}", e.message);
+        let sandbox = crate::sandbox::sandbox_plan(&obj(&[("unhandledRejections", s("error"))])).unwrap();
+        assert_eq!(sandbox.base.unhandled_rejections, Error);
+        let budget = crate::sandbox::Budget::default();
+        let run = |o: Raw| crate::sandbox::run_plan(&sandbox, &budget, &s("1"), &o);
+        assert_eq!(run(Raw::Undefined).unwrap().unhandled_rejections, Error);
+        assert_eq!(run(obj(&[("unhandledRejections", s("warn"))])).unwrap().unhandled_rejections, Warn);
+        // An engine's is its requests' default; a request may say otherwise.
+        let request = |extra: &[(&str, Raw)]| obj(&[&[("code", s("return 1"))], extra].concat());
+        let engine = EngineConfig::from_raw(&obj(&[("unhandledRejections", s("error"))])).unwrap();
+        assert_eq!(engine.plan(&request(&[])).unwrap().unhandled_rejections, Error);
+        assert_eq!(engine.plan(&request(&[("unhandledRejections", s("warn"))])).unwrap().unhandled_rejections, Warn);
+        let e = engine.plan(&request(&[("unhandledRejections", num(1.0))])).unwrap_err();
+        assert_eq!(e.message, "request.unhandledRejections must be 'warn' or 'error', got 1");
+        // isolet run and isolet mcp: the flag, else the config file.
+        assert_eq!(cli(obj(&[("unhandled-rejections", s("error"))]), Raw::Undefined).unwrap().unhandled_rejections, Some("error"));
+        assert_eq!(cli(obj(&[]), obj(&[("unhandledRejections", s("warn"))])).unwrap().unhandled_rejections, Some("warn"));
+        assert_eq!(cli(obj(&[]), Raw::Undefined).unwrap().unhandled_rejections, None);
+        let e = cli(obj(&[("unhandled-rejections", s("loud"))]), Raw::Undefined).unwrap_err();
+        assert!(e.message.contains("--unhandled-rejections must be 'warn' or 'error', got 'loud'"), "{}", e.message);
     }
 
     #[test]
