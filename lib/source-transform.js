@@ -66,6 +66,18 @@ function stripTypeScript(code, asyncBody) {
  */
 function compileTypeScript(code, asyncBody) {
   let out;
+  // Code that plainly needs transform mode skips a strip-only attempt bound to fail
+  // (about 1.5 ms of a 200-line program); a guess either way still compiles right.
+  if (NEEDS_TRANSFORM.test(code)) {
+    try {
+      out = transformTypeScript(code, asyncBody);
+      refuseDecorators(out);
+      return out;
+    } catch (err) {
+      if (err instanceof Refusal || !err || typeof err.startLine !== 'number') throw err;
+      // a syntax error: strip-only mode's own words for it, below
+    }
+  }
   try {
     out = { code: stripTypeScript(code, asyncBody), map: [] };
   } catch (err) {
@@ -78,6 +90,9 @@ function compileTypeScript(code, asyncBody) {
   refuseDecorators(out);
   return out;
 }
+
+/** An enum or namespace declaration, or `import x =`: what strip-only mode refuses most often. */
+const NEEDS_TRANSFORM = /(?:^|[^.\w$])(?:enum|namespace)\s+[A-Za-z_$]|(?:^|[^.\w$])import\s+[A-Za-z_$][\w$]*\s*=/m;
 
 /** A construct isolet refuses, with a message and the user's position. */
 class Refusal extends Error {
