@@ -37,7 +37,8 @@ describe('isolet mcp --http stateful: one sandbox per session, released with it'
       });
       // The idle timeout is generous: a loaded machine can keep a client silent a while
       // between its initialize and its next request.
-      const served = await serveHttp(settings, { token: TOKEN, maxSessions: SESSIONS, sessionIdleMs: 4000, maxRunsPerSession: CALLS });
+      // One client (one token, one address) opens them all: its own bound is the server's.
+      const served = await serveHttp(settings, { token: TOKEN, maxSessions: SESSIONS, maxSessionsPerClient: SESSIONS, sessionIdleMs: 4000, maxRunsPerSession: CALLS });
       try {
         const idle = held(served.engine);
         const released = (h: ReturnType<typeof held>) =>

@@ -198,9 +198,11 @@ describe('isolet mcp --http bounds what clients can make it hold', () => {
     expect(second.content[0].text).toContain('maxRunsPerSession');
     expect([(await runA).content[0].text, (await runB).content[0].text]).toEqual(['"a"', '"b"']);
 
-    // Idle sessions are closed (the server says so on stderr): their id is unknown
-    // afterwards, and a new client fits in the place they held.
+    // A session whose client went away without ending it (no request, no stream open) is
+    // closed once idle (the server says so on stderr): its id is unknown afterwards, and a
+    // new client fits in the place it held.
     const idleId = (b as any)._transport.sessionId;
+    await b.close();
     while (!server.stderr().includes(`session ${idleId} closed: idle for 1000 ms`)) await new Promise((r) => setTimeout(r, 50));
     const gone = await raw(server.url, { headers: { ...JSON_HEADERS, 'mcp-session-id': idleId }, body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'ping' }) });
     expect(gone.status).toBe(404);
@@ -210,7 +212,7 @@ describe('isolet mcp --http bounds what clients can make it hold', () => {
     await (c as any)._transport.terminateSession();
     const ended = await raw(server.url, { headers: { ...JSON_HEADERS, 'mcp-session-id': cId }, body: JSON.stringify({ jsonrpc: '2.0', id: 10, method: 'ping' }) });
     expect(ended.status).toBe(404);
-    await Promise.all([a, b, c].map((x) => x.close()));
+    await Promise.all([a, c].map((x) => x.close()));
   });
 });
 
@@ -255,7 +257,9 @@ describe('isolet mcp --http usage', () => {
     expect(unset.stderr).toContain('isolet mcp: the environment variable ISOLET_TEST_UNSET_TOKEN (the bearer token) is not set');
     const help = mcp(['--help']);
     expect(help.stdout).toContain('--http [host:]port');
-    expect(help.stdout).toContain('--max-sessions <n>       MCP sessions open at once (default 16)');
+    expect(help.stdout).toContain('--max-sessions <n>       MCP sessions (and stateful sandbox handles) open at once\n                           (default 16)');
+    expect(help.stdout).toContain('--max-sessions-per-client <n>');
+    expect(help.stdout).toContain('(default 60000)');
   });
 
   it('reads the token from a file, and the http settings from --config', async () => {

@@ -136,7 +136,7 @@ describe('isolet mcp without the SDK installed', () => {
       }
       const r = spawnSync(process.execPath, [path.join(copy, 'bin', 'isolet.js'), 'mcp'], { encoding: 'utf8', timeout: 20000, input: '' });
       expect(r.status).toBe(2);
-      expect(r.stderr).toContain('isolet mcp needs the optional package @modelcontextprotocol/sdk, which is not installed: npm install @modelcontextprotocol/sdk');
+      expect(r.stderr).toContain('isolet mcp needs the optional package @modelcontextprotocol/server, which is not installed: npm install @modelcontextprotocol/server');
       // ...while plain runSandbox works in that copy.
       const plain = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(copy)}).runSandbox('6 * 7').then((r) => { console.log(r.output); process.exit(0) })`], { encoding: 'utf8', timeout: 20000 });
       expect(plain.stdout.trim()).toBe('42');

@@ -353,7 +353,7 @@ beforeAll(async () => {
     // As npm links a dependency's bin, for `npx isolet`.
     link(path.join('..', 'isolet', 'bin', 'isolet.js'), path.join(project, 'node_modules', '.bin', 'isolet'));
   }
-  for (const peer of ['@cloudflare/codemode', '@modelcontextprotocol/sdk', 'ai', 'zod', 'openai']) {
+  for (const peer of ['@cloudflare/codemode', '@modelcontextprotocol/sdk', '@modelcontextprotocol/server', '@modelcontextprotocol/node', '@modelcontextprotocol/client', 'ai', 'zod', 'openai']) {
     link(path.join(ROOT, 'node_modules', peer), path.join(project, 'node_modules', peer));
   }
   makeProject(project, undefined);

@@ -1,8 +1,13 @@
 'use strict';
-// `isolet mcp --http`: the run_code server over Streamable HTTP, through the SDK's own
-// StreamableHTTPServerTransport, one SDK server per MCP session and one SandboxEngine for
-// all of them. This file owns only what sits in front of the transport, and bounds what a
-// client that has not proved anything can make the server hold:
+// `isolet mcp --http`: the run_code server over Streamable HTTP on the official v2 SDK, both
+// protocol eras on one endpoint and one SandboxEngine for all clients:
+//   - 2025 (initialize, Mcp-Session-Id): the SDK's NodeStreamableHTTPServerTransport, one
+//     SDK server per session;
+//   - 2026-07-28 (no session, `_meta` on every request): the SDK's createMcpHandler, one
+//     SDK server per request; the SDK answers the revision's errors (missing or mismatched
+//     `_meta` and headers, unsupported versions, removed methods) with their HTTP statuses.
+// The SDK's isLegacyRequest decides which. This file owns only what sits in front of the
+// SDK, and bounds what a client can make the server hold:
 //   - Host and Origin are checked first (DNS rebinding: a web page whose name resolves to
 //     127.0.0.1 must not reach the server); then the bearer token, if one is configured;
 //   - a request body is read up to maxBodyBytes (413 past it), headers and body within
@@ -12,8 +17,15 @@
 //     a newcomer always gets its turn) and each has UNAUTHENTICATED_MS to pass; the
 //     authenticated ones are capped by the sessions they can serve (503 past it). Nobody
 //     who lacks the token can take a place a client with the token needs;
-//   - sessions are capped (maxSessions, 503 past it) and closed after sessionIdleMs
-//     without a request; each holds at most maxRunsPerSession tool calls (lib/mcp.js);
+//   - what a client holds (2025 sessions and, stateful under 2026-07-28, sandbox handles)
+//     is bounded per client (one token from one remote address: maxSessionsPerClient) and
+//     in all (maxSessions): a client at its bound gives up its own least recently used
+//     idle session for a new one, a full server gives up one whose client has gone quiet
+//     (no request in flight, no stream open), else it answers 503 with Retry-After. A
+//     session without an open request or stream, and a handle without a call, expire after
+//     sessionIdleMs. So clients that vanish without a DELETE cannot lock anyone out;
+//   - each session (2025) or client (2026-07-28) holds at most maxRunsPerSession tool calls
+//     in flight (lib/mcp.js);
 //   - answers are written with backpressure: a big result's text is escaped and written
 //     piece by piece as the client reads (never built whole), and a session whose client
 //     reads nothing for READ_STALL_MS while the server has bytes for it is ended.
@@ -25,7 +37,7 @@ const crypto = require('node:crypto');
 const { SandboxEngine } = require('./engine');
 const { SandboxValidationError } = require('./errors');
 const { requirePeer } = require('./peer');
-const { createMcpServer, initOnce } = require('./mcp');
+const { createMcpService, initOnce, SlotRefused } = require('./mcp');
 
 /** The one path the server answers on. */
 const MCP_PATH = '/mcp';
@@ -108,13 +120,19 @@ function sameSecret(given, token) {
   return crypto.timingSafeEqual(a, b);
 }
 
-function reply(res, status, code, message, headers = {}) {
+function reply(res, status, code, message, headers = {}, { id = null, data } = {}) {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message, ...(data === undefined ? {} : { data }) }, id }));
+}
+
+/** The id of a JSON-RPC request body, to echo in an error answer (null otherwise). */
+function echoableId(body) {
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || typeof body.method !== 'string') return null;
+  return typeof body.id === 'string' || typeof body.id === 'number' ? body.id : null;
 }
 
 /**
@@ -218,6 +236,12 @@ function answerWriter(res, onStall) {
       held.push(() => res.end(...args));
       return res;
     }
+    // An answer handed over whole to end() goes through write(), where placeholders are found.
+    const [chunk, encoding] = args;
+    if (deferred.size > 0 && (typeof chunk === 'string' || chunk instanceof Uint8Array)) {
+      res.write(chunk, typeof encoding === 'string' ? encoding : undefined);
+      return res.end(...args.filter((a) => typeof a === 'function'));
+    }
     return end(...args);
   };
   return (pieces) => {
@@ -279,21 +303,107 @@ function readJsonBody(req, res, maxBytes) {
 }
 
 /**
+ * The places clients hold: each 2025 session and each 2026-07-28 sandbox handle is a slot
+ * of one client (`slot.client`: its token and remote address). At most `total` in all and
+ * `perClient` per client. A client at its bound that claims another gives up its least
+ * recently active slot with no request in flight (one without an open stream first); a
+ * full server gives up the least recently active slot that has neither (its client has
+ * gone quiet); else the claim is refused (SlotRefused) with the time after which to retry.
+ * A slot: { client, kind, lastActive(), isBusy(), isConnected(), evict() }.
+ */
+function createSlots({ total, perClient, idleMs, log }) {
+  const all = new Set();
+  const byClient = new Map();
+  const remove = (slot) => {
+    if (!all.delete(slot)) return false;
+    const mine = byClient.get(slot.client);
+    mine.delete(slot);
+    if (mine.size === 0) byClient.delete(slot.client);
+    return true;
+  };
+  /** The slot to give up: idle, unconnected before connected, least recently active first. */
+  const pick = (slots, connectedToo) => {
+    let best = null;
+    for (const slot of slots) {
+      if (slot.isBusy()) continue;
+      const connected = slot.isConnected();
+      if (connected && !connectedToo) continue;
+      const key = [connected ? 1 : 0, slot.lastActive()];
+      if (best === null || key[0] < best.key[0] || (key[0] === best.key[0] && key[1] < best.key[1])) best = { slot, key };
+    }
+    return best === null ? null : best.slot;
+  };
+  const evict = (slot, why) => {
+    remove(slot);
+    log(`${slot.kind} of ${slot.client} given up: ${why}`);
+    slot.evict();
+  };
+  /** When a place may free itself: the soonest idle expiry of a quiet slot, else one idle period. */
+  const retryAfterMs = () => {
+    const now = Date.now();
+    let soonest = idleMs;
+    for (const slot of all) {
+      if (!slot.isBusy() && !slot.isConnected()) soonest = Math.min(soonest, slot.lastActive() + idleMs - now);
+    }
+    return Math.max(1000, soonest);
+  };
+  return {
+    claim(slot) {
+      const mine = byClient.get(slot.client);
+      if (mine !== undefined && mine.size >= perClient) {
+        const victim = pick(mine, true);
+        if (victim === null) {
+          throw new SlotRefused(`Server busy: this client holds ${perClient} sessions or sandboxes (maxSessionsPerClient), each with a request in flight`, retryAfterMs());
+        }
+        evict(victim, `the client opened another past maxSessionsPerClient (${perClient})`);
+      }
+      if (all.size >= total) {
+        const victim = pick(all, false);
+        if (victim === null) throw new SlotRefused(`Server busy: ${total} sessions or sandboxes open (maxSessions), none of them quiet`, retryAfterMs());
+        evict(victim, `the server holds maxSessions (${total}) and this one was the least recently used with no request in flight and no stream open`);
+      }
+      all.add(slot);
+      let mineNow = byClient.get(slot.client);
+      if (mineNow === undefined) byClient.set(slot.client, (mineNow = new Set()));
+      mineNow.add(slot);
+    },
+    release(slot) {
+      remove(slot);
+    },
+    size: () => all.size,
+  };
+}
+
+/**
  * Binds the server and starts serving. `http` is checked (isolet-core `MCP_HTTP`).
- * Resolves with `{ url, host, port, engine, sessionCount(), close() }`.
+ * Resolves with `{ url, host, port, engine, sessionCount(), handleCount(), runsInFlight(), close() }`.
  */
 async function listenHttp(settings, httpSettings, hooks = {}) {
-  const { StreamableHTTPServerTransport } = requirePeer('@modelcontextprotocol/sdk/server/streamableHttp.js', 'isolet mcp --http');
-  const { isInitializeRequest } = requirePeer('@modelcontextprotocol/sdk/types.js', 'isolet mcp --http');
+  const sdk = requirePeer('@modelcontextprotocol/server', 'isolet mcp --http');
+  const node = requirePeer('@modelcontextprotocol/node', 'isolet mcp --http');
   const log = hooks.log ?? (() => {});
   const token = readToken(httpSettings);
   const engine = new SandboxEngine(settings.engineConfig);
   // Fails here, before the port is bound, if the engine cannot start (process hosts).
   await initOnce(engine);
 
+  const idleMs = httpSettings.sessionIdleMs;
+  const perClient = Math.min(httpSettings.maxSessionsPerClient, httpSettings.maxSessions);
+  const slots = createSlots({ total: httpSettings.maxSessions, perClient, idleMs, log });
   const sessions = new Map(); // session id -> record
   const starting = new Set(); // records whose initialize is being answered
-  const runs = new Set(); // tool calls in flight, every session
+  const runs = new Set(); // tool calls in flight, every session and client
+  const service = createMcpService(settings, { engine, maxRuns: httpSettings.maxRunsPerSession, runs, slots, handleIdleMs: idleMs });
+  // 2026-07-28: one SDK server per request, from the same definition as the sessions'.
+  const modernHandler = sdk.createMcpHandler(() => service.newServer({ era: 'modern' }), {
+    legacy: 'reject',
+    maxRequestBodySize: httpSettings.maxBodyBytes,
+    onerror: (err) => {
+      // The revision's rejections are answers, not faults; anything else is worth a line.
+      if (!/^Rejected |^Unsupported protocol version|^Missing required client capabilit/.test(err.message)) log(`request failed: ${err.message}`);
+    },
+  });
+  const modern = node.toNodeHandler(modernHandler, { maxRequestBodySize: httpSettings.maxBodyBytes });
   let openPosts = 0;
   let postsDrained = null;
   // Each session may hold its runs' streams, a GET stream and a request or two.
@@ -352,22 +462,38 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     clearTimeout(rec.timer);
     if (rec.id !== undefined) sessions.delete(rec.id);
     starting.delete(rec);
+    slots.release(rec.slot);
     if (why) log(`session ${rec.id} closed: ${why}`);
     // Set before closing: the SDK server's close closes the transport, whose onclose
     // comes back here. Closing aborts the session's calls in flight, and so their runs.
     let done;
     rec.closed = new Promise((resolve) => (done = resolve));
+    service.endSession(rec.scope);
     rec.mcp.close().catch(() => {}).then(done);
     return rec.closed;
   };
 
-  const newSession = () => {
+  /** A new 2025 session for `client`; throws SlotRefused when the client or the server has no place for it. */
+  const newSession = (client) => {
     // answers: request id -> the defer of the response its answer goes to (null: an id
     // sent twice at once, whose answer is not deferred); responses: every open one.
-    const rec = { id: undefined, transport: null, mcp: null, busy: 0, timer: null, closed: null, answers: new Map(), responses: new Set() };
-    const deferText = (requestId, pieces) => rec.answers.get(requestId)?.(pieces) ?? null;
-    rec.mcp = createMcpServer(settings, { engine, maxRuns: httpSettings.maxRunsPerSession, runs, deferText });
-    rec.transport = new StreamableHTTPServerTransport({
+    const rec = { id: undefined, client, transport: null, mcp: null, scope: null, busy: 0, timer: null, closed: null, answers: new Map(), responses: new Set(), lastActive: Date.now(), slot: null };
+    rec.slot = {
+      client,
+      kind: 'session',
+      lastActive: () => rec.lastActive,
+      isBusy: () => rec.busy > 0,
+      isConnected: () => rec.responses.size > 0,
+      evict: () => {
+        closeSession(rec, 'given up for a newer one (maxSessionsPerClient or maxSessions)');
+        for (const open of rec.responses) open.destroy();
+      },
+    };
+    slots.claim(rec.slot);
+    rec.scope = service.newSession();
+    rec.scope.answers = (requestId, pieces) => rec.answers.get(requestId)?.(pieces) ?? null;
+    rec.mcp = service.newServer({ era: 'legacy', session: rec.scope });
+    rec.transport = new node.NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (id) => {
         rec.id = id;
@@ -398,27 +524,38 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     });
   };
 
-  // Activity: a session is idle when none of its POSTs is open (a GET stream that only
-  // listens does not keep it). Each response's end may start the idle clock.
-  const track = (rec, res, isPost) => {
-    rec.responses.add(res);
-    res.once('close', () => rec.responses.delete(res));
-    if (isPost) {
-      openPosts++;
-      rec.busy++;
-      clearTimeout(rec.timer);
-    }
+  /** Shutdown waits for the POSTs open now to be answered. */
+  const countPost = (res) => {
+    openPosts++;
     res.once('close', () => {
-      if (!isPost) return;
       openPosts--;
       if (openPosts === 0 && postsDrained) postsDrained();
-      rec.busy--;
-      if (rec.busy === 0 && !rec.closed && !stopping) {
-        rec.timer = setTimeout(() => closeSession(rec, `idle for ${httpSettings.sessionIdleMs} ms`), httpSettings.sessionIdleMs);
+    });
+  };
+
+  // Activity: a session is busy while one of its POSTs is open, and connected while any of
+  // its responses (a POST's, or a GET stream) is open; once none is, its idle clock runs.
+  const track = (rec, res, isPost) => {
+    rec.responses.add(res);
+    rec.lastActive = Date.now();
+    clearTimeout(rec.timer);
+    if (isPost) {
+      countPost(res);
+      rec.busy++;
+    }
+    res.once('close', () => {
+      rec.responses.delete(res);
+      rec.lastActive = Date.now();
+      if (isPost) rec.busy--;
+      if (rec.responses.size === 0 && !rec.closed && !stopping) {
+        rec.timer = setTimeout(() => closeSession(rec, `idle for ${idleMs} ms`), idleMs);
         rec.timer.unref();
       }
     });
   };
+
+  const busyReply = (res, err, id) =>
+    reply(res, 503, -32000, `${err.message}; retry in ${Math.ceil(err.retryAfterMs / 1000)} s`, { 'retry-after': String(Math.ceil(err.retryAfterMs / 1000)) }, { id, data: { retryAfterMs: err.retryAfterMs } });
 
   const handle = async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
@@ -444,11 +581,14 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
       return reply(res, 405, -32000, 'Method not allowed', { allow: 'GET, POST, DELETE' });
     }
+    // Who holds what: one token from one remote address is one client.
+    const client = `${token === null ? 'anyone' : 'token'}@${req.socket.remoteAddress ?? ''}`;
     const sessionId = req.headers['mcp-session-id'];
     const isPost = req.method === 'POST';
     if (sessionId !== undefined) {
       const rec = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
-      if (rec === undefined) return reply(res, 404, -32001, 'Session not found');
+      // A session serves the client that opened it.
+      if (rec === undefined || rec.client !== client) return reply(res, 404, -32001, 'Session not found');
       track(rec, res, isPost);
       const body = isPost ? await readJsonBody(req, res, httpSettings.maxBodyBytes) : undefined;
       if (isPost && body === undefined) return;
@@ -458,15 +598,38 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     if (!isPost) return reply(res, 400, -32000, 'Bad Request: no session ID (mcp-session-id) given');
     const body = await readJsonBody(req, res, httpSettings.maxBodyBytes);
     if (body === undefined) return;
-    if (!isInitializeRequest(body)) return reply(res, 400, -32000, 'Bad Request: no valid session ID given, and this is not an initialize request');
     if (stopping) return reply(res, 503, -32000, 'Server shutting down', { connection: 'close' });
-    if (sessions.size + starting.size >= httpSettings.maxSessions) {
-      return reply(res, 503, -32000, `Server busy: ${httpSettings.maxSessions} sessions open (maxSessions); retry later`, { 'retry-after': '5' });
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value === undefined || name === 'content-length' || name === 'transfer-encoding') continue;
+      for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
     }
-    const rec = newSession();
+    const legacy = await sdk.isLegacyRequest(new Request(`http://x${MCP_PATH}`, { method: 'POST', headers }), body, { maxRequestBodySize: httpSettings.maxBodyBytes });
+    if (!legacy) {
+      // 2026-07-28: the SDK answers it (or the revision's error); a big result's text is
+      // written with backpressure through this response's answerWriter.
+      countPost(res);
+      const defer = answerWriter(res, () => {
+        log(`a client read nothing of its answer for ${READ_STALL_MS} ms: its response is closed`);
+        res.destroy();
+      });
+      req.auth = { token: 'isolet', clientId: client, scopes: [], extra: { isoletDefer: defer } };
+      return modern(req, res, body);
+    }
+    if (!sdk.isInitializeRequest(body)) {
+      return reply(res, 400, -32000, 'Bad Request: no valid session ID given, and this is not an initialize request', {}, { id: echoableId(body) });
+    }
+    let rec;
+    try {
+      rec = newSession(client);
+    } catch (err) {
+      if (err instanceof SlotRefused) return busyReply(res, err, echoableId(body));
+      throw err;
+    }
     track(rec, res, true);
     try {
-      await rec.mcp.server.connect(rec.transport);
+      await rec.mcp.connect(rec.transport);
+      routeAnswers(rec, res, body);
       await rec.transport.handleRequest(req, res, body);
     } finally {
       // An initialize that did not succeed leaves no session (and holds no place) behind.
@@ -494,6 +657,7 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
       });
     });
   } catch (err) {
+    await service.close();
     await engine.shutdown();
     throw new SandboxValidationError(`cannot listen on ${hostOf(httpSettings.host)}:${httpSettings.port}: ${err.code || err.message}`);
   }
@@ -519,6 +683,8 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
         });
       }
       await Promise.all([...sessions.values(), ...starting].map((rec) => closeSession(rec)));
+      await modernHandler.close().catch(() => {});
+      await service.close();
       server.closeAllConnections();
       await stopped;
       await engine.shutdown();
@@ -531,8 +697,12 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
     host: httpSettings.host,
     port,
     engine,
+    /** The MCP revisions served. */
+    protocolVersions: service.protocolVersions,
     /** Sessions open now (initialized and not closed). */
     sessionCount: () => sessions.size,
+    /** Sandbox handles open now (stateful, 2026-07-28). */
+    handleCount: () => service.handleCount(),
     /** Runs in flight now, every session. */
     runsInFlight: () => runs.size,
     close,

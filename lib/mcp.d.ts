@@ -1,6 +1,8 @@
 /// <reference path="./globals.d.ts" />
 // Types of `isolet/mcp`: the run_code MCP server of `isolet mcp`, from code. Needs the
-// optional @modelcontextprotocol/sdk package.
+// optional @modelcontextprotocol/server package (the official v2 SDK), and
+// @modelcontextprotocol/node for serveHttp. Serves MCP 2025-11-25 (and the older 2025
+// revisions a client asks for) and 2026-07-28.
 import type { SandboxEngine, SandboxEngineConfig, SandboxLanguage } from '../index';
 
 /** Settings of the server, from `mcpSettings(config)`. */
@@ -25,6 +27,13 @@ export interface McpConfig {
   allowOrigins?: string[];
   /** Passed to `SandboxEngine` as is. */
   engine?: SandboxEngineConfig;
+  /**
+   * A persistent sandbox per client: under 2025 revisions one per session, under
+   * 2026-07-28 one per handle the server issues (the tool's `sandbox` argument).
+   */
+  stateful?: boolean;
+  /** A stateful sandbox without a call for this long is closed. */
+  statefulIdleMs?: number;
 }
 
 /** Streamable HTTP options (the `http` object of `isolet mcp --config`). */
@@ -41,13 +50,25 @@ export interface McpHttpOptions {
   tokenEnv?: string;
   /** or a file that holds it (surrounding white space ignored). */
   tokenFile?: string;
-  /** MCP sessions open at once; a new one past it gets 503. Default 16. */
+  /**
+   * MCP sessions (2025) and stateful sandbox handles (2026-07-28) open at once. Past it a
+   * quiet one (no request in flight, no stream open) is given up for a new one, else the
+   * new one gets 503 with Retry-After. Default 16.
+   */
   maxSessions?: number;
-  /** A session without a request for this long is closed. Default 300000. */
+  /**
+   * Of those, what one client (one bearer token from one remote address) holds; past it the
+   * client's own least recently used idle one is closed. Default 4.
+   */
+  maxSessionsPerClient?: number;
+  /**
+   * A session with no request in flight and no stream open for this long is closed, and a
+   * sandbox handle without a call for this long expires. Default 60000.
+   */
   sessionIdleMs?: number;
   /** Largest request body; past it 413. Default 4194304. */
   maxBodyBytes?: number;
-  /** run_code calls in flight per session; past it a call is an error result. Default 4. */
+  /** run_code calls in flight per session (2025) or per client (2026-07-28); past it a call is an error result. Default 4. */
   maxRunsPerSession?: number;
 }
 
@@ -57,7 +78,12 @@ export interface McpHttpServer {
   readonly host: string;
   readonly port: number;
   readonly engine: SandboxEngine;
+  /** The MCP revisions served: `['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2026-07-28']`. */
+  readonly protocolVersions: string[];
+  /** 2025 sessions open now. */
   sessionCount(): number;
+  /** 2026-07-28 sandbox handles open now (stateful). */
+  handleCount(): number;
   runsInFlight(): number;
   /** Refuses new requests, lets runs in flight finish and answer, closes sessions and the engine. */
   close(): Promise<void>;
@@ -66,11 +92,14 @@ export interface McpHttpServer {
 /** Settings from a config object; throws SandboxValidationError for a bad key or value. */
 export function mcpSettings(config?: McpConfig): McpSettings;
 
-/** An SDK `Server` with the run_code tool, not yet connected to a transport. */
+/**
+ * An SDK `McpServer` with the run_code tool for one connection (2025 protocol, the
+ * connection is the session), not yet connected to a transport: `server.connect(transport)`.
+ */
 export function createMcpServer(settings: McpSettings): { server: unknown; engine: SandboxEngine; close(): Promise<void> };
 
-/** Serves MCP on this process's stdin/stdout. */
-export function serveStdio(settings: McpSettings): Promise<{ server: unknown; engine: SandboxEngine; close(): Promise<void> }>;
+/** Serves MCP on this process's stdin/stdout, in the era the client opens with (2025 initialize, or 2026-07-28). */
+export function serveStdio(settings: McpSettings): Promise<{ engine: SandboxEngine; readonly protocolVersions: string[]; close(): Promise<void> }>;
 
 /** Serves MCP over Streamable HTTP; resolves once it listens. */
 export function serveHttp(settings: McpSettings, options?: McpHttpOptions): Promise<McpHttpServer>;
@@ -82,3 +111,6 @@ export function serveHttp(settings: McpSettings, options?: McpHttpOptions): Prom
 export function initOnce(engine: SandboxEngine): Promise<void>;
 
 export const MCP_TOOL_NAME: 'run_code';
+
+/** The `_meta` key of a 2026-07-28 stateful result that holds its sandbox handle. */
+export const MCP_SANDBOX_META_KEY: 'isolet/sandbox';

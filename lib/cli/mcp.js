@@ -15,6 +15,7 @@ const MCP_FLAGS = {
   'token-env': { type: 'string' },
   'token-file': { type: 'string' },
   'max-sessions': { type: 'string' },
+  'max-sessions-per-client': { type: 'string' },
   'session-idle-ms': { type: 'string' },
   'max-body-bytes': { type: 'string' },
   'max-runs-per-session': { type: 'string' },
@@ -26,7 +27,9 @@ Starts a Model Context Protocol server with one tool, run_code ({ code, language
 which runs the code in a fresh V8 isolate under these limits and answers with the result
 (JSON), console output and typed errors. The result is what a return gives, or else the
 value of the last top-level expression statement. Serves on stdin/stdout unless --http
-is given. Needs the @modelcontextprotocol/sdk package.
+is given, MCP revisions 2025-11-25 (and older ones a client asks for: 2025-06-18,
+2025-03-26, 2024-11-05) and 2026-07-28, the one each client opens with. Needs the
+@modelcontextprotocol/server package (and @modelcontextprotocol/node for --http).
 
 options:
 ${limitsHelp("  --language <lang>        the language of run_code calls that name none: javascript\n                           (default) or typescript; a call's own language wins")}
@@ -41,16 +44,23 @@ Streamable HTTP:
   --token-env <NAME>       require "Authorization: Bearer <token>", the token being the
                            value of this environment variable
   --token-file <file>      the same, the token read from this file
-  --max-sessions <n>       MCP sessions open at once (default ${HTTP.maxSessions})
-  --session-idle-ms <ms>   close a session after this long without a request
+  --max-sessions <n>       MCP sessions (and stateful sandbox handles) open at once
+                           (default ${HTTP.maxSessions}); past it 503 with Retry-After
+  --max-sessions-per-client <n>
+                           of those, what one client (token and address) holds
+                           (default ${HTTP.maxSessionsPerClient}); past it the client's own
+                           least recently used idle one is closed
+  --session-idle-ms <ms>   close a session after this long with no request or stream
+                           open, and a sandbox handle after this long without a call
                            (default ${HTTP.sessionIdleMs})
   --max-body-bytes <n>     largest request body (default ${HTTP.maxBodyBytes})
   --max-runs-per-session <n>
-                           run_code calls in flight per session (default ${HTTP.maxRunsPerSession})
+                           run_code calls in flight per session, or per client
+                           under 2026-07-28 (default ${HTTP.maxRunsPerSession})
   The same settings go in --config as "http": { "listen", "allowedHosts",
-  "allowedOrigins", "tokenEnv", "tokenFile", "maxSessions", "sessionIdleMs",
-  "maxBodyBytes", "maxRunsPerSession" }. SIGTERM or SIGINT stops the server: runs in
-  flight finish and answer, then sessions close.`;
+  "allowedOrigins", "tokenEnv", "tokenFile", "maxSessions", "maxSessionsPerClient",
+  "sessionIdleMs", "maxBodyBytes", "maxRunsPerSession" }. SIGTERM or SIGINT stops the
+  server: runs in flight finish and answer, then sessions close.`;
 
 async function mcpCommand(argv, io = { stdout: process.stdout, stderr: process.stderr }) {
   let settings;

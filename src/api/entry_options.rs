@@ -77,6 +77,7 @@ pub struct McpHttpSettingsJs {
     /// The file that holds the token.
     pub token_file: Option<String>,
     pub max_sessions: f64,
+    pub max_sessions_per_client: f64,
     pub session_idle_ms: f64,
     pub max_body_bytes: f64,
     pub max_runs_per_session: u32,
@@ -101,6 +102,7 @@ impl From<options::McpHttpSettings> for McpHttpSettingsJs {
             token_env,
             token_file,
             max_sessions: s.max_sessions as f64,
+            max_sessions_per_client: s.max_sessions_per_client as f64,
             session_idle_ms: s.session_idle_ms as f64,
             max_body_bytes: s.max_body_bytes as f64,
             max_runs_per_session: s.max_runs_per_session as u32,
@@ -199,13 +201,14 @@ pub fn autofix_settings(options: Unknown) -> std::result::Result<AutoFixSettings
 pub struct RunCodeArgumentsJs {
     pub code: String,
     pub language: Option<String>,
+    pub sandbox: Option<String>,
 }
 
 /// The MCP `run_code` tool's arguments (`MCP_RUN_CODE`).
 #[napi]
 pub fn run_code_arguments(arguments: Unknown) -> std::result::Result<RunCodeArgumentsJs, Error<String>> {
-    let (code, language) = options::mcp_run_code(&raw(&arguments)?).map_err(options_error)?;
-    Ok(RunCodeArgumentsJs { code, language: language.map(str::to_string) })
+    let (code, language, sandbox) = options::mcp_run_code(&raw(&arguments)?).map_err(options_error)?;
+    Ok(RunCodeArgumentsJs { code, language: language.map(str::to_string), sandbox })
 }
 
 #[napi(object)]

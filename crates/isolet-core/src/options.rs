@@ -1786,8 +1786,15 @@ pub const AUTOFIX_FLAGS: &[Flag] =
 /// server and its streams, so an unauthenticated client can make the server hold at most
 /// this many (a new one past it is refused with 503 until one closes or idles out).
 pub const DEFAULT_MCP_MAX_SESSIONS: u64 = 16;
-/// How long a session may go without a request (none in flight) before it is closed.
-pub const DEFAULT_MCP_SESSION_IDLE_MS: u64 = 300_000;
+/// How long a session may go without a connection (no request in flight, no stream open)
+/// before it is closed, and a stateful sandbox handle without a call before it expires:
+/// short, so that clients that vanish without ending their session free their place soon.
+pub const DEFAULT_MCP_SESSION_IDLE_MS: u64 = 60_000;
+/// Sessions (and stateful sandbox handles) one client (one bearer token from one remote
+/// address) may hold at once by default: below `DEFAULT_MCP_MAX_SESSIONS`, so no client
+/// alone can fill the server. A client at its bound that opens another gives up its
+/// least recently used idle one; others never lose theirs to it.
+pub const DEFAULT_MCP_MAX_SESSIONS_PER_CLIENT: u64 = 4;
 /// Largest request body by default: the JSON of one `run_code` call, code included.
 pub const DEFAULT_MCP_MAX_BODY_BYTES: u64 = 4 << 20;
 /// Tool calls one session may have in flight by default; past it a call is an error
@@ -1805,6 +1812,7 @@ pub const MCP_HTTP: &[Opt] = &[
     opt("tokenEnv", Kind::Text),
     opt("tokenFile", Kind::Text),
     whole("maxSessions", 1, 100_000, Some(DEFAULT_MCP_MAX_SESSIONS), &["sessions"]),
+    whole("maxSessionsPerClient", 1, 100_000, Some(DEFAULT_MCP_MAX_SESSIONS_PER_CLIENT), &["sessionsPerClient", "maxSessionsPerAddress"]),
     whole("sessionIdleMs", 1, MAX_TIME_MS, Some(DEFAULT_MCP_SESSION_IDLE_MS), &["idleTimeoutMs", "idleMs"]),
     whole("maxBodyBytes", 1, MAX_BYTES, Some(DEFAULT_MCP_MAX_BODY_BYTES), &["maxRequestBytes"]),
     whole("maxRunsPerSession", 1, 1024, Some(DEFAULT_MCP_MAX_RUNS_PER_SESSION), &["maxRuns"]),
@@ -1818,13 +1826,15 @@ pub const MCP_HTTP_FLAGS: &[Flag] = &[
     flag("token-env", "tokenEnv"),
     flag("token-file", "tokenFile"),
     flag("max-sessions", "maxSessions"),
+    flag("max-sessions-per-client", "maxSessionsPerClient"),
     flag("session-idle-ms", "sessionIdleMs"),
     flag("max-body-bytes", "maxBodyBytes"),
     flag("max-runs-per-session", "maxRunsPerSession"),
 ];
 
-/// The `run_code` tool's arguments (`isolet mcp`).
-pub const MCP_RUN_CODE: &[Opt] = &[opt("code", Kind::Text), opt("language", Kind::OneOf(LANGUAGES))];
+/// The `run_code` tool's arguments (`isolet mcp`). `sandbox` is the handle of a stateful
+/// server's persistent sandbox under MCP 2026-07-28 (lib/mcp.js checks whose it is).
+pub const MCP_RUN_CODE: &[Opt] = &[opt("code", Kind::Text), opt("language", Kind::OneOf(LANGUAGES)), opt("sandbox", Kind::Text)];
 
 /// Largest response body `createFetchCapability` accepts: it becomes one JS string.
 const MAX_FETCH_RESPONSE_BYTES: u64 = 256 << 20;
@@ -2163,11 +2173,12 @@ pub fn autofix_options(options: &Raw) -> Result<AutoFixSettings, OptionsError> {
     })
 }
 
-/// Checks the `run_code` tool's arguments: its code, and its language if it names one.
-pub fn mcp_run_code(arguments: &Raw) -> Result<(String, Option<&'static str>), OptionsError> {
+/// Checks the `run_code` tool's arguments: its code, its language and its sandbox handle
+/// if it names them.
+pub fn mcp_run_code(arguments: &Raw) -> Result<(String, Option<&'static str>, Option<String>), OptionsError> {
     let f = fields("", "run_code arguments", arguments, MCP_RUN_CODE)?;
     let code = code_of("code", f.get("code").unwrap_or(&Raw::Undefined))?;
-    Ok((code, f.one_of("language")?))
+    Ok((code, f.one_of("language")?, f.text("sandbox")?.map(str::to_string)))
 }
 
 /// Where the HTTP server's bearer token comes from (JS reads it at start).
@@ -2193,6 +2204,8 @@ pub struct McpHttpSettings {
     pub allowed_origins: Vec<String>,
     pub token: Option<TokenSource>,
     pub max_sessions: u64,
+    /// Sessions and sandbox handles one client (token and remote address) holds at once.
+    pub max_sessions_per_client: u64,
     pub session_idle_ms: u64,
     pub max_body_bytes: u64,
     pub max_runs_per_session: u64,
@@ -2235,6 +2248,7 @@ struct HttpValues {
     allowed_origins: Option<Vec<String>>,
     token: Option<TokenSource>,
     max_sessions: Option<u64>,
+    max_sessions_per_client: Option<u64>,
     session_idle_ms: Option<u64>,
     max_body_bytes: Option<u64>,
     max_runs_per_session: Option<u64>,
@@ -2263,6 +2277,7 @@ fn http_values(f: &Fields) -> Result<HttpValues, OptionsError> {
         allowed_origins: f.strings("allowedOrigins", "origin strings", true)?,
         token,
         max_sessions: f.whole("maxSessions")?,
+        max_sessions_per_client: f.whole("maxSessionsPerClient")?,
         session_idle_ms: f.whole("sessionIdleMs")?,
         max_body_bytes: f.whole("maxBodyBytes")?,
         max_runs_per_session: f.whole("maxRunsPerSession")?,
@@ -2281,6 +2296,7 @@ fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u
         allowed_origins: given.allowed_origins.or_else(|| file.and_then(|f| f.allowed_origins.clone())).unwrap_or_default(),
         token: given.token.or_else(|| file.and_then(|f| f.token.clone())),
         max_sessions: or_default(given.max_sessions, file.and_then(|f| f.max_sessions), "maxSessions"),
+        max_sessions_per_client: or_default(given.max_sessions_per_client, file.and_then(|f| f.max_sessions_per_client), "maxSessionsPerClient"),
         session_idle_ms: or_default(given.session_idle_ms, file.and_then(|f| f.session_idle_ms), "sessionIdleMs"),
         max_body_bytes: or_default(given.max_body_bytes, file.and_then(|f| f.max_body_bytes), "maxBodyBytes"),
         max_runs_per_session: or_default(given.max_runs_per_session, file.and_then(|f| f.max_runs_per_session), "maxRunsPerSession"),
@@ -2460,8 +2476,11 @@ mod entry_tests {
         let http = |flags: Raw, config: Raw| mcp_http_settings(&flags, &config, Some("isolet.json"));
         assert_eq!(http(obj(&[("timeout-ms", s("5"))]), Raw::Undefined).unwrap(), None);
         let h = http(obj(&[("http", s("8080"))]), Raw::Undefined).unwrap().unwrap();
-        assert_eq!((h.host.as_str(), h.port, h.max_sessions, h.session_idle_ms), ("127.0.0.1", 8080, 16, 300_000));
+        assert_eq!((h.host.as_str(), h.port, h.max_sessions, h.session_idle_ms), ("127.0.0.1", 8080, 16, 60_000));
         assert_eq!((h.max_body_bytes, h.max_runs_per_session, h.token.clone()), (4 << 20, 4, None));
+        assert_eq!(h.max_sessions_per_client, 4);
+        let h = http(obj(&[("http", s("1")), ("max-sessions-per-client", s("2"))]), Raw::Undefined).unwrap().unwrap();
+        assert_eq!(h.max_sessions_per_client, 2);
         for (given, host, port) in [("0.0.0.0:0", "0.0.0.0", 0), ("[::1]:65535", "::1", 65535), ("localhost:9", "localhost", 9)] {
             let h = http(obj(&[("http", s(given))]), Raw::Undefined).unwrap().unwrap();
             assert_eq!((h.host.as_str(), h.port), (host, port), "{given}");
@@ -2576,7 +2595,8 @@ mod entry_tests {
 
     #[test]
     fn mcp_and_capability_options() {
-        assert_eq!(mcp_run_code(&obj(&[("code", s("1"))])).unwrap(), ("1".to_string(), None));
+        assert_eq!(mcp_run_code(&obj(&[("code", s("1"))])).unwrap(), ("1".to_string(), None, None));
+        assert_eq!(mcp_run_code(&obj(&[("code", s("1")), ("sandbox", s("sbx"))])).unwrap().2.as_deref(), Some("sbx"));
         assert!(mcp_run_code(&obj(&[("code", s("1")), ("lang", s("typescript"))])).unwrap_err().message.ends_with("did you mean language?"));
         assert_eq!(mcp_run_code(&obj(&[])).unwrap_err().message, "code must be a string, got undefined");
         let f = fetch_capability(&obj(&[("allowedOrigins", Raw::Array(vec![s("http://a")]))])).unwrap();
