@@ -101,6 +101,42 @@ for (const isolation of ISOLATIONS) {
       }
     });
 
+    it('a session answers only the client that opened it; a 2026-07-28 client has at most maxRunsPerSession calls in flight', async () => {
+      const settings = mcpSettings({ timeoutMs: 2000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 2, warmPoolSize: 0, processes: 1 } });
+      const served = await serveHttp(settings, { token: TOKEN, maxRunsPerSession: 1 });
+      const port = Number(new URL(served.url).port);
+      const session = await httpClient({ sdk: 'v1', revision: '2025-11-25' }, served.url, TOKEN);
+      const modern = await httpClient({ sdk: 'v2', revision: MODERN }, served.url, TOKEN);
+      try {
+        // The same session id, the same token, another address: as unknown as a made-up id.
+        const ping = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' });
+        const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}`, 'mcp-session-id': sessionIdOf(session)!, 'mcp-protocol-version': '2025-11-25' };
+        const post = (localAddress: string) =>
+          new Promise<number>((resolve, reject) => {
+            const req = http.request({ host: '127.0.0.1', port, path: '/mcp', method: 'POST', localAddress, agent: false, headers }, (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode ?? 0));
+            });
+            req.on('error', reject);
+            req.end(ping);
+          });
+        expect(await post('127.0.0.2')).toBe(404);
+        expect(await post('127.0.0.1')).toBe(200);
+        // One call in flight per 2026-07-28 client: a second one meanwhile is a tool error.
+        // A run that only its time limit ends, so that the second call surely finds it in flight.
+        const long = call(modern, { code: 'while (true) {}' });
+        await settle(() => served.runsInFlight(), (n: number) => n === 1, 10_000);
+        const second = await call(modern, { code: '"second"' });
+        expect(second.isError).toBe(true);
+        expect(second.content[0].text).toContain('this client already has 1 run_code calls in flight (maxRunsPerSession)');
+        expect((await long).content[0].text).toMatch(/^SandboxTimeoutError \[ERR_ISOLET_TIMEOUT\]/);
+        expect((await call(modern, { code: '"after"' })).content[0].text).toBe('"after"');
+      } finally {
+        await Promise.allSettled([session.close(), modern.close()]);
+        await served.close();
+      }
+    });
+
     it('a full server answers 503 with Retry-After; a client at its own bound gives up its least recently used session; a quiet session makes room', async () => {
       const settings = mcpSettings({ timeoutMs: 5000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 1, warmPoolSize: 0, processes: 1 } });
       const served = await serveHttp(settings, { token: TOKEN, maxSessions: 4, maxSessionsPerClient: 2 });
