@@ -8,13 +8,8 @@
 // - with capabilities, a last line that is a bare expression gets a hint (output undefined);
 // - isolet run's stacks name the user's file; a persistent sandbox's top-level-await
 //   rewrite keeps the user's columns.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { createRequire } from 'node:module';
+import { describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import {
   createSandbox,
   runSandbox,
@@ -25,15 +20,11 @@ import {
   type SandboxResult,
   type LogEntry,
 } from '../index';
-import { createMcpServer, mcpSettings } from '../lib/mcp';
+import { createRequire } from 'node:module';
+import { entryPoints, MODES, type Mode } from './support/entry-points';
 
 const load = createRequire(__filename);
-const { runCommand } = load('../lib/cli/run') as {
-  runCommand(argv: string[], io: { stdout: { write(s: string): void }; stderr: { write(s: string): void } }): Promise<number>;
-};
 
-const MODES = ['thread', 'process'] as const;
-type Mode = (typeof MODES)[number];
 type Language = 'javascript' | 'typescript';
 const LANGUAGES: Language[] = ['javascript', 'typescript'];
 
@@ -69,55 +60,18 @@ function unhandledFrames(language: Language): string[] {
   return [at(code, 'new Error("nobody'), at(code, 'lost();')];
 }
 
-let dir: string;
-const engines = new Map<Mode, SandboxEngine>();
-const closers: Array<() => unknown> = [];
-
-beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-failure-reports-'));
-  for (const isolation of MODES) {
-    const engine = new SandboxEngine({ isolation, maxConcurrentIsolates: 2 });
-    await engine.init();
-    engines.set(isolation, engine);
-    closers.push(() => engine.shutdown());
-  }
-}, 60_000);
-
-afterAll(async () => {
-  for (const close of closers) await close();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+const points = entryPoints('failure-reports');
+const engines = { get: points.engine };
 
 async function sandboxOf(isolation: Mode, options: Record<string, unknown> = {}): Promise<Sandbox> {
   const sandbox = await createSandbox({ isolation, ...options });
-  closers.push(() => sandbox.close());
+  points.later(() => sandbox.close());
   return sandbox;
 }
 
-async function mcp(isolation: Mode, config: Record<string, unknown> = {}): Promise<Client> {
-  const server = createMcpServer(mcpSettings({ isolation, ...config } as any));
-  const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
-  await (server.server as { connect(transport: unknown): Promise<void> }).connect(serverSide);
-  const client = new Client({ name: 'failure-reports', version: '1.0.0' });
-  await client.connect(clientSide);
-  closers.push(() => server.close());
-  return client;
-}
-
-async function tool(client: Client, code: string, language: Language): Promise<{ isError?: boolean; text: string }> {
-  const r = (await client.callTool({ name: 'run_code', arguments: { code, language } })) as { isError?: boolean; content: Array<{ text: string }> };
-  return { isError: r.isError, text: r.content.map((c) => c.text).join('\n') };
-}
-
-async function isoletRun(name: string, source: string, args: string[] = []): Promise<{ exit: number; stdout: string; stderr: string; file: string }> {
-  const file = path.join(dir, name);
-  fs.writeFileSync(file, source);
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: { write: (s: string) => void (stdout += s) }, stderr: { write: (s: string) => void (stderr += s) } };
-  const exit = await runCommand([file, ...args], io);
-  return { exit, stdout, stderr, file };
-}
+const mcp = (isolation: Mode, config: Record<string, unknown> = {}): Promise<Client> => points.mcpClient({ isolation, ...config });
+const tool = (client: Client, code: string, language: Language) => points.callTool(client, code, language);
+const isoletRun = points.isoletRun;
 
 const ext = (language: Language) => (language === 'typescript' ? 'ts' : 'js');
 
@@ -189,14 +143,14 @@ for (const isolation of MODES) {
         if (strict.type === 'error') expectFailed(strict.error);
         const strictEngine = new SandboxEngine({ isolation, maxConcurrentIsolates: 1, unhandledRejections: 'error' });
         await strictEngine.init();
-        closers.push(() => strictEngine.shutdown());
+        points.later(() => strictEngine.shutdown());
         const byDefault = await strictEngine.submit({ code: asBody, language }).done;
         expect(byDefault.type).toBe('error');
         const optedOut = await strictEngine.submit({ code: asBody, language, unhandledRejections: 'warn' }).done;
         expect(optedOut.type).toBe('result');
         // A sandbox the strict engine opens inherits its choice.
         const inherited = await strictEngine.openSandbox({});
-        closers.push(() => inherited.close());
+        points.later(() => inherited.close());
         expectFailed(failed(await inherited.run(code, { language })));
         // A persistent sandbox: its own default, and a run's.
         const sandbox = await sandboxOf(isolation);
@@ -311,7 +265,7 @@ describe('the Code Mode executor', () => {
     for (const stateful of [false, true]) {
       const strict = new IsoletExecutor({ isolation: 'thread', unhandledRejections: 'error', stateful } as any);
       const lenient = new IsoletExecutor({ isolation: 'thread', stateful } as any);
-      closers.push(() => strict.dispose(), () => lenient.dispose());
+      points.later(() => strict.dispose(), () => lenient.dispose());
       const code = 'async () => { Promise.reject(new Error("dropped")); return 1 }';
       expect(await strict.execute(code, [])).toMatchObject({ result: undefined, error: 'dropped' });
       const warned = await lenient.execute(code, []);
@@ -335,7 +289,7 @@ describe('the option is checked once, under its name, at every entry point', () 
     if (end.type === 'error') expect(end.error.message).toBe("request.unhandledRejections must be 'warn' or 'error', got 'strict'");
     await expect(createSandbox({ unhandledRejections: 'strict' as any })).rejects.toThrow(/unhandledRejections must be 'warn' or 'error', got 'strict'/);
     const sandbox = await createSandbox({ isolation: 'thread' });
-    closers.push(() => sandbox.close());
+    points.later(() => sandbox.close());
     bad(failed(await sandbox.run('1', { unhandledRejections: 'strict' as any })));
     const cli = await isoletRun('bad-option.js', '1', ['--unhandled-rejections', 'strict']);
     expect(cli.exit).toBe(2);

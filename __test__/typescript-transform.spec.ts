@@ -4,25 +4,19 @@
 // construct (__test__/fixtures/typescript): a run that uses it (its `result`), and a run
 // that fails inside it, whose error and call-site positions must be the TypeScript's, at
 // every entry point, in both isolation modes.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { createRequire } from 'node:module';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { createSandbox, runSandbox, SandboxEngine, SandboxRuntimeError, SandboxValidationError } from '../index';
-import { createMcpServer, mcpSettings } from '../lib/mcp';
+import { createRequire } from 'node:module';
+import { entryPoints, MODES, type Mode } from './support/entry-points';
 
 const load = createRequire(__filename);
-const { runCommand } = load('../lib/cli/run') as {
-  runCommand(argv: string[], io: { stdout: { write(s: string): void }; stderr: { write(s: string): void } }): Promise<number>;
-};
+
 
 const FIXTURES = path.join(__dirname, 'fixtures', 'typescript');
 const MARKER = '// -- fails below --';
-const MODES = ['thread', 'process'] as const;
-type Mode = (typeof MODES)[number];
 
 /** A fixture: the run that uses the construct, and the run that fails inside it. */
 const COMPILED: Array<[string, unknown]> = [
@@ -71,49 +65,11 @@ function expectStack(stack: string | undefined, text: string, file?: string) {
 
 const uses = (text: string, tail: string) => `${text.slice(0, text.indexOf(MARKER))}${tail}`;
 
-let dir: string;
-const engines = new Map<Mode, SandboxEngine>();
-const closers: Array<() => Promise<void> | void> = [];
-
-beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-ts-transform-'));
-  for (const isolation of MODES) {
-    const engine = new SandboxEngine({ isolation, maxConcurrentIsolates: 2 });
-    await engine.init();
-    engines.set(isolation, engine);
-    closers.push(() => engine.shutdown());
-  }
-}, 60_000);
-
-afterAll(async () => {
-  for (const close of closers) await close();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
-
-async function mcpClient(isolation: Mode, stateful: boolean): Promise<Client> {
-  const server = createMcpServer(mcpSettings({ isolation, stateful } as any));
-  const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
-  await (server.server as { connect(transport: unknown): Promise<void> }).connect(serverSide);
-  const client = new Client({ name: 'typescript-transform', version: '1.0.0' });
-  await client.connect(clientSide);
-  closers.push(() => server.close());
-  return client;
-}
-
-async function callTool(client: Client, code: string): Promise<{ isError?: boolean; text: string }> {
-  const r = (await client.callTool({ name: 'run_code', arguments: { code, language: 'typescript' } })) as { isError?: boolean; content: Array<{ text: string }> };
-  return { isError: r.isError, text: r.content.map((c) => c.text).join('\n') };
-}
-
-async function isoletRun(name: string, source: string, isolation: Mode): Promise<{ exit: number; stdout: string; stderr: string; file: string }> {
-  const file = path.join(dir, `${isolation}-${name}`);
-  fs.writeFileSync(file, source);
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: { write: (s: string) => void (stdout += s) }, stderr: { write: (s: string) => void (stderr += s) } };
-  const exit = await runCommand([file, '--isolation', isolation], io);
-  return { exit, stdout, stderr, file };
-}
+const points = entryPoints('ts-transform');
+const engines = { get: points.engine };
+const mcpClient = (isolation: Mode, stateful: boolean): Promise<Client> => points.mcpClient({ isolation, stateful });
+const callTool = (client: Client, code: string) => points.callTool(client, code, 'typescript');
+const isoletRun = (name: string, source: string, isolation: Mode) => points.isoletRun(`${isolation}-${name}`, source, ['--isolation', isolation]);
 
 for (const isolation of MODES) {
   describe(`compiled constructs (${isolation} isolation)`, () => {
@@ -148,10 +104,10 @@ for (const isolation of MODES) {
         for (const prefix of ['', 'const ready: number = await Promise.resolve(1);\n']) {
           const source = prefix + text;
           const good = await createSandbox({ isolation });
-          closers.push(() => good.close());
+          points.later(() => good.close());
           expect(await good.run(uses(source, 'result'), { language: 'typescript' })).toMatchObject({ success: true, output: result });
           const failing = await createSandbox({ isolation });
-          closers.push(() => failing.close());
+          points.later(() => failing.close());
           const r = await failing.run(source, { language: 'typescript' });
           expect(r.success).toBe(false);
           if (r.success) return;
@@ -202,7 +158,7 @@ for (const isolation of MODES) {
         expect(end.type).toBe('error');
         if (end.type === 'error') check(end.error);
         const sandbox = await createSandbox({ isolation });
-        closers.push(() => sandbox.close());
+        points.later(() => sandbox.close());
         const r = await sandbox.run(text, { language: 'typescript' });
         if (!r.success) check(r.error);
         expect(r.success).toBe(false);
