@@ -128,6 +128,31 @@ for (const isolation of ISOLATIONS) {
       });
     }
 
+    it('2026-07-28 on the wire: resultType and caching hints, the revision\'s errors with their HTTP statuses and the request id', async () => {
+      const meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
+      const post = async (method: string, params: object, headers: Record<string, string> = {}) => {
+        const res = await fetch(plain.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}`, 'mcp-protocol-version': MODERN, 'mcp-method': method, ...headers },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 41, method, params }),
+        });
+        return { status: res.status, body: await res.json() };
+      };
+      const ok = await post('tools/call', { name: 'run_code', arguments: { code: '6 * 7' }, _meta: meta }, { 'mcp-name': 'run_code' });
+      expect(ok).toMatchObject({ status: 200, body: { id: 41, result: { resultType: 'complete', content: [{ type: 'text', text: '42' }] } } });
+      const list = await post('tools/list', { _meta: meta });
+      expect(list.body.result).toMatchObject({ resultType: 'complete', ttlMs: 300000, cacheScope: 'private' });
+      const discover = await post('server/discover', { _meta: meta });
+      expect(discover.body.result).toMatchObject({ supportedVersions: [MODERN], capabilities: { tools: { listChanged: false }, logging: {} } });
+      expect(await post('tools/list', {})).toMatchObject({ status: 400, body: { id: 41, error: { code: -32602 } } });
+      expect(await post('ping', { _meta: meta })).toMatchObject({ status: 404, body: { id: 41, error: { code: -32601 } } });
+      expect(await post('tools/list', { _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } }, { 'mcp-protocol-version': '2099-01-01' })).toMatchObject({
+        status: 400,
+        body: { id: 41, error: { code: -32022, data: { supported: [MODERN], requested: '2099-01-01' } } },
+      });
+      expect(await post('tools/list', { _meta: meta }, { 'mcp-method': 'prompts/list' })).toMatchObject({ status: 400, body: { id: 41, error: { code: -32020 } } });
+    });
+
     it(`${label({ sdk: 'v2', revision: MODERN })}: logs only at the level the request asks`, async () => {
       const client = await httpClient({ sdk: 'v2', revision: MODERN }, plain.url, TOKEN);
       try {

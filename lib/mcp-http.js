@@ -398,6 +398,10 @@ async function listenHttp(settings, httpSettings, hooks = {}) {
   const modernHandler = sdk.createMcpHandler(() => service.newServer({ era: 'modern' }), {
     legacy: 'reject',
     maxRequestBodySize: httpSettings.maxBodyBytes,
+    // A subscriptions/listen stream may stay open (holding an authenticated socket) as long
+    // as its client likes; isolet's tool list never changes, so the SDK ends each at once
+    // (nothing to deliver), and this bound only guards against that changing.
+    maxSubscriptions: httpSettings.maxSessions,
     onerror: (err) => {
       // The revision's rejections are answers, not faults; anything else is worth a line.
       if (!/^Rejected |^Unsupported protocol version|^Missing required client capabilit/.test(err.message)) log(`request failed: ${err.message}`);
