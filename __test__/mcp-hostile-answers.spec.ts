@@ -35,13 +35,20 @@ function post(port: number, body: object, sessionId?: string): Promise<http.Inco
   });
 }
 
-/** A POST whose answer is never read: the socket is paused for good. */
-function postUnread(port: number, body: object, sessionId: string): net.Socket {
+/**
+ * A POST whose answer is never read: the socket is paused for good. With a session id, a
+ * 2025 request; without, a 2026-07-28 one (its `_meta` and headers; no session).
+ */
+function postUnread(port: number, body: object, sessionId?: string): net.Socket {
   const payload = Buffer.from(JSON.stringify(body));
   const socket = net.connect({ host: '127.0.0.1', port });
   socket.on('error', () => {});
   socket.pause();
-  const head = Object.entries({ ...HEADERS, host: `127.0.0.1:${port}`, 'mcp-session-id': sessionId, 'content-length': String(payload.length) })
+  const era =
+    sessionId === undefined
+      ? { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'run_code' }
+      : { 'mcp-session-id': sessionId };
+  const head = Object.entries({ ...HEADERS, ...era, host: `127.0.0.1:${port}`, 'content-length': String(payload.length) })
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('');
   socket.write(`POST /mcp HTTP/1.1\r\n${head}\r\n`);
@@ -91,6 +98,36 @@ describe('isolet mcp --http: a client that does not read its answers', () => {
       expect(answered.length).toBeGreaterThan(5);
       expect(Math.max(...answered)).toBeLessThan(5000);
       // The ended session's sockets are gone (its attacker still holds its own ends).
+      expect(await settle(() => descriptorsOf(pid), (n) => n <= fds, 5000)).toBeLessThanOrEqual(fds);
+      for (const socket of unread) socket.destroy();
+      await client.close();
+    }, 60_000);
+
+    it(`2026-07-28, no session: ${CALLS} unread answers of 16 MB cost the server about their results; another client is served meanwhile, and each response is closed after READ_STALL_MS (${isolation})`, async () => {
+      server = await startServer({ isolation, timeoutMs: 20_000 });
+      const pid = server.child.pid!;
+      const client = await connect(server.url);
+      expect((await call(client, '1 + 1')).content[0].text).toBe('2');
+      await sleep(200);
+      const base = memoryOf(pid);
+      const fds = descriptorsOf(pid);
+      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+      const unread = Array.from({ length: CALLS }, (_, i) =>
+        postUnread(server!.port, { jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'run_code', arguments: { code: BIG_RESULT }, _meta: meta } }),
+      );
+      const closed = () => server!.stderr().split(`a client read nothing of its answer for ${READ_STALL_MS} ms: its response is closed`).length - 1;
+      let peak = base.peakMb;
+      const deadline = Date.now() + READ_STALL_MS + 15_000;
+      let served = 0;
+      while (closed() < CALLS && Date.now() < deadline) {
+        expect((await call(client, '6 * 7')).content[0].text).toBe('42');
+        served++;
+        peak = Math.max(peak, memoryOf(pid).peakMb);
+        expect(peak - base.rssMb).toBeLessThan(MAX_GROWTH_MB);
+        await sleep(50);
+      }
+      expect(closed()).toBe(CALLS);
+      expect(served).toBeGreaterThan(5);
       expect(await settle(() => descriptorsOf(pid), (n) => n <= fds, 5000)).toBeLessThanOrEqual(fds);
       for (const socket of unread) socket.destroy();
       await client.close();
