@@ -1,5 +1,5 @@
 'use strict';
-// Optional peer packages (@modelcontextprotocol/sdk, ...): loaded only by the feature that
+// Optional peer packages (@modelcontextprotocol/server, ...): loaded only by the feature that
 // needs them, so a plain runSandbox user installs none. A missing one is an error that
 // names the package to install.
 
