@@ -1063,5 +1063,18 @@ export * from './lib/autofix';
 /** Versions this binary runs on. */
 export declare const runtime: Readonly<{ v8Version: string; nodeAbi: string; nodeVersion: string }>;
 
-/** Isolate threads of this process, and the sandbox host processes it supervises. */
-export declare function processStats(): { liveThreads: number; quarantinedThreads: number; sandboxProcesses: number };
+/**
+ * Isolate threads of this process, and the sandbox host processes it supervises.
+ * `parkedThreads` / `parkedBytes`: threads (thread isolation) that a run ended in V8's
+ * fatal out-of-memory, parked for good, and what their isolates hold; past
+ * `maxParkedBytes` (`ISOLET_MAX_PARKED_MB`, default 512 MB) new runs are refused with
+ * `ERR_ISOLET_OVERLOADED` naming the bound and process isolation.
+ */
+export declare function processStats(): {
+  liveThreads: number;
+  quarantinedThreads: number;
+  sandboxProcesses: number;
+  parkedThreads: number;
+  parkedBytes: number;
+  maxParkedBytes: number;
+};

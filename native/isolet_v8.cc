@@ -249,6 +249,7 @@ class CountingAllocator final : public v8::ArrayBuffer::Allocator {
   }
   void refund(size_t length) { used_ -= length; }
   size_t limit() const { return limit_; }
+  size_t used() const { return used_.load(); }
 
  private:
   bool reserve(size_t length) {
@@ -304,6 +305,10 @@ struct isolet_sandbox {
   // Where Rust writes the name and message of a refused host call (see on_host_call).
   std::vector<uint8_t> refusal_text;
   size_t peak_heap = 0;
+  // The most memory the heap was seen to hold from the system (committed pages) and V8
+  // to have malloc'd beside it, at a GC's end: what a thread parked after a fatal OOM
+  // keeps, read where V8 may not be called.
+  size_t peak_held = 0;
   // Index of V8's young large-object space ("new_large_object_space"), or -1, and the
   // most it was seen holding.
   int young_large_space = -1;
@@ -751,15 +756,32 @@ void OnPromiseReject(v8::PromiseRejectMessage message) {
   sb->rejections.push_back({v8::Global<v8::Promise>(isolate, promise), line, column});
 }
 
+// What a sandbox whose thread is handed over after a fatal OOM holds: its heap (`heap`
+// bytes: committed pages and V8's malloc'd memory, or the most seen) and its ArrayBuffers.
+size_t HeldBytes(isolet_sandbox* sb, size_t heap) {
+  return std::max(heap, sb->peak_held) + (sb->allocator ? sb->allocator->used() : 0);
+}
+
 size_t NearHeapLimit(void* data, size_t current_limit, size_t initial_limit) {
   auto* sb = static_cast<isolet_sandbox*>(data);
   sb->hit_memory_limit.store(true);
   sb->isolate->TerminateExecution();
   sb->config.on_heap_limit(sb->config.ctx);
   // Grant headroom so V8 unwinds the terminated script instead of aborting the process,
-  // but only twice: if the script keeps allocating, V8 reaches a fatal OOM, which
-  // OnFatalOOM turns into a parked thread. Memory stays bounded either way.
-  if (++sb->heap_limit_raises > sb->config.max_heap_limit_raises) return current_limit;
+  // but only twice. A script still allocating after that is in a built-in that ignores
+  // termination (`new Array(2 ** 27).fill(0)`): V8 would end in a fatal OOM after more
+  // failing mark-compacts (seconds of them, the heap growing meanwhile, then its "Last
+  // few GCs" banner on the process's stderr). The thread is handed over here instead,
+  // before any of that: Rust reports SandboxOOMError and parks it, its heap at this limit.
+  if (++sb->heap_limit_raises > sb->config.max_heap_limit_raises) {
+    if (t_sandbox == sb) {
+      v8::HeapStatistics stats;
+      sb->isolate->GetHeapStatistics(&stats);
+      size_t heap = std::max(current_limit, stats.total_physical_size() + stats.malloced_memory());
+      sb->config.on_fatal_oom(sb->config.ctx, HeldBytes(sb, heap));
+    }
+    return current_limit;
+  }
   return current_limit + sb->config.heap_headroom_bytes;
 }
 
@@ -769,7 +791,8 @@ void OnFatalOOM(const char* location, const v8::OOMDetails& details) {
   isolet_sandbox* sb = t_sandbox;
   if (sb == nullptr) return;
   sb->hit_memory_limit.store(true);
-  sb->config.on_fatal_oom(sb->config.ctx);
+  size_t heap = sb->config.heap_ceiling_bytes > sb->peak_heap ? sb->config.heap_ceiling_bytes : sb->peak_heap;
+  sb->config.on_fatal_oom(sb->config.ctx, HeldBytes(sb, heap));
 }
 
 // Bytes in the young large-object space: where V8 puts a large object it grants whatever
@@ -794,6 +817,8 @@ void TrackPeakHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
   isolate->GetHeapStatistics(&stats);
   isolet_sandbox* sb = SandboxOf(isolate);
   if (stats.used_heap_size() > sb->peak_heap) sb->peak_heap = stats.used_heap_size();
+  size_t held = stats.total_physical_size() + stats.malloced_memory();
+  if (held > sb->peak_held) sb->peak_held = held;
   size_t young_large = YoungLargeBytes(sb);
   if (young_large > sb->peak_young_large) sb->peak_young_large = young_large;
   if (young_large > sb->config.heap_ceiling_bytes) OverCeiling(sb);

@@ -173,8 +173,12 @@ typedef struct {
   void (*on_heap_limit)(void* ctx);
   // V8 hit a fatal out-of-memory condition on the isolate thread (e.g. "young object
   // promotion failed" during a GC), which the near-heap-limit callback cannot turn into
-  // a termination. Must not return: returning lets V8 abort the whole process.
-  void (*on_fatal_oom)(void* ctx);
+  // a termination, or the run kept allocating through every headroom the near-heap-limit
+  // callback grants with its termination pending (handed over then, before V8's fatal
+  // path prints to the process's stderr and grows the heap in failing GCs). `held_bytes`:
+  // what the isolate holds (its heap at that moment and its ArrayBuffers). Must not
+  // return: returning lets V8 abort the whole process.
+  void (*on_fatal_oom)(void* ctx, size_t held_bytes);
   // The sandbox called native op `op` with `argc` arguments (see ISOLET_OP_*): returns
   // ISOLET_OK (*result holds its values), ISOLET_THREW (*result holds the error) or
   // ISOLET_TERMINATED (the run is being stopped). Runs JS never; must not call the seam.

@@ -110,6 +110,15 @@ pub struct ProcessStats {
     pub quarantined_threads: u32,
     /// Sandbox host processes alive, over all engines of this process.
     pub sandbox_processes: u32,
+    /// Of `quarantined_threads`, those parked after a fatal V8 out-of-memory (thread
+    /// isolation): they never run again, and their isolates stay in this process.
+    pub parked_threads: u32,
+    /// What those parked threads' isolates hold, in bytes (heap at its limit with the
+    /// headroom granted, and ArrayBuffers).
+    pub parked_bytes: f64,
+    /// Past this (`ISOLET_MAX_PARKED_MB`, default 512 MB) new runs are refused with
+    /// `ERR_ISOLET_OVERLOADED`, naming the bound and process isolation.
+    pub max_parked_bytes: f64,
 }
 
 #[napi]
@@ -118,6 +127,9 @@ pub fn process_stats() -> ProcessStats {
         live_threads: crate::isolate::thread::live_threads() as u32,
         quarantined_threads: crate::limits::quarantine::quarantined() as u32,
         sandbox_processes: crate::engine::processes::live_hosts() as u32,
+        parked_threads: crate::limits::quarantine::parked().0 as u32,
+        parked_bytes: crate::limits::quarantine::parked().1 as f64,
+        max_parked_bytes: crate::limits::quarantine::max_parked_bytes() as f64,
     }
 }
 

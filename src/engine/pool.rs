@@ -221,6 +221,12 @@ impl Engine {
     /// answered with the refusal.
     fn admit(&self, job: Job, tenant: Tenant) {
         let (id, max_queue_ms) = (job.run().id, job.run().spec.plan.max_queue_ms);
+        // Threads parked after fatal OOMs hold their isolates for good: past their bound,
+        // no new run may risk another.
+        if let Some(failure) = quarantine::parked_refusal() {
+            job.run().refuse(failure);
+            return;
+        }
         let mut pool = self.inner.pool();
         let admission = pool.admit(id, tenant, job, max_queue_ms, self.inner.admit_at());
         let mut launch = Launch::default();
@@ -478,6 +484,9 @@ impl Engine {
     ) -> Result<Arc<SandboxCore>, Failure> {
         let tenant = Tenant::from(plan.base.tenant.as_deref());
         let config = sandbox_config(plan.base.limits.memory_mb);
+        if let Some(failure) = quarantine::parked_refusal() {
+            return Err(failure);
+        }
         {
             let mut pool = self.inner.pool();
             pool.admit_sandbox(id, tenant.clone(), quarantine::quarantined(), quarantine::max_quarantined())?;

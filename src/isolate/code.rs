@@ -84,7 +84,7 @@ impl SandboxHost for PreludeHost {
             std::thread::spawn(move || handle.terminate());
         }
     }
-    fn fatal_oom(&self) -> ! {
+    fn fatal_oom(&self, _held_bytes: usize) -> ! {
         // Returning would let V8 abort the process; this thread holds nothing else.
         loop {
             std::thread::park();

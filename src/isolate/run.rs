@@ -373,16 +373,25 @@ impl RunShared {
         self.end(Ending::NotStarted, |_| Completion { result: Err(failure), stats: ExecStats::default(), logs: Vec::new() })
     }
 
-    /// A fatal V8 OOM on the run's thread, which parks for good: the run answers now
-    /// and counts its thread as quarantined. Returns whether the thread is counted
+    /// A fatal V8 OOM on the run's thread, which parks for good: the run answers now, with
+    /// its figures (wall and CPU time so far, `held_bytes` of heap and ArrayBuffers, host
+    /// calls), and counts its thread as quarantined. Returns whether the thread is counted
     /// (now or by an earlier abandonment).
-    pub(crate) fn abandon_after_fatal_oom(&self) -> bool {
+    pub(crate) fn abandon_after_fatal_oom(&self, held_bytes: usize) -> bool {
         let failure = Failure::out_of_memory(self.spec.plan.limits.memory_mb);
-        let ended = self.end(Ending::Abandoned, |_| Completion {
-            result: Err(failure),
-            stats: ExecStats::default(),
-            logs: self.take_logs(),
-        });
+        let (wall, cpu) = {
+            let life = lock(&self.life);
+            (life.started_at.map(|t| t.elapsed()), life.clock.map(|c| c.used()))
+        };
+        let stats = ExecStats {
+            wall_time_ms: wall.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            cpu_time_ms: cpu.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            heap_used_bytes: held_bytes as f64,
+            heap_peak_bytes: held_bytes as f64,
+            host_calls: self.messages(),
+            ..ExecStats::default()
+        };
+        let ended = self.end(Ending::Abandoned, |_| Completion { result: Err(failure), stats, logs: self.take_logs() });
         ended || lock(&self.life).state.phase() == Phase::Abandoned
     }
 

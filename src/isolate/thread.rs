@@ -115,9 +115,9 @@ impl SandboxHost for ThreadHost {
         }
     }
 
-    fn fatal_oom(&self) -> ! {
-        let counted = self.current().is_some_and(|run| run.abandon_after_fatal_oom());
-        quarantine::park_current_thread(!counted)
+    fn fatal_oom(&self, held_bytes: usize) -> ! {
+        let counted = self.current().is_some_and(|run| run.abandon_after_fatal_oom(held_bytes));
+        quarantine::park_current_thread(!counted, held_bytes)
     }
 
     fn given_module(&self, key: &str) -> Option<(String, bool)> {
@@ -183,6 +183,7 @@ impl IsolateThread {
             .name("isolet-isolate".into())
             .stack_size(ISOLATE_THREAD_STACK)
             .spawn(move || {
+                crate::limits::banner::quiet_this_thread();
                 let quarantined = thread_main(config, source);
                 LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
                 on_exit(quarantined);
@@ -206,6 +207,7 @@ impl IsolateThread {
             .name("isolet-sandbox".into())
             .stack_size(ISOLATE_THREAD_STACK)
             .spawn(move || {
+                crate::limits::banner::quiet_this_thread();
                 let quarantined = body();
                 LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
                 on_exit(quarantined);

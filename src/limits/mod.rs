@@ -1,6 +1,7 @@
 //! Time limits: the watchdog thread that asks runs to stop at their wall-clock or
 //! CPU-time limit, thread CPU clocks, and the quarantine for threads that V8 cannot stop.
 //! Nothing here knows the isolate thread: runs are seen through `watchdog::Watched`.
+pub(crate) mod banner;
 pub(crate) mod cpu;
 pub(crate) mod quarantine;
 pub(crate) mod watchdog;
@@ -17,6 +18,8 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) fn apply_v8_flags() {
     static APPLY: std::sync::Once = std::sync::Once::new();
     APPLY.call_once(|| {
+        // V8's fatal-OOM banner from an isolate thread is not the user's stderr's.
+        banner::install();
         let opt_out = std::env::var(isolet_core::limits::LOOP_UNROLLING_ENV).ok();
         if let Some(flags) = isolet_core::limits::v8_flags(&crate::v8::version(), opt_out.as_deref()) {
             crate::v8::set_flags(flags);

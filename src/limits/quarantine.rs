@@ -8,10 +8,14 @@
 //! finishes on its own, V8 sees the pending termination, the thread disposes its isolate
 //! as after any run and leaves the count. Only a process boundary can reclaim one that
 //! never finishes.
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 static QUARANTINED: AtomicUsize = AtomicUsize::new(0);
+/// Threads parked after a fatal V8 OOM, and what their isolates hold (never released:
+/// such a thread never runs again).
+static PARKED: AtomicUsize = AtomicUsize::new(0);
+static PARKED_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Quarantined threads this process could not lower itself (a sandbox host's seccomp
 /// filter lets it change the scheduling of its main thread only): their ids, for the
 /// parent, which lowers them from outside.
@@ -71,6 +75,24 @@ pub(crate) fn exit_without_v8_teardown() -> ! {
 /// termination, or parked after a fatal V8 OOM.
 pub(crate) fn quarantined() -> usize {
     QUARANTINED.load(Ordering::SeqCst)
+}
+
+/// Threads parked after a fatal V8 OOM, and what their isolates hold, in bytes.
+pub(crate) fn parked() -> (usize, u64) {
+    (PARKED.load(Ordering::SeqCst), PARKED_BYTES.load(Ordering::SeqCst))
+}
+
+/// The most parked threads may hold before new runs are refused (`ISOLET_MAX_PARKED_MB`,
+/// read per admission).
+pub(crate) fn max_parked_bytes() -> u64 {
+    isolet_core::limits::max_parked_bytes(std::env::var(isolet_core::limits::MAX_PARKED_MB_ENV).ok().as_deref())
+}
+
+/// The refusal of a new run once parked threads hold their bound (see
+/// `isolet_core::limits::parked_memory_refusal`).
+pub(crate) fn parked_refusal() -> Option<isolet_core::Failure> {
+    let (threads, bytes) = parked();
+    isolet_core::limits::parked_memory_refusal(threads, bytes, max_parked_bytes())
 }
 
 /// The number of quarantined threads at which new runs are refused
@@ -167,11 +189,14 @@ pub(crate) fn release() {
 /// abort the process if we returned, and the isolate's heap cannot be used again). The
 /// thread parks itself inside V8's OOM handler, not at an arbitrary instruction.
 /// `count`: the thread is not counted in the quarantine yet (it served no run, or its
-/// run had ended); a run that abandons its thread counts it itself.
-pub(crate) fn park_current_thread(count: bool) -> ! {
+/// run had ended); a run that abandons its thread counts it itself. `held_bytes`: what its
+/// isolate keeps in this process from now on (`parked_bytes`).
+pub(crate) fn park_current_thread(count: bool, held_bytes: usize) -> ! {
     if count {
         QUARANTINED.fetch_add(1, Ordering::SeqCst);
     }
+    PARKED.fetch_add(1, Ordering::SeqCst);
+    PARKED_BYTES.fetch_add(isolet_core::limits::parked_thread_bytes(held_bytes as u64), Ordering::SeqCst);
     loop {
         std::thread::park();
     }

@@ -122,7 +122,7 @@ pub struct isolet_sandbox_config {
         out: *mut isolet_bytes,
     ) -> i32,
     pub on_heap_limit: extern "C" fn(ctx: *mut c_void),
-    pub on_fatal_oom: extern "C" fn(ctx: *mut c_void),
+    pub on_fatal_oom: extern "C" fn(ctx: *mut c_void, held_bytes: usize),
     pub on_op: extern "C" fn(
         ctx: *mut c_void,
         op: u32,

@@ -30,8 +30,9 @@ pub(crate) trait SandboxHost: Send + Sync {
     fn data_request(&self, key: &str) -> DataAnswer;
     /// The heap reached its limit (inside a GC): terminate the run from another thread.
     fn heap_limit(&self);
-    /// V8 hit a fatal OOM on this isolate's thread. Must never return.
-    fn fatal_oom(&self) -> !;
+    /// V8 hit a fatal OOM on this isolate's thread (or was about to: see the seam's
+    /// `on_fatal_oom`); the isolate holds `held_bytes`. Must never return.
+    fn fatal_oom(&self, held_bytes: usize) -> !;
     /// The source of module `key` given up front (the run's `modules`, its sandbox's, the
     /// engine's prelude modules), if it is there, and whether it is a prelude module.
     fn given_module(&self, _key: &str) -> Option<(String, bool)> {
@@ -222,7 +223,7 @@ impl SandboxHost for CompileHost {
         DataAnswer::Terminated
     }
     fn heap_limit(&self) {}
-    fn fatal_oom(&self) -> ! {
+    fn fatal_oom(&self, _held_bytes: usize) -> ! {
         // Returning would let V8 abort the process; this thread holds nothing else.
         loop {
             std::thread::park();
@@ -587,8 +588,8 @@ extern "C" fn heap_limit_cb(ctx: *mut c_void) {
     guarded(ctx, (), |host| host.heap_limit());
 }
 
-extern "C" fn fatal_oom_cb(ctx: *mut c_void) {
-    guarded(ctx, (), |host| host.fatal_oom());
+extern "C" fn fatal_oom_cb(ctx: *mut c_void, held_bytes: usize) {
+    guarded(ctx, (), |host| host.fatal_oom(held_bytes));
     // Only a panic gets here; returning would let V8 abort the whole process.
     loop {
         std::thread::park();

@@ -13,6 +13,8 @@
 //!   A few V8 built-ins loop without checking for termination; such a run is reported
 //!   as timed out within a grace period and its thread is quarantined: lowered to idle
 //!   priority and left to finish on its own (never stopped by a signal).
+use crate::error::{ErrorKind, Failure};
+
 /// Default memory for `runSandbox` (the `@azmr/ai` seed): 64 MB.
 pub const DEFAULT_RUN_MEMORY_MB: u32 = 64;
 /// Default memory per isolate for `SandboxEngine` (the `@coda/sandbox` seed): 128 MB.
@@ -196,6 +198,48 @@ impl Default for BridgeLimits {
     }
 }
 
+/// Environment variable: the most memory, in MB, that threads parked after a fatal V8
+/// out-of-memory may hold in a process before its new thread-mode runs are refused.
+pub const MAX_PARKED_MB_ENV: &str = "ISOLET_MAX_PARKED_MB";
+/// Default of `ISOLET_MAX_PARKED_MB`: 512 MB, three or four 64 MB runs' isolates (each
+/// holds its heap at the limit plus the headroom granted, ~130 MB, and its ArrayBuffers).
+pub const DEFAULT_MAX_PARKED_MB: u64 = 512;
+
+/// What a thread parked after a fatal OOM keeps in the process beyond what its isolate
+/// reports (`held`: its heap's committed pages, V8's malloc'd memory, its ArrayBuffers):
+/// measured as the process's resident growth, a parked 64 MB run left 190 MB against 126
+/// reported, a 128 MB one 205 against 144 (Node 20).
+pub const PARKED_OVERHEAD_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a thread parked after a fatal OOM holds for good, for `parked_memory_refusal`.
+pub fn parked_thread_bytes(held: u64) -> u64 {
+    held.saturating_add(PARKED_OVERHEAD_BYTES)
+}
+
+/// The bound from the environment's value (unset or unparsable: the default), in bytes.
+pub fn max_parked_bytes(env: Option<&str>) -> u64 {
+    env.and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(DEFAULT_MAX_PARKED_MB).saturating_mul(1024 * 1024)
+}
+
+/// `Some(failure)` once `threads` parked threads hold `bytes`, at least `max`: a thread
+/// V8 ended in a fatal OOM cannot be given back in this process (V8 would abort it if
+/// the thread returned; its isolate cannot be disposed), so no new run may risk another.
+pub fn parked_memory_refusal(threads: usize, bytes: u64, max: u64) -> Option<Failure> {
+    (threads > 0 && bytes >= max).then(|| {
+        let mb = |b: u64| b.div_ceil(1024 * 1024);
+        Failure::new(
+            ErrorKind::Overloaded,
+            format!(
+                "{threads} sandbox threads of this process ended in a fatal out-of-memory and hold {} MB it cannot reclaim \
+                 (limit {MAX_PARKED_MB_ENV}={}): thread isolation cannot give such memory back. Use isolation: 'process' \
+                 (the default), where such a run ends its sandbox host process and its memory with it, or restart this process",
+                mb(bytes),
+                mb(max)
+            ),
+        )
+    })
+}
+
 /// Environment variable that keeps V8's Turboshaft loop unrolling on (`1`).
 pub const LOOP_UNROLLING_ENV: &str = "ISOLET_V8_LOOP_UNROLLING";
 
@@ -288,6 +332,19 @@ mod tests {
         assert!(1_500_001 * 4 < DEFAULT_MAX_OUTPUT_VALUES);
         assert!(1_100_001 * 4 < DEFAULT_MAX_MESSAGE_VALUES);
         assert_eq!(built_value_budget(16 << 20), 96 << 20);
+    }
+
+    #[test]
+    fn parked_memory_past_its_bound_refuses_runs_and_says_why() {
+        assert_eq!(max_parked_bytes(None), 512 << 20);
+        assert_eq!(max_parked_bytes(Some(" 200 ")), 200 << 20);
+        assert_eq!(max_parked_bytes(Some("lots")), 512 << 20);
+        assert!(parked_memory_refusal(0, 0, 0).is_none(), "nothing parked");
+        assert!(parked_memory_refusal(1, (200 << 20) - 1, 200 << 20).is_none());
+        let f = parked_memory_refusal(2, 260 << 20, 200 << 20).expect("refused");
+        assert_eq!(f.kind, ErrorKind::Overloaded);
+        assert!(f.message.starts_with("2 sandbox threads of this process ended in a fatal out-of-memory and hold 260 MB"), "{}", f.message);
+        assert!(f.message.contains("ISOLET_MAX_PARKED_MB=200") && f.message.contains("isolation: 'process'"), "{}", f.message);
     }
 
     #[test]
