@@ -70,7 +70,7 @@ describe.each(['thread', 'process'] as Isolation[])('buffers from the host (%s m
       await engine.init();
     });
     afterAll(() => engine.shutdown());
-    const last = async (session: SandboxSession, onData?: (id: string) => void) => {
+    const last = async (session: SandboxSession, onData?: (id: number) => void) => {
       let end: any;
       for await (const e of session) {
         if (e.type === 'dataRequest' && onData) onData(e.id);

@@ -119,7 +119,7 @@ describe.each(['thread', 'process'] as Isolation[])('defaults fit data (%s mode)
     });
     afterAll(() => engine.shutdown());
 
-    const last = async (session: SandboxSession, onData?: (id: string, key: string) => void) => {
+    const last = async (session: SandboxSession, onData?: (id: number, key: string) => void) => {
       let end: any;
       for await (const e of session) {
         if (e.type === 'dataRequest' && onData) onData(e.id, e.key);

@@ -173,8 +173,8 @@ describe('runSandbox: errors', () => {
     );
     const pathOf = async (code: string) => {
       const error = failed(await runSandbox(code));
-      expect(error).toBeInstanceOf(SandboxRuntimeError);
-      expect(error.thrown.name).toBe('DataCloneError');
+      if (!(error instanceof SandboxRuntimeError)) throw new Error(`expected a SandboxRuntimeError, got ${error.name}: ${error.message}`);
+      expect(error.thrown?.name).toBe('DataCloneError');
       return /sandbox: (.*) \(only data crosses/.exec(error.message)?.[1];
     };
     expect(await pathOf('Symbol("s")')).toBe('result: symbol');
