@@ -724,7 +724,8 @@ constexpr size_t kMaxKeptRejections = 1000;
 // it when a handler comes. Runs no JavaScript.
 void OnPromiseReject(v8::PromiseRejectMessage message) {
   Local<v8::Promise> promise = message.GetPromise();
-  Isolate* isolate = promise->GetIsolate();
+  // V8 calls it on the isolate thread, inside the isolate (V8 14 has no Promise::GetIsolate).
+  Isolate* isolate = Isolate::GetCurrent();
   isolet_sandbox* sb = SandboxOf(isolate);
   if (sb == nullptr) return;
   if (message.GetEvent() == v8::kPromiseHandlerAddedAfterReject) {
