@@ -110,6 +110,34 @@ export function serveHttp(settings: McpSettings, options?: McpHttpOptions): Prom
  */
 export function initOnce(engine: SandboxEngine): Promise<void>;
 
+/** A place refused (the server or the client holds as many sessions as it may): HTTP answers 503 with Retry-After. */
+export class SlotRefused extends Error {
+  constructor(message: string, retryAfterMs: number);
+  /** How long to wait before trying again. */
+  readonly retryAfterMs: number;
+}
+
+/**
+ * The run_code service every server of one process shares (engine, runs in flight,
+ * sandbox handles); `serveHttp` builds one for all its sessions. Its `newServer` makes the
+ * SDK server of one session or of 2026-07-28 requests.
+ */
+export function createMcpService(
+  settings: McpSettings,
+  shared?: { engine?: SandboxEngine; maxRuns?: number; handleIdleMs?: number },
+): {
+  engine: SandboxEngine;
+  newSession(): unknown;
+  endSession(session: unknown): void;
+  /** `'legacy'`: a 2025 session's server; `'modern'`: 2026-07-28 requests. */
+  newServer(options: { era: 'legacy' | 'modern'; session?: unknown }): unknown;
+  /** The revisions served. */
+  readonly protocolVersions: string[];
+  /** Sandbox handles open now (stateful, 2026-07-28). */
+  handleCount(): number;
+  close(): Promise<void>;
+};
+
 export const MCP_TOOL_NAME: 'run_code';
 
 /** The `_meta` key of a 2026-07-28 stateful result that holds its sandbox handle. */

@@ -221,6 +221,9 @@ function remapText(text, map, file = undefined) {
  */
 function remapError(error, map, file = undefined) {
   if (!error || typeof error !== 'object' || (isIdentity(map) && file === undefined)) return error;
+  // Read from the original: on V8 14 an Error's `stack` is an accessor that reads its
+  // receiver's own slot, so through the copy it would be undefined.
+  const stack = error.stack;
   const copy = Object.create(Object.getPrototypeOf(error));
   Object.defineProperties(copy, Object.getOwnPropertyDescriptors(error));
   if (typeof copy.line === 'number' && typeof copy.column === 'number' && !isIdentity(map)) {
@@ -232,7 +235,7 @@ function remapError(error, map, file = undefined) {
     copy.thrown = { ...copy.thrown, stack: remapText(copy.thrown.stack, map, file), message: remapText(copy.thrown.message, map, file) };
   }
   copy.message = remapText(copy.message, map, file);
-  copy.stack = remapText(copy.stack, map, file);
+  Object.defineProperty(copy, 'stack', { value: remapText(stack, map, file), writable: true, configurable: true, enumerable: false });
   return copy;
 }
 
