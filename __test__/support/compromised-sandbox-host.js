@@ -40,6 +40,8 @@ if (!evil) {
   // WireHealth (crates/isolet-core/src/frame.rs): 6 u32 and 2 u64 counts, then the code
   // cache's 7 u64 counters.
   const HEALTH_BYTES = 40 + 56;
+  // WireStats: 4 f64, then host calls and unhandled rejections (u32 each).
+  const STATS_BYTES = 32 + 8;
   let started = false;
   let answered = false;
   channel.on('data', (chunk) => {
@@ -97,8 +99,8 @@ if (!evil) {
       // 15 MB: under the frame limit), far over the run's maxLogEntries (1000).
       const n = 3000000;
       const result = v8.serialize(42);
-      const fixed = Buffer.alloc(36 + HEALTH_BYTES + 4);
-      fixed.writeUInt32LE(n, 36 + HEALTH_BYTES);
+      const fixed = Buffer.alloc(STATS_BYTES + HEALTH_BYTES + 4);
+      fixed.writeUInt32LE(n, STATS_BYTES + HEALTH_BYTES);
       const entries = Buffer.alloc(5 * n); // level 0, empty message
       const tail = Buffer.concat([Buffer.from([1]), result]);
       const len = fixed.length + entries.length + tail.length;
@@ -110,7 +112,7 @@ if (!evil) {
       a.length = 3e7;
       a[0] = 1;
       const result = v8.serialize(a);
-      const fixed = Buffer.alloc(36 + HEALTH_BYTES + 4); // stats, health, no log entries
+      const fixed = Buffer.alloc(STATS_BYTES + HEALTH_BYTES + 4); // stats, health, no log entries
       const tail = Buffer.concat([Buffer.from([1]), result]);
       channel.write(Buffer.concat([header(KIND_DONE, runId, fixed.length + tail.length), fixed, tail]));
     } else if (mode === 'value-calls') {
