@@ -354,10 +354,15 @@ export interface SandboxOptions extends ModuleOptions {
    * `crypto.getRandomValues`/`randomUUID`/`subtle.digest`, `structuredClone`,
    * `queueMicrotask`, `DOMException`, `Event`/`EventTarget`/`AbortController`/`AbortSignal`,
    * `performance.now()` (100 µs steps), `setTimeout`/`setInterval` (timers belong to the run:
-   * still pending when its result settles, they are dropped; at most 10000 pending); none
-   * reaches the host's files, network or full-resolution clock.
-   * Default `false`: the global object holds ECMAScript's built-ins only. A persistent
-   * sandbox keeps the choice it was opened with. See docs/web.md.
+   * still pending when its result settles, they are dropped; at most 10000 pending),
+   * `Blob`/`File`, `Headers`/`Request`/`Response`, and, when the capability `fetch` is a
+   * `createFetchCapability(...)`, WHATWG `fetch(input, init)` over it (its allow-list checks
+   * each request and each redirect; the sandbox gets the final URL and the raw body bytes;
+   * `signal` aborts the host's request). None reaches the host's files, network or
+   * full-resolution clock.
+   * Default `false` here and in SandboxEngine (the Code Mode executor, the MCP server and
+   * `isolet run` turn it on). `console` prints as Node's does with or without it. A
+   * persistent sandbox keeps the choice it was opened with. See docs/web.md.
    */
   web?: boolean;
   /**

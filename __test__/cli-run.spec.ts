@@ -137,12 +137,18 @@ describe('isolet run', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
-      const ok = await isolet(['run', '-', '--allow-origin', origin], `return (await fetch({ url: "${origin}/x" })).body`);
-      expect([ok.code, ok.stdout]).toEqual([0, '"you asked for /x"\n']);
-      const other = await isolet(['run', '-', '--allow-origin', origin], 'try { await fetch({ url: "http://127.0.0.1:1/" }); return "fetched" } catch (e) { return e.message }');
-      expect(other.stdout).toMatch(/not allowed|origin/i);
-      const none = await isolet(['run', '-'], 'return typeof fetch');
-      expect(none.stdout).toBe('"undefined"\n');
+      // With the web APIs (the default) fetch is WHATWG fetch over the capability.
+      const ok = await isolet(['run', '-', '--allow-origin', origin], `const r = await fetch("${origin}/x"); return [r.status, r.url, await r.text()]`);
+      expect([ok.code, JSON.parse(ok.stdout)]).toEqual([0, [200, `${origin}/x`, 'you asked for /x']]);
+      const other = await isolet(['run', '-', '--allow-origin', origin], 'try { await fetch("http://127.0.0.1:1/"); return "fetched" } catch (e) { return [e.name, e.message] }');
+      expect(JSON.parse(other.stdout)).toEqual(['TypeError', 'fetch: origin http://127.0.0.1:1 is not in the allow-list']);
+      // --no-web: the capability itself, a plain request object in, a plain object out.
+      const plain = await isolet(['run', '-', '--no-web', '--allow-origin', origin], `return (await fetch({ url: "${origin}/x" })).body`);
+      expect([plain.code, plain.stdout]).toEqual([0, '"you asked for /x"\n']);
+      for (const flags of [[], ['--no-web']]) {
+        const none = await isolet(['run', '-', ...flags], 'return typeof fetch');
+        expect(none.stdout).toBe('"undefined"\n');
+      }
     } finally {
       server.close();
     }

@@ -122,7 +122,7 @@ describe('Executor contract', () => {
     // Its own options and the engine's are one list, for suggestions and for the known names.
     expect(() => new IsoletExecutor({ timeot: 5 } as any)).toThrow('timeot is not a known option of IsoletExecutor options; did you mean timeout?');
     expect(() => new IsoletExecutor({ warmPool: 1 } as any)).toThrow(/did you mean warmPoolSize\?$/);
-    expect(() => new IsoletExecutor({ zzz: 1 } as any)).toThrow(/known options: timeout, language, stateful, idleTimeout, memoryMb, /);
+    expect(() => new IsoletExecutor({ zzz: 1 } as any)).toThrow(/known options: timeout, language, stateful, idleTimeout, fetch, memoryMb, /);
     expect(() => new IsoletExecutor(null as any)).toThrow(SandboxValidationError);
   });
 

@@ -118,7 +118,7 @@ describe('console output', () => {
   it('formats nothing once the log is full, yet counts what it dropped', async () => {
     const r = await runSandbox(`
       let touched = 0;
-      const noisy = { toJSON() { touched++; return 'n'; } };
+      const noisy = { [Symbol.for('nodejs.util.inspect.custom')]() { touched++; return 'n'; } };
       for (let i = 0; i < 3000; i++) console.log(noisy);
       touched`);
     expect(r.success).toBe(true);
@@ -129,11 +129,11 @@ describe('console output', () => {
     expect(r.logs[1000].message).toMatch(/2000 console entries dropped/);
   });
 
-  it('keeps the formatting it had for ordinary entries', async () => {
+  it('formats ordinary entries as Node\'s console does', async () => {
     const r = await runSandbox("console.log('a', { b: 1 }, [1, 2], 3, null, undefined); console.warn(new Error('boom')); 1");
     expect(r.success && r.logs).toEqual([
-      { level: 'log', message: 'a {"b":1} [1,2] 3 null undefined' },
-      { level: 'warn', message: 'Error: boom' },
+      { level: 'log', message: 'a { b: 1 } [ 1, 2 ] 3 null undefined' },
+      { level: 'warn', message: 'Error: boom\n    at sandbox.js:1:70' },
     ]);
   });
 });

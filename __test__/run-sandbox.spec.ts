@@ -28,7 +28,7 @@ describe('runSandbox: the seed example and result shape', () => {
     expect(r.stats.cpuTimeMs).toBeGreaterThan(0);
     expect(r.stats.heapUsedBytes).toBeGreaterThan(100_000);
     expect(r.logs).toEqual([
-      { level: 'log', message: 'a 1 {"b":2}' },
+      { level: 'log', message: 'a 1 { b: 2 }' },
       { level: 'warn', message: 'w' },
     ]);
   });

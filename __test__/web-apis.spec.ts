@@ -10,7 +10,7 @@ const WEB_GLOBALS = [
   'atob', 'btoa', 'DOMException', 'TextEncoder', 'TextDecoder', 'URL', 'URLSearchParams', 'crypto', 'Crypto',
   'SubtleCrypto', 'CryptoKey', 'Event', 'EventTarget', 'CustomEvent', 'AbortController', 'AbortSignal',
   'structuredClone', 'queueMicrotask', 'performance', 'Performance', 'setTimeout', 'setInterval', 'clearTimeout',
-  'clearInterval',
+  'clearInterval', 'Blob', 'File', 'Headers', 'Request', 'Response',
 ];
 
 const open: Sandbox[] = [];

@@ -1,8 +1,15 @@
 // Programs of the kind models write, using the APIs every JS runtime has: each runs in this
-// Node process and in the sandbox with `web: true` (both isolation modes) and must give the
-// same answer. Without `web`, the same programs fail with a ReferenceError, never silently.
-import { describe, expect, it } from 'vitest';
-import { runSandbox } from '..';
+// Node process and in the sandbox with `web: true` and must give the same answer, through
+// runSandbox, the Code Mode executor and `isolet run` (where the web APIs are on by
+// default), in both isolation modes. Some fetch JSON from a real HTTP server on 127.0.0.1
+// (through a fetch capability) or abort around a slow capability. Without `web`, the same
+// programs fail with a ReferenceError, never silently.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createFetchCapability, runSandbox } from '..';
+import { IsoletExecutor } from '../lib/codemode';
+import { entryPoints, MODES } from './support/entry-points';
 import { failed, ok } from './support/results';
 
 const PROGRAMS: Record<string, string> = {
@@ -110,17 +117,146 @@ const PROGRAMS: Record<string, string> = {
     try { atob('***'); } catch (e) { return [e.name, e instanceof DOMException, e instanceof Error]; }`,
 };
 
+/** Programs that call the network: `fetch` over a fetch capability of `origin` (a real server). */
+const NETWORK: Record<string, (origin: string) => string> = {
+  'fetch JSON': (origin) => `
+    const data = await fetch('${origin}/users?page=2').then((r) => r.json());
+    return data.users.map((u) => u.name);`,
+  'fetch with a query string and check the status': (origin) => `
+    const url = new URL('/users', '${origin}');
+    url.searchParams.set('page', '1');
+    const res = await fetch(url);
+    if (!res.ok) throw new Error('HTTP ' + res.status);
+    const { page, users } = await res.json();
+    return [res.status, res.headers.get('content-type'), page, users.length];`,
+  'POST JSON and read the echo': (origin) => `
+    const res = await fetch('${origin}/echo', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ task: 'sum', args: [1, 2] }) });
+    return await res.json();`,
+  'retry a flaky endpoint with setTimeout': (origin) => `
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    async function getWithRetry(url, tries) {
+      for (let i = 1; ; i++) {
+        const res = await fetch(url);
+        if (res.ok) return [i, await res.text()];
+        if (i >= tries) throw new Error('gave up after ' + i);
+        await sleep(5 * i);
+      }
+    }
+    return await getWithRetry('${origin}/flaky?id=' + crypto.randomUUID(), 5);`,
+  'abort a slow request with a timeout': (origin) => `
+    try {
+      await fetch('${origin}/slow', { signal: AbortSignal.timeout(50) });
+      return 'answered';
+    } catch (e) {
+      return [e.name, e instanceof DOMException];
+    }`,
+};
+
+/** Programs that call a slow capability `slow(ms)` (a host function answering after ms). */
+const SLOW: Record<string, string> = {
+  'abort around a slow capability': `
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new Error('too slow')), 30);
+    const aborted = new Promise((_, reject) => controller.signal.addEventListener('abort', () => reject(controller.signal.reason)));
+    try {
+      return await Promise.race([slow(2000), aborted]);
+    } catch (e) {
+      return ['aborted', e.message];
+    } finally {
+      clearTimeout(timer);
+    }`,
+  'a slow capability within its time': `
+    const result = await Promise.race([slow(10).then(() => 'done'), new Promise((r) => setTimeout(() => r('timeout'), 1000))]);
+    return result;`,
+};
+
+const slow = (ms: number) => new Promise((resolve) => setTimeout(() => resolve('late'), ms).unref());
+const flaky = new Map<string, number>();
+let server: http.Server;
+let origin = '';
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    const url = new URL(req.url!, 'http://x');
+    res.setHeader('content-type', 'application/json');
+    if (url.pathname === '/users') {
+      return res.end(JSON.stringify({ page: Number(url.searchParams.get('page')), users: [{ name: 'Ada' }, { name: 'Alan' }] }));
+    }
+    if (url.pathname === '/echo') {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => res.end(JSON.stringify({ method: req.method, received: JSON.parse(body) })));
+      return;
+    }
+    if (url.pathname === '/flaky') {
+      const id = url.searchParams.get('id')!;
+      const n = (flaky.get(id) ?? 0) + 1;
+      flaky.set(id, n);
+      res.statusCode = n < 3 ? 503 : 200;
+      return res.end(n < 3 ? 'busy' : 'ok');
+    }
+    if (url.pathname === '/slow') return void setTimeout(() => res.end('"late"'), 3000).unref();
+    res.statusCode = 404;
+    res.end('{}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => server.close());
+
 async function inNode(body: string): Promise<unknown> {
   const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor;
-  return JSON.parse(JSON.stringify(await new AsyncFunction(body)()));
+  return JSON.parse(JSON.stringify(await new AsyncFunction('slow', body)(slow)));
 }
 
-describe.each(['thread', 'process'] as const)('typical programs (%s isolation)', (isolation) => {
-  it.each(Object.keys(PROGRAMS))('%s: same answer as Node', async (name) => {
-    const body = PROGRAMS[name];
+/** Every program with its body for this server: name -> [body, needs the network, needs slow]. */
+function all(): Array<[string, string, boolean, boolean]> {
+  return [
+    ...Object.entries(PROGRAMS).map(([name, body]): [string, string, boolean, boolean] => [name, body, false, false]),
+    ...Object.entries(NETWORK).map(([name, body]): [string, string, boolean, boolean] => [name, body(origin), true, false]),
+    ...Object.entries(SLOW).map(([name, body]): [string, string, boolean, boolean] => [name, body, false, true]),
+  ];
+}
+const NAMES = [...Object.keys(PROGRAMS), ...Object.keys(NETWORK), ...Object.keys(SLOW)];
+const program = (name: string) => all().find(([n]) => n === name)!;
+
+const entry = entryPoints('web-programs');
+const executors: IsoletExecutor[] = [];
+afterAll(async () => {
+  for (const e of executors) await e.dispose();
+});
+
+describe.each(MODES)('typical programs (%s isolation)', (isolation) => {
+  let executor: IsoletExecutor;
+  beforeAll(() => {
+    // On by default in the executor; its fetch is over this capability.
+    executor = new IsoletExecutor({ isolation, timeout: 10_000, maxConcurrentIsolates: 2, fetch: createFetchCapability({ allowedOrigins: [origin] }) });
+    executors.push(executor);
+  });
+
+  it.each(NAMES)('%s: same answer as Node through runSandbox', async (name) => {
+    const [, body] = program(name);
     const expected = await inNode(body);
-    const output = ok(await runSandbox(`(async () => {${body}\n})()`, { web: true, isolation }));
+    const capabilities = { fetch: createFetchCapability({ allowedOrigins: [origin] }), slow };
+    const output = ok(await runSandbox(body, { web: true, isolation, capabilities }));
     expect(output).toEqual(expected);
+  });
+
+  it.each(NAMES)('%s: same answer as Node through the Code Mode executor', async (name) => {
+    const [, body] = program(name);
+    const expected = await inNode(body);
+    const provider = { name: 'tools', fns: { slow: async (ms: unknown) => slow(Number(ms)) }, prelude: 'const slow = tools.slow;' };
+    const r = await executor.execute(`async () => {${body}\n}`, [provider]);
+    expect(r.error).toBeUndefined();
+    expect(r.result).toEqual(expected);
+  });
+
+  // isolet run gives the code readFile and fetch only (--read-dir, --allow-origin): no slow capability.
+  it.each(NAMES.filter((n) => !program(n)[3]))('%s: same answer as Node through isolet run', async (name) => {
+    const [, body] = program(name);
+    const expected = await inNode(body);
+    const r = await entry.isoletRun('program.js', body, ['--isolation', isolation, '--allow-origin', origin]);
+    expect([r.exit, r.stderr]).toEqual([0, '']);
+    expect(JSON.parse(r.stdout)).toEqual(expected);
   });
 });
 
@@ -132,5 +268,7 @@ describe('without web: true', () => {
       const e = failed(await runSandbox(`(async () => {${PROGRAMS[name]}\n})()`, { isolation: 'thread' }));
       expect(e.message, name).toMatch(/^ReferenceError: \w+ is not defined/);
     }
+    const off = await entry.isoletRun('off.js', NETWORK['fetch JSON'](origin), ['--no-web', '--allow-origin', origin]);
+    expect(off.exit).toBe(1);
   });
 });

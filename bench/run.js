@@ -15,7 +15,7 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
-/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache,web,typescript,values` runs just those scenarios. */
+/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache,web,webspeed,typescript,values` runs just those scenarios. */
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
 const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
@@ -541,7 +541,16 @@ async function web() {
   }
   // What a run pays the first time it reads a family's global (its script runs, from the
   // code cache), over a trivial web run, thread isolation.
-  const uses = { 'TextEncoder': 'new TextEncoder().encode("x").length', 'URL': 'new URL("https://a.example/b?c=1").searchParams.get("c")', 'crypto.randomUUID': 'crypto.randomUUID().length', 'setTimeout': 'typeof setTimeout(() => {}, 0)' };
+  const uses = {
+    'TextEncoder': 'new TextEncoder().encode("x").length',
+    'URL': 'new URL("https://a.example/b?c=1").searchParams.get("c")',
+    'crypto.randomUUID': 'crypto.randomUUID().length',
+    'setTimeout': 'typeof setTimeout(() => {}, 0)',
+    'Response': 'new Response("x").status',
+    // The console is in every sandbox, web or not: its script, then util.inspect's.
+    'console.log of a string': 'console.log("x"); 1',
+    'console.log of an object': 'console.log({ a: [1] }); 1',
+  };
   const base = [];
   const firsts = new Map(Object.keys(uses).map((k) => [k, []]));
   for (let i = 0; i < (QUICK ? 50 : 200); i++) {
@@ -560,6 +569,64 @@ function webLines() {
   for (const [mode, d] of webDelta) {
     const ok = d.extraMs <= 0.1 && d.extraHeapKb <= 200;
     lines.push(`${ok ? 'MET ' : 'MISS'} ${mode}: web: true adds ${d.extraMs.toFixed(3)} ms end to end (${d.extraRunMs.toFixed(3)} ms inside the isolate thread, ${d.extraCpuMs.toFixed(3)} ms of its CPU time) and ${d.extraHeapKb.toFixed(1)} KB of heap to a trivial run (goals: <= 0.1 ms, <= 200 KB)`);
+  }
+  return lines;
+}
+
+/**
+ * The web APIs' speed against the same code in plain Node (issue 22: within 2x of Node for
+ * each): each workload runs `n` times inside one run (timed there with performance.now(),
+ * so run setup is left out) and in this process (a function compiled afresh per sample),
+ * alternating, medians per operation.
+ */
+const WEB_SPEED = [
+  {
+    metric: 'new URL x 100,000',
+    n: 1,
+    setup: '',
+    work: "for (let i = 0; i < 100000; i++) { const u = new URL('https://api.example.com/v1/items/' + i + '?page=' + (i % 7) + '#top'); if (u.pathname.length === 0) throw 0; }",
+  },
+  {
+    metric: 'TextEncoder.encode of 1 MB of text',
+    n: 20,
+    setup: "const text = 'héllo wörld, ünïcode ✓ and ascii text. '.repeat(26000).slice(0, 1 << 20); const enc = new TextEncoder();",
+    work: 'if (enc.encode(text).length < (1 << 20)) throw 0;',
+  },
+  {
+    metric: 'crypto.subtle.digest SHA-256 of 1 MB',
+    n: 20,
+    setup: 'const data = new Uint8Array(1 << 20).map((_, i) => i & 255);',
+    work: "if ((await crypto.subtle.digest('SHA-256', data)).byteLength !== 32) throw 0;",
+  },
+  {
+    metric: 'structuredClone of a 1 MB object graph',
+    n: 10,
+    setup: "const graph = Array.from({ length: 6000 }, (_, i) => ({ id: i, name: 'item ' + i, tags: ['a', 'b', 'c'], price: i * 1.5, nested: { ok: i % 2 === 0, at: new Date(i) } }));",
+    work: 'if (structuredClone(graph).length !== 6000) throw 0;',
+  },
+];
+const webSpeedRatios = new Map();
+
+async function webSpeed() {
+  const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor;
+  for (const w of WEB_SPEED) {
+    const body = `${w.setup}\nconst t = performance.now();\nfor (let k = 0; k < ${w.n}; k++) { ${w.work} }\nreturn (performance.now() - t) / ${w.n};`;
+    const contestants = [
+      // Compiled afresh for each sample, as each sandbox run compiles its program.
+      { name: 'node (the same code in this process)', once: () => new AsyncFunction(body)() },
+      ...ISOLET_MODES.map((mode) => ({ name: `${isoletName(mode)}, web: true`, once: () => isoletRun(body, { web: true, memoryLimitMb: 256, timeoutMs: 60000, capabilities: {} }, mode) })),
+    ];
+    const samples = await alternate(contestants, { rounds: QUICK ? 3 : 7, perTurn: QUICK ? 2 : 3, warmup: 1 });
+    for (const [name, s] of samples) record(w.metric, name, median(s), 'ms', 'lower');
+    const node = median(samples.get('node (the same code in this process)'));
+    webSpeedRatios.set(w.metric, ISOLET_MODES.map((mode) => [mode, median(samples.get(`${isoletName(mode)}, web: true`)) / node]));
+  }
+}
+
+function webSpeedLines() {
+  const lines = [];
+  for (const [metric, ratios] of webSpeedRatios) {
+    for (const [mode, ratio] of ratios) lines.push(`${ratio <= 2 ? 'MET ' : 'MISS'} ${metric}, ${mode}: ${ratio.toFixed(2)}x Node's time (goal: <= 2x)`);
   }
   return lines;
 }
@@ -1005,6 +1072,7 @@ function ratioVerdicts() {
   if (wanted('extras')) await extras();
   if (wanted('codecache')) await codeCache();
   if (wanted('web')) await web();
+  if (wanted('web') || wanted('webspeed')) await webSpeed();
   if (wanted('typescript')) await typescript();
   if (wanted('values')) bigValues();
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
@@ -1026,6 +1094,11 @@ function ratioVerdicts() {
   if (webGoals.length) {
     console.log('\nThe web platform APIs (`web: true`), against the same run without:');
     for (const line of webGoals) console.log(line);
+  }
+  const speedGoals = webSpeedLines();
+  if (speedGoals.length) {
+    console.log("\nThe web APIs' speed, against the same code in plain Node (time inside the run):");
+    for (const line of speedGoals) console.log(line);
   }
   if (ONLY === null) {
     console.log('\nGoals of issue 12:');

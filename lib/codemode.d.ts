@@ -1,7 +1,7 @@
 /// <reference path="./globals.d.ts" />
 // Types of `isolet/codemode`. The Executor shapes are those of @cloudflare/codemode
 // (executor-types), restated so that using isolet's executor needs no Cloudflare types.
-import type { SandboxEngineConfig, SandboxLanguage } from '../index';
+import type { FetchRequest, FetchResponse, SandboxEngineConfig, SandboxLanguage } from '../index';
 
 /** What one execution gives back. */
 export interface ExecuteResult {
@@ -61,6 +61,19 @@ export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
   stateful?: boolean;
   /** Stateful only: no execution for this long (ms) closes the sandbox. Default: none. */
   idleTimeout?: number;
+  /**
+   * The web platform APIs in every execution (URL, TextEncoder, crypto, timers, a
+   * browser-like console...; docs/web.md). Default `true` here; `false` turns them off.
+   * A stateful executor's sandbox keeps the choice it was opened with.
+   */
+  web?: boolean;
+  /**
+   * A fetch capability (`createFetchCapability({ allowedOrigins })`): with `web`, every
+   * execution's global `fetch` is WHATWG fetch over it (its allow-list checks each request
+   * and each redirect). Without it, executions have no `fetch` (as Code Mode's
+   * `globalOutbound: null`).
+   */
+  fetch?: (request: FetchRequest) => Promise<FetchResponse>;
 }
 
 /** Runs Code Mode programs in isolet: one fresh isolate per execution. Never throws from `execute`. */
@@ -70,6 +83,8 @@ export declare class IsoletExecutor implements Executor {
   readonly language: SandboxLanguage;
   /** One persistent sandbox for every execution (the `stateful` option). */
   readonly stateful: boolean;
+  /** The web platform APIs (the `web` option; default true). */
+  readonly web: boolean;
   execute(
     code: string,
     providersOrFns: ResolvedProvider[] | Record<string, (...args: unknown[]) => Promise<unknown>>,

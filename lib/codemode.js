@@ -10,8 +10,9 @@ const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { prepareSource } = require('./source');
 const { normalizeCode } = require('./source-transform');
-const { SandboxTimeoutError, SandboxRuntimeError, errorFromThrown } = require('./errors');
+const { SandboxTimeoutError, SandboxRuntimeError, SandboxValidationError, errorFromThrown } = require('./errors');
 const { own, ownCopy } = require('./own');
+const { webFetchOf } = require('./capabilities/fetch');
 
 /** The default time limit of a run, as in DynamicWorkerExecutor (isolet-core's CODEMODE_EXECUTOR). */
 const DEFAULT_CODEMODE_TIMEOUT_MS = native.entryDefaults().codemode.timeout;
@@ -206,7 +207,8 @@ class IsoletExecutor {
   /**
    * @param {object} [options] `timeout` (ms, default 60000), `language`, and any
    *   SandboxEngine config (memoryMb, maxConcurrentIsolates, warmPoolSize,
-   *   defaultIsolateLimits, defaultBridgeLimits, ...), passed through to the engine.
+   *   defaultIsolateLimits, defaultBridgeLimits, ...), passed through to the engine;
+   *   `web` defaults to true here (`web: false` turns the web platform APIs off).
    */
   constructor(options = {}) {
     let settings;
@@ -216,7 +218,15 @@ class IsoletExecutor {
     } catch (err) {
       throw errorFromThrown(err);
     }
-    const { timeout, language, stateful, idleTimeout, ...engineConfig } = options;
+    const { timeout, language, stateful, idleTimeout, fetch, ...engineConfig } = options;
+    // Every execution's global `fetch` (WHATWG fetch with the web APIs) over this capability.
+    if (fetch !== undefined && webFetchOf(fetch) === undefined) {
+      throw new SandboxValidationError('fetch must be a fetch capability made by createFetchCapability({ allowedOrigins })');
+    }
+    this._fetch = fetch;
+    // The web platform APIs are on unless `web: false` (the engine checks the value): the
+    // model's code may use URL, TextEncoder, crypto, timers... as in a Worker.
+    this.web = Object.hasOwn(engineConfig, 'web') ? engineConfig.web : true;
     this.timeout = settings.timeout;
     this.language = settings.language;
     this.stateful = settings.stateful;
@@ -232,7 +242,7 @@ class IsoletExecutor {
     const given = Object.hasOwn(engineConfig, 'defaultIsolateLimits') ? engineConfig.defaultIsolateLimits : undefined;
     const limits = { ...given, wallTimeMs: settings.timeout, cpuTimeMs: settings.cpuTimeMs };
     // Builds the engine now, so a bad value fails at construction, not at the first run.
-    this._engine = new SandboxEngine({ ...engineConfig, defaultIsolateLimits: limits });
+    this._engine = new SandboxEngine({ ...engineConfig, web: this.web, defaultIsolateLimits: limits });
     // Stateful: hardening freezes what the engine's prelude modules export (their keys checked by the engine).
     this._preludeModules = Object.keys(own(own(engineConfig, 'prelude'), 'modules') ?? {});
     this._ready = null;
@@ -267,7 +277,7 @@ class IsoletExecutor {
       if (typeof name !== 'string' || !IDENT.test(name)) {
         return { result: undefined, error: `Provider name "${String(name)}" is not a valid JavaScript identifier` };
       }
-      if (RESERVED.has(name) || name.startsWith('__')) return { result: undefined, error: `Provider name "${name}" is reserved` };
+      if (RESERVED.has(name) || name.startsWith('__') || (name === 'fetch' && this._fetch !== undefined)) return { result: undefined, error: `Provider name "${name}" is reserved` };
       if (seen.has(name)) return { result: undefined, error: `Duplicate provider name "${name}"` };
       seen.add(name);
       const fns = {};
@@ -301,7 +311,7 @@ class IsoletExecutor {
     if (this.stateful) return this._takeTurn(() => this._executeInSession(providers, tools, preludes, fnSource));
     // Line 1: namespaces and preludes; then the function, so its lines are the code's own plus one.
     const body = `${header.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)();`;
-    const session = this._engine.submit({ code: body, tools });
+    const session = this._engine.submit({ code: body, tools: this._fetch === undefined ? tools : { ...tools, fetch: this._fetch } });
     const end = await session.done;
     const logs = (end.logs || []).map(formatLog);
     if (end.type === 'result') return { result: end.data, logs };
@@ -355,11 +365,15 @@ class IsoletExecutor {
   /** Opens the session's sandbox and hardens it (HARDEN_SESSION) before any execution runs in it. */
   async _openSession() {
     const sandbox = await this._engine.openSandbox({
-      capabilities: { [SESSION_TOOL]: (token, provider, name, args) => this._callTool(token, provider, name, args) },
+      capabilities: {
+        [SESSION_TOOL]: (token, provider, name, args) => this._callTool(token, provider, name, args),
+        ...(this._fetch === undefined ? {} : { fetch: this._fetch }),
+      },
       memoryLimitMb: this._engine._settings.memoryMb,
       timeoutMs: this.timeout,
       cpuTimeMs: this._cpuTimeMs,
       idleTimeoutMs: this._idleTimeout,
+      web: this.web,
     });
     // A module, so that it can import the prelude's modules; it also skips the host-side
     // parse a script run gets for top-level await.

@@ -4,7 +4,7 @@
 const native = require('./native');
 const { execute } = require('./execute');
 const { serializeInSlices } = require('./bridge');
-const { normalizeTools } = require('./tools');
+const { normalizeTools, useWebFetch } = require('./tools');
 const { preparePlan } = require('./source');
 const { remapResult } = require('./positions');
 const { returnHint } = require('./last-expression');
@@ -418,8 +418,9 @@ class SandboxEngine {
     if (dataValues !== null) shaped = { ...shaped, data: dataValues };
     // The values are checked natively with the rest and copied into the plan once.
     const plan = this._settings.plan(shaped, dataValues ?? undefined);
-    const handlers =
+    const merged =
       requestTools.names.length === 0 ? this._tools.handlers : Object.assign(Object.create(null), this._tools.handlers, requestTools.handlers);
+    const handlers = useWebFetch(plan, merged, requestTools.webFetch ?? this._tools.webFetch);
     // Checked natively to be a function (or absent); called by execute for imports.
     const resolve = isPlainObject(request) ? own(request, 'resolve') : undefined;
     return { plan, handlers, resolve };

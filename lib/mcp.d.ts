@@ -23,8 +23,13 @@ export interface McpConfig {
   isolation?: 'process' | 'thread';
   /** Gives the code `readFile({ path })` over this directory, read-only. */
   readDir?: string;
-  /** Gives the code `fetch({ url, ... })` to these origins. */
+  /**
+   * Gives the code `fetch` to these origins: WHATWG `fetch(input, init)` with the web APIs
+   * (the default), else the capability's `fetch({ url, ... })`.
+   */
   allowOrigins?: string[];
+  /** The web platform APIs in every run (docs/web.md). Default `true`; `false` as `--no-web`. */
+  web?: boolean;
   /** Passed to `SandboxEngine` as is. */
   engine?: SandboxEngineConfig;
   /**

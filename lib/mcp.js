@@ -189,6 +189,7 @@ function createMcpService(settings, shared = {}) {
         timeoutMs: settings.limits.wallTimeMs,
         cpuTimeMs: settings.limits.cpuTimeMs,
         idleTimeoutMs: settings.statefulIdleMs,
+        web: settings.web,
       });
     } catch (err) {
       const error = errorFromThrown(err);
@@ -437,6 +438,7 @@ function createMcpService(settings, shared = {}) {
       code: prepared.code,
       language: prepared.language,
       toolPolicy: { allowedTools: settings.toolNames },
+      web: settings.web,
     });
     // A cancelled call (notifications/cancelled, or its HTTP stream gone) ends its run.
     const signal = ctx.mcpReq.signal;

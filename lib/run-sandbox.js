@@ -4,7 +4,7 @@ const os = require('node:os');
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
-const { normalizeTools } = require('./tools');
+const { normalizeTools, useWebFetch } = require('./tools');
 const { preparePlan } = require('./source');
 const { remapResult } = require('./positions');
 const { returnHint } = require('./last-expression');
@@ -79,7 +79,8 @@ function planOf(code, options) {
     // Checked natively to be a function (or absent); called by execute for imports.
     resolve = shaped.resolve;
   }
-  return { plan: native.planRun(code, shaped), handlers: tools.handlers, signal, resolve };
+  const plan = native.planRun(code, shaped);
+  return { plan, handlers: useWebFetch(plan, tools.handlers, tools.webFetch), signal, resolve };
 }
 
 /**

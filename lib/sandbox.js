@@ -9,7 +9,7 @@
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { serializeInSlices } = require('./bridge');
-const { normalizeTools } = require('./tools');
+const { normalizeTools, useWebFetch } = require('./tools');
 const { stripTypes, preparePlan } = require('./source');
 const { remapResult } = require('./positions');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorFromFailure } = require('./errors');
@@ -54,7 +54,7 @@ async function settingsOf(options) {
     }
     settings.setModule(key, code);
   }
-  return { settings, handlers: tools.handlers, resolve };
+  return { settings, handlers: useWebFetch(settings, tools.handlers, tools.webFetch), resolve };
 }
 
 /** Per-run options: the signal is shaped here, the rest checked natively. */

@@ -50,6 +50,8 @@ function isDescribedTool(v, path = 'tool') {
  * @property {unknown} inputSchema JSON Schema, AI SDK Schema or zod / Standard Schema
  * @property {unknown} outputSchema
  * @property {Function} handler the host function served for calls to `name`
+ * @property {Function | undefined} webFetch a top-level `fetch` that is a fetch capability
+ *   (createFetchCapability): its handler of the web layer's protocol (lib/capabilities/fetch.js)
  */
 
 /**
@@ -58,7 +60,9 @@ function isDescribedTool(v, path = 'tool') {
  *
  * @param {unknown} capabilities
  * @param {string} where the option's name, for messages
- * @returns {{ names: string[], handlers: Record<string, Function>, entries: ToolEntry[] }}
+ * @returns {{ names: string[], handlers: Record<string, Function>, entries: ToolEntry[],
+ *   webFetch: Function | undefined }} `webFetch`: see ToolEntry; with `web`, the run's plan
+ *   takes it (`plan.useWebFetch()`) and it serves `fetch` (useWebFetch below)
  */
 function normalizeTools(capabilities, where = 'capabilities') {
   const entries = [];
@@ -99,8 +103,10 @@ function normalizeTools(capabilities, where = 'capabilities') {
 function entry(namespace, member, value, path, fields) {
   if (member.includes('.')) throw new SandboxValidationError(`${path}: a name may not contain "."`);
   const name = namespace === undefined ? member : `${namespace}.${member}`;
+  // A fetch capability as the global `fetch` backs the web layer's WHATWG fetch (web: true).
+  const webFetch = name === 'fetch' ? require('./capabilities/fetch').webFetchOf(typeof value === 'function' ? value : fields.execute) : undefined;
   if (typeof value === 'function') {
-    return { name, namespace, member, description: undefined, inputSchema: undefined, outputSchema: undefined, handler: value };
+    return { name, namespace, member, description: undefined, inputSchema: undefined, outputSchema: undefined, handler: value, webFetch };
   }
   const { description, execute, outputSchema } = fields;
   if (description !== undefined && typeof description !== 'string') {
@@ -125,13 +131,29 @@ function entry(namespace, member, value, path, fields) {
     // The AI SDK passes an options object as the second argument; give tools one too.
     return execute.call(tool, input, { toolCallId: `isolet-${name}-${calls}`, messages: [] });
   };
-  return { name, namespace, member, description, inputSchema, outputSchema, handler };
+  return { name, namespace, member, description, inputSchema, outputSchema, handler, webFetch };
 }
 
 function finish(entries) {
   const handlers = Object.create(null);
-  for (const e of entries) handlers[e.name] = e.handler;
-  return { names: entries.map((e) => e.name), handlers, entries };
+  let webFetch;
+  for (const e of entries) {
+    handlers[e.name] = e.handler;
+    if (e.webFetch !== undefined) webFetch = e.webFetch;
+  }
+  return { names: entries.map((e) => e.name), handlers, entries, webFetch };
+}
+
+/**
+ * With `web`, a fetch capability given as `fetch` is the sandbox's WHATWG fetch:
+ * `planned` (a native RunPlan or SandboxSettings) takes it when it has the web APIs and
+ * the tool, and `handlers.fetch` then speaks the web layer's protocol. Returns `handlers`.
+ */
+function useWebFetch(planned, handlers, webFetch) {
+  if (webFetch === undefined || !planned.useWebFetch()) return handlers;
+  const out = Object.assign(Object.create(null), handlers);
+  out.fetch = webFetch;
+  return out;
 }
 
 /**
@@ -178,4 +200,4 @@ function propertyKey(name) {
   return /^[A-Za-z_$][\w$]*$/.test(name) ? name : JSON.stringify(name);
 }
 
-module.exports = { normalizeTools, describeTools, isDescribedTool };
+module.exports = { normalizeTools, describeTools, isDescribedTool, useWebFetch };

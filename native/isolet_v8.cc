@@ -317,8 +317,6 @@ struct isolet_sandbox {
   // Set from the run's BridgeLimits (isolet_sandbox_set_copy_limits) before any code runs.
   size_t max_message_bytes = 0;
   size_t max_output_bytes = 0;
-  // Console bytes the run still keeps (from Rust's log buffer, after every entry).
-  size_t log_room = 0;
   // ES modules compiled in this isolate, by id, each with the ids its requests link to.
   struct LinkedModule {
     v8::Global<v8::Module> module;
@@ -831,40 +829,6 @@ void CheckLiveHeap(Isolate* isolate, v8::GCType, v8::GCCallbackFlags) {
   isolate->GetHeapStatistics(&stats);
   isolet_sandbox* sb = SandboxOf(isolate);
   if (stats.used_heap_size() > sb->config.heap_ceiling_bytes) OverCeiling(sb);
-}
-
-// console[method](...args) for the level in the function's data.
-void ConsoleMethod(const v8::FunctionCallbackInfo<Value>& info) {
-  Isolate* isolate = info.GetIsolate();
-  Local<Context> ctx = isolate->GetCurrentContext();
-  isolet_sandbox* sb = SandboxOf(isolate);
-  uint32_t level = info.Data().As<v8::Uint32>()->Value();
-  // Format only what the run's log budget can still keep (one byte more, so the host
-  // sees the entry was cut): arguments past it are never converted or copied.
-  size_t cap = sb->log_room == 0 ? 0 : sb->log_room + 1;
-  std::string line;
-  for (int i = 0; i < info.Length() && line.size() < cap; ++i) {
-    if (i > 0) line.push_back(' ');
-    size_t max = std::min(sb->config.max_console_value_bytes, cap - std::min(cap, line.size()));
-    Local<Value> arg = info[i];
-    if (arg->IsString() || !arg->IsObject() || arg->IsNativeError()) {
-      line += ToUtf8(isolate, ctx, arg, max);
-      continue;
-    }
-    TryCatch try_catch(isolate);
-    Local<String> json;
-    if (v8::JSON::Stringify(ctx, arg).ToLocal(&json)) {
-      line += ToUtf8(isolate, ctx, json, max);
-    } else {
-      if (try_catch.HasTerminated()) {
-        try_catch.ReThrow();
-        return;
-      }
-      line += ToUtf8(isolate, ctx, arg, max);
-    }
-  }
-  sb->log_room = sb->config.on_console(sb->config.ctx, level,
-                                       reinterpret_cast<const uint8_t*>(line.data()), line.size());
 }
 
 // The error a rejected host call's promise carries: class ISOLET_ERROR_CLASS_*, then
@@ -1453,14 +1417,16 @@ bool ChargeOrOutOfMemory(isolet_sandbox* sb, size_t bytes) {
 }
 
 void FreeOpValue(isolet_op_value* v) {
-  isolet_value_free(v->ptr, v->cap);
+  if (v->ptr != nullptr) isolet_value_free(v->ptr, v->cap);
   v->ptr = nullptr;
   v->len = 0;
   v->cap = 0;
 }
 
+// Frees what an op wrote (its `count` values, its error's name and message) and was not adopted.
 void FreeOpResult(isolet_op_result* r) {
-  for (uint32_t i = 0; i < ISOLET_OP_MAX_RESULTS; ++i) FreeOpValue(&r->values[i]);
+  uint32_t count = std::min<uint32_t>(r->count, ISOLET_OP_MAX_RESULTS);
+  for (uint32_t i = 0; i < count; ++i) FreeOpValue(&r->values[i]);
   FreeOpValue(&r->name);
   FreeOpValue(&r->message);
 }
@@ -1469,8 +1435,15 @@ void FreeOpResult(isolet_op_result* r) {
 // when V8 refused it (an exception is then pending) or the run is out of memory.
 MaybeLocal<Value> OpValueToJs(isolet_sandbox* sb, Isolate* isolate, isolet_op_value* v) {
   switch (v->kind) {
-    case ISOLET_OP_NUMBER:
-      return v8::Number::New(isolate, v->number);
+    case ISOLET_OP_NUMBER: {
+      // Most are small integers (offsets, counts): made without a HeapNumber's allocation.
+      double n = v->number;
+      if (n >= -2147483648.0 && n <= 2147483647.0) {
+        int32_t small = static_cast<int32_t>(n);
+        if (static_cast<double>(small) == n && !(small == 0 && std::signbit(n))) return v8::Integer::New(isolate, small);
+      }
+      return v8::Number::New(isolate, n);
+    }
     case ISOLET_OP_BOOL:
       return v8::Boolean::New(isolate, v->number != 0);
     case ISOLET_OP_NULL:
@@ -1572,7 +1545,10 @@ void OpCall(const v8::FunctionCallbackInfo<Value>& info) {
   }
   uint32_t op = info[0].As<v8::Uint32>()->Value();
   size_t argc = std::min<size_t>(static_cast<size_t>(info.Length() - 1), ISOLET_OP_MAX_ARGS);
-  isolet_op_value args[ISOLET_OP_MAX_ARGS] = {};
+  // Only the `argc` arguments are set and read (zeroing all the arrays below cost an op call
+  // more than the rest of its crossing).
+  isolet_op_value args[ISOLET_OP_MAX_ARGS];
+  for (size_t i = 0; i < argc; ++i) args[i] = isolet_op_value{};
   // Strings first: flattening one may collect garbage, which may move a small typed
   // array's bytes; views are taken after, when nothing allocates any more.
   size_t charged = 0;
@@ -1643,7 +1619,11 @@ void OpCall(const v8::FunctionCallbackInfo<Value>& info) {
       args[i].len = buffer->ByteLength();
     }
   }
-  isolet_op_result result = {};
+  isolet_op_result result;
+  result.count = 0;
+  result.error_class = 0;
+  result.name = isolet_op_value{};
+  result.message = isolet_op_value{};
   int32_t rc = ok ? sb->config.on_op(sb->config.ctx, op, args, argc, &result) : ISOLET_TERMINATED;
   for (size_t i = 0; i < argc; ++i) {
     // Only strings were copied (malloc'd here); bytes are the views' own.
@@ -1757,6 +1737,20 @@ void LoadCall(const v8::FunctionCallbackInfo<Value>& info) {
   Local<Value> exports;
   if (LoadExports(SandboxOf(isolate), isolate, ctx, info[0].As<v8::Uint32>()->Value()).ToLocal(&exports)) {
     info.GetReturnValue().Set(exports);
+  }
+}
+
+// host(index): see isolet_sandbox_install_ops.
+void HostCall(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  Local<Context> ctx = isolate->GetCurrentContext();
+  if (info.Length() < 1 || !info[0]->IsUint32()) {
+    isolate->ThrowException(v8::Exception::TypeError(Utf8(isolate, "host(index)")));
+    return;
+  }
+  Local<v8::Function> fn;
+  if (v8::Function::New(ctx, HostFunction, info[0], 0, v8::ConstructorBehavior::kThrow).ToLocal(&fn)) {
+    info.GetReturnValue().Set(fn);
   }
 }
 
@@ -1944,10 +1938,9 @@ void isolet_sandbox_dispose(isolet_sandbox* sb) {
 }
 
 void isolet_sandbox_set_copy_limits(isolet_sandbox* sb, size_t max_message_bytes,
-                                    size_t max_output_bytes, size_t log_room) {
+                                    size_t max_output_bytes) {
   sb->max_message_bytes = max_message_bytes;
   sb->max_output_bytes = max_output_bytes;
-  sb->log_room = log_room;
 }
 
 void* isolet_sandbox_isolate(isolet_sandbox* sb) { return sb->isolate; }
@@ -1969,35 +1962,6 @@ int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name
   // Defined, not assigned: a capability named `__proto__` becomes an own property
   // instead of replacing the global's prototype.
   return ctx->Global()->DefineOwnProperty(ctx, key, fn).FromMaybe(false) ? ISOLET_OK : ISOLET_FAILED;
-}
-
-int32_t isolet_sandbox_add_console(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
-                                   size_t count) {
-  ENTER(sb);
-  // Replaces V8's console (which reports only to an inspector) with one that captures.
-  // Attributes follow V8's own: the global property is not enumerable, methods are.
-  Local<Object> console = Object::New(isolate);
-  size_t start = 0;
-  for (uint32_t level = 0; level < count && start <= names_len; ++level) {
-    const void* nul = std::memchr(names + start, '\0', names_len - start);
-    size_t end = nul ? static_cast<const uint8_t*>(nul) - names : names_len;
-    Local<v8::Function> fn;
-    if (!v8::Function::New(ctx, ConsoleMethod, v8::Integer::NewFromUnsigned(isolate, level), 0,
-                           v8::ConstructorBehavior::kThrow)
-             .ToLocal(&fn))
-      return ISOLET_FAILED;
-    Local<String> name = Utf8(isolate, names + start, end - start);
-    fn->SetName(name);
-    if (!console->CreateDataProperty(ctx, name, fn).FromMaybe(false)) return ISOLET_FAILED;
-    start = end + 1;
-  }
-  const auto hidden = static_cast<v8::PropertyAttribute>(v8::ReadOnly | v8::DontEnum);
-  if (!console->DefineOwnProperty(ctx, v8::Symbol::GetToStringTag(isolate), Utf8(isolate, "console"), hidden)
-           .FromMaybe(false))
-    return ISOLET_FAILED;
-  return ctx->Global()->DefineOwnProperty(ctx, Utf8(isolate, "console"), console, v8::DontEnum).FromMaybe(false)
-             ? ISOLET_OK
-             : ISOLET_FAILED;
 }
 
 int32_t isolet_sandbox_delete_global(isolet_sandbox* sb, const uint8_t* object, size_t object_len,
@@ -2667,15 +2631,17 @@ int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, siz
   ENTER(sb);
   TryCatch try_catch(isolate);
   sb->error_script = error_script;
-  Local<v8::Function> op, clone, load;
+  Local<v8::Function> op, clone, load, host;
   // Null prototype, frozen: the scripts' view of the primitives, which no sandbox code sees.
   Local<Object> lib = Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0);
   if (!v8::Function::New(ctx, OpCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&op) ||
       !v8::Function::New(ctx, CloneCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&clone) ||
       !v8::Function::New(ctx, LoadCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&load) ||
+      !v8::Function::New(ctx, HostCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&host) ||
       lib->CreateDataProperty(ctx, Utf8(isolate, "op"), op).IsNothing() ||
       lib->CreateDataProperty(ctx, Utf8(isolate, "clone"), clone).IsNothing() ||
       lib->CreateDataProperty(ctx, Utf8(isolate, "load"), load).IsNothing() ||
+      lib->CreateDataProperty(ctx, Utf8(isolate, "host"), host).IsNothing() ||
       !lib->SetIntegrityLevel(ctx, v8::IntegrityLevel::kFrozen).FromMaybe(false))
     return try_catch.HasTerminated() ? ISOLET_TERMINATED : ISOLET_FAILED;
   sb->ops_lib.Reset(isolate, lib);

@@ -135,7 +135,9 @@ typedef struct {
 #define ISOLET_OP_MAX_RESULTS 16
 // What an op gives back: `count` values (one: that value; otherwise an array of them), or,
 // when it threw, the error: class ISOLET_ERROR_CLASS_*, name and message (UTF-8 strings).
-// Every block in it is Rust's (isolet_value_realloc) and the seam frees or adopts it.
+// Every block in it is Rust's (isolet_value_realloc) and the seam frees or adopts it. The
+// seam sets count, error_class, name and message before the call; values past `count` are
+// never read.
 typedef struct {
   uint32_t count;
   isolet_op_value values[ISOLET_OP_MAX_RESULTS];
@@ -150,9 +152,6 @@ typedef struct {
   // A platform task was posted for this isolate (any thread): the isolate thread should
   // call isolet_sandbox_run_tasks soon. Never called after isolet_sandbox_dispose starts.
   void (*wake)(void* ctx);
-  // A console entry, formatted only up to the room last reported. Returns the bytes the
-  // run's log still keeps (0 when full: later entries are not formatted at all).
-  size_t (*on_console)(void* ctx, uint32_t level, const uint8_t* msg, size_t len);
   // The sandbox called host function `fn_index`; `args` holds the serialized argument
   // array. Returns ISOLET_OK when the call went to the host (the reply comes later through
   // isolet_sandbox_fulfill_call / _reject_call), or ISOLET_THREW when it was refused at
@@ -201,10 +200,8 @@ typedef struct {
   // (where V8 grants one object of any size) is seen above this at a GC, or its used heap
   // after a full GC (what is live) is.
   size_t heap_ceiling_bytes;
-  // Longest text copied out of a thrown value (each of name, message, stack), and of
-  // one console argument.
+  // Longest text copied out of a thrown value (each of name, message, stack).
   size_t max_error_text_bytes;
-  size_t max_console_value_bytes;
   // Bytes of a data key copied out of the heap (enough for Rust to refuse a longer key).
   size_t max_data_key_bytes;
   // A JSON.parse text with more places where a value or key can start ends the run as
@@ -244,22 +241,18 @@ void isolet_v8_set_flags(const char* flags, size_t len);
 isolet_sandbox* isolet_sandbox_new(const isolet_sandbox_config* config);
 // Disposes the isolate and frees everything; `sb` is invalid afterwards.
 void isolet_sandbox_dispose(isolet_sandbox* sb);
-// Caps on serialized values copied out: host-call arguments, and the final result; and
-// the console bytes the run keeps before its first entry.
+// Caps on serialized values copied out: host-call arguments, and the final result.
 void isolet_sandbox_set_copy_limits(isolet_sandbox* sb, size_t max_message_bytes,
-                                    size_t max_output_bytes, size_t log_room);
+                                    size_t max_output_bytes);
 // The raw isolate, for isolet_isolate_terminate.
 void* isolet_sandbox_isolate(isolet_sandbox* sb);
 // Any thread: stops running JS as soon as V8 checks for interrupts.
 void isolet_isolate_terminate(void* isolate);
 
 // Globals the run may use. Every property the seam writes on a sandbox object is
-// defined (never assigned), so no setter the sandbox adds can observe it.
+// defined (never assigned), so no setter the sandbox adds can observe it. (`console` is
+// an embedded script's: see isolet_sandbox_install_ops.)
 //
-// Installs `globalThis.console` (not enumerable) with one method per name in `names`
-// (`count` names joined by '\0'); method i reports entries at level i through on_console.
-int32_t isolet_sandbox_add_console(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
-                                   size_t count);
 // Deletes `globalThis[object][key]`, or `globalThis[key]` when object_len is 0.
 int32_t isolet_sandbox_delete_global(isolet_sandbox* sb, const uint8_t* object, size_t object_len,
                                      const uint8_t* key, size_t key_len);
@@ -415,7 +408,7 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
 // property (writable, configurable, not enumerable) whose value, computed on its first
 // access, is exports[names[i]], `exports` being what embedded script `scripts[i]` gives.
 // An embedded script (see on_script) is run at most once per context, on first use: its
-// value, a function, is called with a frozen object `lib` of three native primitives, which
+// value, a function, is called with a frozen object `lib` of four native primitives, which
 // JS cannot tell from built-ins and no sandbox code sees unless a script hands them out:
 //   op(index, ...args)  calls on_op synchronously with op `index` and the arguments (at
 //                       most ISOLET_OP_MAX_ARGS, converted as ISOLET_OP_* says; no sandbox
@@ -425,6 +418,10 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
 //                       the bridge), bounded by the run's ArrayBuffer budget; what cannot be
 //                       cloned throws ISOLET_ERROR_CLASS_INSTALLED "DataCloneError";
 //   load(index)         the exports of embedded script `index`;
+//   host(index)         a new function that calls host function `index` as the one
+//                       isolet_sandbox_add_host_function installs does (on_host_call, its
+//                       promise settled by isolet_sandbox_fulfill_call / _reject_call), so
+//                       a script can wrap a host function the run has without a global;
 // and what it returns is its exports. A script compiles with its code cache when on_script
 // has one; else isolet_sandbox_cache_scripts makes one for on_script_cache. ISOLET_ERROR_CLASS_INSTALLED errors are made by the
 // exports of script `error_script`: makeError(message, name). ISOLET_OK, ISOLET_FAILED or

@@ -216,12 +216,39 @@ async function cancelBody(response) {
   }
 }
 
+/** The body's bytes, read as readBody reads it (same limits), as one Uint8Array. */
+async function readBytes(response, maxBytes, held) {
+  if (!response.body) return new Uint8Array(0);
+  const chunks = [];
+  let received = 0;
+  await readChunks(response, maxBytes, held, (value) => {
+    chunks.push(value);
+    received += value.byteLength;
+  });
+  if (chunks.length === 1 && chunks[0].byteOffset === 0 && chunks[0].byteLength === chunks[0].buffer.byteLength) return chunks[0];
+  const out = new Uint8Array(received);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
 async function readBody(response, maxBytes, held) {
   if (!response.body) return '';
-  const reader = response.body.getReader();
   const decoder = new TextDecoder('utf-8');
-  let received = 0;
   let text = '';
+  await readChunks(response, maxBytes, held, (value) => {
+    text += decoder.decode(value, { stream: true });
+  });
+  return text + decoder.decode();
+}
+
+/** Reads the body a chunk at a time into `take`, within the limits (the stream cancelled past them). */
+async function readChunks(response, maxBytes, held, take) {
+  const reader = response.body.getReader();
+  let received = 0;
   const abandon = async () => {
     try {
       await reader.cancel();
@@ -247,9 +274,8 @@ async function readBody(response, maxBytes, held) {
         `responses in flight for this run would hold more than ${held.limit} bytes (maxPendingHostCallBytes); await some before fetching more`,
       );
     }
-    text += decoder.decode(value, { stream: true });
+    take(value);
   }
-  return text + decoder.decode();
 }
 
 /** Bytes one request holds in its run's budget; `free()` gives them all back. */
@@ -340,45 +366,19 @@ function createFetchCapability(options) {
   const unbudgeted = new ByteBudget(Infinity);
   const perRun = (run) => new ByteBudget(run.budgets.maxPendingHostCallBytes);
 
-  return async function fetch(request) {
-    if (!isPlainObject(request)) {
-      throw requestError(
-        `expected an object like { url, method?, headers?, body? }, got ${describe(request)}`,
-      );
-    }
-    for (const key of Object.keys(request)) {
-      if (!REQUEST_KEYS.has(key)) {
-        throw requestError(
-          `unknown property "${key.slice(0, 64)}" (allowed: url, method, headers, body)`,
-        );
-      }
-    }
-    // What the sandbox sent, own properties only: nothing comes from Object.prototype.
-    request = ownCopy(request);
-    if (typeof request.url !== 'string') {
-      throw requestError(`url must be a string, got ${describe(request.url)}`);
-    }
-    if (request.url.length > MAX_URL_LENGTH) {
-      throw requestError(`url is longer than ${MAX_URL_LENGTH} characters`);
-    }
-    let method = 'GET';
-    if (request.method !== undefined) {
-      if (typeof request.method !== 'string') {
-        throw requestError(`method must be a string, got ${describe(request.method)}`);
-      }
-      method = request.method.toUpperCase();
-    }
-    if (!methods.has(method)) {
-      throw refusal('ERR_ISOLET_METHOD_NOT_ALLOWED', `method ${method.slice(0, 32)} is not allowed`);
-    }
-    let url = checkUrl(request.url, undefined, origins, 'url');
-    let headers = validateHeaders(request.headers);
-    let body = validateBody(request.body, method, maxRequestBytes);
-
-    const run = currentRun();
+  /**
+   * Sends one checked request, following redirects (each hop checked against the
+   * allow-list) unless `redirect` is 'manual' (the 3xx answer is the response) or 'error'
+   * (a redirect is refused). `signal` (optional) aborts it too. The response with its body
+   * read whole: as text, or as bytes when `bytes`.
+   */
+  async function send({ url, method, headers, body, redirect = 'follow', signal: callerSignal, bytes = false }, run) {
     const timeout = AbortSignal.timeout(timeoutMs);
     // Aborting tears the connection down, so no socket outlives the run.
-    const signal = run ? AbortSignal.any([timeout, run.signal]) : timeout;
+    const signals = [timeout];
+    if (run) signals.push(run.signal);
+    if (callerSignal) signals.push(callerSignal);
+    const signal = signals.length === 1 ? timeout : AbortSignal.any(signals);
     const held = holder(run ? run.slot(fetch, perRun) : unbudgeted);
     const dispatcher = run ? runPool(run, hostFetch) : undefined;
     try {
@@ -387,8 +387,11 @@ function createFetchCapability(options) {
         if (dispatcher) init.dispatcher = dispatcher;
         const response = await hostFetch(url.href, init);
         const location = response.headers.get('location');
-        if (isRedirect(response.status) && location !== null) {
+        if (isRedirect(response.status) && location !== null && redirect !== 'manual') {
           await cancelBody(response);
+          if (redirect === 'error') {
+            throw refusal('ERR_ISOLET_REDIRECT', `the response is a redirect (${response.status}) and the request's redirect mode is 'error'`);
+          }
           if (redirects >= MAX_REDIRECTS) {
             throw refusal('ERR_ISOLET_TOO_MANY_REDIRECTS', `more than ${MAX_REDIRECTS} redirects`);
           }
@@ -407,23 +410,167 @@ function createFetchCapability(options) {
           url = next;
           continue;
         }
-        const text = method === 'HEAD' ? (await cancelBody(response), '') : await readBody(response, maxResponseBytes, held);
-        return {
-          status: response.status,
-          statusText: response.statusText,
-          headers: headersToRecord(response.headers),
-          body: text,
-        };
+        const read = bytes ? readBytes : readBody;
+        const content = method === 'HEAD' ? (await cancelBody(response), bytes ? new Uint8Array(0) : '') : await read(response, maxResponseBytes, held);
+        return { response, url, redirected: redirects > 0, content };
       }
     } catch (err) {
+      if (callerSignal && callerSignal.aborted && !(run && run.signal.aborted)) {
+        throw refusal('ERR_ISOLET_FETCH_ABORTED', 'request aborted by the sandbox (its signal)');
+      }
       throw translateFailure(err, timeout, timeoutMs, run && run.signal);
     } finally {
       // The body now lives in the reply, which the bridge counts until the sandbox has it.
       held.free();
     }
-  };
+  }
+
+  async function fetch(request) {
+    if (!isPlainObject(request)) {
+      throw requestError(
+        `expected an object like { url, method?, headers?, body? }, got ${describe(request)}`,
+      );
+    }
+    for (const key of Object.keys(request)) {
+      if (!REQUEST_KEYS.has(key)) {
+        throw requestError(
+          `unknown property "${key.slice(0, 64)}" (allowed: url, method, headers, body)`,
+        );
+      }
+    }
+    // What the sandbox sent, own properties only: nothing comes from Object.prototype.
+    request = ownCopy(request);
+    const { url, method } = checkRequest(request.url, request.method);
+    const headers = validateHeaders(request.headers);
+    const body = validateBody(request.body, method, maxRequestBytes);
+    const run = currentRun();
+    const sent = await send({ url, method, headers, body }, run);
+    return {
+      status: sent.response.status,
+      statusText: sent.response.statusText,
+      headers: headersToRecord(sent.response.headers),
+      body: sent.content,
+    };
+  }
+
+  /** The URL and method of a request, checked (allow-list, methods). */
+  function checkRequest(rawUrl, rawMethod) {
+    if (typeof rawUrl !== 'string') {
+      throw requestError(`url must be a string, got ${describe(rawUrl)}`);
+    }
+    if (rawUrl.length > MAX_URL_LENGTH) {
+      throw requestError(`url is longer than ${MAX_URL_LENGTH} characters`);
+    }
+    let method = 'GET';
+    if (rawMethod !== undefined) {
+      if (typeof rawMethod !== 'string') {
+        throw requestError(`method must be a string, got ${describe(rawMethod)}`);
+      }
+      method = rawMethod.toUpperCase();
+    }
+    if (!methods.has(method)) {
+      throw refusal('ERR_ISOLET_METHOD_NOT_ALLOWED', `method ${method.slice(0, 32)} is not allowed`);
+    }
+    return { url: checkUrl(rawUrl, undefined, origins, 'url'), method };
+  }
+
+  // The web layer's protocol (`web: true`: the sandbox's WHATWG fetch, src/web/js/11_fetch.js):
+  // { url, method, headers: [[name, value]...], body?: Uint8Array, redirect, id } answered with
+  // { status, statusText, url, redirected, headers: [[name, value]...], body: Uint8Array }
+  // (the final URL, the raw bytes); { abort: id } aborts request `id` of the run.
+  const aborts = new Map();
+  async function webFetch(request) {
+    if (!isPlainObject(request)) throw requestError(`expected a request object, got ${describe(request)}`);
+    request = ownCopy(request);
+    const run = currentRun();
+    // Request ids are the run's: one run cannot abort another's requests.
+    const pending = run ? run.slot(webFetch, () => new Map()) : aborts;
+    if (Object.keys(request).length === 1 && request.abort !== undefined) {
+      const id = requestId(request.abort);
+      const controller = pending.get(id);
+      if (controller === undefined) {
+        // The request has not been seen yet (its body still being read): refused when it is.
+        if (pending.size < MAX_PENDING_ABORTS) pending.set(id, null);
+      } else if (controller !== null) {
+        controller.abort();
+      }
+      return undefined;
+    }
+    for (const key of Object.keys(request)) {
+      if (!WEB_REQUEST_KEYS.has(key)) throw requestError(`unknown property "${key.slice(0, 64)}" of a request`);
+    }
+    const id = requestId(request.id);
+    const { url, method } = checkRequest(request.url, request.method);
+    const headers = validateHeaders(headerPairs(request.headers));
+    const body = validateBody(request.body === undefined ? undefined : bytesOf(request.body), method, maxRequestBytes);
+    const redirect = request.redirect === undefined ? 'follow' : request.redirect;
+    if (!REDIRECT_MODES.has(redirect)) throw requestError(`redirect must be 'follow', 'error' or 'manual'`);
+    if (pending.get(id) === null) {
+      pending.delete(id);
+      throw refusal('ERR_ISOLET_FETCH_ABORTED', 'request aborted by the sandbox (its signal)');
+    }
+    if (pending.has(id)) throw requestError(`request id ${id} is in use`);
+    const controller = new AbortController();
+    pending.set(id, controller);
+    try {
+      const sent = await send({ url, method, headers, body, redirect, signal: controller.signal, bytes: true }, run);
+      return {
+        status: sent.response.status,
+        statusText: sent.response.statusText,
+        url: sent.url.href,
+        redirected: sent.redirected,
+        headers: [...sent.response.headers],
+        body: sent.content,
+      };
+    } finally {
+      pending.delete(id);
+    }
+  }
+  Object.defineProperty(fetch, WEB_FETCH, { value: webFetch });
+  return fetch;
+}
+
+const WEB_REQUEST_KEYS = new Set(['url', 'method', 'headers', 'body', 'redirect', 'id']);
+const REDIRECT_MODES = new Set(['follow', 'error', 'manual']);
+// Abort messages for requests not seen yet that one run may leave behind.
+const MAX_PENDING_ABORTS = 1024;
+/** The web protocol's handler of a fetch capability (lib/tools.js uses it with `web`). */
+const WEB_FETCH = Symbol('isolet web fetch');
+
+/** The web protocol handler of `capability` if it is a fetch capability, else undefined. */
+function webFetchOf(capability) {
+  if (typeof capability !== 'function') return undefined;
+  const d = Object.getOwnPropertyDescriptor(capability, WEB_FETCH);
+  return d && typeof d.value === 'function' ? d.value : undefined;
+}
+
+function requestId(id) {
+  if (!Number.isSafeInteger(id) || id < 0) throw requestError('a request id must be a whole number');
+  return id;
+}
+
+/** [[name, value]...] as the record validateHeaders checks: names lowercased, repeats joined. */
+function headerPairs(pairs) {
+  if (pairs === undefined) return undefined;
+  if (!Array.isArray(pairs) || pairs.length > MAX_HEADERS) {
+    throw requestError(`headers must be at most ${MAX_HEADERS} [name, value] pairs`);
+  }
+  const record = {};
+  for (const pair of pairs) {
+    if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') {
+      throw requestError('each header must be a [name, value] pair of strings');
+    }
+    const name = pair[0].toLowerCase();
+    record[name] = Object.prototype.hasOwnProperty.call(record, name) ? `${record[name]}, ${pair[1]}` : pair[1];
+  }
+  return record;
+}
+
+function bytesOf(body) {
+  if (!(body instanceof Uint8Array)) throw requestError(`body must be bytes, got ${describe(body)}`);
+  return body;
 }
 
 const FETCH_DEFAULTS = Object.freeze({ ...native.entryDefaults().fetch, allowedMethods: DEFAULT_METHODS });
 
-module.exports = { createFetchCapability, FETCH_DEFAULTS, MAX_REDIRECTS };
+module.exports = { createFetchCapability, FETCH_DEFAULTS, MAX_REDIRECTS, webFetchOf };

@@ -24,6 +24,7 @@ const LIMIT_FLAGS = {
   'read-dir': { type: 'string' },
   'allow-origin': { type: 'string', multiple: true },
   'unhandled-rejections': { type: 'string' },
+  'no-web': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 };
 
@@ -35,13 +36,15 @@ function limitsHelp(languageLine) {
 ${languageLine}
   --isolation <mode>       process (default: a supervised child process) or thread
   --read-dir <dir>         give the code readFile({ path }) over this directory, read-only
-  --allow-origin <origin>  give the code fetch({ url, ... }) to this origin (repeatable)
+  --allow-origin <origin>  give the code fetch() to this origin (repeatable)
+  --no-web                 no web platform APIs (URL, TextEncoder, crypto, timers, fetch
+                           with --allow-origin, ...; docs/web.md): on by default
   --unhandled-rejections <warn|error>
                            a promise rejected with no handler: reported as a warning
                            (default), or the run fails with it
   --config <file.json>     the same settings as JSON: { "timeoutMs", "cpuTimeMs",
                            "memoryMb", "language", "isolation", "readDir", "allowOrigins": [...],
-                           "unhandledRejections", "engine": { ...SandboxEngine config } };
+                           "unhandledRejections", "web", "engine": { ...SandboxEngine config } };
                            flags win`;
 }
 
@@ -126,7 +129,11 @@ function settingsFrom(values, sourceFile, config) {
   if (origins.length > 0) {
     const { createFetchCapability } = require('../capabilities/fetch');
     try {
-      capabilities.fetch = {
+      // With the web APIs, `fetch` is WHATWG fetch over the capability (docs/web.md).
+      capabilities.fetch = s.web ? {
+        description: `fetch(input, init?) as in browsers and Node (WHATWG fetch), to an allowed origin (${origins.join(', ')}); resolves to a Response (status, ok, headers, url, text(), json(), arrayBuffer(), bytes()). Redirects are followed within the allowed origins.`,
+        execute: createFetchCapability({ allowedOrigins: origins }),
+      } : {
         description: `HTTP request to an allowed origin (${origins.join(', ')}). Returns { status, statusText, headers, body } with body as text.`,
         inputSchema: {
           type: 'object',
@@ -156,6 +163,7 @@ function settingsFrom(values, sourceFile, config) {
     ...(s.unhandledRejections !== undefined ? { unhandledRejections: s.unhandledRejections } : {}),
     defaultIsolateLimits: { ...(Object.hasOwn(engine, 'defaultIsolateLimits') ? engine.defaultIsolateLimits : {}), ...limits },
     tools: capabilities,
+    web: s.web,
   };
   return {
     engineConfig,
@@ -163,6 +171,7 @@ function settingsFrom(values, sourceFile, config) {
     language: s.language,
     capabilities,
     toolNames: Object.keys(capabilities),
+    web: s.web,
     stateful: s.stateful,
     statefulIdleMs: s.statefulIdleMs,
   };

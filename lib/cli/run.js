@@ -112,6 +112,7 @@ async function runCommand(argv, io = { stdout: process.stdout, stderr: process.s
         code: prepared.code,
         language: prepared.language,
         toolPolicy: { allowedTools: settings.toolNames },
+        web: settings.web,
       });
       end = await session.done;
     } catch (err) {

@@ -172,6 +172,13 @@ impl RunPlanJs {
         Ok(())
     }
 
+    /// With `web`, the run's global `fetch` is WHATWG fetch over its tool `fetch` (a fetch
+    /// capability, which the caller checked): whether it is (docs/web.md).
+    #[napi]
+    pub fn use_web_fetch(&mut self) -> bool {
+        Arc::make_mut(&mut self.plan).use_web_fetch()
+    }
+
     /// `javascript` or `typescript`; JS strips types before submitting.
     #[napi(getter)]
     pub fn language(&self) -> &'static str {

@@ -27,6 +27,8 @@ pub struct CliSettingsJs {
     pub isolation: Option<String>,
     pub read_dir: Option<String>,
     pub allow_origins: Vec<String>,
+    /// The web platform APIs in the runs: on unless `--no-web` or `"web": false`.
+    pub web: bool,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
     /// `isolet mcp`: one persistent sandbox per session.
@@ -55,6 +57,7 @@ pub fn cli_settings(
         isolation: s.isolation.map(|i| i.as_str().to_string()),
         read_dir: s.read_dir,
         allow_origins: s.allow_origins,
+        web: s.web,
         max_concurrent_isolates: s.max_concurrent_isolates,
         warm_pool_size: s.warm_pool_size,
         stateful: s.stateful,

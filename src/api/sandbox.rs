@@ -56,6 +56,13 @@ impl SandboxSettings {
         self.plan.base.modules.keys().filter(|k| isolet_core::modules::is_typescript(k, language)).cloned().collect()
     }
 
+    /// With `web`, the sandbox's global `fetch` is WHATWG fetch over its capability `fetch`
+    /// (a fetch capability, which the caller checked): whether it is (docs/web.md).
+    #[napi]
+    pub fn use_web_fetch(&mut self) -> bool {
+        Arc::make_mut(&mut self.plan).base.use_web_fetch()
+    }
+
     /// The source of module `key` of the sandbox's checked map.
     #[napi]
     pub fn module_source(&self, key: String) -> Option<String> {

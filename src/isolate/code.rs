@@ -69,9 +69,6 @@ struct PreludeHost {
 
 impl SandboxHost for PreludeHost {
     fn wake(&self) {}
-    fn console(&self, _: u32, _: &[u8]) -> usize {
-        0
-    }
     fn host_call(&self, _: u32, _: u32, _: &[u8]) -> Result<(), Refusal> {
         Err(Refusal { name: "Error", message: "unknown host function".into() })
     }

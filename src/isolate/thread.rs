@@ -49,12 +49,6 @@ impl SandboxHost for ThreadHost {
         }
     }
 
-    fn console(&self, level: u32, message: &[u8]) -> usize {
-        let Some(run) = self.current() else { return 0 };
-        run.log(LogLevel::from_index(level), &String::from_utf8_lossy(message));
-        run.log_room()
-    }
-
     fn host_call(&self, fn_index: u32, call_id: u32, args: &[u8]) -> Result<(), Refusal> {
         // A refusal goes back to the seam, which rejects the call's promise at once: a
         // sandbox looping on refused calls costs the host nothing per call.
@@ -147,7 +141,7 @@ impl SandboxHost for ThreadHost {
     }
 
     fn op(&self, op: u32, args: &mut [OpArg]) -> OpResult {
-        crate::web::call(&self.web, op, args)
+        crate::web::call(&self.web, self, op, args)
     }
 
     fn script(&self, index: u32) -> Option<crate::v8::EmbeddedScript> {
@@ -156,6 +150,18 @@ impl SandboxHost for ThreadHost {
 
     fn script_cache(&self, index: u32, data: &[u8]) {
         crate::web::script_cache(index, data)
+    }
+}
+
+impl crate::web::WebHost for ThreadHost {
+    fn log(&self, level: u32, message: &str) -> usize {
+        let Some(run) = self.current() else { return 0 };
+        run.log(LogLevel::from_index(level), message);
+        run.log_room()
+    }
+
+    fn log_room(&self) -> usize {
+        self.current().map_or(0, |run| run.log_room())
     }
 }
 
@@ -346,16 +352,17 @@ fn report_rejections(sandbox: &mut Sandbox, run: &RunShared, result: Result<Vec<
 
 fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, install: bool) -> Step {
     let spec = &run.spec;
-    sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes, run.log_room());
+    sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes);
     sandbox.set_module_limits(spec.plan.module_limits);
     host.web.begin_run();
     if install {
-        // The web APIs come first, so the prelude may use them too.
+        // `console` and the web APIs come first, so the prelude may use them too.
         if spec.plan.web {
             host.web.start();
-            if let Some(step) = crate::web::install(sandbox) {
-                return step;
-            }
+        }
+        let fetch_tool = web_fetch_tool(&spec.plan);
+        if let Some(step) = crate::web::install(sandbox, &host.web, spec.plan.web, fetch_tool) {
+            return step;
         }
         // The prelude runs first, under the run's limits, before any tool or `data` exists.
         match sandbox.run_prelude(&spec.code) {
@@ -415,12 +422,25 @@ fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, in
     }
 }
 
+/// The index of the tool the web layer's `fetch` calls (`RunPlan::web_fetch`).
+fn web_fetch_tool(plan: &isolet_core::RunPlan) -> Option<u32> {
+    if !plan.web_fetch {
+        return None;
+    }
+    plan.tools.iter().position(|t| t == "fetch").map(|i| i as u32)
+}
+
 /// Installs the run's host functions, data object and WebAssembly instances; `Some`
 /// when that ended the run.
 fn install_globals(sandbox: &mut Sandbox, spec: &super::RunSpec) -> Option<Step> {
     // Names were checked when the request was admitted; dotted ones go into namespaces.
     let mut namespaces: Vec<(&str, Vec<(&str, u32)>)> = Vec::new();
+    let web_fetch = web_fetch_tool(&spec.plan);
     for (index, name) in spec.plan.tools.iter().enumerate() {
+        // The web layer's `fetch` holds this one (and is the global `fetch`).
+        if web_fetch == Some(index as u32) {
+            continue;
+        }
         match name.split_once('.') {
             None => {
                 if !sandbox.add_host_function(name, index as u32) {

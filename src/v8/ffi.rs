@@ -104,7 +104,6 @@ pub struct isolet_op_result {
 pub struct isolet_sandbox_config {
     pub ctx: *mut c_void,
     pub wake: extern "C" fn(ctx: *mut c_void),
-    pub on_console: extern "C" fn(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) -> usize,
     pub on_host_call: extern "C" fn(
         ctx: *mut c_void,
         fn_index: u32,
@@ -139,7 +138,6 @@ pub struct isolet_sandbox_config {
     pub max_heap_limit_raises: u32,
     pub heap_ceiling_bytes: usize,
     pub max_error_text_bytes: usize,
-    pub max_console_value_bytes: usize,
     pub max_data_key_bytes: usize,
     pub max_json_values: u64,
 }
@@ -164,10 +162,9 @@ extern "C" {
     pub fn isolet_v8_version() -> *const c_char;
     pub fn isolet_sandbox_new(config: *const isolet_sandbox_config) -> *mut isolet_sandbox;
     pub fn isolet_sandbox_dispose(sb: *mut isolet_sandbox);
-    pub fn isolet_sandbox_set_copy_limits(sb: *mut isolet_sandbox, max_message: usize, max_output: usize, log_room: usize);
+    pub fn isolet_sandbox_set_copy_limits(sb: *mut isolet_sandbox, max_message: usize, max_output: usize);
     pub fn isolet_sandbox_isolate(sb: *mut isolet_sandbox) -> *mut c_void;
     pub fn isolet_isolate_terminate(isolate: *mut c_void);
-    pub fn isolet_sandbox_add_console(sb: *mut isolet_sandbox, names: *const u8, names_len: usize, count: usize) -> i32;
     pub fn isolet_sandbox_delete_global(
         sb: *mut isolet_sandbox,
         object: *const u8,

@@ -20,8 +20,6 @@ use crate::isolate::code::{EngineCode, PRELUDE_NAME};
 pub(crate) trait SandboxHost: Send + Sync {
     /// A platform task was posted (any thread).
     fn wake(&self);
-    /// A console entry; returns the bytes the run's log still keeps.
-    fn console(&self, level: u32, message: &[u8]) -> usize;
     /// The sandbox called host function `fn_index`: `Ok` when it went to the host (answer
     /// later with `fulfill_call`), `Err` when it is refused at once (the seam rejects the
     /// call's promise with it and keeps nothing for the call).
@@ -213,9 +211,6 @@ struct CompileHost;
 
 impl SandboxHost for CompileHost {
     fn wake(&self) {}
-    fn console(&self, _: u32, _: &[u8]) -> usize {
-        0
-    }
     fn host_call(&self, _: u32, _: u32, _: &[u8]) -> Result<(), Refusal> {
         Err(Refusal { name: "Error", message: "unknown host function".into() })
     }
@@ -594,12 +589,6 @@ extern "C" fn fatal_oom_cb(ctx: *mut c_void, held_bytes: usize) {
     loop {
         std::thread::park();
     }
-}
-
-extern "C" fn console_cb(ctx: *mut c_void, level: u32, msg: *const u8, len: usize) -> usize {
-    // SAFETY: the seam passes a valid buffer for the duration of the call.
-    let msg = unsafe { bytes(msg, len) };
-    guarded(ctx, 0, |host| host.console(level, msg))
 }
 
 #[allow(clippy::too_many_arguments)] // the seam's flat C signature
@@ -996,7 +985,6 @@ impl Sandbox {
         let raw_config = ffi::isolet_sandbox_config {
             ctx: callbacks as *mut c_void,
             wake: wake_cb,
-            on_console: console_cb,
             on_host_call: host_call_cb,
             on_data_request: data_request_cb,
             on_heap_limit: heap_limit_cb,
@@ -1011,7 +999,6 @@ impl Sandbox {
             max_heap_limit_raises: seam_policy::MAX_HEAP_LIMIT_RAISES,
             heap_ceiling_bytes: seam_policy::heap_ceiling_bytes(config.heap_limit_bytes),
             max_error_text_bytes: seam_policy::MAX_ERROR_TEXT_BYTES,
-            max_console_value_bytes: seam_policy::MAX_CONSOLE_VALUE_BYTES,
             // One byte more than a key may have, so an overlong key is seen as such.
             max_data_key_bytes: isolet_core::limits::MAX_DATA_KEY_BYTES + 1,
             max_json_values: seam_policy::max_json_values(config.heap_limit_bytes),
@@ -1033,11 +1020,7 @@ impl Sandbox {
         unsafe { ffi::isolet_sandbox_set_import_handler(raw, import_cb, modules::MAX_SPECIFIER_BYTES) };
         let handle = IsolateHandle(Arc::new(Mutex::new(Some(isolate as usize))));
         let sandbox = Sandbox { raw, handle, callbacks };
-        let console = nul_joined(seam_policy::CONSOLE_METHODS);
-        // SAFETY: live sandbox; `console` holds CONSOLE_METHODS.len() NUL-separated names.
-        let mut ok = unsafe {
-            ffi::isolet_sandbox_add_console(sandbox.raw, console.as_ptr(), console.len(), seam_policy::CONSOLE_METHODS.len())
-        } == 0;
+        let mut ok = true;
         for (object, key) in seam_policy::REMOVED_PROPERTIES {
             // SAFETY: live sandbox, valid buffers.
             ok &= unsafe {
@@ -1065,10 +1048,10 @@ impl Sandbox {
         self.handle.clone()
     }
 
-    /// Copy caps, and `log_room`: console bytes the run keeps before its first entry.
-    pub(crate) fn set_copy_limits(&mut self, max_message_bytes: usize, max_output_bytes: usize, log_room: usize) {
+    /// Copy caps: host-call arguments, and the result.
+    pub(crate) fn set_copy_limits(&mut self, max_message_bytes: usize, max_output_bytes: usize) {
         // SAFETY: live sandbox.
-        unsafe { ffi::isolet_sandbox_set_copy_limits(self.raw, max_message_bytes, max_output_bytes, log_room) };
+        unsafe { ffi::isolet_sandbox_set_copy_limits(self.raw, max_message_bytes, max_output_bytes) };
     }
 
     /// Hands the code caches of the embedded scripts compiled without one to

@@ -8,6 +8,7 @@
 use std::sync::{Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use isolet_core::seam_policy::{CONSOLE_METHODS, MAX_CONSOLE_VALUE_BYTES};
 use isolet_core::web::{base64, crypto, encoding, url, WebError, MAX_PENDING_TIMERS};
 use isolet_core::Thrown;
 
@@ -26,9 +27,15 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("events", include_str!("js/06_events.js")),
     ("misc", include_str!("js/07_misc.js")),
     ("timers", include_str!("js/08_timers.js")),
+    ("console", include_str!("js/09_console.js")),
+    ("inspect", include_str!("js/10_inspect.js")),
+    ("fetch", include_str!("js/11_fetch.js")),
 ];
 
-/// The web layer's globals and the script that exports each.
+/// The globals of every sandbox, with or without `web`: `console` (Node's formatting).
+const CONSOLE_GLOBALS: &[(&str, &str)] = &[("console", "console")];
+
+/// The web layer's globals (`web: true`) and the script that exports each.
 const GLOBALS: &[(&str, &str)] = &[
     ("atob", "base64"),
     ("btoa", "base64"),
@@ -54,7 +61,15 @@ const GLOBALS: &[(&str, &str)] = &[
     ("setInterval", "timers"),
     ("clearTimeout", "timers"),
     ("clearInterval", "timers"),
+    ("Blob", "fetch"),
+    ("File", "fetch"),
+    ("Headers", "fetch"),
+    ("Request", "fetch"),
+    ("Response", "fetch"),
 ];
+
+/// With a fetch capability (`RunPlan::web_fetch`): WHATWG fetch over it.
+const FETCH_GLOBALS: &[(&str, &str)] = &[("fetch", "fetch")];
 
 /// The script whose `makeError(message, name)` makes the DOMExceptions ops throw.
 const ERROR_SCRIPT: &str = "webidl";
@@ -66,10 +81,19 @@ fn script_index(name: &str) -> u32 {
 /// The script name the web layer's frames show in stacks.
 const ORIGIN: &str = "isolet:web";
 
+/// What ops reach of the run the sandbox serves: its log.
+pub(crate) trait WebHost {
+    /// Keeps a console entry at `level` (`LogLevel::from_index`); returns the bytes the
+    /// run's log still keeps (0: full).
+    fn log(&self, level: u32, message: &str) -> usize;
+    /// The bytes the run's log still keeps (0: full, or no run).
+    fn log_room(&self) -> usize;
+}
+
 /// One native op: its name in the JS (`OP.name`) and what it does.
 struct Op {
     name: &'static str,
-    call: fn(&WebState, &mut [OpArg]) -> OpResult,
+    call: fn(&WebState, &dyn WebHost, &mut [OpArg]) -> OpResult,
 }
 
 /// The ops, by index (the JS reaches them as `op(OP.<name>, ...)`).
@@ -94,6 +118,9 @@ const OPS: &[Op] = &[
     Op { name: "reportError", call: op_report_error },
     Op { name: "timerEpoch", call: op_timer_epoch },
     Op { name: "timerArm", call: op_timer_arm },
+    Op { name: "consoleRoom", call: op_console_room },
+    Op { name: "consoleWrite", call: op_console_write },
+    Op { name: "fetchTool", call: op_fetch_tool },
 ];
 
 /// The embedded scripts' sources: each file wrapped as a function of `lib`, with the op and
@@ -104,10 +131,11 @@ fn sources() -> &'static [String] {
         let table = |names: &mut dyn Iterator<Item = &str>| names.enumerate().map(|(i, n)| format!("{n}: {i}")).collect::<Vec<_>>().join(", ");
         let ops = table(&mut OPS.iter().map(|op| op.name));
         let scripts = table(&mut SCRIPTS.iter().map(|(name, _)| *name));
+        let levels = table(&mut CONSOLE_METHODS.iter().copied());
         SCRIPTS
             .iter()
             .map(|(_, body)| {
-                format!("(function (lib) {{ 'use strict'; const {{ op, clone, load }} = lib; const OP = {{ {ops} }}; const SCRIPT = {{ {scripts} }}; const LIMITS = {{ maxTimers: {MAX_PENDING_TIMERS} }};\n{body}}})")
+                format!("(function (lib) {{ 'use strict'; const {{ op, clone, load }} = lib; const OP = {{ {ops} }}; const SCRIPT = {{ {scripts} }}; const LIMITS = {{ maxTimers: {MAX_PENDING_TIMERS}, maxConsoleValueBytes: {MAX_CONSOLE_VALUE_BYTES} }}; const LEVEL = {{ {levels} }};\n{body}}})")
             })
             .collect()
     })
@@ -139,6 +167,8 @@ pub(crate) struct WebState {
     clock: Mutex<Option<(Instant, f64)>>,
     uncaught: Mutex<Option<Thrown>>,
     timers: Mutex<Timers>,
+    /// The host function `fetch` speaks the web protocol to (the tool's index).
+    fetch_tool: Mutex<Option<u32>>,
 }
 
 /// The run loop's side of the timers: when the JS asked to be woken (`timerArm`), by the
@@ -208,9 +238,19 @@ fn coarsen(ms: f64) -> f64 {
     (ms / CLOCK_RESOLUTION_MS).floor() * CLOCK_RESOLUTION_MS
 }
 
-/// Installs the web layer in `sandbox`'s fresh context; `Some` when that ended the run.
-pub(crate) fn install(sandbox: &mut Sandbox) -> Option<Step> {
-    let globals: Vec<(&str, u32)> = GLOBALS.iter().map(|(name, script)| (*name, script_index(script))).collect();
+/// Installs `console` in `sandbox`'s fresh context, with `web` the web layer, and with
+/// `fetch_tool` (the index of the run's fetch capability) `fetch`; `Some` when that ended
+/// the run.
+pub(crate) fn install(sandbox: &mut Sandbox, state: &WebState, web: bool, fetch_tool: Option<u32>) -> Option<Step> {
+    *lock(&state.fetch_tool) = fetch_tool;
+    let web_globals = if web { GLOBALS } else { &[] };
+    let fetch_globals = if web && fetch_tool.is_some() { FETCH_GLOBALS } else { &[] };
+    let globals: Vec<(&str, u32)> = CONSOLE_GLOBALS
+        .iter()
+        .chain(web_globals)
+        .chain(fetch_globals)
+        .map(|(name, script)| (*name, script_index(script)))
+        .collect();
     match sandbox.install_ops(&globals, script_index(ERROR_SCRIPT)) {
         Step::Settled => None,
         other => Some(other),
@@ -218,9 +258,9 @@ pub(crate) fn install(sandbox: &mut Sandbox) -> Option<Step> {
 }
 
 /// Runs op `index` for the sandbox.
-pub(crate) fn call(state: &WebState, index: u32, args: &mut [OpArg]) -> OpResult {
+pub(crate) fn call(state: &WebState, host: &dyn WebHost, index: u32, args: &mut [OpArg]) -> OpResult {
     match OPS.get(index as usize) {
-        Some(op) => (op.call)(state, args),
+        Some(op) => (op.call)(state, host, args),
         None => Err(type_error(format!("no native op {index}"))),
     }
 }
@@ -270,32 +310,32 @@ fn one(value: OpValue) -> OpResult {
     Ok(vec![value])
 }
 
-fn op_atob(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_atob(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::Latin1(base64::decode(string(args, 0)?).map_err(thrown)?))
 }
 
-fn op_btoa(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_btoa(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::String(base64::encode_latin1(string(args, 0)?).map_err(thrown)?))
 }
 
-fn op_encoding_lookup(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_encoding_lookup(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::String(encoding::lookup(string(args, 0)?).map_err(thrown)?))
 }
 
 /// (encoding, bytes, fatal, stream, stripBom) -> [text, bytes left for the next chunk]
-fn op_decode(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_decode(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let name = string(args, 0)?;
     let (text, tail) =
         encoding::decode(name, bytes(args, 1)?, flag(args, 2), flag(args, 3), flag(args, 4)).map_err(thrown)?;
     Ok(vec![OpValue::String(text), OpValue::Number(tail as f64)])
 }
 
-fn op_encode(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_encode(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::Bytes(string(args, 0)?.as_bytes().to_vec()))
 }
 
 /// (text, destination) -> [UTF-16 units read, bytes written]: whole characters only.
-fn op_encode_into(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_encode_into(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let text = string(args, 0)?;
     let Some(OpArg::Bytes(dest)) = args.get_mut(1) else {
         return Err(type_error("argument 1 must be a Uint8Array".into()));
@@ -314,32 +354,33 @@ fn op_encode_into(_: &WebState, args: &mut [OpArg]) -> OpResult {
     Ok(vec![OpValue::Number(read as f64), OpValue::Number(written as f64)])
 }
 
-fn record(r: Option<url::UrlRecord>) -> OpResult {
+/// [href, ...offsets] (`url::UrlParts`), or null: the href is ASCII, so it crosses as Latin-1.
+fn record(r: Option<url::UrlParts>) -> OpResult {
     match r {
-        Some(fields) => Ok(fields.into_iter().map(OpValue::String).collect()),
+        Some(parts) => Ok(std::iter::once(OpValue::Latin1(parts.href.into_bytes())).chain(parts.offsets.into_iter().map(OpValue::Number)).collect()),
         None => one(OpValue::Null),
     }
 }
 
-fn op_url_parse(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_url_parse(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     record(url::parse(string(args, 0)?, optional_string(args, 1)?))
 }
 
-fn op_url_can_parse(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_url_can_parse(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::Bool(url::can_parse(string(args, 0)?, optional_string(args, 1)?)))
 }
 
-fn op_url_set(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_url_set(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let setter = url::Setter::named(string(args, 1)?).ok_or_else(|| type_error("no such URL setter".into()))?;
     record(url::set(string(args, 0)?, setter, string(args, 2)?))
 }
 
-fn op_urlencoded_parse(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_urlencoded_parse(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let pairs = url::parse_urlencoded(string(args, 0)?.as_bytes());
     one(OpValue::String(url::join_counted(pairs.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))))
 }
 
-fn op_random_fill(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_random_fill(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let Some(OpArg::Bytes(view)) = args.get_mut(0) else {
         return Err(type_error("argument 0 must be an integer typed array".into()));
     };
@@ -347,7 +388,7 @@ fn op_random_fill(_: &WebState, args: &mut [OpArg]) -> OpResult {
     Ok(Vec::new())
 }
 
-fn op_random_uuid(_: &WebState, _: &mut [OpArg]) -> OpResult {
+fn op_random_uuid(_: &WebState, _: &dyn WebHost, _: &mut [OpArg]) -> OpResult {
     one(OpValue::String(crypto::random_uuid().map_err(thrown)?))
 }
 
@@ -355,33 +396,33 @@ fn hash(args: &[OpArg], i: usize) -> Result<crypto::Hash, OpError> {
     crypto::Hash::named(string(args, i)?).map_err(thrown)
 }
 
-fn op_digest(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_digest(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::Bytes(crypto::digest(hash(args, 0)?, bytes(args, 1)?)))
 }
 
-fn op_hmac_sign(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_hmac_sign(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::Bytes(crypto::hmac_sign(hash(args, 0)?, bytes(args, 1)?, bytes(args, 2)?)))
 }
 
-fn op_hmac_verify(_: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_hmac_verify(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     one(OpValue::Bool(crypto::hmac_verify(hash(args, 0)?, bytes(args, 1)?, bytes(args, 2)?, bytes(args, 3)?)))
 }
 
-fn op_now(state: &WebState, _: &mut [OpArg]) -> OpResult {
+fn op_now(state: &WebState, _: &dyn WebHost, _: &mut [OpArg]) -> OpResult {
     one(OpValue::Number(coarsen(state.origin().0.elapsed().as_secs_f64() * 1000.0)))
 }
 
-fn op_time_origin(state: &WebState, _: &mut [OpArg]) -> OpResult {
+fn op_time_origin(state: &WebState, _: &dyn WebHost, _: &mut [OpArg]) -> OpResult {
     one(OpValue::Number(state.origin().1))
 }
 
-fn op_timer_epoch(state: &WebState, _: &mut [OpArg]) -> OpResult {
+fn op_timer_epoch(state: &WebState, _: &dyn WebHost, _: &mut [OpArg]) -> OpResult {
     one(OpValue::Number(f64::from(lock(&state.timers).epoch)))
 }
 
 /// (deadline in ms since the origin) -> a promise the run loop settles with `true` at the
 /// deadline, or with `false` at once if a later `timerArm` replaces it.
-fn op_timer_arm(state: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_timer_arm(state: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let deadline = match args.first() {
         Some(OpArg::Number(ms)) if ms.is_finite() && *ms >= 0.0 => *ms,
         _ => return Err(type_error("argument 0 must be a deadline in ms".into())),
@@ -398,7 +439,7 @@ fn op_timer_arm(state: &WebState, args: &mut [OpArg]) -> OpResult {
 }
 
 /// (name, message, stack): a callback threw; the run ends with it (the first one wins).
-fn op_report_error(state: &WebState, args: &mut [OpArg]) -> OpResult {
+fn op_report_error(state: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let text = |i| optional_string(args, i).ok().flatten().map(str::to_string);
     let mut uncaught = lock(&state.uncaught);
     if uncaught.is_none() {
@@ -410,4 +451,22 @@ fn op_report_error(state: &WebState, args: &mut [OpArg]) -> OpResult {
         });
     }
     Ok(Vec::new())
+}
+
+fn op_console_room(_: &WebState, host: &dyn WebHost, _: &mut [OpArg]) -> OpResult {
+    one(OpValue::Number(host.log_room() as f64))
+}
+
+/// (level, text) -> the bytes the run's log still keeps.
+fn op_console_write(_: &WebState, host: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
+    let level = match args.first() {
+        Some(OpArg::Number(n)) if *n >= 0.0 && *n < CONSOLE_METHODS.len() as f64 => *n as u32,
+        _ => return Err(type_error("argument 0 must be a console level".into())),
+    };
+    one(OpValue::Number(host.log(level, string(args, 1)?) as f64))
+}
+
+/// The index of the host function the fetch capability is (for `lib.host`), or -1.
+fn op_fetch_tool(state: &WebState, _: &dyn WebHost, _: &mut [OpArg]) -> OpResult {
+    one(OpValue::Number(lock(&state.fetch_tool).map_or(-1.0, f64::from)))
 }

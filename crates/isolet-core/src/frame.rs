@@ -336,6 +336,7 @@ pub fn encode_run(run_id: u32, plan: &RunPlan, started_event: bool) -> Vec<u8> {
         w.str(k).str(v);
     }
     w.u32(plan.module_limits.max_modules).u64(plan.module_limits.max_module_bytes).bool(plan.module_resolver);
+    w.bool(plan.web_fetch);
     w.bool(started_event);
     w.finish()
 }
@@ -491,6 +492,7 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         return Err(FrameError::Invalid("modules within their limits"));
     }
     let module_resolver = r.bool()?;
+    let web_fetch = r.bool()?;
     let started_event = r.bool()?;
     r.end()?;
     let plan = RunPlan {
@@ -514,6 +516,7 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         module_resolver,
         // The parent queued the run and kept its deadline.
         max_queue_ms: None,
+        web_fetch,
     };
     Ok((plan, started_event))
 }
@@ -1068,6 +1071,7 @@ mod tests {
             module_limits: crate::modules::ModuleLimits { max_modules: 9, max_module_bytes: 1000 },
             module_resolver: true,
             max_queue_ms: None,
+            web_fetch: true,
         }
     }
 

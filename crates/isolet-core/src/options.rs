@@ -588,6 +588,19 @@ pub struct RunPlan {
     /// `maxQueueMs`: how long the run may wait for a slot (`None`: the engine's). Not sent
     /// to sandbox hosts: the parent queues.
     pub max_queue_ms: Option<u64>,
+    /// With `web`: the tool `fetch` is a fetch capability (`createFetchCapability`) that
+    /// speaks the web layer's protocol, and the global `fetch` is WHATWG fetch over it
+    /// (docs/web.md). Set by the JS layer, which knows the capability (`use_web_fetch`).
+    pub web_fetch: bool,
+}
+
+impl RunPlan {
+    /// Makes the global `fetch` WHATWG fetch over the tool `fetch` when the run has the web
+    /// APIs and that tool; returns whether it did.
+    pub fn use_web_fetch(&mut self) -> bool {
+        self.web_fetch = self.web && self.tools.iter().any(|t| t == "fetch");
+        self.web_fetch
+    }
 }
 
 /// The module options of a run: its `ExecMode::Module` choice and its map, limits and
@@ -801,6 +814,7 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         module_limits,
         module_resolver,
         max_queue_ms: f.whole("maxQueueMs")?,
+        web_fetch: false,
     })
 }
 
@@ -1020,6 +1034,7 @@ impl EngineConfig {
             module_limits,
             module_resolver,
             max_queue_ms: isolate.whole("maxQueueMs")?,
+            web_fetch: false,
         })
     }
 
@@ -1211,6 +1226,7 @@ pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPl
         module_limits,
         module_resolver,
         max_queue_ms: f.whole("maxQueueMs")?,
+        web_fetch: false,
     };
     let limits = crate::sandbox::SandboxLimits {
         total_cpu_time_ms: f.whole("totalCpuTimeMs")?,
@@ -1362,6 +1378,16 @@ mod tests {
         // The code argument is described like any value that is not a string.
         let e = run_sandbox(&threw(), &Raw::Undefined).unwrap_err();
         assert_eq!(e.message, "code must be a string, got a value that could not be read (its getter threw Error: boom)");
+    }
+
+    #[test]
+    fn web_fetch_needs_web_and_a_fetch_tool() {
+        let mut with_web = run_sandbox(&code(), &obj(&[("web", Raw::Bool(true)), ("capabilities", Raw::Array(vec![Raw::String("fetch".into())]))])).unwrap();
+        assert!(with_web.use_web_fetch() && with_web.web_fetch);
+        let mut without_web = run_sandbox(&code(), &obj(&[("capabilities", Raw::Array(vec![Raw::String("fetch".into())]))])).unwrap();
+        assert!(!without_web.use_web_fetch());
+        let mut other_tool = run_sandbox(&code(), &obj(&[("web", Raw::Bool(true)), ("capabilities", Raw::Array(vec![Raw::String("get".into())]))])).unwrap();
+        assert!(!other_tool.use_web_fetch());
     }
 
     #[test]
@@ -1717,6 +1743,8 @@ pub const CLI_SETTINGS: &[Opt] = &[
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("readDir", Kind::Text),
     Opt { name: "allowOrigins", kind: Kind::Names, default: None, aliases: &["allowedOrigins"] },
+    // The web platform APIs in the runs (docs/web.md); on unless `false` (`--no-web`).
+    opt("web", Kind::Bool),
     opt("engine", Kind::Object(ENGINE_CONFIG)),
     // `isolet mcp --http`'s settings; `isolet run` takes the key and ignores it, so that
     // one file can serve both commands.
@@ -1737,6 +1765,8 @@ pub const CLI_FLAGS: &[Flag] = &[
     flag("read-dir", "readDir"),
     flag("allow-origin", "allowOrigins"),
     flag("unhandled-rejections", "unhandledRejections"),
+    // A `no-` flag sets its boolean option to false.
+    flag("no-web", "web"),
 ];
 
 /// Default of `new IsoletExecutor({ timeout })`, as in Code Mode's DynamicWorkerExecutor.
@@ -1750,6 +1780,8 @@ pub const CODEMODE_EXECUTOR: &[Opt] = &[
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("stateful", Kind::Bool),
     whole("idleTimeout", 1, MAX_TIME_MS, None, &["idleTimeoutMs"]),
+    // A fetch capability (createFetchCapability): every execution's `fetch`.
+    opt("fetch", Kind::Function),
 ];
 
 /// How long autoFix waits for the provider by default.
@@ -1937,11 +1969,14 @@ fn options_of_flags(flags: &Raw, map: &[Flag], table: &[Opt]) -> Raw {
     let Raw::Object(entries) = flags else { return Raw::Undefined };
     let options = entries.iter().filter_map(|(name, value)| {
         let set = map.iter().find(|f| f.flag == name)?;
-        let number = matches!(table.iter().find(|o| o.name == set.option)?.kind, Kind::Whole { .. });
+        let kind = &table.iter().find(|o| o.name == set.option)?.kind;
+        let number = matches!(kind, Kind::Whole { .. });
         let value = match value {
             Raw::String(s) if number && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
                 s.parse::<f64>().map_or_else(|_| value.clone(), Raw::Number)
             }
+            // `--no-web`: the option `web`, false.
+            Raw::Bool(given) if matches!(kind, Kind::Bool) && set.flag.starts_with("no-") => Raw::Bool(!given),
             _ => value.clone(),
         };
         Some((set.option.to_string(), value))
@@ -1980,6 +2015,8 @@ pub struct CliSettings {
     pub isolation: Option<Isolation>,
     pub read_dir: Option<String>,
     pub allow_origins: Vec<String>,
+    /// The web platform APIs in the runs (`web`; `--no-web` turns them off): on by default.
+    pub web: bool,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
     /// `isolet mcp`: one persistent sandbox per session, closed after `stateful_idle_ms`
@@ -2000,6 +2037,7 @@ struct CliValues {
     read_dir: Option<String>,
     allow_origins: Option<Vec<String>>,
     unhandled_rejections: Option<&'static str>,
+    web: Option<bool>,
 }
 
 fn cli_values(f: &Fields) -> Result<CliValues, OptionsError> {
@@ -2012,6 +2050,7 @@ fn cli_values(f: &Fields) -> Result<CliValues, OptionsError> {
         read_dir: f.text("readDir")?.map(str::to_string),
         allow_origins: f.strings("allowOrigins", "origin strings", true)?,
         unhandled_rejections: f.one_of("unhandledRejections")?,
+        web: f.bool("web")?,
     })
 }
 
@@ -2053,6 +2092,7 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
         isolation: Isolation::parse(given.isolation.or(file.and_then(|v| v.isolation))),
         read_dir: given.read_dir.or(file.and_then(|v| v.read_dir.clone())),
         allow_origins: given.allow_origins.or(file.and_then(|v| v.allow_origins.clone())).unwrap_or_default(),
+        web: given.web.or(file.and_then(|v| v.web)).unwrap_or(true),
         max_concurrent_isolates: concurrency.unwrap_or(CLI_MAX_CONCURRENT_ISOLATES) as u32,
         warm_pool_size: warm.unwrap_or(CLI_WARM_POOL_SIZE) as u32,
         stateful: stateful.0,
@@ -2450,6 +2490,18 @@ mod entry_tests {
     }
 
     #[test]
+    fn cli_web_is_on_unless_the_flag_or_the_file_turns_it_off() {
+        assert!(cli(obj(&[]), Raw::Undefined).unwrap().web);
+        assert!(!cli(obj(&[("no-web", Raw::Bool(true))]), Raw::Undefined).unwrap().web);
+        assert!(!cli(obj(&[]), obj(&[("web", Raw::Bool(false))])).unwrap().web);
+        assert!(cli(obj(&[]), obj(&[("web", Raw::Bool(true))])).unwrap().web);
+        // The flag wins over the file.
+        assert!(!cli(obj(&[("no-web", Raw::Bool(true))]), obj(&[("web", Raw::Bool(true))])).unwrap().web);
+        let e = cli(obj(&[]), obj(&[("web", s("no"))])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: web must be a boolean, got 'no'");
+    }
+
+    #[test]
     fn cli_errors_name_the_flag_or_the_config_key() {
         let e = cli(obj(&[("timeout-ms", s("soon"))]), Raw::Undefined).unwrap_err();
         assert_eq!((e.path.as_str(), e.message.as_str()), ("--timeout-ms", "--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'"));
@@ -2560,7 +2612,7 @@ mod entry_tests {
         assert_eq!((c.timeout_ms, c.cpu_time_ms), (500, 100));
         let e = |o: Raw| codemode_executor(&o).unwrap_err().message;
         assert_eq!(e(obj(&[("timeot", num(1.0))])), "timeot is not a known option of IsoletExecutor options; did you mean timeout?");
-        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, stateful, idleTimeout, memoryMb"));
+        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, stateful, idleTimeout, fetch, memoryMb"));
         assert!(e(obj(&[("warmPool", num(1.0))])).ends_with("did you mean warmPoolSize?"));
         assert_eq!(e(obj(&[("timeout", num(-1.0))])), "timeout must be a whole number from 1 to 2147483647, got -1");
         assert_eq!(e(s("x")), "IsoletExecutor options must be an object, got 'x'");

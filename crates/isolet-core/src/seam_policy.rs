@@ -100,17 +100,15 @@ impl JsonScan {
 /// Longest text copied out of a thrown value, for each of name, message and stack.
 pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 /// Longest text one console argument is formatted into (the run's log room may be less:
-/// the seam formats at most what the log can still keep).
+/// the console formats at most what the log can still keep).
 pub const MAX_CONSOLE_VALUE_BYTES: usize = 16 * 1024;
 
-/// `console` methods, in level order: method `i` reports at level `i`, which
-/// `crate::logs::LogLevel::from_index` reads back.
+/// The console's levels, in order: level `i` is reported as `crate::logs::LogLevel::from_index(i)`.
 ///
-/// Formatting one entry stays a seam primitive ("format these arguments into at most
-/// N bytes": strings and errors by `String()`, other objects by `JSON.stringify`), because
-/// only the seam can stop formatting where the log room ends: arguments past it are never
-/// converted, so their `toJSON` or getters never run. The room comes from the run's
-/// `LogBuffer`, the per-argument cap from `MAX_CONSOLE_VALUE_BYTES`.
+/// `console` is JavaScript in the sandbox (the web layer's `09_console.js`, installed in
+/// every sandbox, with Node's util.format and util.inspect): it asks the run's `LogBuffer`
+/// for the room left before formatting an entry and formats no more than that (arguments
+/// past it are never inspected), each argument to at most `MAX_CONSOLE_VALUE_BYTES`.
 pub const CONSOLE_METHODS: &[&str] = &["log", "info", "warn", "error", "debug"];
 
 /// Properties removed from every fresh context, as (global object, key): what V8 adds

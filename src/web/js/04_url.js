@@ -1,12 +1,41 @@
 // 04_url.js: URL and URLSearchParams (the WHATWG URL standard; ada parses, in Rust). A URL
-// keeps its attributes as one record from the parser: [href, origin, protocol, username,
-// password, host, hostname, port, pathname, search, hash].
+// keeps one record from the parser: [href, ...offsets] (isolet-core `url::UrlParts`: where
+// each component starts and ends in the href, and the scheme's type); an attribute is a
+// slice of the href made when read, as Node's URL reads ada's components.
 // (A function body: `src/web/mod.rs` wraps it as `(function (lib) { ... })` with `op`,
 // `clone`, `load`, `OP` and `SCRIPT` in scope.)
 const { TOKEN, illegalConstructor, requiredArguments, toDOMString, toUSVString, toBoolean, toDictionary, bufferSourceBytes, webidlClass, reportException, newDOMException } = load(SCRIPT.webidl);
 
-const HREF = 0, ORIGIN = 1, PROTOCOL = 2, USERNAME = 3, PASSWORD = 4, HOST = 5, HOSTNAME = 6, PORT = 7,
-  PATHNAME = 8, SEARCH = 9, HASH = 10;
+const HREF = 0, PROTOCOL_END = 1, USERNAME_END = 2, HOST_START = 3, HOST_END = 4, PORT = 5, PATHNAME_START = 6,
+  SEARCH_START = 7, HASH_START = 8, SCHEME = 9;
+const NOT_SPECIAL = 1, FILE = 6, HTTP = 0, HTTPS = 2;
+
+// The attributes of a record (`isolet_core::web::url::UrlParts::record` reads them the same way).
+const protocolOf = (r) => r[HREF].slice(0, r[PROTOCOL_END]);
+const hostStart = (r) => (r[HREF][r[HOST_START]] === '@' ? r[HOST_START] + 1 : r[HOST_START]);
+const hostnameOf = (r) => r[HREF].slice(hostStart(r), Math.max(hostStart(r), r[HOST_END]));
+const hostOf = (r) => (hostStart(r) === r[HOST_END] ? '' : r[HREF].slice(hostStart(r), r[PATHNAME_START]));
+function pathnameOf(r) {
+  if (r[PATHNAME_START] < 0) return '';
+  return r[HREF].slice(r[PATHNAME_START], r[SEARCH_START] >= 0 ? r[SEARCH_START] : r[HASH_START] >= 0 ? r[HASH_START] : undefined);
+}
+function searchOf(r) {
+  if (r[SEARCH_START] < 0) return '';
+  const end = r[HASH_START] >= 0 ? r[HASH_START] : r[HREF].length;
+  return end - r[SEARCH_START] <= 1 ? '' : r[HREF].slice(r[SEARCH_START], end);
+}
+const hashOf = (r) => (r[HASH_START] < 0 || r[HREF].length - r[HASH_START] <= 1 ? '' : r[HREF].slice(r[HASH_START]));
+function originOf(r) {
+  const scheme = r[SCHEME];
+  if (scheme === FILE) return 'null';
+  if (scheme !== NOT_SPECIAL) return `${protocolOf(r)}//${hostOf(r)}`;
+  const path = pathnameOf(r);
+  if (protocolOf(r) === 'blob:' && path.length > 0) {
+    const inner = op(OP.urlParse, path, undefined);
+    if (inner !== null && (inner[SCHEME] === HTTP || inner[SCHEME] === HTTPS)) return `${protocolOf(inner)}//${hostOf(inner)}`;
+  }
+  return 'null';
+}
 let paramsOf; // (URL) -> its URLSearchParams, or null
 let recordOf; // (URL) -> its record
 let setQuery; // (URL, serialized query) -> void: the params changed
@@ -62,34 +91,40 @@ class URL {
   #set(which, value) {
     const record = op(OP.urlSet, this.#record[HREF], which, toUSVString(value));
     if (record === null) throw invalidUrl(value);
-    const queryChanged = record[SEARCH] !== this.#record[SEARCH];
+    const queryChanged = searchOf(record) !== searchOf(this.#record);
     this.#record = record;
-    if (queryChanged && this.#params !== null) replaceList(this.#params, record[SEARCH].slice(1));
+    if (queryChanged && this.#params !== null) replaceList(this.#params, searchOf(record).slice(1));
   }
   get href() { return this.#record[HREF]; }
   set href(v) { this.#set('href', v); }
-  get origin() { return this.#record[ORIGIN]; }
-  get protocol() { return this.#record[PROTOCOL]; }
+  get origin() { return originOf(this.#record); }
+  get protocol() { return protocolOf(this.#record); }
   set protocol(v) { this.#set('protocol', v); }
-  get username() { return this.#record[USERNAME]; }
+  get username() {
+    const r = this.#record;
+    return r[PROTOCOL_END] + 2 < r[USERNAME_END] ? r[HREF].slice(r[PROTOCOL_END] + 2, r[USERNAME_END]) : '';
+  }
   set username(v) { this.#set('username', v); }
-  get password() { return this.#record[PASSWORD]; }
+  get password() {
+    const r = this.#record;
+    return r[HOST_START] - r[USERNAME_END] > 0 ? r[HREF].slice(r[USERNAME_END] + 1, r[HOST_START]) : '';
+  }
   set password(v) { this.#set('password', v); }
-  get host() { return this.#record[HOST]; }
+  get host() { return hostOf(this.#record); }
   set host(v) { this.#set('host', v); }
-  get hostname() { return this.#record[HOSTNAME]; }
+  get hostname() { return hostnameOf(this.#record); }
   set hostname(v) { this.#set('hostname', v); }
-  get port() { return this.#record[PORT]; }
+  get port() { return this.#record[PORT] < 0 ? '' : `${this.#record[PORT]}`; }
   set port(v) { this.#set('port', v); }
-  get pathname() { return this.#record[PATHNAME]; }
+  get pathname() { return pathnameOf(this.#record); }
   set pathname(v) { this.#set('pathname', v); }
-  get search() { return this.#record[SEARCH]; }
+  get search() { return searchOf(this.#record); }
   set search(v) { this.#set('search', v); }
   get searchParams() {
     if (this.#params === null) this.#params = new URLSearchParams(this, TOKEN);
     return this.#params;
   }
-  get hash() { return this.#record[HASH]; }
+  get hash() { return hashOf(this.#record); }
   set hash(v) { this.#set('hash', v); }
   toString() { return this.#record[HREF]; }
   toJSON() { return this.#record[HREF]; }
@@ -115,7 +150,7 @@ class URLSearchParams {
   constructor(init = '', token = undefined) {
     if (token === TOKEN) {
       this.#url = init;
-      this.#list = parseQuery(recordOf(init)[SEARCH].slice(1));
+      this.#list = parseQuery(searchOf(recordOf(init)).slice(1));
       return;
     }
     if (init !== null && (typeof init === 'object' || typeof init === 'function')) {
