@@ -164,7 +164,7 @@ mod hook {
         // libc's own, not what the slot holds (a lazy-binding stub would rewrite the slot).
         // SAFETY: a NUL-terminated name.
         let real = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"vfprintf".as_ptr()) } as usize;
-        if real == 0 || real == quiet_vfprintf as usize {
+        if real == 0 || real == quiet_vfprintf as *const () as usize {
             return false;
         }
         REAL.store(real, Ordering::Release);
@@ -176,7 +176,7 @@ mod hook {
             return false;
         }
         // SAFETY: a pointer-sized, aligned slot; one store (no caller sees half of it).
-        unsafe { std::ptr::write_volatile(slot, quiet_vfprintf as usize) };
+        unsafe { std::ptr::write_volatile(slot, quiet_vfprintf as *const () as usize) };
         if read_only {
             // SAFETY: as above; RELRO's pages hold nothing written after relocation.
             unsafe { libc::mprotect(start as *mut c_void, page, libc::PROT_READ) };

@@ -196,21 +196,24 @@ const methods = {
   error(...args) {
     write(ERROR, args);
   },
-  dir(object, options = undefined) {
+  dir(...args) {
+    const [object, options] = args;
     const room = op(OP.consoleRoom);
     write(LOG, room === 0 ? [] : [inspection().inspect(object, { customInspect: false, ...options }, room + 1)]);
   },
   dirxml(...args) {
     write(LOG, args);
   },
-  table,
+  table(...args) {
+    table(args[0], args[1]);
+  },
   trace(...args) {
     const err = { name: 'Trace', message: format(args, Math.max(op(OP.consoleRoom), 1)) };
     captureStackTrace(err, methods.trace);
     write(ERROR, [err.stack]);
   },
-  assert(expression, ...args) {
-    if (!expression) {
+  assert(...args) {
+    if (!args.shift()) {
       args[0] = `Assertion failed${args.length === 0 ? '' : `: ${args[0]}`}`;
       write(WARN, args);
     }
@@ -252,7 +255,8 @@ const methods = {
   },
 };
 
-// As V8's and Node's console: a plain object whose methods need no `this`.
+// As V8's and Node's console: a plain object whose methods need no `this`. Every method
+// is one (no prototype) of length 0, as V8's console's are.
 const console = {};
 for (const [name, fn] of Object.entries(methods)) console[name] = fn;
 Object.defineProperty(console, Symbol.toStringTag, { value: 'console', configurable: true });
