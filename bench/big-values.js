@@ -24,12 +24,17 @@ const SCENARIOS = {
   'input: 1.5e6 numbers from a capability': { input: NUMBERS, code: 'const d = await get(); return d.length' },
 };
 
+// ISOLET_BENCH_ROOT: another checkout to measure (the code before issue 23, which needs
+// ISOLET_BENCH_RAISE=1: every value limit raised, as it refused these values by default).
+const TARGET = process.env.ISOLET_BENCH_ROOT || ROOT;
+const RAISE = process.env.ISOLET_BENCH_RAISE === '1' ? ', maxOutputValues: 2 ** 26, maxMessageValues: 2 ** 26, maxPendingHostCallValues: 2 ** 26' : '';
+
 const child = (mode, s) => `
-const { runSandbox } = require(${JSON.stringify(ROOT)});
+const { runSandbox } = require(${JSON.stringify(TARGET)});
 const { monitorEventLoopDelay } = require('node:perf_hooks');
 const rss = () => process.memoryUsage().rss;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const opts = { isolation: ${JSON.stringify(mode)}, timeoutMs: 60000${s.memoryLimitMb ? `, memoryLimitMb: ${s.memoryLimitMb}` : ''} };
+const opts = { isolation: ${JSON.stringify(mode)}, timeoutMs: 60000${s.memoryLimitMb ? `, memoryLimitMb: ${s.memoryLimitMb}` : ''}${RAISE} };
 ${s.input ? `let input = ${s.input};` : ''}
 (async () => {
   await runSandbox('[1, { a: "b" }]', opts);
@@ -87,7 +92,7 @@ const GOALS = { lagMaxMs: 50, lagP99Ms: 20, rssAfterDropMb: 64 };
 
 module.exports = { measure, GOALS, SCENARIOS };
 
-// `node bench/big-values.js [children]`: these rows alone, as JSON lines.
+// `node bench/big-values.js [children]`: these rows alone, as JSON lines (see TARGET).
 if (require.main === module) {
   const n = Number(process.argv[2] || 3);
   for (const row of measure(['thread', 'process'], n)) console.log(JSON.stringify({ node: process.version, ...row }));

@@ -5,7 +5,7 @@
 // them as Node-specific host objects the sandbox cannot read.
 const v8 = require('node:v8');
 const { types } = require('node:util');
-const { Reader, Writer, FALLBACK, SLICE_MS } = require('./codec');
+const { Reader, ChunkedArrayReader, NOT_CHUNKED, Writer, FALLBACK, SLICE_MS } = require('./codec');
 
 /**
  * Serializes a host value for the sandbox. Throws DataCloneError for functions etc.
@@ -467,10 +467,52 @@ function safeString(v) {
 // the event loop runs timers, I/O and other runs' events. Below this, one piece.
 const SLICED_MIN = 64 * 1024;
 
+// One budget of SLICE_MS per turn of the event loop, shared by every value being read or
+// written a slice at a time: eight big results at once hold the loop no longer than one
+// does. Jobs take turns (round robin), so a small one is not kept behind a big one.
+const sliceJobs = [];
+/** The slice a value is first written in, at once (most host-call answers end in it). */
+const FIRST_SLICE_MS = 0.5;
+let slicesScheduled = false;
+
+function runSlices() {
+  slicesScheduled = false;
+  const deadline = performance.now() + SLICE_MS;
+  while (sliceJobs.length > 0 && performance.now() < deadline) {
+    const job = sliceJobs.shift();
+    if (job.stop !== undefined && job.stop()) continue;
+    let finished;
+    try {
+      finished = job.run(deadline);
+    } catch (err) {
+      job.fail(err);
+      continue;
+    }
+    if (finished) job.finish();
+    else sliceJobs.push(job);
+  }
+  scheduleSlices();
+}
+
+function scheduleSlices() {
+  if (slicesScheduled || sliceJobs.length === 0) return;
+  slicesScheduled = true;
+  setImmediate(runSlices);
+}
+
+/**
+ * Runs `run(deadline)` (true once finished) in slices from later turns, then `finish()`;
+ * `fail(error)` if it throws. Nothing more happens once `stop()` is true.
+ */
+function inSlices(run, finish, fail, stop) {
+  sliceJobs.push({ run, finish, fail, stop });
+  scheduleSlices();
+}
+
 /**
  * Reads bytes the sandbox serialized, as `deserialize`; long ones a slice at a time.
- * `done(error, value)` is called once: at once when the value was read in one piece
- * (or its first slice), else from a later turn. Nothing more happens once `stop()` is true.
+ * `done(error, value)` is called once: at once when the value was read in one piece, else
+ * from a later turn. Nothing more happens once `stop()` is true.
  */
 function deserializeInSlices(bytes, owned, done, stop) {
   if (bytes.length < SLICED_MIN) {
@@ -491,24 +533,29 @@ function deserializeInSlices(bytes, owned, done, stop) {
       done(null, flat);
       return;
     }
-    reader = new Reader(bytes, owned);
+    // An array of elements that share nothing (most results) is built by V8 in chunks;
+    // anything else by the Reader (see lib/codec.js).
+    try {
+      reader = new ChunkedArrayReader(bytes);
+    } catch (err) {
+      if (err !== NOT_CHUNKED) throw err;
+      reader = new Reader(bytes, owned);
+    }
   } catch (err) {
     done(err);
     return;
   }
-  const step = () => {
-    if (stop !== undefined && stop()) return;
-    let finished;
+  const fail = (err) => {
+    if (err !== NOT_CHUNKED) return done(err);
+    // Not that shape after all: read again from the start, with the Reader.
     try {
-      finished = reader.run(performance.now() + SLICE_MS);
-    } catch (err) {
-      done(err);
-      return;
+      reader = new Reader(bytes, owned);
+    } catch (e) {
+      return done(e);
     }
-    if (finished) done(null, reader.value);
-    else setImmediate(step);
+    inSlices((deadline) => reader.run(deadline), () => done(null, reader.value), done, stop);
   };
-  step();
+  inSlices((deadline) => reader.run(deadline), () => done(null, reader.value), fail, stop);
 }
 
 let namedKeysNative;
@@ -524,8 +571,8 @@ function namedKeys() {
 /**
  * Serializes a host value for the sandbox, as `serialize`; plain data a slice at a time
  * (anything else by v8.Serializer, whole). `done(error, bytes, length)`: `bytes` is null
- * when `length` passed `maxBytes` (counted, not kept). Called at once when it finished in
- * its first slice, else from a later turn; nothing more happens once `stop()` is true.
+ * when `length` passed `maxBytes` (counted, not kept). Called at once when written in one
+ * piece, else from a later turn; nothing more happens once `stop()` is true.
  */
 function serializeInSlices(value, maxBytes, done, stop) {
   const fast = encodePrimitive(value);
@@ -550,20 +597,17 @@ function serializeInSlices(value, maxBytes, done, stop) {
     done(err);
     return;
   }
-  const step = () => {
-    if (stop !== undefined && stop()) return;
-    let finished;
-    try {
-      finished = writer.run(performance.now() + SLICE_MS);
-    } catch (err) {
-      if (err === FALLBACK) whole();
-      else done(err);
-      return;
-    }
-    if (finished) done(null, writer.bytes(), writer.length);
-    else setImmediate(step);
-  };
-  step();
+  const fail = (err) => (err === FALLBACK ? whole() : done(err));
+  // Most answers are small: written at once, in a short first slice.
+  let finished;
+  try {
+    finished = writer.run(performance.now() + FIRST_SLICE_MS);
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  if (finished) done(null, writer.bytes(), writer.length);
+  else inSlices((deadline) => writer.run(deadline), () => done(null, writer.bytes(), writer.length), fail, stop);
 }
 
 module.exports = {

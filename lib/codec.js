@@ -157,6 +157,8 @@ class Reader {
     this.f64b = new Uint8Array(this.f64.buffer);
     const g = guardedKeys();
     this.guarded = g.guarded;
+    // In a host that changed no prototype, `__proto__` is the only key to define.
+    this.onlyProto = g.guarded.size === 1;
     this.guardIndices = g.indices;
     // Positional cache of property keys: rows of one shape repeat their keys in order.
     this.keyAt = [];
@@ -283,7 +285,7 @@ class Reader {
   define(o, key, value, isArray, ordinal) {
     if (typeof key === 'string') {
       if (isArray && key === 'length') fail('array length as a property');
-      if (ordinal >= FAST_ASSIGNMENTS || this.guarded.has(key)) {
+      if (ordinal >= FAST_ASSIGNMENTS || (this.onlyProto ? key === '__proto__' : this.guarded.has(key))) {
         DESCRIPTOR.value = value;
         defineProperty(o, key, DESCRIPTOR);
         DESCRIPTOR.value = undefined;
@@ -376,10 +378,13 @@ class Reader {
               at += 9;
               i++;
             }
-            this.at = at;
-            ops += i - top.i;
-            top.i = i;
-            continue;
+            if (i > top.i) {
+              this.at = at;
+              ops += i - top.i;
+              top.i = i;
+              continue;
+            }
+            // Fewer than 9 bytes left: the general path below reports the truncation.
           }
         } else if (top.atKey) {
           const next = this.peek();
@@ -680,6 +685,7 @@ const W_OBJECT = 1;
 const W_ARRAY = 2;
 const W_LIST = 3; // a Map's or Set's entries, snapshot when it starts
 
+const NO_KEYS = Object.freeze([]);
 /** Strings written by the array loop (a one-byte length fits one varint byte). */
 const FAST_STRING_MAX = 64;
 /** Arrays longer than this have their named properties read by the addon (see namedKeysOf). */
@@ -1045,8 +1051,11 @@ class Writer {
   /** Named (non-index) own enumerable keys of array `a`. */
   namedKeysOf(a, length) {
     if (length > KEYS_BY_JS_MAX && this.namedKeys !== null) return this.namedKeys(a);
+    const keys = objectKeys(a);
+    // Indices come first, names after: an array whose keys end at its last index has none.
+    if (keys.length === length && (length === 0 || keys[length - 1] === String(length - 1))) return NO_KEYS;
     const out = [];
-    for (const key of objectKeys(a)) if (!INDEX.test(key) || Number(key) >= 4294967295) out.push(key);
+    for (const key of keys) if (!INDEX.test(key) || Number(key) >= 4294967295) out.push(key);
     return out;
   }
 
@@ -1138,4 +1147,240 @@ function detached(ab) {
   }
 }
 
-module.exports = { Reader, Writer, FALLBACK, DecodeError, SLICE_MS, T, VERSION, HEADER, LITTLE_ENDIAN };
+
+// ---------------------------------------------------------------- arrays in chunks
+
+/**
+ * A dense array at the top of the bytes (a run's `return rows.map(...)`) whose elements
+ * hold no reference to another object (no `^` tag: nothing read before is shared): each
+ * element is then whole in its own bytes, so runs of them are built by V8's own
+ * deserializer, a few hundred at a time, at its speed; an element too long for one step is
+ * read by a Reader of its own, a slice at a time. What does not fit that shape (a
+ * reference, a property or hole on the array, an Error) makes `run` throw NOT_CHUNKED
+ * before anything is returned: the caller reads the bytes with a Reader instead.
+ */
+class ChunkedArrayReader {
+  constructor(bytes) {
+    this.b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const b = this.b;
+    if (b.length < 4 || b[0] !== 0xff) throw NOT_CHUNKED;
+    this.version = b[1];
+    if (this.version < 13 || this.version > VERSION || (b[1] & 0x80) !== 0) throw NOT_CHUNKED;
+    let at = 2;
+    while (at < b.length && b[at] === T.padding) at++;
+    if (b[at] !== T.dense) throw NOT_CHUNKED;
+    this.at = at + 1;
+    this.length = this.varint();
+    if (this.length > b.length - this.at) throw NOT_CHUNKED;
+    this.out = this.length <= PREALLOCATE_MAX ? new Array(this.length) : [];
+    this.i = 0;
+    this.inner = null; // a Reader for one long element
+    this.value = undefined;
+    // The skip's stack: end tags and dense counts of the containers open.
+    this.ends = new Uint8Array(SKIP_DEPTH);
+    this.left = new Float64Array(SKIP_DEPTH);
+  }
+
+  varint() {
+    const b = this.b;
+    let r = 0;
+    let shift = 0;
+    for (;;) {
+      if (this.at >= b.length) throw NOT_CHUNKED;
+      const x = b[this.at++];
+      if (shift < 28) r |= (x & 0x7f) << shift;
+      else r += (x & 0x7f) * 2 ** shift;
+      shift += 7;
+      if ((x & 0x80) === 0) return r >>> 0 === r ? r : r;
+      if (shift > 35) throw NOT_CHUNKED;
+    }
+  }
+
+  /** The end of the element at `this.at` (moved there); throws NOT_CHUNKED for a reference or a tag left to the Reader. */
+  skip() {
+    const b = this.b;
+    const ends = this.ends;
+    const left = this.left;
+    let depth = 0;
+    for (;;) {
+      while (this.at < b.length && b[this.at] === T.padding) this.at++;
+      if (this.at >= b.length) throw NOT_CHUNKED;
+      const t = b[this.at];
+      if (depth > 0) {
+        const f = depth - 1;
+        if (left[f] === 0 && t === ends[f]) {
+          this.at++;
+          this.varint();
+          if (ends[f] !== T.endObject && ends[f] !== T.endMap && ends[f] !== T.endSet) this.varint();
+          depth--;
+          if (depth === 0) return;
+          if (left[depth - 1] > 0) left[depth - 1]--;
+          continue;
+        }
+        if (left[f] > 0 && t === T.hole) {
+          this.at++;
+          left[f]--;
+          continue;
+        }
+      }
+      this.at++;
+      let opened = false;
+      switch (t) {
+        case T.undefined:
+        case T.null:
+        case T.true:
+        case T.false:
+        case T.trueObject:
+        case T.falseObject:
+          break;
+        case T.int32:
+        case T.uint32:
+          this.varint();
+          break;
+        case T.double:
+        case T.date:
+        case T.numberObject:
+          this.at += 8;
+          break;
+        case T.oneByte:
+        case T.twoByte:
+        case T.utf8:
+          { const n = this.varint(); this.at += n; }
+          break;
+        case T.stringObject: {
+          while (this.at < b.length && b[this.at] === T.padding) this.at++;
+          const st = b[this.at++];
+          if (st !== T.oneByte && st !== T.twoByte && st !== T.utf8) throw NOT_CHUNKED;
+          { const n = this.varint(); this.at += n; }
+          break;
+        }
+        case T.bigint:
+        case T.bigintObject:
+          { const bits = this.varint(); this.at += (bits >>> 1) & 0x3fffffff; }
+          break;
+        case T.regexp: {
+          while (this.at < b.length && b[this.at] === T.padding) this.at++;
+          const st = b[this.at++];
+          if (st !== T.oneByte && st !== T.twoByte && st !== T.utf8) throw NOT_CHUNKED;
+          { const n = this.varint(); this.at += n; }
+          this.varint();
+          break;
+        }
+        case T.arrayBuffer:
+        case T.resizableArrayBuffer: {
+          const n = this.varint();
+          if (t === T.resizableArrayBuffer) this.varint();
+          this.at += n;
+          while (this.at < b.length && b[this.at] === T.padding) this.at++;
+          if (b[this.at] === T.view) {
+            this.at += 2;
+            this.varint();
+            this.varint();
+            if (this.version >= 14) this.varint();
+          }
+          break;
+        }
+        case T.object:
+          ends[depth] = T.endObject;
+          left[depth] = 0;
+          opened = true;
+          break;
+        case T.map:
+          ends[depth] = T.endMap;
+          left[depth] = 0;
+          opened = true;
+          break;
+        case T.set:
+          ends[depth] = T.endSet;
+          left[depth] = 0;
+          opened = true;
+          break;
+        case T.sparse:
+          this.varint();
+          ends[depth] = T.endSparse;
+          left[depth] = 0;
+          opened = true;
+          break;
+        case T.dense:
+          left[depth] = this.varint();
+          ends[depth] = T.endDense;
+          opened = true;
+          break;
+        default:
+          // References, Errors, anything else: the Reader's.
+          throw NOT_CHUNKED;
+      }
+      if (this.at > b.length) throw NOT_CHUNKED;
+      if (opened) {
+        if (++depth >= SKIP_DEPTH) throw NOT_CHUNKED;
+        continue;
+      }
+      if (depth === 0) return;
+      if (left[depth - 1] > 0) left[depth - 1]--;
+    }
+  }
+
+  /** Builds elements until done (true) or `deadline` passes (false); see the class. */
+  run(deadline) {
+    const b = this.b;
+    const head = Buffer.from([0xff, this.version, T.dense]);
+    while (this.i < this.length) {
+      if (this.inner !== null) {
+        if (!this.inner.run(deadline)) return false;
+        this.put(this.inner.value);
+        this.inner = null;
+        continue;
+      }
+      if (performance.now() > deadline) return false;
+      const start = this.at;
+      let n = 0;
+      while (this.i + n < this.length && this.at - start < CHUNK_BYTES) {
+        const from = this.at;
+        this.skip();
+        if (this.at - from > CHUNK_BYTES) {
+          // One long element: on its own, a slice at a time (it shares nothing).
+          if (n === 0) {
+            this.inner = new Reader(Buffer.concat([head.subarray(0, 2), b.subarray(from, this.at)]));
+          } else {
+            this.at = from;
+          }
+          break;
+        }
+        n++;
+      }
+      if (this.inner !== null) continue;
+      const d = new v8.Deserializer(Buffer.concat([head, varintBytes(n), b.subarray(start, this.at), Buffer.from([T.endDense, 0]), varintBytes(n)]));
+      d.readHeader();
+      const part = d.readValue();
+      for (let k = 0; k < part.length; k++) this.put(part[k]);
+    }
+    while (this.at < b.length && b[this.at] === T.padding) this.at++;
+    if (b[this.at++] !== T.endDense || this.varint() !== 0 || this.varint() !== this.length || this.at !== b.length) throw NOT_CHUNKED;
+    this.value = this.out;
+    return true;
+  }
+
+  put(v) {
+    if (this.out.length === this.i) this.out.push(v);
+    else this.out[this.i] = v;
+    this.i++;
+  }
+}
+
+const NOT_CHUNKED = Symbol('not chunked');
+/** Bytes of elements V8 builds in one step (~1 ms). */
+const CHUNK_BYTES = 32 * 1024;
+/** Deepest nesting the skip follows (deeper: the Reader's). */
+const SKIP_DEPTH = 512;
+
+function varintBytes(v) {
+  const out = [];
+  while (v >= 0x80) {
+    out.push((v & 0x7f) | 0x80);
+    v = Math.floor(v / 128);
+  }
+  out.push(v);
+  return Buffer.from(out);
+}
+
+module.exports = { Reader, ChunkedArrayReader, NOT_CHUNKED, Writer, FALLBACK, DecodeError, SLICE_MS, T, VERSION, HEADER, LITTLE_ENDIAN };

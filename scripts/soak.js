@@ -73,8 +73,13 @@ const HOSTILE = [
     options: { timeoutMs: 3000, capabilities: { echo: slowEcho } },
   })],
   // Issue 18's kinds. A result of a million short strings: 4 MB, within maxOutputBytes,
-  // but each would be a value built on the host's thread.
-  ['many-value result', () => ({ code: "const a = []; for (let i = 0; i < 1e6; i++) a.push('ab'); a", options: { timeoutMs: 2000 } })],
+  // but each would be a value built on the host's thread; past the count this run sets
+  // (the default, 8,388,608, lets data this size through: the next kind), so refused
+  // before anything is built.
+  ['many-value result', () => ({ code: "const a = []; for (let i = 0; i < 1e6; i++) a.push('ab'); a", options: { timeoutMs: 2000, maxOutputValues: 250_000 } })],
+  // Data at scale, within the defaults: 100,000 rows (300,000 values) built in the host a
+  // slice at a time, among the hostile runs.
+  ['data result', () => ({ code: "Array.from({ length: 1e5 }, (_, i) => ({ id: i, name: 'row ' + i }))", options: { timeoutMs: 2000 } })],
   // Four un-awaited calls, 100,000 short strings each (past maxMessageValues), to a
   // capability that answers late: what the host would hold while they wait.
   ['pending call arguments', () => ({
