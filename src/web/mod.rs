@@ -354,16 +354,29 @@ fn op_encode_into(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult
     Ok(vec![OpValue::Number(read as f64), OpValue::Number(written as f64)])
 }
 
-/// [href, ...offsets] (`url::UrlParts`), or null: the href is ASCII, so it crosses as Latin-1.
-fn record(r: Option<url::UrlParts>) -> OpResult {
-    match r {
-        Some(parts) => Ok(std::iter::once(OpValue::Latin1(parts.href.into_bytes())).chain(parts.offsets.into_iter().map(OpValue::Number)).collect()),
-        None => one(OpValue::Null),
+/// A URL record (`url::UrlParts`) without an array or, mostly, a string to make: the
+/// offsets are written to the Int32Array `args[slots]`, and the op answers the href, or
+/// `true` when it is `args[0]` unchanged (most URLs a program writes are already
+/// serialized); null when there is no URL.
+fn record(r: Option<url::UrlParts>, args: &mut [OpArg], slots: usize) -> OpResult {
+    let Some(parts) = r else { return one(OpValue::Null) };
+    let same = matches!(args.first(), Some(OpArg::Str(s)) if *s == parts.href);
+    let Some(OpArg::Bytes(view)) = args.get_mut(slots) else {
+        return Err(type_error(format!("argument {slots} must be an Int32Array")));
+    };
+    let out = view.bytes_mut();
+    if out.len() < parts.offsets.len() * 4 {
+        return Err(type_error(format!("argument {slots} must hold {} offsets", parts.offsets.len())));
     }
+    for (slot, offset) in out.chunks_exact_mut(4).zip(parts.offsets) {
+        slot.copy_from_slice(&(offset as i32).to_ne_bytes());
+    }
+    one(if same { OpValue::Bool(true) } else { OpValue::Latin1(parts.href.into_bytes()) })
 }
 
 fn op_url_parse(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
-    record(url::parse(string(args, 0)?, optional_string(args, 1)?))
+    let parts = url::parse(string(args, 0)?, optional_string(args, 1)?);
+    record(parts, args, 2)
 }
 
 fn op_url_can_parse(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
@@ -372,7 +385,8 @@ fn op_url_can_parse(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResu
 
 fn op_url_set(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let setter = url::Setter::named(string(args, 1)?).ok_or_else(|| type_error("no such URL setter".into()))?;
-    record(url::set(string(args, 0)?, setter, string(args, 2)?))
+    let parts = url::set(string(args, 0)?, setter, string(args, 2)?);
+    record(parts, args, 3)
 }
 
 fn op_urlencoded_parse(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {

@@ -31,11 +31,21 @@ function originOf(r) {
   if (scheme !== NOT_SPECIAL) return `${protocolOf(r)}//${hostOf(r)}`;
   const path = pathnameOf(r);
   if (protocolOf(r) === 'blob:' && path.length > 0) {
-    const inner = op(OP.urlParse, path, undefined);
+    const inner = parse(path, undefined);
     if (inner !== null && (inner[SCHEME] === HTTP || inner[SCHEME] === HTTPS)) return `${protocolOf(inner)}//${hostOf(inner)}`;
   }
   return 'null';
 }
+// The parser's offsets, written here by the ops (see `record` in src/web/mod.rs).
+const slots = new Int32Array(SCHEME);
+/** A record from an op's answer: null, the href, or true (argument 0 unchanged). */
+function fromAnswer(answer, input) {
+  if (answer === null) return null;
+  const s = slots;
+  return [answer === true ? input : answer, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8]];
+}
+const parse = (input, base) => fromAnswer(op(OP.urlParse, input, base, slots), input);
+const setPart = (href, which, value) => fromAnswer(op(OP.urlSet, href, which, value, slots), href);
 let paramsOf; // (URL) -> its URLSearchParams, or null
 let recordOf; // (URL) -> its record
 let setQuery; // (URL, serialized query) -> void: the params changed
@@ -75,13 +85,13 @@ class URL {
       return;
     }
     requiredArguments(arguments.length, 1, "Failed to construct 'URL'");
-    const record = op(OP.urlParse, toUSVString(url), base === undefined ? undefined : toUSVString(base));
+    const record = parse(toUSVString(url), base === undefined ? undefined : toUSVString(base));
     if (record === null) throw invalidUrl(url, base);
     this.#record = record;
   }
   static parse(url, base = undefined) {
     requiredArguments(arguments.length, 1, "Failed to execute 'parse' on 'URL'");
-    const record = op(OP.urlParse, toUSVString(url), base === undefined ? undefined : toUSVString(base));
+    const record = parse(toUSVString(url), base === undefined ? undefined : toUSVString(base));
     return record === null ? null : new URL(record, TOKEN);
   }
   static canParse(url, base = undefined) {
@@ -89,7 +99,7 @@ class URL {
     return op(OP.urlCanParse, toUSVString(url), base === undefined ? undefined : toUSVString(base));
   }
   #set(which, value) {
-    const record = op(OP.urlSet, this.#record[HREF], which, toUSVString(value));
+    const record = setPart(this.#record[HREF], which, toUSVString(value));
     if (record === null) throw invalidUrl(value);
     const queryChanged = searchOf(record) !== searchOf(this.#record);
     this.#record = record;
@@ -133,7 +143,7 @@ class URL {
     paramsOf = (url) => url.#params;
     setQuery = (url, query) => {
       // The standard: an empty serialization is no query at all.
-      url.#record = op(OP.urlSet, url.#record[HREF], 'search', query);
+      url.#record = setPart(url.#record[HREF], 'search', query);
     };
   }
 }
