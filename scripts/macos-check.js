@@ -79,6 +79,13 @@ const LIBCXX_ALSO = {
   // the common list, "entries must never be removed") has it next to append and resize.
   __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE21__grow_by_and_replaceEmmmmmmPKc:
     "libc++'s stable extern-template list of basic_string<char>, beside append and resize",
+  // <stdexcept>'s std::__throw_length_error, which a growing std::vector or std::string
+  // instantiates (the uncopyable-path search in native/isolet_v8.cc): libc++abi's
+  // stdexcept.cpp, re-exported by libc++.1.dylib on every macOS that has libc++ (10.7 on).
+  __ZNSt11logic_errorC2EPKc: "std::logic_error(const char*): libc++abi's stdexcept, every macOS libc++ (10.7 on)",
+  __ZNSt12length_errorD1Ev: "std::length_error's destructor: libc++abi's stdexcept, every macOS libc++ (10.7 on)",
+  __ZTISt12length_error: "std::length_error's typeinfo: libc++abi's stdexcept, every macOS libc++ (10.7 on)",
+  __ZTVSt12length_error: "std::length_error's vtable: libc++abi's stdexcept, every macOS libc++ (10.7 on)",
   __ZNSt3__16chrono12steady_clock3nowEv:
     "Node 22's darwin binaries (minimum macOS 11.0) import it; libc++'s chrono.cpp has defined it since libc++'s first macOS release (10.7), so Node 20's 10.15 has it too",
 };

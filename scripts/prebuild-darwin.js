@@ -207,11 +207,12 @@ function writeLibcxxStub(ctx, file, seamArchive, arch) {
   if (!nm) ctx.fail('llvm-nm not found (install Debian\'s llvm package)');
   const r = ctx.run(nm, ['-u', '--just-symbol-name', seamArchive]);
   if (r.status !== 0) ctx.fail(`${nm} -u ${seamArchive} failed: ${r.stderr}`);
-  // libc++'s namespace std::__1, operator new/delete, the C++ ABI runtime (re-exported by
-  // libc++.1.dylib from libc++abi), minus the two compat symbols defined in the addon.
+  // libc++'s namespace std::__1, operator new/delete, the C++ ABI runtime and the standard
+  // exception classes in plain std:: (libc++abi's, re-exported by libc++.1.dylib), minus
+  // the two compat symbols defined in the addon.
   const compat = new Set(['__ZNSt3__122__libcpp_verbose_abortEPKcz', '__ZNSt3__113__hash_memoryEPKvm']);
   const symbols = [...new Set(r.stdout.split('\n').map((s) => s.trim()))]
-    .filter((s) => /^(__ZNK?St3__1|__ZNSt3__1|__ZTVNSt3__1|__ZTINSt3__1|__ZTSNSt3__1|__Zn[wa]|__Zd[la]|___cxa_|___gxx_personality)/.test(s))
+    .filter((s) => /^(__ZNK?St3__1|__ZNSt3__1|__ZTVNSt3__1|__ZTINSt3__1|__ZTSNSt3__1|__ZNK?St\d+[a-z_]+(C|D)\d|__ZT[VIS]St\d+[a-z_]+$|__Zn[wa]|__Zd[la]|___cxa_|___gxx_personality)/.test(s))
     .filter((s) => !compat.has(s))
     .sort();
   const t = `${arch === 'darwin-arm64' ? 'arm64' : 'x86_64'}-macos`;
