@@ -48,6 +48,7 @@ const LIBSYSTEM_GROUPS = {
     '_fchmodat', '_fchownat', '_fdopendir', '_fstatat', '_linkat', '_mkdirat', '_openat', '_readlinkat', '_symlinkat',
     '_unlinkat',
   ],
+  'getentropy (macOS 10.12; the getrandom crate, for crypto.getRandomValues)': ['_getentropy'],
   'fclonefileat (macOS 10.13)': ['_fclonefileat'],
   // x86_64 without SSE4.1 by default: rounding calls LLVM would inline on arm64.
   "C99 rounding in libSystem's libm (every macOS)": [
@@ -79,13 +80,26 @@ const LIBCXX_ALSO = {
   // the common list, "entries must never be removed") has it next to append and resize.
   __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE21__grow_by_and_replaceEmmmmmmPKc:
     "libc++'s stable extern-template list of basic_string<char>, beside append and resize",
-  // <stdexcept>'s std::__throw_length_error, which a growing std::vector or std::string
-  // instantiates (the uncopyable-path search in native/isolet_v8.cc): libc++abi's
-  // stdexcept.cpp, re-exported by libc++.1.dylib on every macOS that has libc++ (10.7 on).
-  __ZNSt11logic_errorC2EPKc: "std::logic_error(const char*): libc++abi's stdexcept, every macOS libc++ (10.7 on)",
-  __ZNSt12length_errorD1Ev: "std::length_error's destructor: libc++abi's stdexcept, every macOS libc++ (10.7 on)",
-  __ZTISt12length_error: "std::length_error's typeinfo: libc++abi's stdexcept, every macOS libc++ (10.7 on)",
-  __ZTVSt12length_error: "std::length_error's vtable: libc++abi's stdexcept, every macOS libc++ (10.7 on)",
+  // ada-url (URL, `web: true`) is C++ built with exceptions, which Node is not: the C++ ABI
+  // runtime and the standard exception classes it throws, all libc++abi's (stdexcept.cpp,
+  // cxa_exception.cpp), re-exported by libc++.1.dylib on every macOS with libc++ (10.7 on;
+  // bad_optional_access, C++17's, since 10.13). The seam's growing vectors and strings
+  // instantiate length_error too. Node 20's oldest macOS is 10.15.
+  ...Object.fromEntries(
+    [
+      '__ZNSt11logic_errorC2EPKc', '__ZNSt12length_errorD1Ev', '__ZTISt12length_error', '__ZTVSt12length_error',
+      '__ZNSt12out_of_rangeD1Ev', '__ZTISt12out_of_range', '__ZTVSt12out_of_range',
+      '__ZNSt20bad_array_new_lengthC1Ev', '__ZNSt20bad_array_new_lengthD1Ev', '__ZTISt20bad_array_new_length',
+      '___cxa_allocate_exception', '___cxa_begin_catch', '___cxa_end_catch', '___cxa_free_exception', '___cxa_throw',
+      '___cxa_rethrow', '___gxx_personality_v0', '__ZSt9terminatev', '__ZSt7nothrow',
+      '__ZTVN10__cxxabiv117__class_type_infoE', '__ZTVN10__cxxabiv120__si_class_type_infoE', '__ZTVN10__cxxabiv121__vmi_class_type_infoE',
+    ].map((s) => [s, "libc++abi's C++ runtime and exception classes, every macOS libc++ (10.7 on)"]),
+  ),
+  __ZNSt19bad_optional_accessD1Ev: "libc++'s std::bad_optional_access (macOS 10.13 on)",
+  __ZTISt19bad_optional_access: "libc++'s std::bad_optional_access (macOS 10.13 on)",
+  __ZTVSt19bad_optional_access: "libc++'s std::bad_optional_access (macOS 10.13 on)",
+  __ZNSt3__112basic_stringIcNS_11char_traitsIcEENS_9allocatorIcEEE6appendEmc:
+    "libc++'s stable extern-template list of basic_string<char>, beside append(const char*)",
   __ZNSt3__16chrono12steady_clock3nowEv:
     "Node 22's darwin binaries (minimum macOS 11.0) import it; libc++'s chrono.cpp has defined it since libc++'s first macOS release (10.7), so Node 20's 10.15 has it too",
 };

@@ -198,21 +198,22 @@ size_t isolet_hash_memory(const void *p, size_t n) {
 }
 
 /**
- * A text stub of /usr/lib/libc++.1.dylib naming the libc++ symbols the seam's objects
+ * A text stub of /usr/lib/libc++.1.dylib naming the libc++ symbols the C++ archives
  * import (the linker binds them to that library). Whether each exists on old macOS is
  * macos-check's question, not the stub's.
  */
-function writeLibcxxStub(ctx, file, seamArchive, arch) {
+function writeLibcxxStub(ctx, file, archives, arch) {
   const nm = ['llvm-nm', 'llvm-nm-14', 'llvm-nm-15', 'llvm-nm-16'].find((t) => ctx.run(t, ['--version']).status === 0);
   if (!nm) ctx.fail('llvm-nm not found (install Debian\'s llvm package)');
-  const r = ctx.run(nm, ['-u', '--just-symbol-name', seamArchive]);
-  if (r.status !== 0) ctx.fail(`${nm} -u ${seamArchive} failed: ${r.stderr}`);
-  // libc++'s namespace std::__1, operator new/delete, the C++ ABI runtime and the standard
-  // exception classes in plain std:: (libc++abi's, re-exported by libc++.1.dylib), minus
-  // the two compat symbols defined in the addon.
+  const r = ctx.run(nm, ['-u', '--just-symbol-name', ...archives]);
+  if (r.status !== 0) ctx.fail(`${nm} -u ${archives.join(' ')} failed: ${r.stderr}`);
+  // libc++'s namespace std::__1, operator new/delete, the C++ ABI runtime and what libc++abi
+  // defines in plain std:: (exception classes, std::nothrow, std::terminate) and
+  // __cxxabiv1 (typeinfo vtables), all re-exported by libc++.1.dylib; minus the two compat
+  // symbols defined in the addon.
   const compat = new Set(['__ZNSt3__122__libcpp_verbose_abortEPKcz', '__ZNSt3__113__hash_memoryEPKvm']);
   const symbols = [...new Set(r.stdout.split('\n').map((s) => s.trim()))]
-    .filter((s) => /^(__ZNK?St3__1|__ZNSt3__1|__ZTVNSt3__1|__ZTINSt3__1|__ZTSNSt3__1|__ZNK?St\d+[a-z_]+(C|D)\d|__ZT[VIS]St\d+[a-z_]+$|__Zn[wa]|__Zd[la]|___cxa_|___gxx_personality)/.test(s))
+    .filter((s) => /^(__ZNK?St3__1|__ZNSt3__1|__ZTVNSt3__1|__ZTINSt3__1|__ZTSNSt3__1|__ZNK?St\d+[a-z_]+(C|D)\d|__ZT[VIS]St\d+[a-z_]+$|__ZSt\d|__ZTVN10__cxxabiv1|__Zn[wa]|__Zd[la]|___cxa_|___gxx_personality)/.test(s))
     .filter((s) => !compat.has(s))
     .sort();
   const t = `${arch === 'darwin-arm64' ? 'arm64' : 'x86_64'}-macos`;
@@ -276,11 +277,13 @@ function buildDarwin(ctx, arch, majors, sources) {
       const args = ['build', '--release', '-p', 'isolet', '--target', rust];
       fs.writeFileSync(tools.libcxx, '');
       let build = spawnSync('cargo', args, { cwd: ctx.root, stdio: ['ignore', 'ignore', 'pipe'], env, encoding: 'utf8' });
-      const seam = findSeamArchive(cargoDir, rust);
-      if (!seam) ctx.fail(`cargo build for Node ${probe.version} (${arch}) built no C++ seam:\n${build.stderr}`);
-      writeLibcxxStub(ctx, tools.libcxx, seam, arch);
-      // The stub changed, the linker script did not: make cargo link again.
+      const archives = findCxxArchives(cargoDir, rust);
+      if (!archives.has('libisolet_v8.a')) ctx.fail(`cargo build for Node ${probe.version} (${arch}) built no C++ seam:\n${build.stderr}`);
+      writeLibcxxStub(ctx, tools.libcxx, [...archives.values()], arch);
+      // The stub changed, the linker script did not: make cargo link again (the library in
+      // release/ is a hard link of the one in deps/, which is cargo's own output).
       fs.rmSync(builtLib, { force: true });
+      fs.rmSync(path.join(path.dirname(builtLib), 'deps', path.basename(builtLib)), { force: true });
       build = spawnSync('cargo', args, { cwd: ctx.root, stdio: 'inherit', env });
       if (build.status !== 0) ctx.fail(`cargo build for Node ${probe.version} (${arch}) failed (see above)`);
       const tmp = `${dest}.${process.pid}.tmp`;
@@ -296,14 +299,24 @@ function buildDarwin(ctx, arch, majors, sources) {
 }
 
 /** The newest libisolet_v8.a cargo's build script made for `rust`. */
-function findSeamArchive(cargoDir, rust) {
+/**
+ * The C++ archives the build compiled (the seam, libisolet_v8.a, and the crates that
+ * compile C++, such as ada-url's libada.a), the newest of each name: the stub must name
+ * every libc++ symbol any of them imports, or the linker leaves it to a flat lookup.
+ */
+function findCxxArchives(cargoDir, rust) {
   const buildDir = path.join(cargoDir, rust, 'release', 'build');
-  let best = null;
+  const newest = new Map();
   for (const d of fs.existsSync(buildDir) ? fs.readdirSync(buildDir) : []) {
-    const a = path.join(buildDir, d, 'out', 'libisolet_v8.a');
-    if (fs.existsSync(a) && (!best || fs.statSync(a).mtimeMs > fs.statSync(best).mtimeMs)) best = a;
+    const out = path.join(buildDir, d, 'out');
+    for (const name of fs.existsSync(out) ? fs.readdirSync(out) : []) {
+      if (!name.endsWith('.a')) continue;
+      const a = path.join(out, name);
+      const best = newest.get(name);
+      if (!best || fs.statSync(a).mtimeMs > fs.statSync(best).mtimeMs) newest.set(name, a);
+    }
   }
-  return best;
+  return newest;
 }
 
 module.exports = { buildDarwin, isDarwin, probeAnswer, DARWIN };
