@@ -651,7 +651,7 @@ export declare const DEFAULT_MEMORY_MB: 128;
 export interface IsolateLimits {
   /**
    * V8 heap limit in MB (ArrayBuffers capped separately at the same size). Default: the
-   * engine's `memoryMb` (128); 8 to 8192. A request that asks for other memory than the
+   * engine's `memoryLimitMb` (128); 8 to 8192. A request that asks for other memory than the
    * engine's gets a fresh (cold) isolate.
    */
   memoryMb?: number;
@@ -732,14 +732,18 @@ export interface WasmModuleConfig {
  * Engine configuration (the seed's six fields, required here as in the seed, plus
  * isolet's optional ones). `new SandboxEngine()` takes a `Partial` of it: every field
  * has a default, and any other name is a SandboxValidationError suggesting the nearest.
+ * docs/options.md lists every option.
  */
 export interface SandboxEngineConfig {
   /**
    * Memory per isolate, in MB: the heap limit of every request that sets no
    * `isolateLimits.memoryMb` (warm isolates have it). Wins over
    * `defaultIsolateLimits.memoryMb`. Default: `defaultIsolateLimits.memoryMb`, else 128;
-   * 8 to 8192.
+   * 8 to 8192. isolet's name for it everywhere; `memoryMb` (@coda/sandbox's) is accepted
+   * as well. Give one of them.
    */
+  memoryLimitMb?: number;
+  /** @coda/sandbox's name for `memoryLimitMb`, accepted for good. */
   memoryMb: number;
   /** Executions running at once. Default 4; 1 to 1024. */
   maxConcurrentIsolates: number;
@@ -749,7 +753,7 @@ export interface SandboxEngineConfig {
   wasmModules: readonly WasmModuleConfig[];
   /**
    * Limits of a request that gives none. A field left out is taken from
-   * `DEFAULT_ISOLATE_LIMITS`; a given engine `memoryMb` wins over this `memoryMb`.
+   * `DEFAULT_ISOLATE_LIMITS`; a given engine `memoryLimitMb` (or `memoryMb`) wins over this `memoryMb`.
    */
   defaultIsolateLimits: IsolateLimits;
   /** Limits of a request that gives none. A field left out is taken from `DEFAULT_BRIDGE_LIMITS`. */
@@ -798,7 +802,7 @@ export interface SandboxEngineConfig {
   /**
    * A classic script evaluated into every run's fresh context before the run's code, so
    * its functions and globals are there for the run. Checked at `init()` (a syntax error
-   * with its line and column, a throw, more than 2 s or the engine's `memoryMb` reject
+   * with its line and column, a throw, more than 2 s or the engine's `memoryLimitMb` reject
    * `init()` with a `SandboxValidationError`), compiled once per engine (per sandbox host
    * in process isolation) and then served from the code cache. It runs before tools,
    * `data` and WebAssembly modules exist, so it cannot capture them; in a run it counts
@@ -858,7 +862,7 @@ export interface ExecuteMessage extends ModuleOptions {
   code: string;
   /** Values of `data` known up front (no data request needed). */
   data?: Record<string, unknown>;
-  /** Per field over the engine's `defaultIsolateLimits` (and `memoryMb`). */
+  /** Per field over the engine's `defaultIsolateLimits` (and `memoryLimitMb`). */
   isolateLimits?: IsolateLimits;
   /** Per field over the engine's `defaultBridgeLimits`. */
   bridgeLimits?: BridgeLimits;

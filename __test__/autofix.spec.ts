@@ -933,9 +933,9 @@ describe('isolet autofix (CLI)', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toBe('isolet autofix: autofix takes exactly one file\nsee isolet autofix --help\n');
     const cases: Array<[string[], string]> = [
-      [['--timeout', 'soon'], "--timeout must be a whole number from 1 to 2147483647, got 'soon'"],
-      [['--memory', '4'], '--memory must be a whole number from 8 to 8192, got 4'],
-      [['--timout', '5'], '--timout is not a known option of isolet autofix; did you mean --timeout?'],
+      [['--timeout-ms', 'soon'], "--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'"],
+      [['--memory-limit-mb', '4'], '--memory-limit-mb must be a whole number from 8 to 8192, got 4'],
+      [['--timout', '5'], '--timout is not a known option of isolet autofix; did you mean --timeout-ms?'],
     ];
     for (const [flags, message] of cases) {
       const bad = await run(['autofix', file, '--root', root, ...flags]);

@@ -72,7 +72,7 @@ describe('isolet run', () => {
     expect(slow.code).toBe(4);
     expect(slow.stderr).toMatch(/SandboxTimeoutError: .*300 ms/);
 
-    const bomb = await isolet(['run', '-', '--memory-mb', '32', '--timeout-ms', '30000'], 'const a = []; while (true) a.push(new Array(2 ** 16).fill(a.length + 0.5));');
+    const bomb = await isolet(['run', '-', '--memory-limit-mb', '32', '--timeout-ms', '30000'], 'const a = []; while (true) a.push(new Array(2 ** 16).fill(a.length + 0.5));');
     expect(bomb.code).toBe(5);
     expect(bomb.stderr).toMatch(/SandboxOOMError: .*32 MB/);
   });
@@ -80,8 +80,8 @@ describe('isolet run', () => {
   it('the memory limit set is the limit enforced: 48 MB kept alive fails at 32 MB and passes at 128 MB', async () => {
     // 48 arrays of 2**17 doubles (8 bytes each): 48 MiB of heap that stays reachable.
     const code = 'const a = []; for (let i = 0; i < 48; i++) a.push(new Array(2 ** 17).fill(i + 0.5)); return a.length * a[0].length;';
-    expect((await isolet(['run', '-', '--memory-mb', '32', '--timeout-ms', '30000'], code)).code).toBe(5);
-    const big = await isolet(['run', '-', '--memory-mb', '128', '--timeout-ms', '30000'], code);
+    expect((await isolet(['run', '-', '--memory-limit-mb', '32', '--timeout-ms', '30000'], code)).code).toBe(5);
+    const big = await isolet(['run', '-', '--memory-limit-mb', '128', '--timeout-ms', '30000'], code);
     expect([big.code, big.stdout]).toEqual([0, `${48 * 2 ** 17}\n`]);
   });
 
@@ -132,18 +132,18 @@ describe('isolet run', () => {
     expect(help).toContain(`heap limit of one run (default ${RUN_SANDBOX_DEFAULTS.memoryLimitMb})`);
   });
 
-  it('gives fetch only to --allow-origin origins', async () => {
+  it('gives fetch only to --allowed-origins origins', async () => {
     const server = http.createServer((req, res) => res.end(`you asked for ${req.url}`));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
       // With the web APIs (the default) fetch is WHATWG fetch over the capability.
-      const ok = await isolet(['run', '-', '--allow-origin', origin], `const r = await fetch("${origin}/x"); return [r.status, r.url, await r.text()]`);
+      const ok = await isolet(['run', '-', '--allowed-origins', origin], `const r = await fetch("${origin}/x"); return [r.status, r.url, await r.text()]`);
       expect([ok.code, JSON.parse(ok.stdout)]).toEqual([0, [200, `${origin}/x`, 'you asked for /x']]);
-      const other = await isolet(['run', '-', '--allow-origin', origin], 'try { await fetch("http://127.0.0.1:1/"); return "fetched" } catch (e) { return [e.name, e.message] }');
+      const other = await isolet(['run', '-', '--allowed-origins', origin], 'try { await fetch("http://127.0.0.1:1/"); return "fetched" } catch (e) { return [e.name, e.message] }');
       expect(JSON.parse(other.stdout)).toEqual(['TypeError', 'fetch: origin http://127.0.0.1:1 is not in the allow-list']);
       // --no-web: the capability itself, a plain request object in, a plain object out.
-      const plain = await isolet(['run', '-', '--no-web', '--allow-origin', origin], `return (await fetch({ url: "${origin}/x" })).body`);
+      const plain = await isolet(['run', '-', '--no-web', '--allowed-origins', origin], `return (await fetch({ url: "${origin}/x" })).body`);
       expect([plain.code, plain.stdout]).toEqual([0, '"you asked for /x"\n']);
       for (const flags of [[], ['--no-web']]) {
         const none = await isolet(['run', '-', ...flags], 'return typeof fetch');
@@ -174,22 +174,22 @@ describe('isolet run', () => {
     const cases: Array<[string[], RegExp]> = [
       [['run'], /run takes exactly one file/],
       [['run', '-', '--timeout-ms', 'soon'], /--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'/],
-      [['run', '-', '--memory-mb', '0'], /--memory-mb must be a whole number from 8 to 8192, got 0/],
+      [['run', '-', '--memory-limit-mb', '0'], /--memory-limit-mb must be a whole number from 8 to 8192, got 0/],
       [['run', '-', '--language', 'python'], /--language must be 'javascript' or 'typescript', got 'python'/],
       [['run', '-', '--bogus'], /--bogus is not a known option of isolet run\n/],
       [['run', '-', '--timeout-ms'], /--timeout-ms needs a value\n/],
       [['run', '-', '--timeout-ms', '-5'], /--timeout-ms needs a value; for one starting with a dash, write --timeout-ms=-5\n/],
       [['run', '-', '--help=yes'], /--help takes no value\n/],
       [['run', '-', '--timeout', '300'], /--timeout is not a known option of isolet run; did you mean --timeout-ms\?/],
-      [['mcp', '--memory', '32'], /--memory is not a known option of isolet mcp; did you mean --memory-mb\?/],
+      [['mcp', '--memory', '32'], /--memory is not a known option of isolet mcp; did you mean --memory-limit-mb\?/],
       [['run', path.join(dir, 'missing.js')], /cannot read .*missing\.js: ENOENT/],
       [['run', '-', '--config', path.join(dir, 'nope.json')], /cannot read --config/],
       [['run', '-', '--config', write('bad-config.json', '{"timeoutMs": 1, "colour": "red"}')], /bad-config\.json: colour is not a known option of the config file; known options: timeoutMs, /],
       [['run', '-', '--config', write('typo-config.json', '{"timeOutMs": 1}')], /typo-config\.json: timeOutMs is not a known option of the config file; did you mean timeoutMs\?/],
       [['run', '-', '--config', write('array-config.json', '[]')], /array-config\.json: must hold a JSON object, got an array/],
       [['run', '-', '--config', write('engine-config.json', '{"engine": {"processes": 0}}')], /engine-config\.json: engine\.processes must be a whole number from 1 to 64, got 0/],
-      [['run', '-', '--allow-origin', 'ftp://x'], /--allow-origin: .*http: or https:/],
-      [['run', '-', '--config', write('ftp-config.json', '{"allowOrigins": ["ftp://x"]}')], /ftp-config\.json: allowOrigins: .*http: or https:/],
+      [['run', '-', '--allowed-origins', 'ftp://x'], /--allowed-origins: .*http: or https:/],
+      [['run', '-', '--config', write('ftp-config.json', '{"allowedOrigins": ["ftp://x"]}')], /ftp-config\.json: allowedOrigins: .*http: or https:/],
       [['run', '-', '--config', write('dir-config.json', `{"readDir": ${JSON.stringify(path.join(dir, 'no-such-dir'))}}`)], /dir-config\.json: readDir .*no-such-dir: /],
       [['frobnicate'], /"frobnicate" is not a command of isolet; its commands: run, mcp, autofix, help/],
       [['rn', 'x.js'], /"rn" is not a command of isolet; did you mean run\?/],
@@ -234,7 +234,7 @@ describe('isolet run', () => {
     for (const command of ['run <file|->', 'mcp', 'autofix <file>', 'help']) expect(top.stdout).toContain(`  ${command}`);
     const run = await isolet(['run', '--help']);
     expect(run.code).toBe(0);
-    for (const flag of ['--timeout-ms', '--memory-mb', '--language', '--isolation', '--config', '--read-dir', '--allow-origin']) expect(run.stdout).toContain(flag);
+    for (const flag of ['--timeout-ms', '--memory-limit-mb', '--language', '--isolation', '--config', '--read-dir', '--allowed-origins']) expect(run.stdout).toContain(flag);
     expect(run.stdout).toMatch(/exit codes: 0 success, 1 the code threw/);
     expect(run.stdout).toMatch(/\(default: typescript for \.ts\/\.mts\/\.cts\s+files, else javascript\)/);
     const mcp = await isolet(['mcp', '--help']);

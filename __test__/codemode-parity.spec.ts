@@ -93,8 +93,8 @@ async function cloudflare(cfNormalize: (code: string) => string, code: string): 
 }
 
 const executors = {
-  thread: { javascript: new IsoletExecutor({ timeout: 5000, isolation: 'thread', maxConcurrentIsolates: 2 } as any), typescript: new IsoletExecutor({ timeout: 5000, isolation: 'thread', language: 'typescript', maxConcurrentIsolates: 2 } as any) },
-  process: { javascript: new IsoletExecutor({ timeout: 5000, isolation: 'process', maxConcurrentIsolates: 2 } as any), typescript: new IsoletExecutor({ timeout: 5000, isolation: 'process', language: 'typescript', maxConcurrentIsolates: 2 } as any) },
+  thread: { javascript: new IsoletExecutor({ timeoutMs: 5000, isolation: 'thread', maxConcurrentIsolates: 2 } as any), typescript: new IsoletExecutor({ timeoutMs: 5000, isolation: 'thread', language: 'typescript', maxConcurrentIsolates: 2 } as any) },
+  process: { javascript: new IsoletExecutor({ timeoutMs: 5000, isolation: 'process', maxConcurrentIsolates: 2 } as any), typescript: new IsoletExecutor({ timeoutMs: 5000, isolation: 'process', language: 'typescript', maxConcurrentIsolates: 2 } as any) },
 };
 afterAll(async () => {
   for (const mode of Object.values(executors)) for (const e of Object.values(mode)) await e.dispose();

@@ -70,7 +70,7 @@ const LATE_CALL = 'The execution that made this tool call has finished: await ev
 
 describe.each(['thread', 'process'] as const)('stateful executor, %s isolation', (isolation) => {
   const executorOf = (config: IsoletExecutorOptions = {}) =>
-    new IsoletExecutor({ stateful: true, isolation, timeout: 5000, memoryMb: 64, maxConcurrentIsolates: 1, ...config });
+    new IsoletExecutor({ stateful: true, isolation, timeoutMs: 5000, memoryMb: 64, maxConcurrentIsolates: 1, ...config });
 
   /** Mallory's execution, then alice's, then what mallory's code recorded. */
   async function intercept(plant: string, alice = ALICE, config: IsoletExecutorOptions = {}) {
@@ -272,7 +272,7 @@ describe.each(['thread', 'process'] as const)('stateful executor, %s isolation',
   });
 
   it('hardens the new sandbox opened after idleTimeout closed the last one', async () => {
-    const executor = executorOf({ idleTimeout: 200 });
+    const executor = executorOf({ idleTimeoutMs: 200 });
     try {
       const patch = 'async () => { try { Array.prototype.map = () => []; return "patched" } catch (e) { return e.name } }';
       expect(await executor.execute(`async () => { globalThis.kept = 1; return (${patch})() }`, [])).toEqual({ result: 'TypeError', logs: [] });
@@ -340,7 +340,7 @@ describe.each(['thread', 'process'] as const)('stateful executor, %s isolation',
       // Strict code binds no `eval` or `yield`: such a provider is refused up front.
       expect(await executor.execute('async () => 1', [{ name: 'yield', fns: {} }])).toEqual({ result: undefined, error: 'Provider name "yield" is reserved' });
       // A stateless executor's isolate is its own: the same polyfill works there.
-      const stateless = new IsoletExecutor({ isolation, timeout: 5000, memoryMb: 64 });
+      const stateless = new IsoletExecutor({ isolation, timeoutMs: 5000, memoryMb: 64 });
       try {
         const r = await stateless.execute('async () => { Array.prototype.last = function () { return this[this.length - 1] }; return [1, 2].last() }', []);
         expect(r).toEqual({ result: 2, logs: [] });

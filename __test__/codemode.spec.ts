@@ -17,7 +17,7 @@ beforeAll(() => import('../lib/codemode/register.mjs'));
 // Loaded by a computed name: the package's own .d.ts files need the Workers type globals.
 const load = (name: string): Promise<any> => import(name);
 
-const executor = new IsoletExecutor({ timeout: 2000, memoryMb: 64, maxConcurrentIsolates: 2 });
+const executor = new IsoletExecutor({ timeoutMs: 2000, memoryMb: 64, maxConcurrentIsolates: 2 });
 afterAll(() => executor.dispose());
 
 const issues: ResolvedProvider = {
@@ -69,7 +69,7 @@ describe('Executor contract', () => {
     const slow = await executor.execute('async () => { while (true) {} }', [issues]);
     expect(slow).toMatchObject({ result: undefined, error: 'Execution timed out' });
     // A generous time limit, so that only the memory limit can end this one on a busy machine.
-    const roomy = new IsoletExecutor({ timeout: 30000, memoryMb: 64 });
+    const roomy = new IsoletExecutor({ timeoutMs: 30000, memoryMb: 64 });
     try {
       const bomb = await roomy.execute('async () => { const a = []; while (true) a.push(new Array(2 ** 16).fill(a.length + 0.5)); }', [issues]);
       expect(bomb.error).toMatch(/SandboxOOMError: .*memory limit of 64 MB/);
@@ -96,7 +96,7 @@ describe('Executor contract', () => {
   });
 
   it('runs TypeScript when asked, with positions in the TypeScript', async () => {
-    const ts = createExecutor({ timeout: 2000, language: 'typescript' });
+    const ts = createExecutor({ timeoutMs: 2000, language: 'typescript' });
     try {
       const r = await ts.execute('async (): Promise<number> => { const n: number = await codemode.n(); return n * 2 }', { n: async () => 21 });
       expect(r.result).toBe(42);
@@ -116,21 +116,21 @@ describe('Executor contract', () => {
   });
 
   it('validates its options', () => {
-    expect(() => new IsoletExecutor({ timeout: -1 })).toThrow('timeout must be a whole number from 1 to 2147483647, got -1');
+    expect(() => new IsoletExecutor({ timeoutMs: -1 })).toThrow('timeoutMs must be a whole number from 1 to 2147483647, got -1');
     expect(() => new IsoletExecutor({ language: 'python' as any })).toThrow("language must be 'javascript' or 'typescript', got 'python'");
     expect(() => new IsoletExecutor({ memoryMb: 1 })).toThrow('memoryMb must be a whole number from 8 to 8192, got 1');
     // Its own options and the engine's are one list, for suggestions and for the known names.
-    expect(() => new IsoletExecutor({ timeot: 5 } as any)).toThrow('timeot is not a known option of IsoletExecutor options; did you mean timeout?');
+    expect(() => new IsoletExecutor({ timeot: 5 } as any)).toThrow('timeot is not a known option of IsoletExecutor options; did you mean timeoutMs?');
     expect(() => new IsoletExecutor({ warmPool: 1 } as any)).toThrow(/did you mean warmPoolSize\?$/);
-    expect(() => new IsoletExecutor({ zzz: 1 } as any)).toThrow(/known options: timeout, language, stateful, idleTimeout, fetch, memoryMb, /);
+    expect(() => new IsoletExecutor({ zzz: 1 } as any)).toThrow(/known options: timeoutMs, language, stateful, idleTimeoutMs, fetch, memoryLimitMb, /);
     expect(() => new IsoletExecutor(null as any)).toThrow(SandboxValidationError);
   });
 
   it("defaults to isolet-core's Code Mode timeout, which is also the CPU limit unless the engine config sets one", async () => {
     const executor = new IsoletExecutor();
-    expect([executor.timeout, DEFAULT_CODEMODE_TIMEOUT_MS]).toEqual([60000, 60000]);
+    expect([executor.timeoutMs, DEFAULT_CODEMODE_TIMEOUT_MS]).toEqual([60000, 60000]);
     await executor.dispose();
-    const cpu = new IsoletExecutor({ timeout: 5000, defaultIsolateLimits: { cpuTimeMs: 100 } });
+    const cpu = new IsoletExecutor({ timeoutMs: 5000, defaultIsolateLimits: { cpuTimeMs: 100 } });
     try {
       const t0 = Date.now();
       const r = await cpu.execute('async () => { while (true) {} }', {});
@@ -144,7 +144,7 @@ describe('Executor contract', () => {
 
 describe('stateful executor', () => {
   it('keeps one sandbox for every execution: what one puts on globalThis the next sees', async () => {
-    const session = new IsoletExecutor({ stateful: true, timeout: 2000, memoryMb: 64, maxConcurrentIsolates: 2 });
+    const session = new IsoletExecutor({ stateful: true, timeoutMs: 2000, memoryMb: 64, maxConcurrentIsolates: 2 });
     try {
       expect(session.stateful).toBe(true);
       const first = await session.execute('async () => { const list = await github.listIssues({ repo: "a" }); globalThis.seen = list; return list.length }', [issues]);
@@ -169,7 +169,7 @@ describe('stateful executor', () => {
   });
 
   it('idleTimeout closes the sandbox; the next execution starts empty', async () => {
-    const session = new IsoletExecutor({ stateful: true, idleTimeout: 200, timeout: 2000, memoryMb: 64, maxConcurrentIsolates: 1 });
+    const session = new IsoletExecutor({ stateful: true, idleTimeoutMs: 200, timeoutMs: 2000, memoryMb: 64, maxConcurrentIsolates: 1 });
     try {
       await session.execute('async () => { globalThis.kept = 1 }', []);
       expect((await session.execute('async () => globalThis.kept', [])).result).toBe(1);
@@ -181,9 +181,9 @@ describe('stateful executor', () => {
   });
 
   it('validates its options', () => {
-    expect(() => new IsoletExecutor({ idleTimeout: 1000 })).toThrow(/idleTimeout applies to a stateful executor only/);
+    expect(() => new IsoletExecutor({ idleTimeoutMs: 1000 })).toThrow(/idleTimeoutMs applies to a stateful executor only/);
     expect(() => new IsoletExecutor({ stateful: 'yes' as never })).toThrow(SandboxValidationError);
-    expect(() => new IsoletExecutor({ stateful: true, idleTimeoutMs: 5 } as never)).toThrow(/did you mean idleTimeout\?/);
+    expect(() => new IsoletExecutor({ stateful: true, idleTimeoutMS: 5 } as never)).toThrow(/did you mean idleTimeoutMs\?/);
   });
 });
 
@@ -199,7 +199,7 @@ describe('types', () => {
         [
           `import type { Executor } from '@cloudflare/codemode';`,
           `import { IsoletExecutor } from ${JSON.stringify(codemodeTypes)};`,
-          `const executor: Executor = new IsoletExecutor({ timeout: 1000 });`,
+          `const executor: Executor = new IsoletExecutor({ timeoutMs: 1000 });`,
           `const run: Promise<{ result: unknown; error?: string; logs?: string[] }> = executor.execute('async () => 1', [{ name: 'x', fns: {} }]);`,
           `export { run };`,
         ].join('\n'),

@@ -29,9 +29,9 @@ describe('isolet mcp --http stateful: one sandbox per session, released with it'
     it(`${SESSIONS} sessions of ${CALLS} concurrent first calls each share one sandbox, and nothing stays after DELETE (also mid-open) or the idle timeout (${isolation})`, async () => {
       const settings = mcpSettings({
         stateful: true,
-        statefulIdleMs: 60_000,
+        idleTimeoutMs: 60_000,
         timeoutMs: 5000,
-        memoryMb: 32,
+        memoryLimitMb: 32,
         isolation,
         engine: { maxConcurrentIsolates: AT_ONCE, warmPoolSize: 0, processes: 1 },
       });

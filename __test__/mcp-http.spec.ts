@@ -84,7 +84,7 @@ describe('isolet mcp --http with a token', () => {
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    server = await startServer(['--timeout-ms', '2000', '--memory-mb', '32', '--token-env', 'ISOLET_TEST_TOKEN'], { ISOLET_TEST_TOKEN: TOKEN });
+    server = await startServer(['--timeout-ms', '2000', '--memory-limit-mb', '32', '--token-env', 'ISOLET_TEST_TOKEN'], { ISOLET_TEST_TOKEN: TOKEN });
   });
 
   afterAll(async () => {
@@ -293,7 +293,7 @@ describe('isolet mcp --http usage', () => {
 describe('serveHttp (programmatic API)', () => {
   it('serves the same tool in-process, with options checked by isolet-core', async () => {
     const { serveHttp, mcpSettings } = require('../lib/mcp');
-    const settings = mcpSettings({ timeoutMs: 2000, memoryMb: 32, isolation: 'thread' });
+    const settings = mcpSettings({ timeoutMs: 2000, memoryLimitMb: 32, isolation: 'thread' });
     await expect(serveHttp(settings, { port: 1 })).rejects.toThrow('port is not a known option of serveHttp options; did you mean listen?');
     expect(() => mcpSettings({ timeout: 5 })).toThrow('timeout is not a known option of the config file; did you mean timeoutMs?');
     const served = await serveHttp(settings, { token: TOKEN, maxSessions: 4 });
@@ -312,7 +312,7 @@ describe('serveHttp (programmatic API)', () => {
 describe('serveHttp with stateful: true', () => {
   it('keeps one sandbox per MCP session: its calls share state, other sessions see none, and it closes with the session', async () => {
     const { serveHttp, mcpSettings } = require('../lib/mcp');
-    const settings = mcpSettings({ stateful: true, statefulIdleMs: 60_000, timeoutMs: 2000, memoryMb: 32, isolation: 'thread', engine: { maxConcurrentIsolates: 4 } });
+    const settings = mcpSettings({ stateful: true, idleTimeoutMs: 60_000, timeoutMs: 2000, memoryLimitMb: 32, isolation: 'thread', engine: { maxConcurrentIsolates: 4 } });
     const served = await serveHttp(settings, { token: TOKEN, maxSessions: 4 });
     try {
       const a = await connect(served.url);
@@ -337,7 +337,7 @@ describe('serveHttp with stateful: true', () => {
   for (const isolation of ['process', 'thread'] as const) {
     it(`a session whose sandbox cannot be opened (the engine's maxOpenSandboxes held by other sessions) gets a tool error saying why, and is served once one closes (${isolation})`, async () => {
       const { serveHttp, mcpSettings } = require('../lib/mcp');
-      const settings = mcpSettings({ stateful: true, statefulIdleMs: 60_000, timeoutMs: 2000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 1, maxOpenSandboxes: 1, warmPoolSize: 0, processes: 1 } });
+      const settings = mcpSettings({ stateful: true, idleTimeoutMs: 60_000, timeoutMs: 2000, memoryLimitMb: 32, isolation, engine: { maxConcurrentIsolates: 1, maxOpenSandboxes: 1, warmPoolSize: 0, processes: 1 } });
       const served = await serveHttp(settings, { token: TOKEN, maxSessions: 4 });
       try {
         const a = await connect(served.url);

@@ -53,7 +53,7 @@ async function wellBehaved(url: string, kind: Kind, localAddress?: string): Prom
 for (const isolation of ISOLATIONS) {
   describe(`isolet mcp --http: clients that vanish lock nobody out (${isolation})`, () => {
     it(`${VANISHING} clients connect and vanish without a DELETE (${WITH_SANDBOX} after opening a sandbox under 2026-07-28); a well-behaved client, from the same address or another, is served at once`, async () => {
-      const settings = mcpSettings({ stateful: true, timeoutMs: 5000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 2, warmPoolSize: 0, processes: 1 } });
+      const settings = mcpSettings({ stateful: true, timeoutMs: 5000, memoryLimitMb: 32, isolation, engine: { maxConcurrentIsolates: 2, warmPoolSize: 0, processes: 1 } });
       // The defaults: 16 sessions in all, 4 per client, 60 s before an idle one expires
       // (longer than this test: expiry is not what frees the places).
       const served = await serveHttp(settings, { token: TOKEN });
@@ -81,7 +81,7 @@ for (const isolation of ISOLATIONS) {
     }, 120_000);
 
     it('a sandbox handle without a call for sessionIdleMs expires: its sandbox is closed and the handle refused', async () => {
-      const settings = mcpSettings({ stateful: true, timeoutMs: 5000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 1, warmPoolSize: 0, processes: 1 } });
+      const settings = mcpSettings({ stateful: true, timeoutMs: 5000, memoryLimitMb: 32, isolation, engine: { maxConcurrentIsolates: 1, warmPoolSize: 0, processes: 1 } });
       const served = await serveHttp(settings, { token: TOKEN, sessionIdleMs: 2000 });
       const client = await httpClient({ sdk: 'v2', revision: MODERN }, served.url, TOKEN);
       try {
@@ -102,7 +102,7 @@ for (const isolation of ISOLATIONS) {
     });
 
     it('a session answers only the client that opened it; a 2026-07-28 client has at most maxRunsPerSession calls in flight', async () => {
-      const settings = mcpSettings({ timeoutMs: 2000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 2, warmPoolSize: 0, processes: 1 } });
+      const settings = mcpSettings({ timeoutMs: 2000, memoryLimitMb: 32, isolation, engine: { maxConcurrentIsolates: 2, warmPoolSize: 0, processes: 1 } });
       const served = await serveHttp(settings, { token: TOKEN, maxRunsPerSession: 1 });
       const port = Number(new URL(served.url).port);
       const session = await httpClient({ sdk: 'v1', revision: '2025-11-25' }, served.url, TOKEN);
@@ -138,7 +138,7 @@ for (const isolation of ISOLATIONS) {
     });
 
     it('a full server answers 503 with Retry-After; a client at its own bound gives up its least recently used session; a quiet session makes room', async () => {
-      const settings = mcpSettings({ timeoutMs: 5000, memoryMb: 32, isolation, engine: { maxConcurrentIsolates: 1, warmPoolSize: 0, processes: 1 } });
+      const settings = mcpSettings({ timeoutMs: 5000, memoryLimitMb: 32, isolation, engine: { maxConcurrentIsolates: 1, warmPoolSize: 0, processes: 1 } });
       const served = await serveHttp(settings, { token: TOKEN, maxSessions: 4, maxSessionsPerClient: 2 });
       const port = Number(new URL(served.url).port);
       const clients: AnyClient[] = [];

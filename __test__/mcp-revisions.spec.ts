@@ -108,8 +108,8 @@ for (const isolation of ISOLATIONS) {
     let stateful: Server;
     beforeAll(async () => {
       [plain, stateful] = await Promise.all([
-        startServer({ timeoutMs: TIMEOUT_MS, memoryMb: 32, isolation }),
-        startServer({ timeoutMs: TIMEOUT_MS, memoryMb: 32, isolation, stateful: true }),
+        startServer({ timeoutMs: TIMEOUT_MS, memoryLimitMb: 32, isolation }),
+        startServer({ timeoutMs: TIMEOUT_MS, memoryLimitMb: 32, isolation, stateful: true }),
       ]);
     });
     afterAll(() => {
@@ -201,7 +201,7 @@ for (const isolation of ISOLATIONS) {
   describe(`isolet mcp over stdio, every revision (${isolation})`, () => {
     for (const kind of KINDS) {
       it(`${label(kind)}: tools, 1 + 1, a syntax error, a timeout, a large result, an unknown tool and bad arguments`, async () => {
-        const config = configFile(`plain-${isolation}`, { timeoutMs: TIMEOUT_MS, memoryMb: 32, isolation });
+        const config = configFile(`plain-${isolation}`, { timeoutMs: TIMEOUT_MS, memoryLimitMb: 32, isolation });
         const client = await stdioClient(kind, ['--config', config]);
         try {
           await stateless(client, kind);
@@ -212,7 +212,7 @@ for (const isolation of ISOLATIONS) {
     }
 
     it(`${label({ sdk: 'v2', revision: MODERN })}: logs only at the level the request asks`, async () => {
-      const config = configFile(`plain-${isolation}`, { timeoutMs: TIMEOUT_MS, memoryMb: 32, isolation });
+      const config = configFile(`plain-${isolation}`, { timeoutMs: TIMEOUT_MS, memoryLimitMb: 32, isolation });
       const client = await stdioClient({ sdk: 'v2', revision: MODERN }, ['--config', config]);
       try {
         expect(await logsOf(client, undefined)).toEqual([]);
@@ -224,7 +224,7 @@ for (const isolation of ISOLATIONS) {
 
     for (const kind of KINDS.filter((k) => k.sdk === 'v1' || k.revision === MODERN)) {
       it(`${label(kind)}: stateful across three calls; another connection's handle is refused`, async () => {
-        const config = configFile(`stateful-${isolation}`, { timeoutMs: TIMEOUT_MS, memoryMb: 32, isolation, stateful: true });
+        const config = configFile(`stateful-${isolation}`, { timeoutMs: TIMEOUT_MS, memoryLimitMb: 32, isolation, stateful: true });
         const client = await stdioClient(kind, ['--config', config]);
         try {
           const handle = await threeCalls(client, kind);

@@ -28,7 +28,7 @@ beforeAll(async () => {
   fs.writeFileSync(path.join(dir, 'docs', 'readme.txt'), 'read me');
   fs.writeFileSync(path.join(dir, 'secret.txt'), 'not for the sandbox');
   const config = path.join(dir, 'config.json');
-  fs.writeFileSync(config, JSON.stringify({ timeoutMs: 10000, memoryMb: 32, engine: { maxConcurrentIsolates: 2 } }));
+  fs.writeFileSync(config, JSON.stringify({ timeoutMs: 10000, memoryLimitMb: 32, engine: { maxConcurrentIsolates: 2 } }));
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [BIN, 'mcp', '--config', config, '--timeout-ms', '500', '--read-dir', path.join(dir, 'docs')],
@@ -149,7 +149,7 @@ describe('isolet mcp without the SDK installed', () => {
 describe('isolet mcp with stateful: true (one sandbox per session)', () => {
   it("keeps what a call declares for the session's later calls, with the SDK's own client", async () => {
     const config = path.join(dir, 'stateful.json');
-    fs.writeFileSync(config, JSON.stringify({ stateful: true, statefulIdleMs: 60_000, timeoutMs: 1000, memoryMb: 32, isolation: 'thread' }));
+    fs.writeFileSync(config, JSON.stringify({ stateful: true, idleTimeoutMs: 60_000, timeoutMs: 1000, memoryLimitMb: 32, isolation: 'thread' }));
     const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp', '--config', config], stderr: 'pipe' });
     const session = new Client({ name: 'isolet-test-stateful', version: '1.0.0' });
     await session.connect(transport);
@@ -186,11 +186,11 @@ describe('isolet mcp with stateful: true (one sandbox per session)', () => {
     }
   });
 
-  it('refuses statefulIdleMs without stateful, naming the key', () => {
+  it('refuses idleTimeoutMs without stateful, naming the key', () => {
     const config = path.join(dir, 'bad-stateful.json');
-    fs.writeFileSync(config, JSON.stringify({ statefulIdleMs: 1000 }));
+    fs.writeFileSync(config, JSON.stringify({ idleTimeoutMs: 1000 }));
     const r = spawnSync(process.execPath, [BIN, 'mcp', '--config', config], { encoding: 'utf8', timeout: 20_000 });
     expect(r.status).not.toBe(0);
-    expect(r.stderr).toContain('statefulIdleMs applies to a stateful server only');
+    expect(r.stderr).toContain('idleTimeoutMs applies to a stateful server only');
   });
 });

@@ -46,7 +46,7 @@ const closers: Array<() => Promise<void>> = [];
 
 async function mcpClient(stateful: boolean): Promise<Client> {
   // `stateful` is a key of `isolet mcp --config` that McpConfig does not declare.
-  const server = createMcpServer(mcpSettings({ timeoutMs: LIMITS.wallTimeMs, memoryMb: LIMITS.memoryMb, isolation: 'thread', stateful } as any));
+  const server = createMcpServer(mcpSettings({ timeoutMs: LIMITS.wallTimeMs, memoryLimitMb: LIMITS.memoryMb, isolation: 'thread', stateful } as any));
   const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
   await (server.server as { connect(transport: unknown): Promise<void> }).connect(serverSide);
   const client = new Client({ name: 'parse-offload', version: '1.0.0' });
@@ -61,7 +61,7 @@ async function callTool(client: Client, code: string): Promise<unknown> {
 }
 
 function executor(stateful: boolean): IsoletExecutor {
-  const e = new IsoletExecutor({ timeout: LIMITS.wallTimeMs, memoryMb: LIMITS.memoryMb, isolation: 'thread', maxConcurrentIsolates: 2, stateful });
+  const e = new IsoletExecutor({ timeoutMs: LIMITS.wallTimeMs, memoryMb: LIMITS.memoryMb, isolation: 'thread', maxConcurrentIsolates: 2, stateful });
   closers.push(() => e.dispose());
   return e;
 }
@@ -72,7 +72,7 @@ async function isoletRun(source: string): Promise<{ exit: number; stdout: string
   let stdout = '';
   let stderr = '';
   const io = { stdout: { write: (s: string) => void (stdout += s) }, stderr: { write: (s: string) => void (stderr += s) } };
-  const exit = await runCommand([file, '--isolation', 'thread', '--timeout-ms', String(LIMITS.wallTimeMs), '--memory-mb', String(LIMITS.memoryMb)], io);
+  const exit = await runCommand([file, '--isolation', 'thread', '--timeout-ms', String(LIMITS.wallTimeMs), '--memory-limit-mb', String(LIMITS.memoryMb)], io);
   return { exit, stdout, stderr };
 }
 

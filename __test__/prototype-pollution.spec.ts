@@ -266,7 +266,7 @@ describe('SandboxEngine config and deps', () => {
 describe('codemode executor', () => {
   it('Object.prototype.fns, prelude and defaultIsolateLimits reach no provider or limit', async () => {
     let called = false;
-    const executor = await polluted(OBJECT_PROTO, 'defaultIsolateLimits', { memoryMb: 1024 }, async () => new IsoletExecutor({ timeout: 5000, memoryMb: 64 }));
+    const executor = await polluted(OBJECT_PROTO, 'defaultIsolateLimits', { memoryMb: 1024 }, async () => new IsoletExecutor({ timeoutMs: 5000, memoryMb: 64 }));
     try {
       const r = await polluted(OBJECT_PROTO, 'fns', { evil: () => ((called = true), 'pwned') }, () =>
         polluted(OBJECT_PROTO, 'prelude', 'globalThis.injected = true;', () =>
@@ -352,11 +352,11 @@ describe('autoFix', () => {
 });
 
 describe('isolet run (CLI)', () => {
-  it('Object.prototype.readDir and allowOrigins give the code no readFile or fetch', async () => {
+  it('Object.prototype.readDir and allowedOrigins (or its old spelling) give the code no readFile or fetch', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-pollution-cli-'));
     try {
       const preload = path.join(dir, 'pollute.js');
-      fs.writeFileSync(preload, `Object.prototype.readDir = ${JSON.stringify(dir)}; Object.prototype.allowOrigins = ['http://127.0.0.1:9'];\n`);
+      fs.writeFileSync(preload, `Object.prototype.readDir = ${JSON.stringify(dir)}; Object.prototype.allowedOrigins = Object.prototype.allowOrigins = ['http://127.0.0.1:9'];\n`);
       const code = path.join(dir, 'code.js');
       fs.writeFileSync(code, 'return [typeof readFile, typeof fetch];\n');
       const ran = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {

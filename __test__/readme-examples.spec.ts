@@ -372,7 +372,7 @@ beforeAll(async () => {
   apiOrigin = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
 
   const bin = path.join(project, 'node_modules', '.bin', 'isolet');
-  mcpServer = spawn(process.execPath, [bin, 'mcp', '--http', '127.0.0.1:0', '--token-env', 'ISOLET_MCP_TOKEN', '--timeout-ms', '5000', '--memory-mb', '64'], {
+  mcpServer = spawn(process.execPath, [bin, 'mcp', '--http', '127.0.0.1:0', '--token-env', 'ISOLET_MCP_TOKEN', '--timeout-ms', '5000', '--memory-limit-mb', '64'], {
     cwd: project,
     env: { ...process.env, ISOLET_MCP_TOKEN: MCP_TOKEN },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -290,7 +290,7 @@ describe('every option the types list is read by the runtime under that name', (
       expect(refusal(() => createFetchCapability({ allowedOrigins: ['http://127.0.0.1'], [name]: value })), name).toContain(name);
     }
     const own = badOptions('IsoletExecutorOptions', codemodeTypes).filter(([name]) => !propertyNames(declaredType('SandboxEngineConfig')).includes(name));
-    expect(own.map(([name]) => name).sort()).toEqual(['fetch', 'idleTimeout', 'language', 'stateful', 'timeout']);
+    expect(own.map(([name]) => name).sort()).toEqual(['fetch', 'idleTimeout', 'idleTimeoutMs', 'language', 'stateful', 'timeout', 'timeoutMs']);
     for (const [name, value] of own) {
       expect(refusal(() => new IsoletExecutor({ isolation: 'thread', [name]: value })), name).toContain(name);
     }

@@ -20,7 +20,7 @@ afterAll(async () => {
   for (const e of executors) await e.dispose();
 });
 function executor(options: ConstructorParameters<typeof IsoletExecutor>[0]): IsoletExecutor {
-  const e = new IsoletExecutor({ timeout: 10_000, maxConcurrentIsolates: 2, ...options });
+  const e = new IsoletExecutor({ timeoutMs: 10_000, maxConcurrentIsolates: 2, ...options });
   executors.push(e);
   return e;
 }

@@ -229,7 +229,7 @@ describe.each(MODES)('typical programs (%s isolation)', (isolation) => {
   let executor: IsoletExecutor;
   beforeAll(() => {
     // On by default in the executor; its fetch is over this capability.
-    executor = new IsoletExecutor({ isolation, timeout: 10_000, maxConcurrentIsolates: 2, fetch: createFetchCapability({ allowedOrigins: [origin] }) });
+    executor = new IsoletExecutor({ isolation, timeoutMs: 10_000, maxConcurrentIsolates: 2, fetch: createFetchCapability({ allowedOrigins: [origin] }) });
     executors.push(executor);
   });
 
@@ -250,11 +250,11 @@ describe.each(MODES)('typical programs (%s isolation)', (isolation) => {
     expect(r.result).toEqual(expected);
   });
 
-  // isolet run gives the code readFile and fetch only (--read-dir, --allow-origin): no slow capability.
+  // isolet run gives the code readFile and fetch only (--read-dir, --allowed-origins): no slow capability.
   it.each(NAMES.filter((n) => !program(n)[3]))('%s: same answer as Node through isolet run', async (name) => {
     const [, body] = program(name);
     const expected = await inNode(body);
-    const r = await entry.isoletRun('program.js', body, ['--isolation', isolation, '--allow-origin', origin]);
+    const r = await entry.isoletRun('program.js', body, ['--isolation', isolation, '--allowed-origins', origin]);
     expect([r.exit, r.stderr]).toEqual([0, '']);
     expect(JSON.parse(r.stdout)).toEqual(expected);
   });
@@ -268,7 +268,7 @@ describe('without web: true', () => {
       const e = failed(await runSandbox(`(async () => {${PROGRAMS[name]}\n})()`, { isolation: 'thread' }));
       expect(e.message, name).toMatch(/^ReferenceError: \w+ is not defined/);
     }
-    const off = await entry.isoletRun('off.js', NETWORK['fetch JSON'](origin), ['--no-web', '--allow-origin', origin]);
+    const off = await entry.isoletRun('off.js', NETWORK['fetch JSON'](origin), ['--no-web', '--allowed-origins', origin]);
     expect(off.exit).toBe(1);
   });
 });

@@ -3,12 +3,12 @@
 
 // isolet command line: `run`, `mcp` (in lib/cli/) and `autofix` (below).
 //
-//   isolet run <file|-> [--timeout-ms <ms>] [--memory-mb <mb>] [--language <lang>] ...
+//   isolet run <file|-> [--timeout-ms <ms>] [--memory-limit-mb <mb>] [--language <lang>] ...
 //   isolet mcp [the same limit flags]
 //
 //   isolet autofix <file> --root <dir> [--test <file>] [--yes] [--instruction <text>]
 //                  [--model <m>] [--base-url <u>] [--audit-log <file>]
-//                  [--timeout <ms>] [--memory <mb>] [--provider-timeout <ms>]
+//                  [--timeout-ms <ms>] [--memory-limit-mb <mb>] [--provider-timeout-ms <ms>]
 //
 // Prints the unified diff of a fix that passed the sandbox. On a terminal it asks y/N
 // before writing; without a terminal it writes only with --yes (else: needs-approval).
@@ -25,7 +25,8 @@ const EXIT_NOT_APPLIED = 3;
 
 const DEFAULT_INSTRUCTION = 'Find and fix the bug in this file.';
 
-const AUTOFIX_FLAGS = {
+/** Its own flags; the number flags (`--timeout-ms`, ...) come from isolet-core's AUTOFIX_FLAGS. */
+const AUTOFIX_OWN_FLAGS = {
   root: { type: 'string' },
   instruction: { type: 'string', short: 'i' },
   test: { type: 'string' },
@@ -33,9 +34,6 @@ const AUTOFIX_FLAGS = {
   model: { type: 'string' },
   'base-url': { type: 'string' },
   'audit-log': { type: 'string' },
-  timeout: { type: 'string' },
-  memory: { type: 'string' },
-  'provider-timeout': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 };
 
@@ -55,11 +53,14 @@ options:
   --model <m>              model (default: $OPENAI_MODEL, else gpt-4o-mini)
   --base-url <u>           API base URL (default: $OPENAI_BASE_URL, else OpenAI)
   --audit-log <file>       JSON-lines audit log (default: <root>/.isolet-audit.jsonl)
-  --timeout <ms>           sandbox time limit per run (default ${defaults.timeoutMs})
-  --memory <mb>            sandbox heap limit (default ${defaults.memoryLimitMb})
-  --provider-timeout <ms>  how long to wait for the model (default ${defaults.providerTimeoutMs})
+  --timeout-ms <ms>        sandbox time limit per run (default ${defaults.timeoutMs})
+  --memory-limit-mb <mb>   sandbox heap limit (default ${defaults.memoryLimitMb})
+  --provider-timeout-ms <ms>
+                           how long to wait for the model (default ${defaults.providerTimeoutMs})
   -h, --help               show this help
   -v, --version            show the version
+Renamed (the old spellings still work, with a warning): --timeout, --memory,
+--provider-timeout (docs/options.md)
 
 The API key comes from $OPENAI_API_KEY.
 exit codes: 0 applied, 1 failed, 2 usage error, 3 not applied (needs approval or rejected)`;
@@ -124,13 +125,13 @@ function ask(question) {
 }
 
 async function autofixCommand(argv) {
-  const { UsageError, parse } = require('../lib/cli/options');
+  const { UsageError, commandFlags, parse } = require('../lib/cli/options');
   const native = require('../lib/native');
   let values;
   let positionals;
   let limits;
   try {
-    ({ values, positionals } = parse(argv, 'isolet autofix', AUTOFIX_FLAGS));
+    ({ values, positionals } = parse(argv, 'isolet autofix', commandFlags('autofix', AUTOFIX_OWN_FLAGS)));
     // The number flags, checked (natively) under their own names.
     limits = native.autofixFlags(values);
   } catch (err) {

@@ -37,13 +37,18 @@ export interface Executor {
 }
 
 /**
- * Options: `timeout` as DynamicWorkerExecutor's, plus isolet's SandboxEngine config
- * (memory, concurrency, warm pool, limits), passed through to the engine.
+ * Options: its own, plus isolet's SandboxEngine config (`memoryLimitMb`, concurrency,
+ * warm pool, limits), passed through to the engine. docs/options.md lists every option.
  */
 export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
   /**
    * Wall-clock limit of one execution in ms (also its CPU limit unless
    * `defaultIsolateLimits.cpuTimeMs` says otherwise). Default 60000; 1 to 2147483647.
+   */
+  timeoutMs?: number;
+  /**
+   * @deprecated `timeoutMs` (DynamicWorkerExecutor's name): still accepted, with a
+   * one-time DeprecationWarning; giving both is a SandboxValidationError.
    */
   timeout?: number;
   /** Language the model writes in. Default `javascript`. */
@@ -55,11 +60,13 @@ export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
    * hardened as it opens: built-ins are frozen (code that patches one, a polyfill say,
    * fails with a TypeError) and the code runs in strict mode, so no execution can change
    * what a later one runs or reach its tools (docs/codemode.md). Once the sandbox closes
-   * (idleTimeout, a memory overrun), the next execution starts in a new, empty one.
+   * (idleTimeoutMs, a memory overrun), the next execution starts in a new, empty one.
    * Default false.
    */
   stateful?: boolean;
   /** Stateful only: no execution for this long (ms) closes the sandbox. Default: none. */
+  idleTimeoutMs?: number;
+  /** @deprecated `idleTimeoutMs`: still accepted, with a one-time DeprecationWarning. */
   idleTimeout?: number;
   /**
    * The web platform APIs in every execution (URL, TextEncoder, crypto, timers, a
@@ -79,6 +86,9 @@ export interface IsoletExecutorOptions extends Partial<SandboxEngineConfig> {
 /** Runs Code Mode programs in isolet: one fresh isolate per execution. Never throws from `execute`. */
 export declare class IsoletExecutor implements Executor {
   constructor(options?: IsoletExecutorOptions);
+  /** The wall-clock limit of one execution, in ms (the `timeoutMs` option). */
+  readonly timeoutMs: number;
+  /** @deprecated `timeoutMs`. */
   readonly timeout: number;
   readonly language: SandboxLanguage;
   /** One persistent sandbox for every execution (the `stateful` option). */

@@ -15,7 +15,7 @@ const { own, ownCopy } = require('./own');
 const { webFetchOf } = require('./capabilities/fetch');
 
 /** The default time limit of a run, as in DynamicWorkerExecutor (isolet-core's CODEMODE_EXECUTOR). */
-const DEFAULT_CODEMODE_TIMEOUT_MS = native.entryDefaults().codemode.timeout;
+const DEFAULT_CODEMODE_TIMEOUT_MS = native.entryDefaults().codemode.timeoutMs;
 
 // Names the executor itself relies on inside the sandbox, or that would shadow a global
 // the wrapper needs.
@@ -205,10 +205,11 @@ function sanitizeToolName(name) {
 
 class IsoletExecutor {
   /**
-   * @param {object} [options] `timeout` (ms, default 60000), `language`, and any
-   *   SandboxEngine config (memoryMb, maxConcurrentIsolates, warmPoolSize,
-   *   defaultIsolateLimits, defaultBridgeLimits, ...), passed through to the engine;
-   *   `web` defaults to true here (`web: false` turns the web platform APIs off).
+   * @param {object} [options] `timeoutMs` (default 60000), `language`, `stateful`,
+   *   `idleTimeoutMs`, `fetch`, and any SandboxEngine config (memoryLimitMb,
+   *   maxConcurrentIsolates, warmPoolSize, defaultIsolateLimits, defaultBridgeLimits, ...),
+   *   passed through to the engine; `web` defaults to true here (`web: false` turns the web
+   *   platform APIs off). `timeout` and `idleTimeout` are deprecated spellings.
    */
   constructor(options = {}) {
     let settings;
@@ -218,7 +219,10 @@ class IsoletExecutor {
     } catch (err) {
       throw errorFromThrown(err);
     }
-    const { timeout, language, stateful, idleTimeout, fetch, ...engineConfig } = options;
+    const fetch = own(options, 'fetch');
+    // The rest is the engine's config: every key but the executor's own (as spelled).
+    const engineConfig = { ...options };
+    for (const key of settings.ownKeys) delete engineConfig[key];
     // Every execution's global `fetch` (WHATWG fetch with the web APIs) over this capability.
     if (fetch !== undefined && webFetchOf(fetch) === undefined) {
       throw new SandboxValidationError('fetch must be a fetch capability made by createFetchCapability({ allowedOrigins })');
@@ -227,12 +231,12 @@ class IsoletExecutor {
     // The web platform APIs are on unless `web: false` (the engine checks the value): the
     // model's code may use URL, TextEncoder, crypto, timers... as in a Worker.
     this.web = Object.hasOwn(engineConfig, 'web') ? engineConfig.web : true;
-    this.timeout = settings.timeout;
+    this.timeoutMs = settings.timeoutMs;
     this.language = settings.language;
     this.stateful = settings.stateful;
     // Stateful: one persistent sandbox for every execution, opened at the first; the
     // tools and the token of the execution in flight (executions take turns).
-    this._idleTimeout = settings.idleTimeout ?? undefined;
+    this._idleTimeoutMs = settings.idleTimeoutMs ?? undefined;
     this._cpuTimeMs = settings.cpuTimeMs;
     this._sandbox = null;
     this._fns = null;
@@ -240,12 +244,17 @@ class IsoletExecutor {
     this._turn = Promise.resolve();
     // Own properties only, as isolet-core read them: a `defaultIsolateLimits` on Object.prototype is none.
     const given = Object.hasOwn(engineConfig, 'defaultIsolateLimits') ? engineConfig.defaultIsolateLimits : undefined;
-    const limits = { ...given, wallTimeMs: settings.timeout, cpuTimeMs: settings.cpuTimeMs };
+    const limits = { ...given, wallTimeMs: settings.timeoutMs, cpuTimeMs: settings.cpuTimeMs };
     // Builds the engine now, so a bad value fails at construction, not at the first run.
     this._engine = new SandboxEngine({ ...engineConfig, web: this.web, defaultIsolateLimits: limits });
     // Stateful: hardening freezes what the engine's prelude modules export (their keys checked by the engine).
     this._preludeModules = Object.keys(own(own(engineConfig, 'prelude'), 'modules') ?? {});
     this._ready = null;
+  }
+
+  /** @deprecated `timeoutMs`. */
+  get timeout() {
+    return this.timeoutMs;
   }
 
   /**
@@ -302,7 +311,7 @@ class IsoletExecutor {
     }
     let fnSource;
     try {
-      fnSource = (await prepareSource(code, { normalizeCode: true, language: this.language }, { timeoutMs: this.timeout })).code;
+      fnSource = (await prepareSource(code, { normalizeCode: true, language: this.language }, { timeoutMs: this.timeoutMs })).code;
     } catch (err) {
       return { result: undefined, error: err.message };
     }
@@ -370,9 +379,9 @@ class IsoletExecutor {
         ...(this._fetch === undefined ? {} : { fetch: this._fetch }),
       },
       memoryLimitMb: this._engine._settings.memoryMb,
-      timeoutMs: this.timeout,
+      timeoutMs: this.timeoutMs,
       cpuTimeMs: this._cpuTimeMs,
-      idleTimeoutMs: this._idleTimeout,
+      idleTimeoutMs: this._idleTimeoutMs,
       web: this.web,
     });
     // A module, so that it can import the prelude's modules; it also skips the host-side

@@ -3,7 +3,7 @@
 // optional @modelcontextprotocol/server package (the official v2 SDK), and
 // @modelcontextprotocol/node for serveHttp. Serves MCP 2025-11-25 (and the older 2025
 // revisions a client asks for) and 2026-07-28.
-import type { SandboxEngine, SandboxEngineConfig, SandboxLanguage } from '../index';
+import type { SandboxEngine, SandboxEngineConfig, SandboxLanguage, UnhandledRejections } from '../index';
 
 /** Settings of the server, from `mcpSettings(config)`. */
 export interface McpSettings {
@@ -14,10 +14,12 @@ export interface McpSettings {
   readonly toolNames: string[];
 }
 
-/** The keys of `isolet mcp --config` (flags aside), checked the same way. */
+/** The keys of `isolet mcp --config` (flags aside), checked the same way (docs/options.md). */
 export interface McpConfig {
   timeoutMs?: number;
   cpuTimeMs?: number;
+  memoryLimitMb?: number;
+  /** @deprecated `memoryLimitMb`: still accepted, with a one-time DeprecationWarning. */
   memoryMb?: number;
   language?: SandboxLanguage;
   isolation?: 'process' | 'thread';
@@ -27,6 +29,8 @@ export interface McpConfig {
    * Gives the code `fetch` to these origins: WHATWG `fetch(input, init)` with the web APIs
    * (the default), else the capability's `fetch({ url, ... })`.
    */
+  allowedOrigins?: string[];
+  /** @deprecated `allowedOrigins`: still accepted, with a one-time DeprecationWarning. */
   allowOrigins?: string[];
   /** The web platform APIs in every run (docs/web.md). Default `true`; `false` as `--no-web`. */
   web?: boolean;
@@ -38,7 +42,13 @@ export interface McpConfig {
    */
   stateful?: boolean;
   /** A stateful sandbox without a call for this long is closed. */
+  idleTimeoutMs?: number;
+  /** @deprecated `idleTimeoutMs`: still accepted, with a one-time DeprecationWarning. */
   statefulIdleMs?: number;
+  /** What a run does about a promise rejected with no handler. Default `'warn'`. */
+  unhandledRejections?: UnhandledRejections;
+  /** `isolet mcp --http`'s settings (`serveHttp` takes them as its own argument). */
+  http?: McpHttpOptions;
 }
 
 /** Streamable HTTP options (the `http` object of `isolet mcp --config`). */

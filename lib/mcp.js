@@ -153,7 +153,7 @@ function createMcpService(settings, shared = {}) {
   const stateful = settings.stateful === true;
   const version = require('../package.json').version;
   // A handle expires after this long without a call (HTTP: sessionIdleMs; stdio: the same default).
-  const handleIdleMs = shared.handleIdleMs ?? settings.statefulIdleMs ?? native.entryDefaults().cli.sessionIdleMs;
+  const handleIdleMs = shared.handleIdleMs ?? settings.idleTimeoutMs ?? native.entryDefaults().cli.sessionIdleMs;
   const schemas = new Map(); // mode -> { json, standard }
   const handles = new Map(); // handle -> entry
   const runsByClient = new Map(); // client -> calls in flight (2026-07-28)
@@ -188,13 +188,13 @@ function createMcpService(settings, shared = {}) {
         memoryLimitMb: settings.limits.memoryMb,
         timeoutMs: settings.limits.wallTimeMs,
         cpuTimeMs: settings.limits.cpuTimeMs,
-        idleTimeoutMs: settings.statefulIdleMs,
+        idleTimeoutMs: settings.idleTimeoutMs,
         web: settings.web,
       });
     } catch (err) {
       const error = errorFromThrown(err);
       if (error.code !== ERROR_KINDS.Overloaded.code) throw error;
-      const idle = settings.statefulIdleMs === undefined ? '' : ` or has been idle for ${settings.statefulIdleMs} ms (statefulIdleMs)`;
+      const idle = settings.idleTimeoutMs === undefined ? '' : ` or has been idle for ${settings.idleTimeoutMs} ms (idleTimeoutMs)`;
       throw errorOfKind(
         'Overloaded',
         `No sandbox could be opened for this ${holder}, so nothing ran: ${error.message}. ` +
@@ -612,8 +612,8 @@ async function serveHttp(settings, options = {}) {
 
 /**
  * Settings for createMcpServer/serveStdio/serveHttp from a config object: the keys of
- * `isolet mcp --config` (timeoutMs, cpuTimeMs, memoryMb, language, isolation, readDir,
- * allowOrigins, engine, stateful, statefulIdleMs), checked the same way.
+ * `isolet mcp --config` (timeoutMs, cpuTimeMs, memoryLimitMb, language, isolation, readDir,
+ * allowedOrigins, engine, stateful, idleTimeoutMs; docs/options.md), checked the same way.
  */
 function mcpSettings(config = {}) {
   const { settingsFrom, UsageError } = require('./cli/options');

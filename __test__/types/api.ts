@@ -298,6 +298,7 @@ export async function options() {
   new SandboxEngine({ prelude: () => 1 });
   // @ts-expect-error misspelled option (maxConcurrentIsolates)
   new SandboxEngine({ maxConcurrency: 2 });
+  new SandboxEngine({ memoryLimitMb: 64 });
   // @ts-expect-error the seed's fields are required in the full config type
   const partial: SandboxEngineConfig = { memoryMb: 64 };
   void partial;
@@ -342,10 +343,13 @@ export async function modules(engine: SandboxEngine) {
 
 // --- isolet/codemode (its fit to @cloudflare/codemode's own types: codemode.spec.ts) ----
 export function codemode() {
-  const executor: IsoletExecutorContract = new IsoletExecutor({ timeout: 1000, memoryMb: 64, language: 'typescript' });
+  const executor: IsoletExecutorContract = new IsoletExecutor({ timeoutMs: 1000, memoryLimitMb: 64, language: 'typescript' });
   void executor.execute('async () => 1', { add: async (...args) => exactly<unknown[]>()(args) });
-  // @ts-expect-error misspelled option (timeout)
-  new IsoletExecutor({ timeoutMs: 1000 });
+  exactly<number>()(new IsoletExecutor({ stateful: true, idleTimeoutMs: 1000 }).timeoutMs);
+  // Deprecated spellings still type-check (and warn once at run time).
+  new IsoletExecutor({ timeout: 1000, memoryMb: 64, stateful: true, idleTimeout: 1000 });
+  // @ts-expect-error misspelled option (timeoutMs)
+  new IsoletExecutor({ timeoutMS: 1000 });
 }
 
 // --- persistent sandboxes ----------------------------------------------------------------

@@ -3,23 +3,11 @@
 // under the limits given by flags or --config, over stdio (the default) or, with --http,
 // Streamable HTTP. On stdio, stdout carries the protocol, so everything else goes to stderr.
 const native = require('../native');
-const { UsageError, LIMIT_FLAGS, limitsHelp, parse, readConfig, settingsFrom, usageText } = require('./options');
+const { UsageError, commandFlags, limitsHelp, parse, readConfig, settingsFrom, usageText } = require('./options');
 
 const HTTP = native.entryDefaults().cli;
 
-const MCP_FLAGS = {
-  ...LIMIT_FLAGS,
-  http: { type: 'string' },
-  'http-allow-host': { type: 'string', multiple: true },
-  'http-allow-origin': { type: 'string', multiple: true },
-  'token-env': { type: 'string' },
-  'token-file': { type: 'string' },
-  'max-sessions': { type: 'string' },
-  'max-sessions-per-client': { type: 'string' },
-  'session-idle-ms': { type: 'string' },
-  'max-body-bytes': { type: 'string' },
-  'max-runs-per-session': { type: 'string' },
-};
+const MCP_FLAGS = commandFlags('mcp', { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } });
 
 const MCP_USAGE = `usage: isolet mcp [options]
 
@@ -33,14 +21,20 @@ is given, MCP revisions 2025-11-25 (and older ones a client asks for: 2025-06-18
 
 options:
 ${limitsHelp("  --language <lang>        the language of run_code calls that name none: javascript\n                           (default) or typescript; a call's own language wins")}
+  --stateful               a persistent sandbox per client (per MCP session under 2025
+                           revisions, per sandbox handle under 2026-07-28)
+  --idle-timeout-ms <ms>   with --stateful: close a sandbox after this long without a
+                           call (config: "stateful", "idleTimeoutMs")
   -h, --help               show this help
 
 Streamable HTTP:
   --http [host:]port       serve on http://host:port/mcp instead of stdio; the host is
                            127.0.0.1 unless given (0 for a free port)
-  --http-allow-host <host> also accept this Host header (repeatable; the loopback names
+  --http-allowed-hosts <host>
+                           also accept this Host header (repeatable; the loopback names
                            at the bound port are always accepted)
-  --http-allow-origin <o>  also accept this Origin header (repeatable)
+  --http-allowed-origins <origin>
+                           also accept this Origin header (repeatable)
   --token-env <NAME>       require "Authorization: Bearer <token>", the token being the
                            value of this environment variable
   --token-file <file>      the same, the token read from this file
@@ -59,8 +53,9 @@ Streamable HTTP:
                            under 2026-07-28 (default ${HTTP.maxRunsPerSession})
   The same settings go in --config as "http": { "listen", "allowedHosts",
   "allowedOrigins", "tokenEnv", "tokenFile", "maxSessions", "maxSessionsPerClient",
-  "sessionIdleMs", "maxBodyBytes", "maxRunsPerSession" }. SIGTERM or SIGINT stops the
-  server: runs in flight finish and answer, then sessions close.`;
+  "sessionIdleMs", "maxBodyBytes", "maxRunsPerSession" }. Renamed (the old spellings still
+  work, with a warning): --http-allow-host, --http-allow-origin. SIGTERM or SIGINT stops
+  the server: runs in flight finish and answer, then sessions close.`;
 
 async function mcpCommand(argv, io = { stdout: process.stdout, stderr: process.stderr }) {
   let settings;

@@ -14,38 +14,41 @@ class UsageError extends Error {}
 
 const DEFAULTS = native.entryDefaults().cli;
 
-const LIMIT_FLAGS = {
-  'timeout-ms': { type: 'string' },
-  'cpu-time-ms': { type: 'string' },
-  'memory-mb': { type: 'string' },
-  language: { type: 'string' },
-  isolation: { type: 'string' },
-  config: { type: 'string' },
-  'read-dir': { type: 'string' },
-  'allow-origin': { type: 'string', multiple: true },
-  'unhandled-rejections': { type: 'string' },
-  'no-web': { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-};
+/**
+ * parseArgs options for `isolet <command>`: the flags that set its options, from
+ * isolet-core's tables (old spellings too: isolet-core maps them and warns), and `own`.
+ */
+function commandFlags(command, own) {
+  const flags = {};
+  for (const f of native.commandFlags(command)) {
+    flags[f.name] = f.switch ? { type: 'boolean' } : { type: 'string', ...(f.repeated ? { multiple: true } : {}) };
+  }
+  return { ...flags, ...own };
+}
+
+const LIMIT_FLAGS = commandFlags('run', { config: { type: 'string' }, help: { type: 'boolean', short: 'h' } });
 
 /** The limit flags' help, with the command's own `--language` line(s). */
 function limitsHelp(languageLine) {
   return `  --timeout-ms <ms>        wall-clock limit of one run (default ${DEFAULTS.timeoutMs})
   --cpu-time-ms <ms>       CPU-time limit of one run (default: the wall-clock limit)
-  --memory-mb <mb>         heap limit of one run (default ${DEFAULTS.memoryMb})
+  --memory-limit-mb <mb>   heap limit of one run (default ${DEFAULTS.memoryLimitMb})
 ${languageLine}
   --isolation <mode>       process (default: a supervised child process) or thread
   --read-dir <dir>         give the code readFile({ path }) over this directory, read-only
-  --allow-origin <origin>  give the code fetch() to this origin (repeatable)
+  --allowed-origins <origin>
+                           give the code fetch() to this origin (repeatable)
   --no-web                 no web platform APIs (URL, TextEncoder, crypto, timers, fetch
-                           with --allow-origin, ...; docs/web.md): on by default
+                           with --allowed-origins, ...; docs/web.md): on by default
   --unhandled-rejections <warn|error>
                            a promise rejected with no handler: reported as a warning
                            (default), or the run fails with it
   --config <file.json>     the same settings as JSON: { "timeoutMs", "cpuTimeMs",
-                           "memoryMb", "language", "isolation", "readDir", "allowOrigins": [...],
-                           "unhandledRejections", "web", "engine": { ...SandboxEngine config } };
-                           flags win`;
+                           "memoryLimitMb", "language", "isolation", "readDir",
+                           "allowedOrigins": [...], "unhandledRejections", "web",
+                           "engine": { ...SandboxEngine config } }; flags win
+  Renamed (the old spellings still work, with a warning): --memory-mb, --allow-origin;
+  in --config, memoryMb, allowOrigins, statefulIdleMs (docs/options.md)`;
 }
 
 /**
@@ -109,8 +112,11 @@ function settingsFrom(values, sourceFile, config) {
   } catch (err) {
     throw new UsageError(err.message);
   }
-  // A capability's own refusal names the flag, or the config key, that gave its value.
-  const givenAs = (flag, key) => (values[flag] !== undefined ? `--${flag}` : `--config ${values.config}: ${key}`);
+  // A capability's own refusal names the flag (as given), or the config key, that gave its value.
+  const givenAs = (option) => {
+    const flag = native.commandFlags('mcp').find((f) => f.option === option && values[f.name] !== undefined);
+    return flag !== undefined ? `--${flag.name}` : `--config ${values.config}: ${option}`;
+  };
   const capabilities = {};
   const readDir = s.readDir;
   if (readDir !== undefined) {
@@ -122,10 +128,10 @@ function settingsFrom(values, sourceFile, config) {
         execute: createFileReadCapability(path.resolve(readDir)),
       };
     } catch (err) {
-      throw new UsageError(`${givenAs('read-dir', 'readDir')} ${readDir}: ${err.message}`);
+      throw new UsageError(`${givenAs('readDir')} ${readDir}: ${err.message}`);
     }
   }
-  const origins = s.allowOrigins;
+  const origins = s.allowedOrigins;
   if (origins.length > 0) {
     const { createFetchCapability } = require('../capabilities/fetch');
     try {
@@ -149,16 +155,18 @@ function settingsFrom(values, sourceFile, config) {
         execute: createFetchCapability({ allowedOrigins: origins }),
       };
     } catch (err) {
-      throw new UsageError(`${givenAs('allow-origin', 'allowOrigins')}: ${err.message}`);
+      throw new UsageError(`${givenAs('allowedOrigins')}: ${err.message}`);
     }
   }
-  const limits = { memoryMb: s.memoryMb, wallTimeMs: s.timeoutMs, cpuTimeMs: s.cpuTimeMs };
-  const engine = file !== undefined && Object.hasOwn(file, 'engine') ? file.engine : {};
+  const limits = { memoryMb: s.memoryLimitMb, wallTimeMs: s.timeoutMs, cpuTimeMs: s.cpuTimeMs };
+  const engine = file !== undefined && Object.hasOwn(file, 'engine') ? { ...file.engine } : {};
+  // The CLI's memoryLimitMb is the engine's, whichever name the file's engine gave it under.
+  if (s.engineMemoryKey !== undefined) delete engine[s.engineMemoryKey];
   const engineConfig = {
     ...engine,
     maxConcurrentIsolates: s.maxConcurrentIsolates,
     warmPoolSize: s.warmPoolSize,
-    memoryMb: s.memoryMb,
+    memoryLimitMb: s.memoryLimitMb,
     ...(s.isolation !== undefined ? { isolation: s.isolation } : {}),
     ...(s.unhandledRejections !== undefined ? { unhandledRejections: s.unhandledRejections } : {}),
     defaultIsolateLimits: { ...(Object.hasOwn(engine, 'defaultIsolateLimits') ? engine.defaultIsolateLimits : {}), ...limits },
@@ -173,8 +181,8 @@ function settingsFrom(values, sourceFile, config) {
     toolNames: Object.keys(capabilities),
     web: s.web,
     stateful: s.stateful,
-    statefulIdleMs: s.statefulIdleMs,
+    idleTimeoutMs: s.idleTimeoutMs,
   };
 }
 
-module.exports = { UsageError, LIMIT_FLAGS, limitsHelp, parse, readConfig, settingsFrom, usageText };
+module.exports = { UsageError, LIMIT_FLAGS, commandFlags, limitsHelp, parse, readConfig, settingsFrom, usageText };

@@ -14,7 +14,7 @@ use isolet_core::{check_global_name, EngineConfig, ExecMode, Isolation, RunPlan}
 
 use super::events::Dispatcher;
 use super::options::raw_of;
-use super::{options_error, validation_error};
+use super::{checked, validation_error};
 use crate::engine::{Engine, ProcessEngine, ProcessRun};
 use crate::isolate::code::{check_prelude, EngineCode};
 use crate::isolate::{HostReply, RunShared, RunSpec};
@@ -38,9 +38,9 @@ pub struct EngineSettings {
 impl EngineSettings {
     /// Checks a `SandboxEngine` config; `tools` holds the flattened tool names.
     #[napi(constructor)]
-    pub fn new(config: Unknown) -> Result<Self, String> {
+    pub fn new(env: &Env, config: Unknown) -> Result<Self, String> {
         let raw = raw_of(&config, 0).map_err(super::internal_error)?;
-        Ok(EngineSettings { config: EngineConfig::from_raw(&raw).map_err(options_error)? })
+        Ok(EngineSettings { config: checked(env, || EngineConfig::from_raw(&raw))? })
     }
 
     /// `process` or `thread`.
@@ -80,7 +80,7 @@ impl EngineSettings {
     #[napi]
     pub fn plan(&self, env: &Env, request: Unknown, data: Option<Unknown>) -> Result<RunPlanJs, String> {
         let raw = raw_of(&request, 0).map_err(super::internal_error)?;
-        let mut plan = self.config.plan(&raw).map_err(options_error)?;
+        let mut plan = checked(env, || self.config.plan(&raw))?;
         if let Some(data) = data {
             plan.data_values = data_values_of(env.raw(), data.raw()).map_err(super::internal_error)?;
         }
@@ -91,10 +91,10 @@ impl EngineSettings {
 /// Checks `runSandbox(code, options)` (with `capabilities` as the capability names) and
 /// returns the run's plan.
 #[napi]
-pub fn plan_run(code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
+pub fn plan_run(env: &Env, code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
     let code = raw_of(&code, 0).map_err(super::internal_error)?;
     let options = raw_of(&options, 0).map_err(super::internal_error)?;
-    let plan = isolet_core::options::run_sandbox(&code, &options).map_err(options_error)?;
+    let plan = checked(env, || isolet_core::options::run_sandbox(&code, &options))?;
     Ok(RunPlanJs { plan: Arc::new(plan) })
 }
 

@@ -10,7 +10,7 @@ use isolet_core::options::{self, Opt};
 use isolet_core::Raw;
 
 use super::options::raw_of;
-use super::{internal_error, options_error};
+use super::{checked, internal_error};
 
 fn raw(value: &Unknown) -> std::result::Result<Raw, Error<String>> {
     raw_of(value, 0).map_err(internal_error)
@@ -21,47 +21,52 @@ fn raw(value: &Unknown) -> std::result::Result<Raw, Error<String>> {
 pub struct CliSettingsJs {
     pub timeout_ms: f64,
     pub cpu_time_ms: f64,
-    pub memory_mb: u32,
+    pub memory_limit_mb: u32,
     /// Unset: the caller's (the MCP tool's argument, else JavaScript).
     pub language: Option<String>,
     pub isolation: Option<String>,
     pub read_dir: Option<String>,
-    pub allow_origins: Vec<String>,
+    pub allowed_origins: Vec<String>,
     /// The web platform APIs in the runs: on unless `--no-web` or `"web": false`.
     pub web: bool,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
+    /// The key of the file's `engine` memory, which `memoryLimitMb` replaces.
+    pub engine_memory_key: Option<String>,
     /// `isolet mcp`: one persistent sandbox per session.
     pub stateful: bool,
-    pub stateful_idle_ms: Option<f64>,
+    pub idle_timeout_ms: Option<f64>,
     /// `unhandledRejections` of the runs; unset: the engine's.
     pub unhandled_rejections: Option<String>,
 }
 
-/// `flags`: parsed flags by name (strings; an array for `--allow-origin`); `config`: the
-/// parsed JSON of `configFile`, if any; `sourceFile`: the file `isolet run` runs.
+/// `flags`: parsed flags by name (strings, `true` for a switch, an array for a repeatable
+/// flag); `config`: the parsed JSON of `configFile`, if any; `sourceFile`: the file
+/// `isolet run` runs.
 #[napi]
 pub fn cli_settings(
+    env: &Env,
     flags: Unknown,
     config: Unknown,
     config_file: Option<String>,
     source_file: Option<String>,
 ) -> std::result::Result<CliSettingsJs, Error<String>> {
-    let s = options::cli_settings(&raw(&flags)?, &raw(&config)?, config_file.as_deref(), source_file.as_deref())
-        .map_err(options_error)?;
+    let (flags, config) = (raw(&flags)?, raw(&config)?);
+    let s = checked(env, || options::cli_settings(&flags, &config, config_file.as_deref(), source_file.as_deref()))?;
     Ok(CliSettingsJs {
         timeout_ms: s.limits.wall_time_ms as f64,
         cpu_time_ms: s.limits.cpu_time_ms.unwrap_or(s.limits.wall_time_ms) as f64,
-        memory_mb: s.limits.memory_mb,
+        memory_limit_mb: s.limits.memory_mb,
         language: s.language.map(str::to_string),
         isolation: s.isolation.map(|i| i.as_str().to_string()),
         read_dir: s.read_dir,
-        allow_origins: s.allow_origins,
+        allowed_origins: s.allowed_origins,
         web: s.web,
         max_concurrent_isolates: s.max_concurrent_isolates,
         warm_pool_size: s.warm_pool_size,
+        engine_memory_key: s.engine_memory_key,
         stateful: s.stateful,
-        stateful_idle_ms: s.stateful_idle_ms.map(|ms| ms as f64),
+        idle_timeout_ms: s.idle_timeout_ms.map(|ms| ms as f64),
         unhandled_rejections: s.unhandled_rejections.map(str::to_string),
     })
 }
@@ -116,25 +121,49 @@ impl From<options::McpHttpSettings> for McpHttpSettingsJs {
 /// `isolet mcp`'s HTTP settings from its flags and config file; unset: stdio.
 #[napi]
 pub fn mcp_http_settings(
+    env: &Env,
     flags: Unknown,
     config: Unknown,
     config_file: Option<String>,
 ) -> std::result::Result<Option<McpHttpSettingsJs>, Error<String>> {
-    let s = options::mcp_http_settings(&raw(&flags)?, &raw(&config)?, config_file.as_deref()).map_err(options_error)?;
+    let (flags, config) = (raw(&flags)?, raw(&config)?);
+    let s = checked(env, || options::mcp_http_settings(&flags, &config, config_file.as_deref()))?;
     Ok(s.map(Into::into))
 }
 
 /// `serveHttp(settings, options)`'s options.
 #[napi]
-pub fn mcp_http_options(options: Unknown) -> std::result::Result<McpHttpSettingsJs, Error<String>> {
-    Ok(options::mcp_http_options(&raw(&options)?).map_err(options_error)?.into())
+pub fn mcp_http_options(env: &Env, options: Unknown) -> std::result::Result<McpHttpSettingsJs, Error<String>> {
+    let options = raw(&options)?;
+    Ok(checked(env, || options::mcp_http_options(&options))?.into())
 }
 
 /// `isolet autofix`'s number flags as the autoFix options they set.
 #[napi]
-pub fn autofix_flags(flags: Unknown) -> std::result::Result<HashMap<String, f64>, Error<String>> {
-    let set = options::autofix_flags(&raw(&flags)?).map_err(options_error)?;
+pub fn autofix_flags(env: &Env, flags: Unknown) -> std::result::Result<HashMap<String, f64>, Error<String>> {
+    let flags = raw(&flags)?;
+    let set = checked(env, || options::autofix_flags(&flags))?;
     Ok(set.into_iter().map(|(k, v)| (k.to_string(), v as f64)).collect())
+}
+
+/// A flag of a command, for its command-line parser (`isolet_core::options::CommandFlag`).
+#[napi(object)]
+pub struct CommandFlagJs {
+    pub name: String,
+    pub option: String,
+    pub switch: bool,
+    pub repeated: bool,
+    pub deprecated: bool,
+}
+
+/// Every spelling of the flags of `isolet <command>` that set its options (old ones too).
+#[napi]
+pub fn command_flags(command: String) -> Vec<CommandFlagJs> {
+    let flags = options::command_flags(&command).unwrap_or_default();
+    flags
+        .into_iter()
+        .map(|f| CommandFlagJs { name: f.name.into(), option: f.option.into(), switch: f.switch, repeated: f.repeated, deprecated: f.deprecated })
+        .collect()
 }
 
 /// The message for a flag `command` does not know (`known`: its flags, without `--`).
@@ -153,23 +182,27 @@ pub fn unknown_command_message(program: String, given: String, known: Vec<String
 
 #[napi(object)]
 pub struct CodemodeSettingsJs {
-    pub timeout: f64,
+    pub timeout_ms: f64,
     pub cpu_time_ms: f64,
     pub language: String,
     pub stateful: bool,
-    pub idle_timeout: Option<f64>,
+    pub idle_timeout_ms: Option<f64>,
+    /// The keys of the executor's own options, as given: the rest is the engine's config.
+    pub own_keys: Vec<String>,
 }
 
 /// `new IsoletExecutor(options)` (`CODEMODE_EXECUTOR`, then the engine's names).
 #[napi]
-pub fn codemode_settings(options: Unknown) -> std::result::Result<CodemodeSettingsJs, Error<String>> {
-    let s = options::codemode_executor(&raw(&options)?).map_err(options_error)?;
+pub fn codemode_settings(env: &Env, options: Unknown) -> std::result::Result<CodemodeSettingsJs, Error<String>> {
+    let options = raw(&options)?;
+    let s = checked(env, || options::codemode_executor(&options))?;
     Ok(CodemodeSettingsJs {
-        timeout: s.timeout_ms as f64,
+        timeout_ms: s.timeout_ms as f64,
         cpu_time_ms: s.cpu_time_ms as f64,
         language: s.language.to_string(),
         stateful: s.stateful,
-        idle_timeout: s.idle_timeout_ms.map(|ms| ms as f64),
+        idle_timeout_ms: s.idle_timeout_ms.map(|ms| ms as f64),
+        own_keys: s.own_keys,
     })
 }
 
@@ -187,8 +220,9 @@ pub struct AutoFixSettingsJs {
 
 /// `autoFix(options)` (`AUTOFIX_OPTIONS`).
 #[napi]
-pub fn autofix_settings(options: Unknown) -> std::result::Result<AutoFixSettingsJs, Error<String>> {
-    let s = options::autofix_options(&raw(&options)?).map_err(options_error)?;
+pub fn autofix_settings(env: &Env, options: Unknown) -> std::result::Result<AutoFixSettingsJs, Error<String>> {
+    let options = raw(&options)?;
+    let s = checked(env, || options::autofix_options(&options))?;
     Ok(AutoFixSettingsJs {
         language: s.language.to_string(),
         memory_limit_mb: s.memory_limit_mb,
@@ -209,8 +243,9 @@ pub struct RunCodeArgumentsJs {
 
 /// The MCP `run_code` tool's arguments (`MCP_RUN_CODE`).
 #[napi]
-pub fn run_code_arguments(arguments: Unknown) -> std::result::Result<RunCodeArgumentsJs, Error<String>> {
-    let (code, language, sandbox) = options::mcp_run_code(&raw(&arguments)?).map_err(options_error)?;
+pub fn run_code_arguments(env: &Env, arguments: Unknown) -> std::result::Result<RunCodeArgumentsJs, Error<String>> {
+    let arguments = raw(&arguments)?;
+    let (code, language, sandbox) = checked(env, || options::mcp_run_code(&arguments))?;
     Ok(RunCodeArgumentsJs { code, language: language.map(str::to_string), sandbox })
 }
 
@@ -225,8 +260,9 @@ pub struct FetchSettingsJs {
 
 /// `createFetchCapability(options)` (`FETCH_CAPABILITY`).
 #[napi]
-pub fn fetch_capability_settings(options: Unknown) -> std::result::Result<FetchSettingsJs, Error<String>> {
-    let s = options::fetch_capability(&raw(&options)?).map_err(options_error)?;
+pub fn fetch_capability_settings(env: &Env, options: Unknown) -> std::result::Result<FetchSettingsJs, Error<String>> {
+    let options = raw(&options)?;
+    let s = checked(env, || options::fetch_capability(&options))?;
     Ok(FetchSettingsJs {
         allowed_origins: s.allowed_origins,
         allowed_methods: s.allowed_methods,
@@ -244,8 +280,9 @@ pub struct FileReadSettingsJs {
 
 /// `createFileReadCapability(dir, options)` (`FILE_READ_CAPABILITY`).
 #[napi]
-pub fn file_read_capability_settings(options: Unknown) -> std::result::Result<FileReadSettingsJs, Error<String>> {
-    let (max_bytes, in_flight) = options::file_read_capability(&raw(&options)?).map_err(options_error)?;
+pub fn file_read_capability_settings(env: &Env, options: Unknown) -> std::result::Result<FileReadSettingsJs, Error<String>> {
+    let options = raw(&options)?;
+    let (max_bytes, in_flight) = checked(env, || options::file_read_capability(&options))?;
     Ok(FileReadSettingsJs { max_bytes: max_bytes as f64, max_reads_in_flight: in_flight as u32 })
 }
 

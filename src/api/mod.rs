@@ -30,6 +30,24 @@ pub(crate) fn options_error(e: OptionsError) -> Error<String> {
     kind_error(ErrorKind::Validation, e.message)
 }
 
+/// `check`'s result once the old option spellings it met are emitted as Node
+/// `DeprecationWarning`s (each once per process, as isolet-core decides): every binding
+/// that checks user options goes through here.
+pub(crate) fn checked<T>(env: &Env, check: impl FnOnce() -> std::result::Result<T, OptionsError>) -> std::result::Result<T, Error<String>> {
+    let result = check();
+    for message in isolet_core::options::take_deprecations() {
+        emit_deprecation(env, message).map_err(internal_error)?;
+    }
+    result.map_err(options_error)
+}
+
+fn emit_deprecation(env: &Env, message: String) -> Result<()> {
+    let process: Object = env.get_global()?.get_named_property("process")?;
+    let emit: Function<FnArgs<(String, &str, &str)>, Unknown> = process.get_named_property("emitWarning")?;
+    emit.apply(process, FnArgs::from((message, "DeprecationWarning", isolet_core::options::DEPRECATED_NAME_CODE)))?;
+    Ok(())
+}
+
 /// A failure of napi itself while reading a value (not the user's input).
 pub(crate) fn internal_error(e: Error) -> Error<String> {
     kind_error(ErrorKind::Internal, e.reason.clone())
@@ -167,7 +185,7 @@ pub fn option_defaults() -> OptionDefaultsJs {
     let of = |table: &[Opt], names: &[&str]| -> std::collections::HashMap<String, f64> {
         table.iter().filter(|o| names.contains(&o.name)).filter_map(|o| Some((o.name.to_string(), o.default? as f64))).collect()
     };
-    let engine_memory = ENGINE_CONFIG.iter().find(|o| o.name == "memoryMb").and_then(|o| o.default).unwrap_or_default();
+    let engine_memory = ENGINE_CONFIG.iter().find(|o| o.name == "memoryLimitMb").and_then(|o| o.default).expect("a default engine memory");
     let mut isolate_limits = of(ISOLATE_LIMITS, &["cpuTimeMs", "wallTimeMs"]);
     isolate_limits.insert("memoryMb".into(), engine_memory as f64);
     OptionDefaultsJs {

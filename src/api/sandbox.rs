@@ -11,7 +11,7 @@ use isolet_core::sandbox::{closed_failure, CloseReason, SandboxPlan};
 use super::engine::{NativeEngine, RunControl, RunHandle, RunPlanJs};
 use super::events::Dispatcher;
 use super::options::raw_of;
-use super::{kind_error, options_error};
+use super::{checked, kind_error, options_error};
 use crate::engine::processes::ProcessSandbox;
 use crate::engine::Engine;
 use crate::isolate::persistent::SandboxCore;
@@ -30,9 +30,9 @@ pub struct SandboxSettings {
 impl SandboxSettings {
     /// Checks `createSandbox(options)` (`capabilities` as names, like runSandbox's).
     #[napi(constructor)]
-    pub fn new(options: Unknown) -> Result<Self, String> {
+    pub fn new(env: &Env, options: Unknown) -> Result<Self, String> {
         let raw = raw_of(&options, 0).map_err(super::internal_error)?;
-        let plan = isolet_core::sandbox::sandbox_plan(&raw).map_err(options_error)?;
+        let plan = checked(env, || isolet_core::sandbox::sandbox_plan(&raw))?;
         let isolation_given = matches!(&raw, isolet_core::Raw::Object(entries) if entries.iter().any(|(k, v)| k == "isolation" && *v != isolet_core::Raw::Undefined));
         Ok(SandboxSettings { plan: Arc::new(plan), isolation_given })
     }
@@ -156,12 +156,12 @@ impl NativeSandbox {
     /// The plan of one run: `code` (a string) with `options` (`timeoutMs`, `cpuTimeMs`,
     /// `language`, `signal`) over the sandbox's, within what is left of its budgets.
     #[napi]
-    pub fn plan(&self, code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
+    pub fn plan(&self, env: &Env, code: Unknown, options: Unknown) -> Result<RunPlanJs, String> {
         let code = raw_of(&code, 0).map_err(super::internal_error)?;
         let options = raw_of(&options, 0).map_err(super::internal_error)?;
         // The sandbox's budgets cut the run's limits when it starts (`SandboxCore::start_run`).
         let budget = isolet_core::sandbox::Budget::default();
-        let plan = isolet_core::sandbox::run_plan(&self.plan, &budget, &code, &options).map_err(options_error)?;
+        let plan = checked(env, || isolet_core::sandbox::run_plan(&self.plan, &budget, &code, &options))?;
         isolet_core::options::check_prelude_shadowing("modules", &plan.modules, &self.prelude_keys).map_err(options_error)?;
         Ok(RunPlanJs { plan: Arc::new(plan) })
     }

@@ -1,13 +1,15 @@
 //! Every public option of isolet, validated once, under the names users type.
 //!
-//! The three option sets (`runSandbox(code, options)`, `new SandboxEngine(config)`,
-//! `engine.submit(request)`) are tables of [`Opt`]: public name, kind, range, default.
-//! JS hands over what the user wrote as a [`Raw`] tree (after type shaping only:
-//! functions become tool names, `data` values become serialized bytes, TypeScript is
-//! stripped later), and this module turns it into a checked, ready-to-run [`RunPlan`]
-//! or [`EngineConfig`], or an [`OptionsError`] that names the option path and the value
-//! given; an unknown name suggests the nearest known one. This is the "raw vs derived"
-//! split of ripgrep's lowargs/hiargs: nothing downstream re-checks or re-defaults.
+//! Each entry point's options are a table of [`Opt`]: public name, kind, range, default,
+//! and the other spellings it is accepted under (a seed's own name, for good; an old
+//! spelling, deprecated: mapped to the name with a one-time warning, see
+//! [`take_deprecations`]). JS hands over what the user wrote as a [`Raw`] tree (after type
+//! shaping only: functions become tool names, `data` values become serialized bytes,
+//! TypeScript is stripped later), and this module turns it into a checked, ready-to-run
+//! [`RunPlan`] or [`EngineConfig`], or an [`OptionsError`] that names the option path and
+//! the value given; an unknown name suggests the nearest known one. This is the "raw vs
+//! derived" split of ripgrep's lowargs/hiargs: nothing downstream re-checks or re-defaults.
+//! `docs/options.md` is rendered from the tables (`doc`).
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,6 +23,8 @@ use crate::limits::{
 };
 use crate::modules::ModuleLimits;
 use crate::names::{check_capability_names, check_global_name};
+
+pub mod doc;
 
 /// A JS value as the user gave it, after JS's type shaping.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,8 +100,11 @@ pub enum Kind {
     Text,
     /// A non-empty string of at most `max_bytes` UTF-8 bytes.
     Label { max_bytes: usize },
-    /// An array of names (tools, after JS turned functions into names).
+    /// An array of strings.
     Names,
+    /// An object of host functions by name (`capabilities`, `tools`): JS hands over their
+    /// names, which are checked as an array of names.
+    Tools,
     /// A plain object with these options.
     Object(&'static [Opt]),
     /// An object of whole numbers in `0..=max`, keyed by tool name.
@@ -106,8 +113,8 @@ pub enum Kind {
     BytesMap,
     /// An array of `{ name, source }` WebAssembly modules.
     WasmModules,
-    /// Shaped and checked in JS (an AbortSignal); accepted as given.
-    Shaped,
+    /// Shaped and checked in JS, accepted as given; what it is, for docs (`an AbortSignal`).
+    Shaped(&'static str),
     /// `true` or `false`.
     Bool,
     /// A function (a callback the entry point calls).
@@ -118,22 +125,63 @@ pub enum Kind {
     Prelude,
 }
 
-/// One public option: its name, kind, default (for whole numbers) and the names it is
-/// known by elsewhere (other option sets, the seeds), for suggestions.
+/// One public option: its name, kind, default (for whole numbers), the other spellings
+/// it is accepted under, and the names it is known by elsewhere, for suggestions.
 #[derive(Debug, Clone, Copy)]
 pub struct Opt {
     pub name: &'static str,
     pub kind: Kind,
     pub default: Option<u64>,
+    /// A seed's own name for it (SandboxEngine's `memoryMb`): accepted for good, no warning.
+    pub seed_names: &'static [&'static str],
+    /// Old spellings: accepted this release as the option, each with a one-time warning
+    /// naming `name` ([`take_deprecations`]).
+    pub deprecated: &'static [&'static str],
+    /// Names it is known by elsewhere (other option sets): never accepted, only suggested.
     pub aliases: &'static [&'static str],
 }
 
 const fn opt(name: &'static str, kind: Kind) -> Opt {
-    Opt { name, kind, default: None, aliases: &[] }
+    Opt { name, kind, default: None, seed_names: &[], deprecated: &[], aliases: &[] }
 }
 
 const fn whole(name: &'static str, min: u64, max: u64, default: Option<u64>, aliases: &'static [&'static str]) -> Opt {
-    Opt { name, kind: Kind::Whole { min, max }, default, aliases }
+    Opt { default, aliases, ..opt(name, Kind::Whole { min, max }) }
+}
+
+impl Opt {
+    const fn aliases(self, aliases: &'static [&'static str]) -> Opt {
+        Opt { aliases, ..self }
+    }
+
+    const fn seed_names(self, seed_names: &'static [&'static str]) -> Opt {
+        Opt { seed_names, ..self }
+    }
+
+    const fn deprecated(self, deprecated: &'static [&'static str]) -> Opt {
+        Opt { deprecated, ..self }
+    }
+
+    /// How `key` spells this option, if it does.
+    fn spelling(&self, key: &str) -> Option<Spelling> {
+        if self.name == key {
+            Some(Spelling::Name)
+        } else if self.seed_names.contains(&key) {
+            Some(Spelling::Seed)
+        } else if self.deprecated.contains(&key) {
+            Some(Spelling::Deprecated)
+        } else {
+            None
+        }
+    }
+}
+
+/// How a given key spells its option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spelling {
+    Name,
+    Seed,
+    Deprecated,
 }
 
 /// Isolation modes (`isolation`).
@@ -145,6 +193,8 @@ pub const CODE_TYPES: &[&str] = &["script", "module"];
 /// What a run does about a promise rejected with no handler that has none when the run
 /// ends (`unhandledRejections`): reports it in its logs and stats, or fails with it too.
 pub const UNHANDLED_REJECTIONS: &[&str] = &["warn", "error"];
+/// `unhandledRejections`, the same in every option set that takes it.
+const UNHANDLED_REJECTIONS_OPT: Opt = opt("unhandledRejections", Kind::OneOf(UNHANDLED_REJECTIONS)).aliases(&["unhandledRejection", "onUnhandledRejection"]);
 /// Most modules a run may be allowed (`maxModules`).
 const MAX_MODULES_LIMIT: u64 = 100_000;
 
@@ -212,8 +262,8 @@ pub const RUN_SANDBOX: &[Opt] = &[
     whole("maxPendingHostCallValues", 1, MAX_COUNT, Some(DEFAULT_MAX_PENDING_HOST_CALL_VALUES as u64), &[]),
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("language", Kind::OneOf(LANGUAGES)),
-    Opt { name: "capabilities", kind: Kind::Names, default: None, aliases: &["tools"] },
-    opt("signal", Kind::Shaped),
+    opt("capabilities", Kind::Tools).aliases(&["tools"]),
+    opt("signal", Kind::Shaped("an AbortSignal")),
     opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
     opt("type", Kind::OneOf(CODE_TYPES)),
     opt("modules", Kind::ModuleMap),
@@ -223,12 +273,12 @@ pub const RUN_SANDBOX: &[Opt] = &[
     // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
     whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
     opt("web", Kind::Bool),
-    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
+    UNHANDLED_REJECTIONS_OPT,
 ];
 
 /// `new SandboxEngine(config)`.
 pub const ENGINE_CONFIG: &[Opt] = &[
-    whole("memoryMb", MEM.0, MEM.1, Some(DEFAULT_ENGINE_MEMORY_MB as u64), &["memoryLimitMb"]),
+    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_ENGINE_MEMORY_MB as u64), &[]).seed_names(&["memoryMb"]),
     whole("maxConcurrentIsolates", 1, 1024, Some(4), &["maxConcurrency", "concurrency"]),
     whole("warmPoolSize", 0, 256, Some(0), &["warmPool"]),
     whole("maxQueueSize", 0, 1_000_000, Some(1000), &["queueSize"]),
@@ -240,13 +290,13 @@ pub const ENGINE_CONFIG: &[Opt] = &[
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("defaultIsolateLimits", Kind::Object(ISOLATE_LIMITS)),
     opt("defaultBridgeLimits", Kind::Object(BRIDGE_LIMITS)),
-    Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
+    opt("tools", Kind::Tools).aliases(&["capabilities"]),
     opt("wasmModules", Kind::WasmModules),
     opt("prelude", Kind::Prelude),
     whole("codeCacheMb", 0, MAX_CODE_CACHE_MB as u64, Some(DEFAULT_CODE_CACHE_MB as u64), &["codeCache"]),
     opt("web", Kind::Bool),
     // Its requests' unless they say otherwise.
-    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
+    UNHANDLED_REJECTIONS_OPT,
 ];
 
 /// `toolPolicy` of a request.
@@ -263,7 +313,7 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     opt("isolateLimits", Kind::Object(ISOLATE_LIMITS)),
     opt("bridgeLimits", Kind::Object(BRIDGE_LIMITS)),
     opt("toolPolicy", Kind::Object(TOOL_POLICY)),
-    Opt { name: "tools", kind: Kind::Names, default: None, aliases: &["capabilities"] },
+    opt("tools", Kind::Tools).aliases(&["capabilities"]),
     opt("data", Kind::BytesMap),
     opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
     opt("type", Kind::OneOf(CODE_TYPES)),
@@ -272,11 +322,11 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
     whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
     opt("web", Kind::Bool),
-    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
+    UNHANDLED_REJECTIONS_OPT,
 ];
 
 /// One entry of `wasmModules`.
-const WASM_MODULE: &[Opt] = &[opt("name", Kind::Text), Opt { name: "source", kind: Kind::Shaped, default: None, aliases: &["bytes", "module"] }];
+const WASM_MODULE: &[Opt] = &[opt("name", Kind::Text), opt("source", Kind::Shaped("a Uint8Array or ArrayBuffer")).aliases(&["bytes", "module"])];
 
 /// An option was not acceptable. `path` is the option as the user wrote it
 /// (`timeoutMs`, `request.isolateLimits.wallTimeMs`, `wasmModules[1].name`).
@@ -359,11 +409,52 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// The checked fields of one options object.
+/// The code of the warning an old spelling gets.
+pub const DEPRECATED_NAME_CODE: &str = "ISOLET_DEP_OPTION_NAME";
+
+thread_local! {
+    /// What this thread's checks met of old spellings since `take_deprecations`.
+    static MET: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The warnings reported so far in this process: each is reported once.
+#[derive(Debug, Default)]
+pub struct Reported(std::collections::HashSet<String>);
+
+static REPORTED: std::sync::Mutex<Option<Reported>> = std::sync::Mutex::new(None);
+
+fn meet_deprecated(message: String) {
+    MET.with(|met| met.borrow_mut().push(message));
+}
+
+/// `isolet: <old> ... is deprecated; use <new>`: the warning of an old option spelling.
+fn deprecation(old: &str, what: &str, new: &str) -> String {
+    format!("isolet: `{old}` of {what} is deprecated; use `{new}`")
+}
+
+/// The warnings (DeprecationWarning, code [`DEPRECATED_NAME_CODE`]) for the old spellings
+/// this thread's checks met since the last call, each only the first time in the process:
+/// the binding emits them after every check.
+pub fn take_deprecations() -> Vec<String> {
+    if MET.with(|met| met.borrow().is_empty()) {
+        return Vec::new();
+    }
+    let mut reported = REPORTED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    take_deprecations_into(reported.get_or_insert_with(Reported::default))
+}
+
+/// `take_deprecations` against `reported`.
+pub fn take_deprecations_into(reported: &mut Reported) -> Vec<String> {
+    let met = MET.with(|met| std::mem::take(&mut *met.borrow_mut()));
+    met.into_iter().filter(|m| reported.0.insert(m.clone())).collect()
+}
+
+/// The checked fields of one options object: each option with the key it was given under.
+#[derive(Debug)]
 struct Fields<'a> {
     prefix: String,
     table: &'static [Opt],
-    values: Vec<(&'static Opt, &'a Raw)>,
+    values: Vec<(&'static Opt, &'a str, &'a Raw)>,
 }
 
 /// Checks that `raw` is an object (or absent) holding only options of `table`.
@@ -378,9 +469,10 @@ fn fields<'a>(prefix: &str, what: &str, raw: &'a Raw, table: &'static [Opt]) -> 
         Raw::Object(entries) => entries,
         other => return Err(err(prefix, format!("{what} must be an object, got {}", other.describe()))),
     };
-    let mut values = Vec::new();
+    let mut values: Vec<(&'static Opt, &'a str, &'a Raw)> = Vec::new();
+    let mut deprecated = Vec::new();
     for (key, value) in entries {
-        let Some(o) = table.iter().find(|o| o.name == key) else {
+        let Some((o, spelling)) = table.iter().find_map(|o| Some((o, o.spelling(key)?))) else {
             let path = join(prefix, key);
             let hint = match suggest(key, table) {
                 Some(near) => format!("did you mean {}?", join(prefix, near)),
@@ -391,21 +483,41 @@ fn fields<'a>(prefix: &str, what: &str, raw: &'a Raw, table: &'static [Opt]) -> 
         if let Some(e) = unreadable(&join(prefix, key), value) {
             return Err(e);
         }
-        if !value.is_undefined() {
-            values.push((o, value));
+        if value.is_undefined() {
+            continue;
         }
+        if let Some((_, other, _)) = values.iter().find(|(seen, other, _)| std::ptr::eq(*seen, o) && *other != key) {
+            return Err(both_given(&join(prefix, other), &join(prefix, key), &join(prefix, o.name), what));
+        }
+        if spelling == Spelling::Deprecated {
+            deprecated.push(deprecation(&join(prefix, key), what, &join(prefix, o.name)));
+        }
+        values.push((o, key, value));
     }
+    // Met once the names are right: two spellings of one option are an error, not a warning.
+    deprecated.into_iter().for_each(meet_deprecated);
     Ok(Fields { prefix: prefix.to_string(), table, values })
+}
+
+/// Two spellings of one option given together (`first` and `second`, as given).
+fn both_given(first: &str, second: &str, name: &str, what: &str) -> OptionsError {
+    err(second, format!("{first} and {second} are the same option of {what}: give only {name}"))
 }
 
 impl<'a> Fields<'a> {
     fn get(&self, name: &str) -> Option<&'a Raw> {
         debug_assert!(self.table.iter().any(|o| o.name == name), "{name} is not in the table");
-        self.values.iter().find(|(o, _)| o.name == name).map(|(_, v)| *v)
+        self.values.iter().find(|(o, _, _)| o.name == name).map(|(_, _, v)| *v)
     }
 
+    /// The key option `name` was given under, if given.
+    fn key(&self, name: &str) -> Option<&'a str> {
+        self.values.iter().find(|(o, _, _)| o.name == name).map(|(_, key, _)| *key)
+    }
+
+    /// The option's path as the user wrote it (its name if not given).
     fn path(&self, name: &str) -> String {
-        join(&self.prefix, name)
+        join(&self.prefix, self.key(name).unwrap_or(name))
     }
 
     fn opt(&self, name: &str) -> &'static Opt {
@@ -924,9 +1036,9 @@ impl EngineConfig {
     pub fn from_raw(config: &Raw) -> Result<EngineConfig, OptionsError> {
         let f = fields("", "SandboxEngine config", config, ENGINE_CONFIG)?;
         let isolate = f.object("defaultIsolateLimits")?;
-        // The engine's memoryMb wins over defaultIsolateLimits.memoryMb: the seed's own
-        // pattern passes DEFAULT_ISOLATE_LIMITS (memoryMb 128) next to its memoryMb.
-        let memory_mb = match (f.whole("memoryMb")?, isolate.whole("memoryMb")?) {
+        // The engine's memoryLimitMb (the seed's memoryMb) wins over defaultIsolateLimits.memoryMb:
+        // the seed's own pattern passes DEFAULT_ISOLATE_LIMITS (memoryMb 128) next to its memoryMb.
+        let memory_mb = match (f.whole("memoryLimitMb")?, isolate.whole("memoryMb")?) {
             (Some(m), _) | (None, Some(m)) => m,
             (None, None) => DEFAULT_ENGINE_MEMORY_MB as u64,
         } as u32;
@@ -939,7 +1051,7 @@ impl EngineConfig {
         let (default_bridge, default_bridge_given) = bridge_limits(&bridge, BridgeLimits::default(), &GivenBridge::default(), BRIDGE_NAMES)?;
         let tools = f.names("tools")?.unwrap_or_default();
         check_tool_names("tools", "tool", &tools)?;
-        // As memoryMb: the engine's own option wins over defaultIsolateLimits'.
+        // As memoryLimitMb: the engine's own option wins over defaultIsolateLimits'.
         let max_queue_ms = match (f.whole("maxQueueMs")?, isolate.whole("maxQueueMs")?) {
             (Some(ms), _) | (None, Some(ms)) => ms,
             (None, None) => f.whole_or_default("maxQueueMs")?,
@@ -1167,13 +1279,13 @@ pub const SANDBOX_RUN: &[Opt] = &[
     whole("timeoutMs", 1, MAX_TIME_MS, None, &["wallTimeMs", "timeout"]),
     whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
     opt("language", Kind::OneOf(LANGUAGES)),
-    opt("signal", Kind::Shaped),
+    opt("signal", Kind::Shaped("an AbortSignal")),
     opt("type", Kind::OneOf(CODE_TYPES)),
     opt("modules", Kind::ModuleMap),
     opt("resolve", Kind::Function),
     // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
     whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
-    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
+    UNHANDLED_REJECTIONS_OPT,
 ];
 
 /// Options of runSandbox a persistent sandbox does not take: the per-call `signal`.
@@ -1716,16 +1828,26 @@ mod tests {
 // factories. Each has a table under its own names; what they share with runSandbox and
 // the engine (time, memory, language, isolation) takes its range from the same constants.
 
-/// A command-line flag and the option of its command's table that it sets.
+/// A command-line flag and the option of its command's table that it sets: the flag is
+/// the option's name in kebab-case (`--timeout-ms`), but for `--no-web` and the `http-`
+/// of `isolet mcp`'s HTTP flags, which set the config file's `http` object.
 #[derive(Debug, Clone, Copy)]
 pub struct Flag {
     /// Without the leading `--`.
     pub flag: &'static str,
     pub option: &'static str,
+    /// Old spellings of the flag: accepted this release, each with a one-time warning.
+    pub deprecated: &'static [&'static str],
 }
 
 const fn flag(flag: &'static str, option: &'static str) -> Flag {
-    Flag { flag, option }
+    Flag { flag, option, deprecated: &[] }
+}
+
+impl Flag {
+    const fn deprecated(self, deprecated: &'static [&'static str]) -> Flag {
+        Flag { deprecated, ..self }
+    }
 }
 
 /// Isolates the CLI's engine runs at once unless its `engine` config says otherwise.
@@ -1738,11 +1860,11 @@ pub const CLI_WARM_POOL_SIZE: u64 = 1;
 pub const CLI_SETTINGS: &[Opt] = &[
     whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_WALL_TIME_MS), &["wallTimeMs", "timeout"]),
     whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
-    whole("memoryMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memoryLimitMb", "memory"]),
+    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memory"]).deprecated(&["memoryMb"]),
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("readDir", Kind::Text),
-    Opt { name: "allowOrigins", kind: Kind::Names, default: None, aliases: &["allowedOrigins"] },
+    opt("allowedOrigins", Kind::Names).deprecated(&["allowOrigins"]),
     // The web platform APIs in the runs (docs/web.md); on unless `false` (`--no-web`).
     opt("web", Kind::Bool),
     opt("engine", Kind::Object(ENGINE_CONFIG)),
@@ -1751,35 +1873,39 @@ pub const CLI_SETTINGS: &[Opt] = &[
     opt("http", Kind::Object(MCP_HTTP)),
     // `isolet mcp`: one persistent sandbox per MCP session (`isolet run` ignores them).
     opt("stateful", Kind::Bool),
-    whole("statefulIdleMs", 1, MAX_TIME_MS, None, &["sandboxIdleMs", "idleTimeoutMs"]),
-    Opt { name: "unhandledRejections", kind: Kind::OneOf(UNHANDLED_REJECTIONS), default: None, aliases: &["unhandledRejection", "onUnhandledRejection"] },
+    whole("idleTimeoutMs", 1, MAX_TIME_MS, None, &["sandboxIdleMs"]).deprecated(&["statefulIdleMs"]),
+    UNHANDLED_REJECTIONS_OPT,
 ];
 
 /// The flags of `isolet run` and `isolet mcp` that set `CLI_SETTINGS`.
 pub const CLI_FLAGS: &[Flag] = &[
     flag("timeout-ms", "timeoutMs"),
     flag("cpu-time-ms", "cpuTimeMs"),
-    flag("memory-mb", "memoryMb"),
+    flag("memory-limit-mb", "memoryLimitMb").deprecated(&["memory-mb"]),
     flag("language", "language"),
     flag("isolation", "isolation"),
     flag("read-dir", "readDir"),
-    flag("allow-origin", "allowOrigins"),
+    // Repeatable, as every flag of an array option.
+    flag("allowed-origins", "allowedOrigins").deprecated(&["allow-origin"]),
     flag("unhandled-rejections", "unhandledRejections"),
     // A `no-` flag sets its boolean option to false.
     flag("no-web", "web"),
 ];
 
-/// Default of `new IsoletExecutor({ timeout })`, as in Code Mode's DynamicWorkerExecutor.
+/// The flags of `isolet mcp` alone that set `CLI_SETTINGS`.
+pub const MCP_FLAGS: &[Flag] = &[flag("stateful", "stateful"), flag("idle-timeout-ms", "idleTimeoutMs")];
+
+/// Default of `new IsoletExecutor({ timeoutMs })`, as in Code Mode's DynamicWorkerExecutor.
 pub const DEFAULT_CODEMODE_TIMEOUT_MS: u64 = 60_000;
 
 /// `new IsoletExecutor(options)`'s own options; its other options are `ENGINE_CONFIG`'s.
-/// `timeout` is the wall-clock limit of a run, and its CPU-time limit unless
+/// `timeoutMs` is the wall-clock limit of a run, and its CPU-time limit unless
 /// `defaultIsolateLimits.cpuTimeMs` says otherwise.
 pub const CODEMODE_EXECUTOR: &[Opt] = &[
-    whole("timeout", 1, MAX_TIME_MS, Some(DEFAULT_CODEMODE_TIMEOUT_MS), &["timeoutMs", "wallTimeMs"]),
+    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_CODEMODE_TIMEOUT_MS), &["wallTimeMs"]).deprecated(&["timeout"]),
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("stateful", Kind::Bool),
-    whole("idleTimeout", 1, MAX_TIME_MS, None, &["idleTimeoutMs"]),
+    whole("idleTimeoutMs", 1, MAX_TIME_MS, None, &[]).deprecated(&["idleTimeout"]),
     // A fetch capability (createFetchCapability): every execution's `fetch`.
     opt("fetch", Kind::Function),
 ];
@@ -1795,7 +1921,7 @@ pub const AUTOFIX_OPTIONS: &[Opt] = &[
     opt("root", Kind::Text),
     opt("instruction", Kind::Text),
     opt("test", Kind::Text),
-    opt("provider", Kind::Shaped),
+    opt("provider", Kind::Shaped("`'openai'`, or an object with a `complete({ system, prompt, model, signal })` method")),
     opt("apiKey", Kind::Text),
     opt("baseURL", Kind::Text),
     opt("model", Kind::Text),
@@ -1811,8 +1937,11 @@ pub const AUTOFIX_OPTIONS: &[Opt] = &[
 ];
 
 /// The flags of `isolet autofix` that set `AUTOFIX_OPTIONS` numbers.
-pub const AUTOFIX_FLAGS: &[Flag] =
-    &[flag("timeout", "timeoutMs"), flag("memory", "memoryLimitMb"), flag("provider-timeout", "providerTimeoutMs")];
+pub const AUTOFIX_FLAGS: &[Flag] = &[
+    flag("timeout-ms", "timeoutMs").deprecated(&["timeout"]),
+    flag("memory-limit-mb", "memoryLimitMb").deprecated(&["memory"]),
+    flag("provider-timeout-ms", "providerTimeoutMs").deprecated(&["provider-timeout"]),
+];
 
 /// MCP sessions an HTTP server holds at once by default: each holds a transport, an SDK
 /// server and its streams, so an unauthenticated client can make the server hold at most
@@ -1837,9 +1966,9 @@ pub const DEFAULT_MCP_MAX_RUNS_PER_SESSION: u64 = 4;
 /// `listen` is `[host:]port`; the token comes from `token` (API, file), `tokenEnv` (the
 /// name of an environment variable) or `tokenFile`, never from a flag's value.
 pub const MCP_HTTP: &[Opt] = &[
-    Opt { name: "listen", kind: Kind::Text, default: None, aliases: &["http", "port", "address"] },
-    Opt { name: "allowedHosts", kind: Kind::Names, default: None, aliases: &["allowHosts", "hosts"] },
-    Opt { name: "allowedOrigins", kind: Kind::Names, default: None, aliases: &["allowOrigins", "origins"] },
+    opt("listen", Kind::Text).aliases(&["http", "port", "address"]),
+    opt("allowedHosts", Kind::Names).aliases(&["allowHosts", "hosts"]),
+    opt("allowedOrigins", Kind::Names).aliases(&["allowOrigins", "origins"]),
     opt("token", Kind::Text),
     opt("tokenEnv", Kind::Text),
     opt("tokenFile", Kind::Text),
@@ -1853,8 +1982,8 @@ pub const MCP_HTTP: &[Opt] = &[
 /// The flags of `isolet mcp` that set `MCP_HTTP` (there is no flag for `token`).
 pub const MCP_HTTP_FLAGS: &[Flag] = &[
     flag("http", "listen"),
-    flag("http-allow-host", "allowedHosts"),
-    flag("http-allow-origin", "allowedOrigins"),
+    flag("http-allowed-hosts", "allowedHosts").deprecated(&["http-allow-host"]),
+    flag("http-allowed-origins", "allowedOrigins").deprecated(&["http-allow-origin"]),
     flag("token-env", "tokenEnv"),
     flag("token-file", "tokenFile"),
     flag("max-sessions", "maxSessions"),
@@ -1876,11 +2005,11 @@ const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// `createFetchCapability(options)`. The entries of `allowedOrigins` and `allowedMethods`
 /// (URLs, HTTP methods) are checked where they are used, in lib/capabilities/fetch.js.
 pub const FETCH_CAPABILITY: &[Opt] = &[
-    Opt { name: "allowedOrigins", kind: Kind::Names, default: None, aliases: &["allowOrigins", "origins"] },
+    opt("allowedOrigins", Kind::Names).aliases(&["allowOrigins", "origins"]),
     whole("timeoutMs", 1, MAX_TIME_MS, Some(10_000), &["timeout"]),
     whole("maxResponseBytes", 0, MAX_FETCH_RESPONSE_BYTES, Some(5 << 20), &[]),
     whole("maxRequestBytes", 0, MAX_SAFE_INTEGER, Some(1 << 20), &[]),
-    Opt { name: "allowedMethods", kind: Kind::Names, default: None, aliases: &["methods"] },
+    opt("allowedMethods", Kind::Names).aliases(&["methods"]),
 ];
 
 /// `createFileReadCapability(dir, options)`. A file over 256 MiB could not become one JS
@@ -1903,13 +2032,20 @@ pub fn language_of_file(path: &str) -> &'static str {
 }
 
 /// The message for a flag `command` does not know (`known` without their `--`), with the
-/// nearest known flag when one is close (the CLI points to `--help` on a line of its own).
+/// nearest known flag when one is close, as currently spelled (the CLI points to `--help`
+/// on a line of its own).
 pub fn unknown_flag(command: &str, given: &str, known: &[&str]) -> String {
     let name = given.trim_start_matches('-');
-    match nearest(name, known.iter().copied()) {
+    match nearest(name, known.iter().copied()).map(current_flag) {
         Some(near) => format!("{given} is not a known option of {command}; did you mean --{near}?"),
         None => format!("{given} is not a known option of {command}"),
     }
+}
+
+/// A flag's current spelling (`memory-mb` -> `memory-limit-mb`); any other name as is.
+fn current_flag(name: &str) -> &str {
+    let maps = [CLI_FLAGS, MCP_FLAGS, MCP_HTTP_FLAGS, AUTOFIX_FLAGS];
+    maps.iter().flat_map(|m| m.iter()).find(|f| f.deprecated.contains(&name)).map_or(name, |f| f.flag)
 }
 
 /// The message for a command `program` does not have, with the nearest one when close.
@@ -1962,37 +2098,99 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Flag values as the options they set, with the flag each was given as.
+#[derive(Debug)]
+struct FlagOptions {
+    options: Raw,
+    /// (option, flag as given), in the order given.
+    given: Vec<(&'static str, String)>,
+}
+
+impl FlagOptions {
+    /// `e` about an option a flag set, told under the flag as given: `--timeout-ms must be ...`.
+    fn blame(&self, e: OptionsError) -> OptionsError {
+        let Some((_, flag)) = self.given.iter().find(|(option, _)| *option == e.path) else { return e };
+        let path = format!("--{flag}");
+        let message = match e.message.strip_prefix(e.path.as_str()) {
+            Some(rest) => format!("{path}{rest}"),
+            None => e.message,
+        };
+        OptionsError { path, message }
+    }
+}
+
 /// Flag values (strings, arrays for a repeated flag) as the options they set: digits
 /// become numbers for number options; anything else stays as given, for the message.
-/// Flags that set no option of `table` (`--config`, `--help`) are left out.
-fn options_of_flags(flags: &Raw, map: &[Flag], table: &[Opt]) -> Raw {
-    let Raw::Object(entries) = flags else { return Raw::Undefined };
-    let options = entries.iter().filter_map(|(name, value)| {
-        let set = map.iter().find(|f| f.flag == name)?;
-        let kind = &table.iter().find(|o| o.name == set.option)?.kind;
-        let number = matches!(kind, Kind::Whole { .. });
+/// Flags that set no option of `table` (`--config`, `--help`) are left out. An old
+/// spelling of a flag is met as deprecated; two spellings of one flag are an error.
+fn options_of_flags(flags: &Raw, maps: &[&'static [Flag]], table: &[Opt]) -> Result<FlagOptions, OptionsError> {
+    let mut out = FlagOptions { options: Raw::Undefined, given: Vec::new() };
+    let Raw::Object(entries) = flags else { return Ok(out) };
+    let mut options = Vec::new();
+    let mut deprecated = Vec::new();
+    for (name, value) in entries.iter().filter(|(_, v)| !v.is_undefined()) {
+        let Some(set) = maps.iter().flat_map(|m| m.iter()).find(|f| f.flag == name || f.deprecated.contains(&name.as_str())) else {
+            continue;
+        };
+        let Some(o) = table.iter().find(|o| o.name == set.option) else { continue };
+        if let Some((_, other)) = out.given.iter().find(|(option, _)| *option == set.option) {
+            let message = format!("--{other} and --{name} are the same option: give only --{}", set.flag);
+            return Err(err(&format!("--{name}"), message));
+        }
+        if name != set.flag {
+            deprecated.push(format!("isolet: the flag `--{name}` is deprecated; use `--{}`", set.flag));
+        }
         let value = match value {
-            Raw::String(s) if number && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            Raw::String(s) if matches!(o.kind, Kind::Whole { .. }) && !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
                 s.parse::<f64>().map_or_else(|_| value.clone(), Raw::Number)
             }
             // `--no-web`: the option `web`, false.
-            Raw::Bool(given) if matches!(kind, Kind::Bool) && set.flag.starts_with("no-") => Raw::Bool(!given),
+            Raw::Bool(given) if matches!(o.kind, Kind::Bool) && set.flag.starts_with("no-") => Raw::Bool(!given),
             _ => value.clone(),
         };
-        Some((set.option.to_string(), value))
-    });
-    Raw::Object(options.collect())
+        options.push((set.option.to_string(), value));
+        out.given.push((set.option, name.clone()));
+    }
+    deprecated.into_iter().for_each(meet_deprecated);
+    out.options = Raw::Object(options);
+    Ok(out)
 }
 
-/// `e` about an option a flag set, told under the flag: `--timeout-ms must be ...`.
-fn as_flag(e: OptionsError, map: &[Flag]) -> OptionsError {
-    let Some(set) = map.iter().find(|f| f.option == e.path) else { return e };
-    let path = format!("--{}", set.flag);
-    let message = match e.message.strip_prefix(e.path.as_str()) {
-        Some(rest) => format!("{path}{rest}"),
-        None => e.message,
+/// A flag of a command line, for its parser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandFlag {
+    /// Without the leading `--`.
+    pub name: &'static str,
+    /// The option it sets.
+    pub option: &'static str,
+    /// Takes no value.
+    pub switch: bool,
+    /// May be given more than once (an array option).
+    pub repeated: bool,
+    /// An old spelling.
+    pub deprecated: bool,
+}
+
+/// Every spelling of the flags of `isolet <command>` that set an option (old ones
+/// included); `None` for a command with no such flags. The CLI parses its command line
+/// with these.
+pub fn command_flags(command: &str) -> Option<Vec<CommandFlag>> {
+    let sets: &[(&[Flag], &[Opt])] = match command {
+        "run" => &[(CLI_FLAGS, CLI_SETTINGS)],
+        "mcp" => &[(CLI_FLAGS, CLI_SETTINGS), (MCP_FLAGS, CLI_SETTINGS), (MCP_HTTP_FLAGS, MCP_HTTP)],
+        "autofix" => &[(AUTOFIX_FLAGS, AUTOFIX_OPTIONS)],
+        _ => return None,
     };
-    OptionsError { path, message }
+    let mut flags = Vec::new();
+    for (map, table) in sets {
+        for f in *map {
+            let kind = table.iter().find(|o| o.name == f.option).expect("a flag sets an option of its table").kind;
+            let (switch, repeated) = (matches!(kind, Kind::Bool), matches!(kind, Kind::Names));
+            let spellings = std::iter::once((f.flag, false)).chain(f.deprecated.iter().map(|d| (*d, true)));
+            flags.extend(spellings.map(|(name, deprecated)| CommandFlag { name, option: f.option, switch, repeated, deprecated }));
+        }
+    }
+    Some(flags)
 }
 
 /// `e` about a part of something bigger: `engine.processes` of the CLI's config.
@@ -2014,15 +2212,18 @@ pub struct CliSettings {
     pub language: Option<&'static str>,
     pub isolation: Option<Isolation>,
     pub read_dir: Option<String>,
-    pub allow_origins: Vec<String>,
+    pub allowed_origins: Vec<String>,
     /// The web platform APIs in the runs (`web`; `--no-web` turns them off): on by default.
     pub web: bool,
     pub max_concurrent_isolates: u32,
     pub warm_pool_size: u32,
-    /// `isolet mcp`: one persistent sandbox per session, closed after `stateful_idle_ms`
-    /// without a call (config file only).
+    /// The key under which the file's `engine` gives its memory, which the CLI's own
+    /// `memoryLimitMb` replaces.
+    pub engine_memory_key: Option<String>,
+    /// `isolet mcp`: one persistent sandbox per session, closed after `idle_timeout_ms`
+    /// without a call.
     pub stateful: bool,
-    pub stateful_idle_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
     /// `unhandledRejections` of the runs (the flag's, else the file's, else the engine's).
     pub unhandled_rejections: Option<&'static str>,
 }
@@ -2035,51 +2236,63 @@ struct CliValues {
     language: Option<&'static str>,
     isolation: Option<&'static str>,
     read_dir: Option<String>,
-    allow_origins: Option<Vec<String>>,
+    allowed_origins: Option<Vec<String>>,
     unhandled_rejections: Option<&'static str>,
     web: Option<bool>,
+    stateful: Option<bool>,
+    /// With the option's path as given.
+    idle_timeout_ms: Option<(u64, String)>,
 }
 
 fn cli_values(f: &Fields) -> Result<CliValues, OptionsError> {
     Ok(CliValues {
         timeout_ms: f.whole("timeoutMs")?,
         cpu_time_ms: f.whole("cpuTimeMs")?,
-        memory_mb: f.whole("memoryMb")?,
+        memory_mb: f.whole("memoryLimitMb")?,
         language: f.one_of("language")?,
         isolation: f.one_of("isolation")?,
         read_dir: f.text("readDir")?.map(str::to_string),
-        allow_origins: f.strings("allowOrigins", "origin strings", true)?,
+        allowed_origins: f.strings("allowedOrigins", "origin strings", true)?,
         unhandled_rejections: f.one_of("unhandledRejections")?,
         web: f.bool("web")?,
+        stateful: f.bool("stateful")?,
+        idle_timeout_ms: f.whole("idleTimeoutMs")?.map(|ms| (ms, f.path("idleTimeoutMs"))),
     })
 }
 
-/// `isolet run` / `isolet mcp` settings: `flags` as parsed (flag name -> string, or array
-/// of strings for `--allow-origin`) win over `config`, the parsed JSON of `config_file`.
-/// `source_file` is the file `isolet run` runs, for its language.
+/// `isolet run` / `isolet mcp` settings: `flags` as parsed (flag name -> string, `true`
+/// for a switch, an array of strings for a repeatable flag) win over `config`, the
+/// parsed JSON of `config_file`. `source_file` is the file `isolet run` runs, for its language.
 pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source_file: Option<&str>) -> Result<CliSettings, OptionsError> {
-    let flag_options = options_of_flags(flags, CLI_FLAGS, CLI_SETTINGS);
-    let given = fields("", "the command line", &flag_options, CLI_SETTINGS).and_then(|f| cli_values(&f)).map_err(|e| as_flag(e, CLI_FLAGS))?;
+    let flag_options = options_of_flags(flags, &[CLI_FLAGS, MCP_FLAGS], CLI_SETTINGS)?;
+    let given = fields("", "the command line", &flag_options.options, CLI_SETTINGS)
+        .and_then(|f| cli_values(&f))
+        .map_err(|e| flag_options.blame(e))?;
     let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
-    let mut stateful = (false, None);
-    let (file, concurrency, warm) = match config {
-        Raw::Undefined => (None, None, None),
+    let (file, concurrency, warm, engine_memory_key) = match config {
+        Raw::Undefined => (None, None, None, None),
         Raw::Object(_) => {
             let f = fields("", "the config file", config, CLI_SETTINGS).map_err(in_file)?;
             let values = cli_values(&f).map_err(in_file)?;
             // The whole engine config is checked here, so that a bad value is blamed on its key.
             let engine = f.object("engine").map_err(in_file)?;
-            let raw = Raw::Object(engine.values.iter().map(|(o, v)| (o.name.to_string(), (*v).clone())).collect());
+            let raw = Raw::Object(engine.values.iter().map(|(_, key, v)| (key.to_string(), (*v).clone())).collect());
             EngineConfig::from_raw(&raw).map_err(|e| in_file(within("engine", e)))?;
-            stateful = (f.bool("stateful").map_err(in_file)?.unwrap_or(false), f.whole("statefulIdleMs").map_err(in_file)?);
-            if stateful.1.is_some() && !stateful.0 {
-                return Err(in_file(err("statefulIdleMs", "statefulIdleMs applies to a stateful server only; set stateful: true".into())));
-            }
-            (Some(values), engine.whole("maxConcurrentIsolates").map_err(in_file)?, engine.whole("warmPoolSize").map_err(in_file)?)
+            let concurrency = engine.whole("maxConcurrentIsolates").map_err(in_file)?;
+            let warm = engine.whole("warmPoolSize").map_err(in_file)?;
+            (Some(values), concurrency, warm, engine.key("memoryLimitMb").map(str::to_string))
         }
         other => return Err(in_file(err("", format!("must hold a JSON object, got {}", other.describe())))),
     };
     let file = file.as_ref();
+    let stateful = given.stateful.or(file.and_then(|v| v.stateful)).unwrap_or(false);
+    let idle_timeout_ms = match (&given.idle_timeout_ms, file.and_then(|v| v.idle_timeout_ms.clone())) {
+        (Some((ms, _)), _) if stateful => Some(*ms),
+        (Some(_), _) => return Err(flag_options.blame(err("idleTimeoutMs", "idleTimeoutMs applies to a stateful server only; add --stateful".into()))),
+        (None, Some((ms, _))) if stateful => Some(ms),
+        (None, Some((_, path))) => return Err(in_file(err(&path, format!("{path} applies to a stateful server only; set stateful: true")))),
+        (None, None) => None,
+    };
     let wall_time_ms = given.timeout_ms.or(file.and_then(|v| v.timeout_ms)).unwrap_or(DEFAULT_WALL_TIME_MS);
     let limits = IsolateLimits {
         memory_mb: given.memory_mb.or(file.and_then(|v| v.memory_mb)).unwrap_or(DEFAULT_RUN_MEMORY_MB as u64) as u32,
@@ -2091,12 +2304,13 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
         language: given.language.or(file.and_then(|v| v.language)).or(source_file.map(language_of_file)),
         isolation: Isolation::parse(given.isolation.or(file.and_then(|v| v.isolation))),
         read_dir: given.read_dir.or(file.and_then(|v| v.read_dir.clone())),
-        allow_origins: given.allow_origins.or(file.and_then(|v| v.allow_origins.clone())).unwrap_or_default(),
+        allowed_origins: given.allowed_origins.or(file.and_then(|v| v.allowed_origins.clone())).unwrap_or_default(),
         web: given.web.or(file.and_then(|v| v.web)).unwrap_or(true),
         max_concurrent_isolates: concurrency.unwrap_or(CLI_MAX_CONCURRENT_ISOLATES) as u32,
         warm_pool_size: warm.unwrap_or(CLI_WARM_POOL_SIZE) as u32,
-        stateful: stateful.0,
-        stateful_idle_ms: stateful.1,
+        engine_memory_key,
+        stateful,
+        idle_timeout_ms,
         unhandled_rejections: given.unhandled_rejections.or(file.and_then(|v| v.unhandled_rejections)),
     })
 }
@@ -2104,11 +2318,11 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
 /// `isolet autofix`'s number flags, checked under the flags' names; the options they set
 /// (`timeoutMs`, ...), to hand to `autoFix`.
 pub fn autofix_flags(flags: &Raw) -> Result<Vec<(&'static str, u64)>, OptionsError> {
-    let options = options_of_flags(flags, AUTOFIX_FLAGS, AUTOFIX_OPTIONS);
-    let f = fields("", "isolet autofix", &options, AUTOFIX_OPTIONS).map_err(|e| as_flag(e, AUTOFIX_FLAGS))?;
+    let flag_options = options_of_flags(flags, &[AUTOFIX_FLAGS], AUTOFIX_OPTIONS)?;
+    let f = fields("", "isolet autofix", &flag_options.options, AUTOFIX_OPTIONS).map_err(|e| flag_options.blame(e))?;
     let mut set = Vec::new();
     for Flag { option, .. } in AUTOFIX_FLAGS {
-        if let Some(n) = f.whole(option).map_err(|e| as_flag(e, AUTOFIX_FLAGS))? {
+        if let Some(n) = f.whole(option).map_err(|e| flag_options.blame(e))? {
             set.push((*option, n));
         }
     }
@@ -2126,6 +2340,9 @@ pub struct CodemodeSettings {
     pub stateful: bool,
     /// Stateful only: no execution for this long closes the sandbox.
     pub idle_timeout_ms: Option<u64>,
+    /// The keys of the options that are the executor's own (whatever their spelling), so
+    /// that the rest goes to its engine.
+    pub own_keys: Vec<String>,
 }
 
 /// Its own options, then the engine's: one list for names and suggestions.
@@ -2138,18 +2355,24 @@ fn codemode_table() -> &'static [Opt] {
 /// (their values are checked when the executor builds its engine, at construction).
 pub fn codemode_executor(options: &Raw) -> Result<CodemodeSettings, OptionsError> {
     let f = fields("", "IsoletExecutor options", options, codemode_table())?;
-    let timeout_ms = f.whole_or_default("timeout")?;
+    let timeout_ms = f.whole_or_default("timeoutMs")?;
     let stateful = f.bool("stateful")?.unwrap_or(false);
-    let idle_timeout_ms = f.whole("idleTimeout")?;
+    let idle_timeout_ms = f.whole("idleTimeoutMs")?;
     if idle_timeout_ms.is_some() && !stateful {
-        return Err(err("idleTimeout", "idleTimeout applies to a stateful executor only; set stateful: true".into()));
+        let path = f.path("idleTimeoutMs");
+        return Err(err(&path, format!("{path} applies to a stateful executor only; set stateful: true")));
     }
+    let own_keys = match options {
+        Raw::Object(entries) => entries.iter().filter(|(k, _)| CODEMODE_EXECUTOR.iter().any(|o| o.spelling(k).is_some())).map(|(k, _)| k.clone()).collect(),
+        _ => Vec::new(),
+    };
     Ok(CodemodeSettings {
         timeout_ms,
         cpu_time_ms: f.object("defaultIsolateLimits")?.whole("cpuTimeMs")?.unwrap_or(timeout_ms),
         language: f.one_of("language")?.unwrap_or("javascript"),
         stateful,
         idle_timeout_ms,
+        own_keys,
     })
 }
 
@@ -2347,8 +2570,10 @@ fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u
 /// config file; `None`: neither names an address, so the server speaks stdio. An HTTP
 /// flag without `--http` (or the file's `http.listen`) is a usage error.
 pub fn mcp_http_settings(flags: &Raw, config: &Raw, config_file: Option<&str>) -> Result<Option<McpHttpSettings>, OptionsError> {
-    let flag_options = options_of_flags(flags, MCP_HTTP_FLAGS, MCP_HTTP);
-    let given = fields("", "the command line", &flag_options, MCP_HTTP).and_then(|f| http_values(&f)).map_err(|e| as_flag(e, MCP_HTTP_FLAGS))?;
+    let flag_options = options_of_flags(flags, &[MCP_HTTP_FLAGS], MCP_HTTP)?;
+    let given = fields("", "the command line", &flag_options.options, MCP_HTTP)
+        .and_then(|f| http_values(&f))
+        .map_err(|e| flag_options.blame(e))?;
     let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
     let file = match config {
         Raw::Object(_) => {
@@ -2358,13 +2583,9 @@ pub fn mcp_http_settings(flags: &Raw, config: &Raw, config_file: Option<&str>) -
         _ => None,
     };
     let Some(listen) = given.listen.clone().or_else(|| file.as_ref().and_then(|f| f.listen.clone())) else {
-        let Raw::Object(set) = &flag_options else { return Ok(None) };
-        return match set.first() {
+        return match flag_options.given.first() {
             None => Ok(None),
-            Some((option, _)) => {
-                let flag = MCP_HTTP_FLAGS.iter().find(|f| f.option == option).map_or("", |f| f.flag);
-                Err(err(&format!("--{flag}"), format!("--{flag} needs --http [host:]port (isolet mcp speaks stdio without it)")))
-            }
+            Some((_, flag)) => Err(err(&format!("--{flag}"), format!("--{flag} needs --http [host:]port (isolet mcp speaks stdio without it)"))),
         };
     };
     Ok(Some(http_settings(given, file, listen)))
@@ -2480,11 +2701,11 @@ mod entry_tests {
 
     #[test]
     fn cli_flags_win_over_the_config_file() {
-        let file = obj(&[("timeoutMs", num(200.0)), ("language", s("typescript")), ("allowOrigins", Raw::Array(vec![s("http://a")]))]);
+        let file = obj(&[("timeoutMs", num(200.0)), ("language", s("typescript")), ("allowedOrigins", Raw::Array(vec![s("http://a")]))]);
         let c = cli(obj(&[("timeout-ms", s("3000"))]), file.clone()).unwrap();
         assert_eq!((c.limits.wall_time_ms, c.language), (3000, Some("typescript")));
-        assert_eq!(c.allow_origins, ["http://a"]);
-        assert!(cli(obj(&[]), obj(&[("allowOrigins", Raw::Array(vec![]))])).unwrap().allow_origins.is_empty());
+        assert_eq!(c.allowed_origins, ["http://a"]);
+        assert!(cli(obj(&[]), obj(&[("allowedOrigins", Raw::Array(vec![]))])).unwrap().allowed_origins.is_empty());
         let c = cli(obj(&[("isolation", s("thread"))]), obj(&[("engine", obj(&[("warmPoolSize", num(0.0))]))])).unwrap();
         assert_eq!((c.isolation, c.warm_pool_size, c.max_concurrent_isolates), (Some(Isolation::Thread), 0, 2));
     }
@@ -2505,8 +2726,8 @@ mod entry_tests {
     fn cli_errors_name_the_flag_or_the_config_key() {
         let e = cli(obj(&[("timeout-ms", s("soon"))]), Raw::Undefined).unwrap_err();
         assert_eq!((e.path.as_str(), e.message.as_str()), ("--timeout-ms", "--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'"));
-        let e = cli(obj(&[("memory-mb", s("0"))]), Raw::Undefined).unwrap_err();
-        assert_eq!(e.message, "--memory-mb must be a whole number from 8 to 8192, got 0");
+        let e = cli(obj(&[("memory-limit-mb", s("0"))]), Raw::Undefined).unwrap_err();
+        assert_eq!(e.message, "--memory-limit-mb must be a whole number from 8 to 8192, got 0");
         let e = cli(obj(&[("language", s("python"))]), Raw::Undefined).unwrap_err();
         assert_eq!(e.message, "--language must be 'javascript' or 'typescript', got 'python'");
         let e = cli(obj(&[]), obj(&[("timeoutMs", s("fast"))])).unwrap_err();
@@ -2519,8 +2740,8 @@ mod entry_tests {
         assert!(e.message.ends_with("did you mean engine.maxConcurrentIsolates?"), "{}", e.message);
         let e = cli(obj(&[]), Raw::Array(vec![])).unwrap_err();
         assert_eq!(e.message, "--config isolet.json: must hold a JSON object, got an array");
-        let e = cli(obj(&[]), obj(&[("allowOrigins", s("http://a"))])).unwrap_err();
-        assert_eq!(e.message, "--config isolet.json: allowOrigins must be an array of origin strings, got 'http://a'");
+        let e = cli(obj(&[]), obj(&[("allowedOrigins", s("http://a"))])).unwrap_err();
+        assert_eq!(e.message, "--config isolet.json: allowedOrigins must be an array of origin strings, got 'http://a'");
     }
 
     #[test]
@@ -2579,6 +2800,9 @@ mod entry_tests {
         let known = ["timeout-ms", "memory-mb", "config", "help"];
         assert_eq!(unknown_flag("isolet run", "--timeout", &known), "--timeout is not a known option of isolet run; did you mean --timeout-ms?");
         assert_eq!(unknown_flag("isolet run", "--bogus", &known), "--bogus is not a known option of isolet run");
+        // An old spelling is suggested as it is spelled now.
+        let autofix = ["timeout", "timeout-ms", "root"];
+        assert_eq!(unknown_flag("isolet autofix", "--timout", &autofix), "--timout is not a known option of isolet autofix; did you mean --timeout-ms?");
         let commands = ["run", "mcp", "autofix", "help"];
         assert_eq!(unknown_command("isolet", "rn", &commands), "\"rn\" is not a command of isolet; did you mean run?");
         assert_eq!(unknown_command("isolet", "autofx", &commands), "\"autofx\" is not a command of isolet; did you mean autofix?");
@@ -2587,19 +2811,25 @@ mod entry_tests {
 
     #[test]
     fn autofix_flags_are_checked_under_their_names() {
-        assert_eq!(autofix_flags(&obj(&[("timeout", s("250")), ("root", s("."))])).unwrap(), [("timeoutMs", 250)]);
-        let e = autofix_flags(&obj(&[("memory", s("lots"))])).unwrap_err();
-        assert_eq!(e.message, "--memory must be a whole number from 8 to 8192, got 'lots'");
+        assert_eq!(autofix_flags(&obj(&[("timeout-ms", s("250")), ("root", s("."))])).unwrap(), [("timeoutMs", 250)]);
+        let e = autofix_flags(&obj(&[("memory-limit-mb", s("lots"))])).unwrap_err();
+        assert_eq!(e.message, "--memory-limit-mb must be a whole number from 8 to 8192, got 'lots'");
     }
 
     #[test]
-    fn mcp_stateful_comes_from_the_config_file() {
-        let c = cli_settings(&Raw::Undefined, &obj(&[("stateful", Raw::Bool(true)), ("statefulIdleMs", num(5000.0))]), Some("c.json"), None).unwrap();
-        assert_eq!((c.stateful, c.stateful_idle_ms), (true, Some(5000)));
+    fn mcp_stateful_comes_from_the_flags_or_the_config_file() {
+        let c = cli_settings(&Raw::Undefined, &obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(5000.0))]), Some("c.json"), None).unwrap();
+        assert_eq!((c.stateful, c.idle_timeout_ms), (true, Some(5000)));
         let c = cli_settings(&Raw::Undefined, &Raw::Undefined, None, None).unwrap();
-        assert_eq!((c.stateful, c.stateful_idle_ms), (false, None));
+        assert_eq!((c.stateful, c.idle_timeout_ms), (false, None));
+        let c = cli_settings(&obj(&[("stateful", Raw::Bool(true)), ("idle-timeout-ms", s("70"))]), &obj(&[("idleTimeoutMs", num(5.0))]), None, None).unwrap();
+        assert_eq!((c.stateful, c.idle_timeout_ms), (true, Some(70)));
+        let e = cli_settings(&Raw::Undefined, &obj(&[("idleTimeoutMs", num(5000.0))]), Some("c.json"), None).unwrap_err();
+        assert_eq!(e.message, "--config c.json: idleTimeoutMs applies to a stateful server only; set stateful: true");
         let e = cli_settings(&Raw::Undefined, &obj(&[("statefulIdleMs", num(5000.0))]), Some("c.json"), None).unwrap_err();
         assert_eq!(e.message, "--config c.json: statefulIdleMs applies to a stateful server only; set stateful: true");
+        let e = cli_settings(&obj(&[("idle-timeout-ms", s("5"))]), &Raw::Undefined, None, None).unwrap_err();
+        assert_eq!(e.message, "--idle-timeout-ms applies to a stateful server only; add --stateful");
         let e = cli_settings(&Raw::Undefined, &obj(&[("stateful", s("yes"))]), Some("c.json"), None).unwrap_err();
         assert!(e.message.starts_with("--config c.json: stateful must be a boolean"), "{}", e.message);
     }
@@ -2607,22 +2837,25 @@ mod entry_tests {
     #[test]
     fn codemode_has_its_own_timeout_and_the_engines_names() {
         let c = codemode_executor(&Raw::Undefined).unwrap();
-        assert_eq!(c, CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript", stateful: false, idle_timeout_ms: None });
-        let c = codemode_executor(&obj(&[("timeout", num(500.0)), ("defaultIsolateLimits", obj(&[("cpuTimeMs", num(100.0))]))])).unwrap();
-        assert_eq!((c.timeout_ms, c.cpu_time_ms), (500, 100));
+        let defaults = CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript", stateful: false, idle_timeout_ms: None, own_keys: vec![] };
+        assert_eq!(c, defaults);
+        let c = codemode_executor(&obj(&[("timeoutMs", num(500.0)), ("defaultIsolateLimits", obj(&[("cpuTimeMs", num(100.0))]))])).unwrap();
+        assert_eq!((c.timeout_ms, c.cpu_time_ms, c.own_keys), (500, 100, vec!["timeoutMs".to_string()]));
         let e = |o: Raw| codemode_executor(&o).unwrap_err().message;
-        assert_eq!(e(obj(&[("timeot", num(1.0))])), "timeot is not a known option of IsoletExecutor options; did you mean timeout?");
-        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeout, language, stateful, idleTimeout, fetch, memoryMb"));
+        assert_eq!(e(obj(&[("timeot", num(1.0))])), "timeot is not a known option of IsoletExecutor options; did you mean timeoutMs?");
+        assert!(e(obj(&[("zzz", num(1.0))])).contains("known options: timeoutMs, language, stateful, idleTimeoutMs, fetch, memoryLimitMb"));
         assert!(e(obj(&[("warmPool", num(1.0))])).ends_with("did you mean warmPoolSize?"));
-        assert_eq!(e(obj(&[("timeout", num(-1.0))])), "timeout must be a whole number from 1 to 2147483647, got -1");
+        assert_eq!(e(obj(&[("timeoutMs", num(-1.0))])), "timeoutMs must be a whole number from 1 to 2147483647, got -1");
         assert_eq!(e(s("x")), "IsoletExecutor options must be an object, got 'x'");
-        // Stateful: one persistent sandbox, closed after idleTimeout.
-        let c = codemode_executor(&obj(&[("stateful", Raw::Bool(true)), ("idleTimeout", num(1000.0))])).unwrap();
+        // Stateful: one persistent sandbox, closed after idleTimeoutMs.
+        let c = codemode_executor(&obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(1000.0))])).unwrap();
         assert_eq!((c.stateful, c.idle_timeout_ms), (true, Some(1000)));
-        assert!(e(obj(&[("idleTimeout", num(1000.0))])).contains("idleTimeout applies to a stateful executor only"));
-        assert!(e(obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(5.0))])).ends_with("did you mean idleTimeout?"));
+        assert!(e(obj(&[("idleTimeoutMs", num(1000.0))])).contains("idleTimeoutMs applies to a stateful executor only"));
         assert!(e(obj(&[("stateful", num(1.0))])).starts_with("stateful must be a boolean"));
-        assert!(e(obj(&[("stateful", Raw::Bool(true)), ("idleTimeout", num(0.0))])).starts_with("idleTimeout must be a whole number"));
+        assert!(e(obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(0.0))])).starts_with("idleTimeoutMs must be a whole number"));
+        // The engine's options are the rest, under any of their spellings.
+        let c = codemode_executor(&obj(&[("memoryMb", num(64.0)), ("stateful", Raw::Bool(false)), ("fetch", Raw::Undefined)])).unwrap();
+        assert_eq!(c.own_keys, ["stateful", "fetch"]);
     }
 
     #[test]
@@ -2659,5 +2892,264 @@ mod entry_tests {
         assert_eq!(file_read_capability(&Raw::Undefined).unwrap(), (10 << 20, 8));
         assert!(file_read_capability(&obj(&[("maxbytes", num(1.0))])).unwrap_err().message.ends_with("did you mean maxBytes?"));
         assert_eq!(file_read_capability(&Raw::Null).unwrap_err().message, "options must be an object, got null");
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn obj(entries: &[(&str, Raw)]) -> Raw {
+        Raw::Object(entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+    fn s(v: &str) -> Raw {
+        Raw::String(v.into())
+    }
+    fn num(n: f64) -> Raw {
+        Raw::Number(n)
+    }
+    fn origins(v: &[&str]) -> Raw {
+        Raw::Array(v.iter().map(|o| s(o)).collect())
+    }
+    /// The old spellings this thread met since the last call (a fresh process each time).
+    fn met() -> Vec<String> {
+        take_deprecations_into(&mut Reported::default())
+    }
+
+    /// Every table: the page's sections, and the executor's (its own and the engine's).
+    fn tables() -> Vec<(&'static str, &'static [Opt])> {
+        doc::sections().into_iter().map(|s| (s.title, s.table)).chain([("IsoletExecutor", codemode_table())]).collect()
+    }
+
+    const FLAG_SETS: [(&[Flag], &[Opt]); 4] =
+        [(CLI_FLAGS, CLI_SETTINGS), (MCP_FLAGS, CLI_SETTINGS), (MCP_HTTP_FLAGS, MCP_HTTP), (AUTOFIX_FLAGS, AUTOFIX_OPTIONS)];
+
+    /// A value `kind` accepts.
+    fn sample(kind: Kind) -> Raw {
+        match kind {
+            Kind::Whole { min, .. } => num(min.max(1) as f64),
+            Kind::Names => origins(&["http://a"]),
+            Kind::Bool => Raw::Bool(true),
+            other => unreachable!("no sample for {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_spelling_names_one_option_and_a_suggestion_is_never_accepted() {
+        for (title, table) in tables() {
+            let mut accepted = HashSet::new();
+            for o in table {
+                for name in std::iter::once(&o.name).chain(o.seed_names).chain(o.deprecated) {
+                    assert!(accepted.insert(*name), "{title}: {name} spells two options");
+                }
+            }
+            for o in table {
+                for alias in o.aliases {
+                    assert!(!accepted.contains(alias), "{title}: {alias}, suggested for {}, is accepted", o.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_flag_is_its_option_in_kebab_case() {
+        let kebab = |name: &str| name.chars().fold(String::new(), |mut k, c| {
+            if c.is_ascii_uppercase() {
+                k.push('-');
+            }
+            k.push(c.to_ascii_lowercase());
+            k
+        });
+        for (map, table) in FLAG_SETS {
+            for f in map {
+                assert!(table.iter().any(|o| o.name == f.option), "--{} sets no option", f.flag);
+                let expected = match (f.option, std::ptr::eq(map, MCP_HTTP_FLAGS)) {
+                    ("web", _) => "no-web".to_string(),
+                    ("listen", true) => "http".to_string(),
+                    // The HTTP server's allow-lists, apart from the runs' `allowedOrigins`.
+                    ("allowedHosts" | "allowedOrigins", true) => format!("http-{}", kebab(f.option)),
+                    (option, _) => kebab(option),
+                };
+                assert_eq!(f.flag, expected);
+            }
+        }
+        for command in ["run", "mcp", "autofix"] {
+            let flags = command_flags(command).unwrap();
+            let mut names: Vec<&str> = flags.iter().map(|f| f.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), flags.len(), "isolet {command} has a flag twice");
+        }
+        let mcp = command_flags("mcp").unwrap();
+        let find = |name: &str| mcp.iter().find(|f| f.name == name).copied().unwrap();
+        let origins = CommandFlag { name: "allowed-origins", option: "allowedOrigins", switch: false, repeated: true, deprecated: false };
+        assert_eq!(find("allowed-origins"), origins);
+        assert_eq!(find("allow-origin"), CommandFlag { name: "allow-origin", deprecated: true, ..origins });
+        assert!(find("stateful").switch && find("no-web").switch && !find("idle-timeout-ms").switch);
+        assert!(!command_flags("run").unwrap().iter().any(|f| f.name == "stateful"));
+        assert_eq!(command_flags("help"), None);
+    }
+
+    #[test]
+    fn an_old_spelling_sets_its_option_is_met_and_clashes_with_the_new_one() {
+        met();
+        let mut count = 0;
+        for (title, table) in tables() {
+            for o in table {
+                for old in o.deprecated {
+                    let v = sample(o.kind);
+                    let given = obj(&[(old, v.clone())]);
+                    let f = fields("", "X", &given, table).unwrap();
+                    assert_eq!((f.get(o.name), f.path(o.name)), (Some(&v), old.to_string()), "{title}");
+                    assert_eq!(met(), [format!("isolet: `{old}` of X is deprecated; use `{}`", o.name)]);
+                    let e = fields("", "X", &obj(&[(old, v.clone()), (o.name, v.clone())]), table).unwrap_err();
+                    assert_eq!((e.path.as_str(), e.message), (o.name, format!("{old} and {} are the same option of X: give only {}", o.name, o.name)));
+                    assert!(met().is_empty(), "an error, not a warning");
+                    count += 1;
+                }
+                for seed in o.seed_names {
+                    let v = sample(o.kind);
+                    let given = obj(&[(seed, v.clone())]);
+                    let f = fields("p", "X", &given, table).unwrap();
+                    assert_eq!((f.get(o.name), f.path(o.name)), (Some(&v), format!("p.{seed}")));
+                    let e = fields("p", "X", &obj(&[(seed, v.clone()), (o.name, v.clone())]), table).unwrap_err();
+                    assert_eq!(e.message, format!("p.{seed} and p.{} are the same option of X: give only p.{}", o.name, o.name));
+                }
+            }
+        }
+        assert!(count >= 5, "{count}");
+        assert_eq!(met(), Vec::<String>::new(), "a seed's name is no deprecation");
+        // An absent (undefined) old spelling is no option, no clash and no warning.
+        let given = obj(&[("timeout", Raw::Undefined), ("timeoutMs", num(5.0))]);
+        let f = fields("", "X", &given, CODEMODE_EXECUTOR).unwrap();
+        assert_eq!(f.get("timeoutMs"), Some(&num(5.0)));
+        assert!(met().is_empty());
+    }
+
+    #[test]
+    fn an_old_flag_sets_its_option_is_met_and_clashes_with_the_new_one() {
+        met();
+        for (map, table) in FLAG_SETS {
+            for f in map {
+                for old in f.deprecated {
+                    let o = table.iter().find(|o| o.name == f.option).unwrap();
+                    let v = match sample(o.kind) {
+                        Raw::Number(n) => s(&n.to_string()),
+                        other => other,
+                    };
+                    let given = options_of_flags(&obj(&[(old, v.clone())]), &[map], table).unwrap();
+                    let Raw::Object(options) = &given.options else { panic!() };
+                    assert_eq!(options[0].0, f.option);
+                    assert_eq!(met(), [format!("isolet: the flag `--{old}` is deprecated; use `--{}`", f.flag)]);
+                    let e = options_of_flags(&obj(&[(f.flag, v.clone()), (old, v.clone())]), &[map], table).unwrap_err();
+                    assert_eq!(e.message, format!("--{} and --{old} are the same option: give only --{}", f.flag, f.flag));
+                    assert!(met().is_empty(), "an error, not a warning");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_warning_is_reported_once_per_process() {
+        met();
+        let mut process = Reported::default();
+        let executor = obj(&[("timeout", num(50.0)), ("stateful", Raw::Bool(true)), ("idleTimeout", num(9.0))]);
+        for _ in 0..3 {
+            codemode_executor(&executor).unwrap();
+        }
+        let first = take_deprecations_into(&mut process);
+        assert_eq!(
+            first,
+            [
+                "isolet: `timeout` of IsoletExecutor options is deprecated; use `timeoutMs`",
+                "isolet: `idleTimeout` of IsoletExecutor options is deprecated; use `idleTimeoutMs`"
+            ]
+        );
+        codemode_executor(&executor).unwrap();
+        autofix_flags(&obj(&[("timeout", s("5"))])).unwrap();
+        autofix_flags(&obj(&[("timeout", s("6"))])).unwrap();
+        assert_eq!(take_deprecations_into(&mut process), ["isolet: the flag `--timeout` is deprecated; use `--timeout-ms`"]);
+        assert!(take_deprecations_into(&mut process).is_empty());
+        // The process-wide record.
+        meet_deprecated("isolet: a test's own warning".into());
+        meet_deprecated("isolet: a test's own warning".into());
+        assert_eq!(take_deprecations(), ["isolet: a test's own warning"]);
+        meet_deprecated("isolet: a test's own warning".into());
+        assert!(take_deprecations().is_empty());
+    }
+
+    #[test]
+    fn the_entry_points_take_old_spellings_with_the_same_effect() {
+        met();
+        // Code Mode.
+        let old = codemode_executor(&obj(&[("timeout", num(50.0)), ("stateful", Raw::Bool(true)), ("idleTimeout", num(9.0))])).unwrap();
+        let new = codemode_executor(&obj(&[("timeoutMs", num(50.0)), ("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(9.0))])).unwrap();
+        assert_eq!((old.timeout_ms, old.cpu_time_ms, old.idle_timeout_ms), (new.timeout_ms, new.cpu_time_ms, new.idle_timeout_ms));
+        assert_eq!((old.own_keys, new.own_keys), (vec!["timeout".to_string(), "stateful".into(), "idleTimeout".into()], vec!["timeoutMs".to_string(), "stateful".into(), "idleTimeoutMs".into()]));
+        let e = codemode_executor(&obj(&[("timeout", num(-1.0))])).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("timeout", "timeout must be a whole number from 1 to 2147483647, got -1"));
+        let e = codemode_executor(&obj(&[("idleTimeout", num(5.0))])).unwrap_err();
+        assert_eq!(e.message, "idleTimeout applies to a stateful executor only; set stateful: true");
+        let e = codemode_executor(&obj(&[("timeout", num(5.0)), ("timeoutMs", num(5.0))])).unwrap_err();
+        assert_eq!(e.message, "timeout and timeoutMs are the same option of IsoletExecutor options: give only timeoutMs");
+        // The CLI's config file and flags.
+        let cli = |flags: Raw, config: Raw| cli_settings(&flags, &config, Some("c.json"), None);
+        let file = |memory: &str, origins_key: &str, idle: &str| {
+            obj(&[(memory, num(32.0)), (origins_key, origins(&["http://a"])), ("stateful", Raw::Bool(true)), (idle, num(70.0))])
+        };
+        let old = cli(Raw::Undefined, file("memoryMb", "allowOrigins", "statefulIdleMs")).unwrap();
+        let new = cli(Raw::Undefined, file("memoryLimitMb", "allowedOrigins", "idleTimeoutMs")).unwrap();
+        assert_eq!(old, new);
+        assert_eq!((new.limits.memory_mb, new.allowed_origins.as_slice(), new.idle_timeout_ms), (32, &["http://a".to_string()][..], Some(70)));
+        let flags = |memory: &str, origins_flag: &str| obj(&[(memory, s("16")), (origins_flag, origins(&["http://b", "http://c"]))]);
+        let old = cli(flags("memory-mb", "allow-origin"), Raw::Undefined).unwrap();
+        let new = cli(flags("memory-limit-mb", "allowed-origins"), Raw::Undefined).unwrap();
+        assert_eq!(old, new);
+        assert_eq!((new.limits.memory_mb, new.allowed_origins.len()), (16, 2));
+        let e = cli(obj(&[("memory-mb", s("0"))]), Raw::Undefined).unwrap_err();
+        assert_eq!((e.path.as_str(), e.message.as_str()), ("--memory-mb", "--memory-mb must be a whole number from 8 to 8192, got 0"));
+        let e = cli(Raw::Undefined, obj(&[("memoryMb", num(0.0))])).unwrap_err();
+        assert_eq!(e.message, "--config c.json: memoryMb must be a whole number from 8 to 8192, got 0");
+        let e = cli(obj(&[("memory-mb", s("8")), ("memory-limit-mb", s("8"))]), Raw::Undefined).unwrap_err();
+        assert_eq!(e.message, "--memory-mb and --memory-limit-mb are the same option: give only --memory-limit-mb");
+        let e = cli(Raw::Undefined, obj(&[("allowOrigins", origins(&[])), ("allowedOrigins", origins(&[]))])).unwrap_err();
+        assert_eq!(e.message, "--config c.json: allowOrigins and allowedOrigins are the same option of the config file: give only allowedOrigins");
+        // The file's engine memory, under either of its names, is what the CLI's replaces.
+        assert_eq!(cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryMb", num(9.0))]))])).unwrap().engine_memory_key.as_deref(), Some("memoryMb"));
+        assert_eq!(cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryLimitMb", num(9.0))]))])).unwrap().engine_memory_key.as_deref(), Some("memoryLimitMb"));
+        let e = cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryMb", num(0.0))]))])).unwrap_err();
+        assert_eq!(e.message, "--config c.json: engine.memoryMb must be a whole number from 8 to 8192, got 0");
+        // isolet mcp's HTTP flags.
+        let http = |hosts: &str| mcp_http_settings(&obj(&[("http", s("1")), (hosts, origins(&["mcp.example"]))]), &Raw::Undefined, None).unwrap().unwrap();
+        assert_eq!(http("http-allow-host"), http("http-allowed-hosts"));
+        let e = mcp_http_settings(&obj(&[("http-allow-origin", origins(&["http://a"]))]), &Raw::Undefined, None).unwrap_err();
+        assert_eq!(e.message, "--http-allow-origin needs --http [host:]port (isolet mcp speaks stdio without it)");
+        // isolet autofix.
+        let old = autofix_flags(&obj(&[("timeout", s("250")), ("memory", s("32")), ("provider-timeout", s("900"))])).unwrap();
+        let new = autofix_flags(&obj(&[("timeout-ms", s("250")), ("memory-limit-mb", s("32")), ("provider-timeout-ms", s("900"))])).unwrap();
+        assert_eq!(old, new);
+        assert_eq!(new, [("timeoutMs", 250), ("memoryLimitMb", 32), ("providerTimeoutMs", 900)]);
+        let e = autofix_flags(&obj(&[("provider-timeout", s("soon"))])).unwrap_err();
+        assert_eq!(e.message, "--provider-timeout must be a whole number from 1 to 2147483647, got 'soon'");
+        // SandboxEngine: memoryMb is the seed's name for memoryLimitMb, not deprecated.
+        let old = EngineConfig::from_raw(&obj(&[("memoryMb", num(48.0))])).unwrap();
+        let new = EngineConfig::from_raw(&obj(&[("memoryLimitMb", num(48.0))])).unwrap();
+        assert_eq!((old.memory_mb, old), (48, new));
+        let e = EngineConfig::from_raw(&obj(&[("memoryMb", num(48.0)), ("memoryLimitMb", num(48.0))])).unwrap_err();
+        assert_eq!(e.message, "memoryMb and memoryLimitMb are the same option of SandboxEngine config: give only memoryLimitMb");
+        let e = EngineConfig::from_raw(&obj(&[("memoryMb", num(1.0))])).unwrap_err();
+        assert_eq!(e.message, "memoryMb must be a whole number from 8 to 8192, got 1");
+        // Each old spelling met, once (a fresh process); the engine's `memoryMb` is not among them.
+        let of = |what: &str, pairs: &[(&str, &str)]| -> Vec<String> {
+            pairs.iter().map(|(old, new)| format!("isolet: `{old}` of {what} is deprecated; use `{new}`")).collect()
+        };
+        let flags = ["memory-mb:memory-limit-mb", "allow-origin:allowed-origins", "http-allow-host:http-allowed-hosts", "http-allow-origin:http-allowed-origins", "timeout:timeout-ms", "memory:memory-limit-mb", "provider-timeout:provider-timeout-ms"];
+        let expected: Vec<String> = of("IsoletExecutor options", &[("timeout", "timeoutMs"), ("idleTimeout", "idleTimeoutMs")])
+            .into_iter()
+            .chain(of("the config file", &[("memoryMb", "memoryLimitMb"), ("allowOrigins", "allowedOrigins"), ("statefulIdleMs", "idleTimeoutMs")]))
+            .chain(flags.iter().map(|f| f.split_once(':').unwrap()).map(|(old, new)| format!("isolet: the flag `--{old}` is deprecated; use `--{new}`")))
+            .collect();
+        assert_eq!(met(), expected);
     }
 }
