@@ -38,7 +38,7 @@ async function main() {
 
   // 4. @coda/sandbox: the engine with a data request.
   const engine = new SandboxEngine({
-    memoryMb: 128,
+    memoryMb: 128, // the seed's name for memoryLimitMb
     maxConcurrentIsolates: 4,
     warmPoolSize: 2,
     wasmModules: [],
@@ -81,7 +81,7 @@ async function main() {
 
   // 6. Code Mode: the model's one program calls typed tools (@cloudflare/codemode's Executor contract).
   const { IsoletExecutor } = require('isolet/codemode'); // the package's own export, by self-reference
-  const executor = new IsoletExecutor({ timeout: 2000, memoryMb: 64 });
+  const executor = new IsoletExecutor({ timeoutMs: 2000, memoryLimitMb: 64 });
   const weather = [{ name: 'weather', fns: { get: async ({ city }) => ({ city, tempC: city === 'Oslo' ? 4 : 21 }) } }];
   const program = `async () => {
     const cities = ['Oslo', 'Lisbon'];
