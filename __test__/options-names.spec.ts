@@ -9,6 +9,7 @@ import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
 import { SandboxEngine, SandboxValidationError } from '..';
 import { IsoletExecutor, type IsoletExecutorOptions } from '../lib/codemode';
 import { runToEnd, type Ran } from './support/spawn';
@@ -221,6 +222,19 @@ describe('isolet run and isolet mcp: old flags and config keys', () => {
     expect(deprecations(host.stderr)).toEqual([expect.stringContaining('use `--http-allowed-hosts`')]);
     const help = await isolet(['mcp', '--help']);
     for (const flag of ['--memory-limit-mb', '--allowed-origins', '--stateful', '--idle-timeout-ms', '--http-allowed-hosts', '--http-allowed-origins']) expect(help.stdout).toContain(flag);
+  });
+});
+
+describe('help texts', () => {
+  it("each command's --help names every flag of its table, and every old spelling as renamed", async () => {
+    const native = createRequire(__filename)('../lib/native') as { commandFlags(command: string): Array<{ name: string; deprecated: boolean }> };
+    for (const command of ['run', 'mcp', 'autofix']) {
+      const help = (await isolet([command, '--help'])).stdout.replace(/\s+/g, ' ');
+      for (const flag of native.commandFlags(command)) {
+        const named = `--${flag.name}[,;. ]`;
+        expect(help, `${command}: --${flag.name}`).toMatch(new RegExp(flag.deprecated ? `Renamed [^]*${named}` : named));
+      }
+    }
   });
 });
 
