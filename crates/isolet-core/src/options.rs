@@ -419,10 +419,11 @@ thread_local! {
 
 /// The warnings reported so far in this process: each is reported once.
 #[derive(Debug, Default)]
-pub struct Reported(std::collections::HashSet<String>);
+pub(crate) struct Reported(std::collections::HashSet<String>);
 
 static REPORTED: std::sync::Mutex<Option<Reported>> = std::sync::Mutex::new(None);
 
+/// Records an old spelling's warning for `take_deprecations`.
 fn meet_deprecated(message: String) {
     MET.with(|met| met.borrow_mut().push(message));
 }
@@ -444,7 +445,7 @@ pub fn take_deprecations() -> Vec<String> {
 }
 
 /// `take_deprecations` against `reported`.
-pub fn take_deprecations_into(reported: &mut Reported) -> Vec<String> {
+pub(crate) fn take_deprecations_into(reported: &mut Reported) -> Vec<String> {
     let met = MET.with(|met| std::mem::take(&mut *met.borrow_mut()));
     met.into_iter().filter(|m| reported.0.insert(m.clone())).collect()
 }
