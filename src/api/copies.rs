@@ -30,13 +30,7 @@ fn external_string_fn<T>(name: &'static [u8]) -> Option<CreateExternalString<T>>
 /// `two_byte`, kept alive with `bytes` until the string is collected. `null` when the
 /// range is out of bounds, when Node has no external strings, or when it copied.
 #[napi(js_name = "shareString")]
-pub fn share_string<'env>(
-    env: &'env Env,
-    bytes: Unknown<'env>,
-    offset: f64,
-    length: f64,
-    two_byte: bool,
-) -> Result<Option<Unknown<'env>>> {
+pub fn share_string<'env>(env: &'env Env, bytes: Unknown<'env>, offset: f64, length: f64, two_byte: bool) -> Result<Option<Unknown<'env>>> {
     let raw_env = env.raw();
     let value = bytes.raw();
     let mut kind = sys::TypedarrayType::int8_array;
@@ -45,9 +39,8 @@ pub fn share_string<'env>(
     let mut arraybuffer = ptr::null_mut();
     let mut byte_offset = 0usize;
     // SAFETY: out-pointers are valid; a non-typed-array fails with a status.
-    let status = unsafe {
-        sys::napi_get_typedarray_info(raw_env, value, &mut kind, &mut len, &mut data, &mut arraybuffer, &mut byte_offset)
-    };
+    let status =
+        unsafe { sys::napi_get_typedarray_info(raw_env, value, &mut kind, &mut len, &mut data, &mut arraybuffer, &mut byte_offset) };
     if status != sys::Status::napi_ok || kind != sys::TypedarrayType::uint8_array || data.is_null() {
         return Ok(None);
     }

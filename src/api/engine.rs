@@ -844,7 +844,15 @@ impl RunHandle {
     /// straight into memory Rust owns. Returns the encoded length, or -1 when `value` is not
     /// such a string (the caller serializes it); nothing is sent past `max_bytes`.
     #[napi]
-    pub fn fulfill_ascii_string(&self, env: &Env, call_id: u32, value: Unknown<'_>, chars: f64, version: u32, max_bytes: f64) -> Result<f64> {
+    pub fn fulfill_ascii_string(
+        &self,
+        env: &Env,
+        call_id: u32,
+        value: Unknown<'_>,
+        chars: f64,
+        version: u32,
+        max_bytes: f64,
+    ) -> Result<f64> {
         let raw_env = env.raw();
         let Ok(version) = u8::try_from(version) else { return Ok(-1.0) };
         let mut n = 0usize;
@@ -864,9 +872,8 @@ impl RunHandle {
         // filled them were n ASCII characters, i.e. the whole string (checked below).
         // SAFETY: `out` has room for n + 1 bytes past `head`; Node-API writes at most
         // bufsize - 1 = n bytes and a NUL.
-        let status = unsafe {
-            sys::napi_get_value_string_utf8(raw_env, value.raw(), out.as_mut_ptr().add(head).cast(), n + 1, &mut written)
-        };
+        let status =
+            unsafe { sys::napi_get_value_string_utf8(raw_env, value.raw(), out.as_mut_ptr().add(head).cast(), n + 1, &mut written) };
         if status != sys::Status::napi_ok || written != n {
             return Ok(-1.0);
         }
@@ -952,9 +959,8 @@ fn whole_uint8_array<'a>(env: &'a Env, value: &'a Unknown<'_>) -> Option<&'a [u8
     let mut data: *mut std::ffi::c_void = std::ptr::null_mut();
     let mut arraybuffer = std::ptr::null_mut();
     // SAFETY: out-pointers are valid; a value that is not a typed array fails with a status.
-    let status = unsafe {
-        sys::napi_get_typedarray_info(raw_env, value.raw(), &mut kind, &mut len, &mut data, &mut arraybuffer, &mut byte_offset)
-    };
+    let status =
+        unsafe { sys::napi_get_typedarray_info(raw_env, value.raw(), &mut kind, &mut len, &mut data, &mut arraybuffer, &mut byte_offset) };
     if status != sys::Status::napi_ok || kind != sys::TypedarrayType::uint8_array || data.is_null() || len == 0 || byte_offset != 0 {
         return None;
     }

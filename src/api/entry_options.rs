@@ -162,7 +162,13 @@ pub fn command_flags(command: String) -> Vec<CommandFlagJs> {
     let flags = options::command_flags(&command).unwrap_or_default();
     flags
         .into_iter()
-        .map(|f| CommandFlagJs { name: f.name.into(), option: f.option.into(), switch: f.switch, repeated: f.repeated, deprecated: f.deprecated })
+        .map(|f| CommandFlagJs {
+            name: f.name.into(),
+            option: f.option.into(),
+            switch: f.switch,
+            repeated: f.repeated,
+            deprecated: f.deprecated,
+        })
         .collect()
 }
 

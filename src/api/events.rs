@@ -81,11 +81,9 @@ fn event_value(keys: &Keys, event: Event) -> Result<sys::napi_value> {
             (Key::Name, v::string(env, &name)?),
             (Key::Payload, v::buffer(env, args)?),
         ]),
-        Event::DataRequest { id, key } => keys.object(&[
-            (Key::Type, keys.string(Key::DataRequest)?),
-            (Key::Id, v::u32(env, id)?),
-            (Key::Key, v::string(env, &key)?),
-        ]),
+        Event::DataRequest { id, key } => {
+            keys.object(&[(Key::Type, keys.string(Key::DataRequest)?), (Key::Id, v::u32(env, id)?), (Key::Key, v::string(env, &key)?)])
+        }
         Event::ModuleRequest { id, key, referrer, typescript } => keys.object(&[
             (Key::Type, keys.string(Key::ModuleRequest)?),
             (Key::Id, v::u32(env, id)?),
@@ -150,10 +148,25 @@ const DONE_ARGS: usize = 12;
 /// An event of one run, as queued by the thread that produced it.
 pub(crate) enum Event {
     Started,
-    Console { level: LogLevel, message: String },
-    HostCall { call_id: u32, name: String, args: Vec<u8> },
-    DataRequest { id: u32, key: String },
-    ModuleRequest { id: u32, key: String, referrer: String, typescript: bool },
+    Console {
+        level: LogLevel,
+        message: String,
+    },
+    HostCall {
+        call_id: u32,
+        name: String,
+        args: Vec<u8>,
+    },
+    DataRequest {
+        id: u32,
+        key: String,
+    },
+    ModuleRequest {
+        id: u32,
+        key: String,
+        referrer: String,
+        typescript: bool,
+    },
     /// The last event of a run.
     Done(Completion),
 }
@@ -623,8 +636,8 @@ impl Dispatcher {
             let mut resource = ptr::null_mut();
             sys::napi_get_reference_value(env, self.resource, &mut resource);
             let mut scope = ptr::null_mut();
-            let scoped = !resource.is_null()
-                && sys::napi_open_callback_scope(env, resource, self.context, &mut scope) == sys::Status::napi_ok;
+            let scoped =
+                !resource.is_null() && sys::napi_open_callback_scope(env, resource, self.context, &mut scope) == sys::Status::napi_ok;
             let keys = Keys::of(env);
             for (run, event) in batch.drain(..) {
                 if self.closing.get() {
@@ -646,7 +659,8 @@ impl Dispatcher {
     fn deliver(&self, keys: &Keys, run: u64, event: Event) {
         let env = self.env;
         let done = matches!(event, Event::Done(_));
-        let reference = if done { self.runs.borrow_mut().remove(&run).map(|e| e.callback) } else { self.runs.borrow().get(&run).map(|e| e.callback) };
+        let reference =
+            if done { self.runs.borrow_mut().remove(&run).map(|e| e.callback) } else { self.runs.borrow().get(&run).map(|e| e.callback) };
         // A run's events after its `done` (or of a run never registered) have no one to go to.
         let Some(reference) = reference else { return };
         // SAFETY: on the env's thread inside `deliver_batch`'s scopes; `reference` is live
@@ -665,9 +679,8 @@ impl Dispatcher {
                 sys::napi_get_global(env, &mut global);
                 let mut result = ptr::null_mut();
                 let status = match event {
-                    Event::Done(completion) => {
-                        done_args(keys, completion).map(|args| sys::napi_call_function(env, global, callback, args.len(), args.as_ptr(), &mut result))
-                    }
+                    Event::Done(completion) => done_args(keys, completion)
+                        .map(|args| sys::napi_call_function(env, global, callback, args.len(), args.as_ptr(), &mut result)),
                     other => event_value(keys, other).map(|value| sys::napi_call_function(env, global, callback, 1, &value, &mut result)),
                 };
                 match status {

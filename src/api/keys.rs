@@ -135,9 +135,7 @@ impl Keys {
                 getter: None,
                 setter: None,
                 value: *value,
-                attributes: sys::PropertyAttributes::writable
-                    | sys::PropertyAttributes::enumerable
-                    | sys::PropertyAttributes::configurable,
+                attributes: sys::PropertyAttributes::writable | sys::PropertyAttributes::enumerable | sys::PropertyAttributes::configurable,
                 data: ptr::null_mut(),
             });
         }

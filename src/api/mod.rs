@@ -7,11 +7,11 @@ mod diagnostics;
 mod engine;
 mod entry_options;
 mod events;
-mod sandbox;
-mod sandbox_host;
 mod keys;
 mod lockdown;
 mod options;
+mod sandbox;
+mod sandbox_host;
 mod values;
 
 use napi::bindgen_prelude::*;
@@ -91,9 +91,8 @@ pub fn init(env: Env) -> Result<NativeInfo> {
     let exec_argv: Vec<String> = process.get_named_property("execArgv")?;
     let node_options = std::env::var("NODE_OPTIONS").unwrap_or_default();
     let node_snapshot = isolet_core::limits::node_snapshot_in_use(&exec_argv, &node_options);
-    crate::v8::init(node_snapshot).map_err(|code| {
-        Error::from_reason(format!("isolet: could not capture Node's V8 platform (code {code})"))
-    })?;
+    crate::v8::init(node_snapshot)
+        .map_err(|code| Error::from_reason(format!("isolet: could not capture Node's V8 platform (code {code})")))?;
     crate::limits::apply_v8_flags();
     // Before Node disposes V8 at exit, stop every isolate thread.
     let owner = env.raw() as usize;
@@ -160,7 +159,6 @@ pub fn note_exit(env: Env, code: i32) {
     crate::engine::stop_all(env.raw() as usize, std::time::Duration::from_secs(2));
     events::close_all_on_this_thread();
 }
-
 
 /// Defaults of the public options, from isolet-core's tables, for the exported
 /// constants (`RUN_SANDBOX_DEFAULTS`, `DEFAULT_ISOLATE_LIMITS`, ...). Read once at load;

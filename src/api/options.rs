@@ -3,8 +3,8 @@
 //! A read that throws (a getter, a Proxy trap) is caught here and copied as
 //! `Raw::Unreadable`, so it fails as a validation error naming the option, never as an
 //! exception of unknown kind.
-use napi::bindgen_prelude::*;
 use napi::bindgen_prelude::JsObjectValue;
+use napi::bindgen_prelude::*;
 use napi::{sys, JsValue, KeyCollectionMode, KeyConversion, KeyFilter, ValueType};
 
 use isolet_core::Raw;
@@ -73,7 +73,10 @@ fn object_of(value: &Unknown, depth: u32) -> Result<Raw> {
     let object = unsafe { value.cast::<Object>() }?;
     // Own enumerable keys, as `Object.keys` sees them (not the prototype's); symbol keys
     // are skipped below.
-    let keys = match caught(env, object.get_all_property_names(KeyCollectionMode::OwnOnly, KeyFilter::Enumerable, KeyConversion::NumbersToStrings))? {
+    let keys = match caught(
+        env,
+        object.get_all_property_names(KeyCollectionMode::OwnOnly, KeyFilter::Enumerable, KeyConversion::NumbersToStrings),
+    )? {
         Ok(keys) => keys,
         Err(why) => return Ok(Raw::Unreadable(why)),
     };

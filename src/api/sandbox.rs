@@ -80,7 +80,10 @@ impl SandboxSettings {
         let before = std::mem::replace(old, source);
         if isolet_core::modules::check_map(&base.modules, base.module_limits).is_err() {
             base.modules.insert(key.clone(), before);
-            return Err(kind_error(isolet_core::ErrorKind::Validation, format!("modules['{key}'] is over maxModuleBytes once its types are stripped")));
+            return Err(kind_error(
+                isolet_core::ErrorKind::Validation,
+                format!("modules['{key}'] is over maxModuleBytes once its types are stripped"),
+            ));
         }
         Ok(())
     }

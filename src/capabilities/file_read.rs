@@ -136,9 +136,7 @@ fn map_io(err: io::Error) -> FileReadError {
         None => match err.kind() {
             io::ErrorKind::PermissionDenied => FileReadError::Outside,
             io::ErrorKind::NotFound => FileReadError::NotFound,
-            io::ErrorKind::InvalidInput => {
-                FileReadError::InvalidPath("rejected by the file system")
-            }
+            io::ErrorKind::InvalidInput => FileReadError::InvalidPath("rejected by the file system"),
             _ => FileReadError::Io("I/O error"),
         },
     }
@@ -159,9 +157,7 @@ impl BytesInFlight {
 
     fn reserve(&self, bytes: u64) -> std::result::Result<(), FileReadError> {
         self.used
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| {
-                used.checked_add(bytes).filter(|&total| total <= self.limit)
-            })
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| used.checked_add(bytes).filter(|&total| total <= self.limit))
             .map(|_| ())
             .map_err(|_| FileReadError::BudgetExceeded { limit: self.limit })
     }
@@ -178,12 +174,7 @@ impl BytesInFlight {
 /// Reads `path` (relative, resolved beneath `dir`) if it is a regular file of at most
 /// `max_bytes` bytes, holding its contents against `budget`: on success the returned
 /// buffer's length stays reserved until the caller releases it.
-pub fn read_beneath(
-    dir: &Dir,
-    path: &str,
-    max_bytes: u64,
-    budget: &BytesInFlight,
-) -> std::result::Result<Vec<u8>, FileReadError> {
+pub fn read_beneath(dir: &Dir, path: &str, max_bytes: u64, budget: &BytesInFlight) -> std::result::Result<Vec<u8>, FileReadError> {
     check_relative_path(path)?;
 
     // Look before opening, following symlinks but only beneath `dir`: devices, FIFOs
@@ -200,9 +191,7 @@ pub fn read_beneath(
     // O_NONBLOCK: opening a FIFO swapped in since the check above returns at once
     // instead of waiting for a writer. O_NOCTTY: a terminal never becomes ours.
     let mut options = OpenOptions::new();
-    options
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    options.read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
     let file = dir.open_with(path, &options).map_err(map_io)?;
 
     // Re-check what was actually opened.
@@ -221,9 +210,7 @@ pub fn read_beneath(
     let result = (|| {
         // Bounded whatever the metadata claims (files can grow, /proc-like files report 0).
         let mut buf = Vec::with_capacity(len as usize);
-        file.take(max_bytes.saturating_add(1))
-            .read_to_end(&mut buf)
-            .map_err(map_io)?;
+        file.take(max_bytes.saturating_add(1)).read_to_end(&mut buf).map_err(map_io)?;
         if buf.len() as u64 > max_bytes {
             return Err(FileReadError::TooLarge { max: max_bytes });
         }
@@ -247,8 +234,7 @@ pub fn read_beneath(
     }
 }
 
-const BASE64_ALPHABET: &[u8; 64] =
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const BASE64_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Standard base64 with padding (RFC 4648 section 4), as `Buffer#toString('base64')`.
 pub fn base64_encode(bytes: &[u8]) -> String {
@@ -260,16 +246,8 @@ pub fn base64_encode(bytes: &[u8]) -> String {
         let n = (b0 << 16) | (b1 << 8) | b2;
         out.push(BASE64_ALPHABET[(n >> 18) as usize & 63] as char);
         out.push(BASE64_ALPHABET[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 {
-            BASE64_ALPHABET[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        out.push(if chunk.len() > 2 {
-            BASE64_ALPHABET[n as usize & 63] as char
-        } else {
-            '='
-        });
+        out.push(if chunk.len() > 1 { BASE64_ALPHABET[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 2 { BASE64_ALPHABET[n as usize & 63] as char } else { '=' });
     }
     out
 }
@@ -312,27 +290,20 @@ impl Task for ReadFile {
     type JsValue = FileReadOutcome;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        Ok(read_beneath(&self.dir, &self.path, self.max_bytes, &self.budget)
-            .map(|b| {
-                let reserved = b.len() as u64;
-                (encode(b, self.base64), reserved)
-            }))
+        Ok(read_beneath(&self.dir, &self.path, self.max_bytes, &self.budget).map(|b| {
+            let reserved = b.len() as u64;
+            (encode(b, self.base64), reserved)
+        }))
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
         Ok(match output {
-            Ok((content, reserved)) => FileReadOutcome {
-                content: Some(content),
-                reserved: Some(reserved as f64),
-                code: None,
-                message: None,
-            },
-            Err(err) => FileReadOutcome {
-                content: None,
-                reserved: None,
-                code: Some(err.code().to_string()),
-                message: Some(err.to_string()),
-            },
+            Ok((content, reserved)) => {
+                FileReadOutcome { content: Some(content), reserved: Some(reserved as f64), code: None, message: None }
+            }
+            Err(err) => {
+                FileReadOutcome { content: None, reserved: None, code: Some(err.code().to_string()), message: Some(err.to_string()) }
+            }
         })
     }
 }
@@ -381,20 +352,11 @@ impl FileReadRoot {
     #[napi(constructor)]
     pub fn new(dir: String) -> Result<Self> {
         if dir.is_empty() || dir.as_bytes().contains(&0) {
-            return Err(Error::new(
-                Status::InvalidArg,
-                "directory must be a non-empty path without NUL bytes",
-            ));
+            return Err(Error::new(Status::InvalidArg, "directory must be a non-empty path without NUL bytes"));
         }
-        let handle = Dir::open_ambient_dir(&dir, ambient_authority()).map_err(|e| {
-            Error::new(
-                Status::InvalidArg,
-                format!("cannot open directory {dir:?}: {e}"),
-            )
-        })?;
-        Ok(FileReadRoot {
-            dir: Arc::new(handle),
-        })
+        let handle = Dir::open_ambient_dir(&dir, ambient_authority())
+            .map_err(|e| Error::new(Status::InvalidArg, format!("cannot open directory {dir:?}: {e}")))?;
+        Ok(FileReadRoot { dir: Arc::new(handle) })
     }
 
     /// Reads `path` beneath the directory, off the JS thread. Resolves to a
@@ -402,10 +364,7 @@ impl FileReadRoot {
     #[napi]
     pub fn read(&self, path: String, max_bytes: f64, base64: bool, budget: &ReadBudget) -> Result<AsyncTask<ReadFile>> {
         if !(max_bytes.is_finite() && max_bytes >= 0.0 && max_bytes.fract() == 0.0) {
-            return Err(Error::new(
-                Status::InvalidArg,
-                "maxBytes must be a non-negative integer",
-            ));
+            return Err(Error::new(Status::InvalidArg, "maxBytes must be a non-negative integer"));
         }
         Ok(AsyncTask::new(ReadFile {
             dir: Arc::clone(&self.dir),

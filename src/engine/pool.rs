@@ -166,8 +166,7 @@ pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
 /// platform without running environment cleanup hooks, and an isolate thread still
 /// creating or holding an isolate then would use a platform that is gone.
 pub(crate) fn stop_all(env: usize, timeout: Duration) {
-    let engines: Vec<_> =
-        lock(&ENGINES).iter().filter(|(owner, _)| *owner == env).filter_map(|(_, e)| e.upgrade()).collect();
+    let engines: Vec<_> = lock(&ENGINES).iter().filter(|(owner, _)| *owner == env).filter_map(|(_, e)| e.upgrade()).collect();
     let deadline = Instant::now() + timeout;
     for inner in engines {
         let engine = Engine { inner };

@@ -18,19 +18,21 @@ use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use isolet_core::frame::{self, Header, Kind, WireDone, WireHealth, WireLockdown, WireReady, WireStart};
-use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, Lingering, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict};
+use isolet_core::host_policy::{
+    self as policy, EventBudget, HostEnd, HostView, Lingering, LostRun, LostVerdict, StartVerdict, Starts, StuckVerdict,
+};
 use isolet_core::queue::{Admission, AdmitAt, Pool, PoolConfig, Tenant};
 use isolet_core::run_state::{Ending, RunState, StopReason};
 use isolet_core::{ErrorKind, Failure, RunPlan};
 
 use super::queue_timer::QueueTimer;
 use super::{ChannelReader, LoopWatch};
-use crate::isolate::{Completion, EventSink, HostReply};
-use isolet_core::wakeups;
 use crate::isolate::run::ExecStats;
+use crate::isolate::{Completion, EventSink, HostReply};
 use crate::limits::lock;
 use crate::supervisor::host::{self, FrameStream, HostWriter, Read1, RssReader, StderrTail};
 use crate::v8::DataAnswer;
+use isolet_core::wakeups;
 
 mod sandboxes;
 pub(crate) use sandboxes::ProcessSandbox;
@@ -128,7 +130,9 @@ struct Host {
 impl Host {
     fn view(&self) -> HostView {
         HostView {
-            serving: matches!(self.phase, HostPhase::Serving | HostPhase::Draining) && self.end.is_none() && self.shutdown_deadline.is_none(),
+            serving: matches!(self.phase, HostPhase::Serving | HostPhase::Draining)
+                && self.end.is_none()
+                && self.shutdown_deadline.is_none(),
             draining: self.phase == HostPhase::Draining,
             runs: self.runs.len(),
             warm: self.warm_left,
@@ -403,7 +407,14 @@ impl ProcessEngine {
     }
 
     /// Admits a run; its events go to `sink` (`started` only if `started_event`).
-    pub(crate) fn submit(&self, id: u64, tenant: Tenant, plan: Arc<RunPlan>, started_event: bool, sink: Arc<dyn EventSink>) -> Arc<ProcessRun> {
+    pub(crate) fn submit(
+        &self,
+        id: u64,
+        tenant: Tenant,
+        plan: Arc<RunPlan>,
+        started_event: bool,
+        sink: Arc<dyn EventSink>,
+    ) -> Arc<ProcessRun> {
         let handle = Arc::new(ProcessRun { id, inner: Arc::downgrade(&self.inner) });
         let mut s = self.inner.state();
         let max_queue_ms = plan.max_queue_ms;
@@ -1083,16 +1094,19 @@ impl State {
                 let result = match done.result {
                     // Counted before Node's thread builds it: the host's isolate did, unless
                     // the host is compromised (isolet-core `value_count`).
-                    Ok(()) => match pre.unwrap_or_else(|| isolet_core::tally(&payload[at..], crate::isolate::thread::output_bounds(&run.bridge))) {
+                    Ok(()) => match pre
+                        .unwrap_or_else(|| isolet_core::tally(&payload[at..], crate::isolate::thread::output_bounds(&run.bridge)))
+                    {
                         Ok(_) => {
                             let mut out = payload;
                             out.drain(..at);
                             Ok(out)
                         }
                         Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(run.bridge.max_output_values)),
-                        Err(isolet_core::CountError::TooCostly { .. }) => {
-                            Err(Failure::too_costly_output(crate::isolate::thread::over_budget_cost(&payload[at..]), run.bridge.max_output_bytes))
-                        }
+                        Err(isolet_core::CountError::TooCostly { .. }) => Err(Failure::too_costly_output(
+                            crate::isolate::thread::over_budget_cost(&payload[at..]),
+                            run.bridge.max_output_bytes,
+                        )),
                         Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
                     },
                     Err(f) => Err(f),
@@ -1491,7 +1505,8 @@ fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
     let Some(inner) = me.upgrade() else { return };
     let command = host::host_command();
     let options = isolet_core::limits::sandbox_host_node_options(&crate::v8::version());
-    let env_vars: Vec<(String, String)> = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
+    let env_vars: Vec<(String, String)> =
+        std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
     let env = policy::host_env(env_vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let spawned = match &command {
         Some(c) => host::spawn(c, options, &env),

@@ -60,14 +60,29 @@ pub(crate) struct SandboxCore {
 }
 
 impl SandboxCore {
-    pub(crate) fn new(plan: SandboxPlan, link: Box<dyn SandboxLink>, code: Arc<EngineCode>) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
+    pub(crate) fn new(
+        plan: SandboxPlan,
+        link: Box<dyn SandboxLink>,
+        code: Arc<EngineCode>,
+    ) -> (Arc<SandboxCore>, mpsc::Receiver<Arc<RunShared>>) {
         let (tx, rx) = mpsc::channel();
         let state = CoreState { budget: Budget::default(), closed: None, current: None, waiting: None, released: false };
         // The sandbox's map moves here: runs are planned elsewhere (by its handle, or the
         // parent in process isolation), so nothing else here reads it.
         let mut plan = plan;
         let modules = Arc::new(std::mem::take(&mut plan.base.modules));
-        (Arc::new(SandboxCore { plan, code, modules, jobs: Mutex::new(Some(tx)), state: Mutex::new(state), link, on_close: Mutex::new(None) }), rx)
+        (
+            Arc::new(SandboxCore {
+                plan,
+                code,
+                modules,
+                jobs: Mutex::new(Some(tx)),
+                state: Mutex::new(state),
+                link,
+                on_close: Mutex::new(None),
+            }),
+            rx,
+        )
     }
 
     pub(crate) fn budget(&self) -> Budget {
@@ -225,7 +240,11 @@ impl SandboxCore {
         let close = {
             let mut state = lock(&self.state);
             let close = state.budget.after_run(&self.plan.limits, &outcome);
-            if state.closed.is_some() { None } else { close }
+            if state.closed.is_some() {
+                None
+            } else {
+                close
+            }
         };
         if let Some(reason) = close {
             if let Some(failure) = budget_failure(reason, &self.plan.limits) {

@@ -14,15 +14,15 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use isolet_core::limits::{MAX_DATA_KEY_BYTES, MAX_REJECTION_MESSAGE_BYTES};
-use isolet_core::run_state::{Ending, LifecycleError, Phase, RunState, StopDecision, Step};
+use isolet_core::run_state::{Ending, LifecycleError, Phase, RunState, Step, StopDecision};
 use isolet_core::{BridgeLimits, ErrorKind, Failure, LogBuffer, LogEntry, LogLevel, PendingCalls, RunPlan, ToolCalls};
 
 pub(crate) use isolet_core::run_state::StopReason;
 
+use super::code::EngineCode;
 use crate::limits::cpu::ThreadClock;
 use crate::limits::lock;
 use crate::limits::watchdog::{Observation, Watched};
-use super::code::EngineCode;
 use crate::v8::{DataAnswer, IsolateHandle, WasmModule};
 
 /// One run as its isolate executes it: the checked plan (shared with whoever submitted
@@ -481,11 +481,9 @@ impl RunShared {
         }
         let call_id = reply.call_id();
         let reply = match reply {
-            HostReply::Reject { call_id, name, message } => HostReply::Reject {
-                call_id,
-                name: truncate_utf8(name, 256),
-                message: truncate_utf8(message, MAX_REJECTION_MESSAGE_BYTES),
-            },
+            HostReply::Reject { call_id, name, message } => {
+                HostReply::Reject { call_id, name: truncate_utf8(name, 256), message: truncate_utf8(message, MAX_REJECTION_MESSAGE_BYTES) }
+            }
             other => other,
         };
         let reply = match inbox.pending.charge_reply(call_id, reply.bytes()) {
@@ -584,10 +582,7 @@ impl RunShared {
             return DataAnswer::Error(format!("data key is longer than the limit of {MAX_DATA_KEY_BYTES} bytes"));
         }
         if !self.count_message() {
-            return DataAnswer::Error(format!(
-                "Bridge message limit of {} per execution exceeded",
-                self.spec.plan.bridge.max_messages
-            ));
+            return DataAnswer::Error(format!("Bridge message limit of {} per execution exceeded", self.spec.plan.bridge.max_messages));
         }
         let id = self.next_data_id.fetch_add(1, Ordering::SeqCst);
         {

@@ -179,21 +179,14 @@ pub(crate) struct IsolateThread;
 impl IsolateThread {
     /// Starts a thread that serves one run from `source`; `on_exit` runs as it ends, told
     /// whether the thread had been quarantined (and then finished on its own).
-    pub(crate) fn spawn(
-        config: SandboxConfig,
-        source: JobSource,
-        on_exit: Box<dyn FnOnce(bool) + Send>,
-    ) -> std::io::Result<()> {
+    pub(crate) fn spawn(config: SandboxConfig, source: JobSource, on_exit: Box<dyn FnOnce(bool) + Send>) -> std::io::Result<()> {
         LIVE_THREADS.fetch_add(1, Ordering::SeqCst);
-        let spawned = std::thread::Builder::new()
-            .name("isolet-isolate".into())
-            .stack_size(ISOLATE_THREAD_STACK)
-            .spawn(move || {
-                crate::limits::banner::quiet_this_thread();
-                let quarantined = thread_main(config, source);
-                LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
-                on_exit(quarantined);
-            });
+        let spawned = std::thread::Builder::new().name("isolet-isolate".into()).stack_size(ISOLATE_THREAD_STACK).spawn(move || {
+            crate::limits::banner::quiet_this_thread();
+            let quarantined = thread_main(config, source);
+            LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+            on_exit(quarantined);
+        });
         if spawned.is_err() {
             LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
         }
@@ -204,20 +197,14 @@ impl IsolateThread {
 impl IsolateThread {
     /// Starts an isolate thread (a persistent sandbox's) that runs `body`, which returns
     /// whether the thread had been quarantined; `on_exit` as for `spawn`.
-    pub(crate) fn spawn_with(
-        body: Box<dyn FnOnce() -> bool + Send>,
-        on_exit: Box<dyn FnOnce(bool) + Send>,
-    ) -> std::io::Result<()> {
+    pub(crate) fn spawn_with(body: Box<dyn FnOnce() -> bool + Send>, on_exit: Box<dyn FnOnce(bool) + Send>) -> std::io::Result<()> {
         LIVE_THREADS.fetch_add(1, Ordering::SeqCst);
-        let spawned = std::thread::Builder::new()
-            .name("isolet-sandbox".into())
-            .stack_size(ISOLATE_THREAD_STACK)
-            .spawn(move || {
-                crate::limits::banner::quiet_this_thread();
-                let quarantined = body();
-                LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
-                on_exit(quarantined);
-            });
+        let spawned = std::thread::Builder::new().name("isolet-sandbox".into()).stack_size(ISOLATE_THREAD_STACK).spawn(move || {
+            crate::limits::banner::quiet_this_thread();
+            let quarantined = body();
+            LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+            on_exit(quarantined);
+        });
         if spawned.is_err() {
             LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
         }
@@ -487,10 +474,8 @@ fn finish(sandbox: &mut Sandbox, run: &RunShared, step: Step) -> Result<Vec<u8>,
     // Limits win over whatever the script saw while being stopped. A run whose one large
     // allocation passed the ceiling with no GC since (V8 grants it past the limit) fails
     // like one stopped at the limit.
-    let over_ceiling = isolet_core::seam_policy::over_heap_ceiling(
-        run.spec.plan.limits.memory_mb as usize * 1024 * 1024,
-        sandbox.heap().peak_young_large,
-    );
+    let over_ceiling =
+        isolet_core::seam_policy::over_heap_ceiling(run.spec.plan.limits.memory_mb as usize * 1024 * 1024, sandbox.heap().peak_young_large);
     if sandbox.hit_memory_limit() || over_ceiling {
         return Err(Failure::out_of_memory(run.spec.plan.limits.memory_mb));
     }
@@ -524,7 +509,9 @@ fn output_within_values(bytes: Vec<u8>, bridge: &isolet_core::BridgeLimits) -> R
     match isolet_core::tally(&bytes, output_bounds(bridge)) {
         Ok(_) => Ok(bytes),
         Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(bridge.max_output_values)),
-        Err(isolet_core::CountError::TooCostly { .. }) => Err(Failure::too_costly_output(over_budget_cost(&bytes), bridge.max_output_bytes)),
+        Err(isolet_core::CountError::TooCostly { .. }) => {
+            Err(Failure::too_costly_output(over_budget_cost(&bytes), bridge.max_output_bytes))
+        }
         Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
     }
 }

@@ -76,7 +76,12 @@ mod os {
         unsafe {
             let mut info: libc::thread_basic_info = std::mem::zeroed();
             let mut count = libc::THREAD_BASIC_INFO_COUNT;
-            libc::thread_info(port, libc::THREAD_BASIC_INFO as libc::thread_flavor_t, (&mut info as *mut libc::thread_basic_info).cast(), &mut count);
+            libc::thread_info(
+                port,
+                libc::THREAD_BASIC_INFO as libc::thread_flavor_t,
+                (&mut info as *mut libc::thread_basic_info).cast(),
+                &mut count,
+            );
             let micros = |t: libc::time_value_t| t.seconds.max(0) as u64 * 1_000_000 + t.microseconds.max(0) as u64;
             Duration::from_micros(micros(info.user_time) + micros(info.system_time))
         }

@@ -80,12 +80,7 @@ fn watchdog() -> &'static Watchdog {
             // first run loudly (napi turns the panic into a JS exception) beats running
             // every later one unbounded.
             .expect("isolet: cannot start the watchdog thread");
-        Watchdog {
-            runs: Mutex::new(Vec::new()),
-            terminate: Mutex::new(Vec::new()),
-            cv: Condvar::new(),
-            dozing: AtomicBool::new(false),
-        }
+        Watchdog { runs: Mutex::new(Vec::new()), terminate: Mutex::new(Vec::new()), cv: Condvar::new(), dozing: AtomicBool::new(false) }
     })
 }
 

@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use isolet_core::frame::{self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WireLockdown, WireReady, WireStart, WireStats, HEADER_BYTES};
+use isolet_core::frame::{
+    self, FrameError, Header, Kind, WireAnswer, WireDone, WireHealth, WireLockdown, WireReady, WireStart, WireStats, HEADER_BYTES,
+};
 use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use isolet_core::sandbox::CloseReason;

@@ -202,7 +202,13 @@ impl RssReader {
         // SAFETY: zero is a valid proc_taskinfo; proc_pidinfo writes at most `size` bytes.
         let (n, info) = unsafe {
             let mut info: libc::proc_taskinfo = std::mem::zeroed();
-            let n = libc::proc_pidinfo(self.pid as libc::c_int, libc::PROC_PIDTASKINFO, 0, (&mut info as *mut libc::proc_taskinfo).cast(), size);
+            let n = libc::proc_pidinfo(
+                self.pid as libc::c_int,
+                libc::PROC_PIDTASKINFO,
+                0,
+                (&mut info as *mut libc::proc_taskinfo).cast(),
+                size,
+            );
             (n, info)
         };
         (n == size).then(|| info.pti_resident_size / (1024 * 1024))
@@ -445,7 +451,10 @@ impl FrameStream {
     /// The next whole frame, `Ok(None)` when more bytes are needed, or why the stream is
     /// refused. `limit(header)` is the largest payload the frame may have (`None`: no
     /// frame of that kind or run is allowed now).
-    pub(crate) fn next_frame(&mut self, limit: &mut dyn FnMut(&Header) -> Result<usize, String>) -> Result<Option<(Header, Vec<u8>)>, String> {
+    pub(crate) fn next_frame(
+        &mut self,
+        limit: &mut dyn FnMut(&Header) -> Result<usize, String>,
+    ) -> Result<Option<(Header, Vec<u8>)>, String> {
         if let Some((h, body)) = self.big.as_ref() {
             if body.len() == h.len as usize {
                 return Ok(self.big.take());

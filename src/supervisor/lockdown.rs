@@ -147,8 +147,8 @@ mod imp {
             format!("seccomp not installed: could not list this process's descriptors in /proc/self/fd ({e})")
         })?;
         status.io_uring_rings = io_uring_fds.len() as u32;
-        let policy = compile(&LockDownContext { self_pid: std::process::id(), io_uring_fds })
-            .map_err(|e| format!("seccomp not installed: {e}"))?;
+        let policy =
+            compile(&LockDownContext { self_pid: std::process::id(), io_uring_fds }).map_err(|e| format!("seccomp not installed: {e}"))?;
         for (i, program) in policy.programs.iter().enumerate() {
             if let Err(e) = seccompiler::apply_filter_all_threads(program) {
                 return Err(if i == 0 {

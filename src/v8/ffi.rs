@@ -48,7 +48,6 @@ pub const ISOLET_FAILED: i32 = 6;
 pub const ISOLET_ABSENT: i32 = 7;
 pub const ISOLET_UNCLONEABLE: i32 = 8;
 
-
 /// A host call refused at once: its error's class and the lengths of the name and
 /// message written one after the other into the seam's buffer.
 #[repr(C)]
@@ -114,21 +113,10 @@ pub struct isolet_sandbox_config {
         buf: *mut u8,
         cap: usize,
     ) -> i32,
-    pub on_data_request: extern "C" fn(
-        ctx: *mut c_void,
-        key: *const u8,
-        key_len: usize,
-        out: *mut isolet_bytes,
-    ) -> i32,
+    pub on_data_request: extern "C" fn(ctx: *mut c_void, key: *const u8, key_len: usize, out: *mut isolet_bytes) -> i32,
     pub on_heap_limit: extern "C" fn(ctx: *mut c_void),
     pub on_fatal_oom: extern "C" fn(ctx: *mut c_void, held_bytes: usize),
-    pub on_op: extern "C" fn(
-        ctx: *mut c_void,
-        op: u32,
-        args: *mut isolet_op_value,
-        argc: usize,
-        result: *mut isolet_op_result,
-    ) -> i32,
+    pub on_op: extern "C" fn(ctx: *mut c_void, op: u32, args: *mut isolet_op_value, argc: usize, result: *mut isolet_op_result) -> i32,
     pub on_script: extern "C" fn(ctx: *mut c_void, index: u32, script: *mut isolet_script) -> i32,
     pub on_script_cache: extern "C" fn(ctx: *mut c_void, index: u32, data: *const u8, len: usize),
     pub text: extern "C" fn(ctx: *mut c_void, what: u32, a: u64, b: u64, buf: *mut u8, cap: usize) -> usize,
@@ -173,12 +161,7 @@ extern "C" {
         key_len: usize,
     ) -> i32;
     pub fn isolet_sandbox_remove_namespace(sb: *mut isolet_sandbox, ns: *const u8, ns_len: usize) -> i32;
-    pub fn isolet_sandbox_add_host_function(
-        sb: *mut isolet_sandbox,
-        name: *const u8,
-        len: usize,
-        fn_index: u32,
-    ) -> i32;
+    pub fn isolet_sandbox_add_host_function(sb: *mut isolet_sandbox, name: *const u8, len: usize, fn_index: u32) -> i32;
     pub fn isolet_sandbox_add_host_namespace(
         sb: *mut isolet_sandbox,
         ns: *const u8,
@@ -188,8 +171,7 @@ extern "C" {
         fn_indices: *const u32,
         count: usize,
     ) -> i32;
-    pub fn isolet_sandbox_add_data_object(sb: *mut isolet_sandbox, name: *const u8, len: usize)
-        -> i32;
+    pub fn isolet_sandbox_add_data_object(sb: *mut isolet_sandbox, name: *const u8, len: usize) -> i32;
     pub fn isolet_wasm_compile(
         sb: *mut isolet_sandbox,
         wasm: *const u8,
@@ -251,21 +233,12 @@ extern "C" {
     ) -> i32;
     pub fn isolet_sandbox_end_run(sb: *mut isolet_sandbox);
     pub fn isolet_sandbox_poll(sb: *mut isolet_sandbox) -> i32;
-    pub fn isolet_sandbox_take_result(
-        sb: *mut isolet_sandbox,
-        value: *mut isolet_value,
-        err: *mut isolet_error,
-    ) -> i32;
+    pub fn isolet_sandbox_take_result(sb: *mut isolet_sandbox, value: *mut isolet_value, err: *mut isolet_error) -> i32;
     pub fn isolet_sandbox_clear_rejections(sb: *mut isolet_sandbox);
     pub fn isolet_sandbox_next_rejection(sb: *mut isolet_sandbox, err: *mut isolet_error) -> i32;
     pub fn isolet_sandbox_dropped_rejections(sb: *mut isolet_sandbox) -> u32;
     pub fn isolet_sandbox_run_tasks(sb: *mut isolet_sandbox) -> i64;
-    pub fn isolet_sandbox_fulfill_call(
-        sb: *mut isolet_sandbox,
-        call_id: u32,
-        bytes: *const u8,
-        len: usize,
-    ) -> i32;
+    pub fn isolet_sandbox_fulfill_call(sb: *mut isolet_sandbox, call_id: u32, bytes: *const u8, len: usize) -> i32;
     pub fn isolet_sandbox_reject_call(
         sb: *mut isolet_sandbox,
         call_id: u32,

@@ -178,9 +178,8 @@ impl WasmModule {
             return Ok(Vec::new());
         }
         let config = SandboxConfig { heap_limit_bytes, array_buffer_limit_bytes: heap_limit_bytes };
-        let internal = |name: &str, message: &str| {
-            (name.to_string(), Thrown { name: "Error".into(), message: message.into(), ..Default::default() })
-        };
+        let internal =
+            |name: &str, message: &str| (name.to_string(), Thrown { name: "Error".into(), message: message.into(), ..Default::default() });
         let Some(sandbox) = Sandbox::new(&config, Arc::new(CompileHost)) else {
             return Err(internal(&modules[0].0, "no V8 isolate could be created to compile it"));
         };
@@ -809,12 +808,7 @@ extern "C" fn text_cb(ctx: *mut c_void, what: u32, a: u64, b: u64, buf: *mut u8,
     })
 }
 
-extern "C" fn data_request_cb(
-    ctx: *mut c_void,
-    key: *const u8,
-    key_len: usize,
-    out: *mut ffi::isolet_bytes,
-) -> i32 {
+extern "C" fn data_request_cb(ctx: *mut c_void, key: *const u8, key_len: usize, out: *mut ffi::isolet_bytes) -> i32 {
     // SAFETY: as above.
     let key = unsafe { bytes(key, key_len) };
     // The seam copies at most max_data_key_bytes of the key: enough for the host to
@@ -940,7 +934,17 @@ fn take_bytes(b: &mut ffi::isolet_bytes) -> Option<Vec<u8>> {
 
 fn empty_error() -> ffi::isolet_error {
     let e = || ffi::isolet_bytes { ptr: std::ptr::null_mut(), len: 0 };
-    ffi::isolet_error { name: e(), constructor: e(), message: e(), stack: e(), value_kind: 0, line: 0, column: 0, position: -1, fields: e() }
+    ffi::isolet_error {
+        name: e(),
+        constructor: e(),
+        message: e(),
+        stack: e(),
+        value_kind: 0,
+        line: 0,
+        column: 0,
+        position: -1,
+        fields: e(),
+    }
 }
 
 /// The thrown value's parts, named by `seam_policy::thrown_name`.
@@ -1023,9 +1027,7 @@ impl Sandbox {
         let mut ok = true;
         for (object, key) in seam_policy::REMOVED_PROPERTIES {
             // SAFETY: live sandbox, valid buffers.
-            ok &= unsafe {
-                ffi::isolet_sandbox_delete_global(sandbox.raw, object.as_ptr(), object.len(), key.as_ptr(), key.len())
-            } == 0;
+            ok &= unsafe { ffi::isolet_sandbox_delete_global(sandbox.raw, object.as_ptr(), object.len(), key.as_ptr(), key.len()) } == 0;
         }
         // Sealed here, before the run arrives, not per run (about 30 µs of a trivial run):
         // the run's WebAssembly modules are instantiated with the constructor the seam kept.
@@ -1291,16 +1293,19 @@ impl Sandbox {
                     ExecMode::Script | ExecMode::Module => Step::Syntax(at.thrown),
                     ExecMode::AsyncBody => {
                         let mut terminated = false;
-                        let thrown = seam_policy::async_body_syntax_error(code, at, |src, offset, how| {
-                            match self.check_syntax(src, offset, how) {
+                        let thrown =
+                            seam_policy::async_body_syntax_error(code, at, |src, offset, how| match self.check_syntax(src, offset, how) {
                                 Err(()) => {
                                     terminated = true;
                                     None
                                 }
                                 Ok(found) => found,
-                            }
-                        });
-                        if terminated || self.panicked() { Step::Terminated } else { Step::Syntax(thrown) }
+                            });
+                        if terminated || self.panicked() {
+                            Step::Terminated
+                        } else {
+                            Step::Syntax(thrown)
+                        }
                     }
                 }
             }
@@ -1384,7 +1389,11 @@ impl Sandbox {
         // SAFETY: live sandbox, valid out-pointer.
         let rc = unsafe { ffi::isolet_sandbox_create_code_cache(self.raw, &mut out) };
         let bytes = take_bytes(&mut out);
-        if rc == ffi::ISOLET_OK { bytes } else { None }
+        if rc == ffi::ISOLET_OK {
+            bytes
+        } else {
+            None
+        }
     }
 
     /// Runs the engine's prelude (a classic script named `prelude.js`) in this fresh
@@ -1473,7 +1482,14 @@ impl Sandbox {
         // SAFETY: live sandbox, valid buffers.
         let rc = unsafe {
             ffi::isolet_sandbox_check_syntax(
-                self.raw, source.as_ptr(), source.len(), origin.as_ptr(), origin.len(), column_offset, as_body, &mut err,
+                self.raw,
+                source.as_ptr(),
+                source.len(),
+                origin.as_ptr(),
+                origin.len(),
+                column_offset,
+                as_body,
+                &mut err,
             )
         };
         let out = match rc {

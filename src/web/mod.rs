@@ -245,12 +245,8 @@ pub(crate) fn install(sandbox: &mut Sandbox, state: &WebState, web: bool, fetch_
     *lock(&state.fetch_tool) = fetch_tool;
     let web_globals = if web { GLOBALS } else { &[] };
     let fetch_globals = if web && fetch_tool.is_some() { FETCH_GLOBALS } else { &[] };
-    let globals: Vec<(&str, u32)> = CONSOLE_GLOBALS
-        .iter()
-        .chain(web_globals)
-        .chain(fetch_globals)
-        .map(|(name, script)| (*name, script_index(script)))
-        .collect();
+    let globals: Vec<(&str, u32)> =
+        CONSOLE_GLOBALS.iter().chain(web_globals).chain(fetch_globals).map(|(name, script)| (*name, script_index(script))).collect();
     match sandbox.install_ops(&globals, script_index(ERROR_SCRIPT)) {
         Step::Settled => None,
         other => Some(other),
@@ -325,8 +321,7 @@ fn op_encoding_lookup(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpRe
 /// (encoding, bytes, fatal, stream, stripBom) -> [text, bytes left for the next chunk]
 fn op_decode(_: &WebState, _: &dyn WebHost, args: &mut [OpArg]) -> OpResult {
     let name = string(args, 0)?;
-    let (text, tail) =
-        encoding::decode(name, bytes(args, 1)?, flag(args, 2), flag(args, 3), flag(args, 4)).map_err(thrown)?;
+    let (text, tail) = encoding::decode(name, bytes(args, 1)?, flag(args, 2), flag(args, 3), flag(args, 4)).map_err(thrown)?;
     Ok(vec![OpValue::String(text), OpValue::Number(tail as f64)])
 }
 

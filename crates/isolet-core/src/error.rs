@@ -181,18 +181,16 @@ impl Failure {
 
     /// The code threw `thrown`; the message reads like V8's own `Name: message`.
     pub fn threw(thrown: Thrown) -> Self {
-        let message = if thrown.message.is_empty() {
-            thrown.name.clone()
-        } else {
-            format!("{}: {}", thrown.name, thrown.message)
-        };
+        let message = if thrown.message.is_empty() { thrown.name.clone() } else { format!("{}: {}", thrown.name, thrown.message) };
         Failure { thrown: Some(Box::new(thrown)), ..Failure::new(ErrorKind::Runtime, message) }
     }
 
     /// The result holds a value that cannot be copied out; `path` names the first one as
     /// the seam found it (`result.items[3].onClick: function`).
     pub fn uncloneable_output(path: &str) -> Self {
-        let message = format!("the result cannot be copied out of the sandbox: {path} (only data crosses: no functions, symbols, promises or proxies)");
+        let message = format!(
+            "the result cannot be copied out of the sandbox: {path} (only data crosses: no functions, symbols, promises or proxies)"
+        );
         Failure::threw(Thrown { name: "DataCloneError".into(), message, ..Default::default() })
     }
 
@@ -200,10 +198,7 @@ impl Failure {
     /// a promise nobody handled.
     pub fn unhandled_rejection(thrown: Thrown) -> Self {
         let described = if thrown.message.is_empty() { thrown.name.clone() } else { format!("{}: {}", thrown.name, thrown.message) };
-        Failure {
-            message: format!("Unhandled promise rejection: {described}"),
-            ..Failure::threw(thrown)
-        }
+        Failure { message: format!("Unhandled promise rejection: {described}"), ..Failure::threw(thrown) }
     }
 
     /// The code did not compile.
@@ -226,7 +221,9 @@ pub fn unhandled_rejection_entry(thrown: &Thrown) -> String {
     }
     let described = if thrown.message.is_empty() { thrown.name.clone() } else { format!("{}: {}", thrown.name, thrown.message) };
     match (thrown.line, thrown.column) {
-        (Some(line), Some(column)) => format!("Unhandled promise rejection: {described}\n    at {}:{line}:{column}", crate::seam_policy::SCRIPT_NAME),
+        (Some(line), Some(column)) => {
+            format!("Unhandled promise rejection: {described}\n    at {}:{line}:{column}", crate::seam_policy::SCRIPT_NAME)
+        }
         _ => format!("Unhandled promise rejection: {described}"),
     }
 }
@@ -261,8 +258,19 @@ mod tests {
         );
         assert_eq!(f.thrown.as_ref().unwrap().name, "DataCloneError");
         let entry = |t: Thrown| unhandled_rejection_entry(&t);
-        assert_eq!(entry(Thrown { name: "Error".into(), message: "x".into(), stack: Some("Error: x\n    at f (sandbox.js:1:2)".into()), ..Default::default() }), "Unhandled promise rejection: Error: x\n    at f (sandbox.js:1:2)");
-        assert_eq!(entry(Thrown { name: "String".into(), message: "no".into(), line: Some(3), column: Some(9), ..Default::default() }), "Unhandled promise rejection: String: no\n    at sandbox.js:3:9");
+        assert_eq!(
+            entry(Thrown {
+                name: "Error".into(),
+                message: "x".into(),
+                stack: Some("Error: x\n    at f (sandbox.js:1:2)".into()),
+                ..Default::default()
+            }),
+            "Unhandled promise rejection: Error: x\n    at f (sandbox.js:1:2)"
+        );
+        assert_eq!(
+            entry(Thrown { name: "String".into(), message: "no".into(), line: Some(3), column: Some(9), ..Default::default() }),
+            "Unhandled promise rejection: String: no\n    at sandbox.js:3:9"
+        );
         let f = Failure::unhandled_rejection(Thrown { name: "Error".into(), message: "lost".into(), ..Default::default() });
         assert_eq!((f.kind, f.message.as_str()), (ErrorKind::Runtime, "Unhandled promise rejection: Error: lost"));
         assert_eq!(f.thrown.unwrap().message, "lost");
@@ -270,7 +278,13 @@ mod tests {
 
     #[test]
     fn syntax_failure_carries_position() {
-        let f = Failure::syntax(Thrown { name: "SyntaxError".into(), message: "Unexpected token".into(), line: Some(3), column: Some(7), ..Default::default() });
+        let f = Failure::syntax(Thrown {
+            name: "SyntaxError".into(),
+            message: "Unexpected token".into(),
+            line: Some(3),
+            column: Some(7),
+            ..Default::default()
+        });
         assert_eq!(f.kind, ErrorKind::Validation);
         assert!(f.message.ends_with("(line 3, column 7)"));
     }

@@ -11,8 +11,8 @@
 //! panicking or reading past the payload.
 use std::collections::BTreeMap;
 
-use crate::options::LANGUAGES;
 use crate::code_cache::CodeCacheStats;
+use crate::options::LANGUAGES;
 use crate::queue::PoolConfig;
 use crate::{BridgeLimits, ErrorKind, ExecMode, Failure, IsolateLimits, Isolation, LogEntry, LogLevel, RunPlan, Thrown};
 
@@ -488,7 +488,8 @@ pub fn decode_run(payload: &[u8]) -> Result<(RunPlan, bool), FrameError> {
         return Err(FrameError::Invalid("module keys are distinct"));
     }
     let module_limits = crate::modules::ModuleLimits { max_modules: r.u32()?, max_module_bytes: r.u64()? };
-    if module_limits.max_modules == 0 || module_limits.max_module_bytes == 0 || crate::modules::check_map(&modules, module_limits).is_err() {
+    if module_limits.max_modules == 0 || module_limits.max_module_bytes == 0 || crate::modules::check_map(&modules, module_limits).is_err()
+    {
         return Err(FrameError::Invalid("modules within their limits"));
     }
     let module_resolver = r.bool()?;
@@ -634,7 +635,12 @@ impl WireDone {
         let log_bytes: usize = self.logs.iter().map(|l| l.message.len() + 5).sum();
         let mut w = FrameWriter::new(Kind::Done, run_id, 0, log_bytes + 256);
         let s = &self.stats;
-        w.f64(s.wall_time_ms).f64(s.cpu_time_ms).f64(s.heap_peak_bytes).f64(s.heap_used_bytes).u32(s.host_calls).u32(s.unhandled_rejections);
+        w.f64(s.wall_time_ms)
+            .f64(s.cpu_time_ms)
+            .f64(s.heap_peak_bytes)
+            .f64(s.heap_used_bytes)
+            .u32(s.host_calls)
+            .u32(s.unhandled_rejections);
         self.health.write(&mut w);
         w.u32(self.logs.len() as u32);
         for l in &self.logs {
@@ -926,7 +932,11 @@ impl WireReady {
         let io_uring_rings = r.u32()?;
         let health = WireHealth::read(&mut r)?;
         r.end()?;
-        Ok(WireReady { pid, lockdown: WireLockdown { seccomp, no_new_privs, parent_death_signal, reason, refused, io_uring_rings }, health })
+        Ok(WireReady {
+            pid,
+            lockdown: WireLockdown { seccomp, no_new_privs, parent_death_signal, reason, refused, io_uring_rings },
+            health,
+        })
     }
 }
 
@@ -1000,7 +1010,10 @@ mod tests {
     #[test]
     fn sandbox_frames_round_trip_and_refuse_what_no_parent_sends() {
         use crate::sandbox::{CloseReason, SandboxLimits, SandboxPlan};
-        let raw = crate::options::Raw::Object(vec![("capabilities".into(), crate::options::Raw::Array(vec![crate::options::Raw::String("f".into())]))]);
+        let raw = crate::options::Raw::Object(vec![(
+            "capabilities".into(),
+            crate::options::Raw::Array(vec![crate::options::Raw::String("f".into())]),
+        )]);
         let mut plan = crate::sandbox::sandbox_plan(&raw).unwrap();
         plan.limits = SandboxLimits { total_cpu_time_ms: Some(5), idle_timeout_ms: None, max_total_host_calls: Some(0) };
         let open = encode_sandbox_open(7, &plan);
@@ -1104,7 +1117,14 @@ mod tests {
         }
         let ready = WireReady {
             pid: 9,
-            lockdown: WireLockdown { seccomp: true, no_new_privs: true, parent_death_signal: false, reason: Some("why".into()), refused: vec!["execve".into()], io_uring_rings: 0 },
+            lockdown: WireLockdown {
+                seccomp: true,
+                no_new_privs: true,
+                parent_death_signal: false,
+                reason: Some("why".into()),
+                refused: vec!["execve".into()],
+                io_uring_rings: 0,
+            },
             health: WireHealth { warm: 2, ..Default::default() },
         };
         let frame = ready.encode();
@@ -1205,8 +1225,18 @@ mod tests {
 
     fn done(result: Result<(), Failure>) -> WireDone {
         WireDone {
-            stats: WireStats { wall_time_ms: 1.5, cpu_time_ms: 0.25, heap_peak_bytes: 1e6, heap_used_bytes: 5e5, host_calls: 3, unhandled_rejections: 2 },
-            logs: vec![LogEntry { level: LogLevel::Warn, message: "w".into() }, LogEntry { level: LogLevel::Debug, message: String::new() }],
+            stats: WireStats {
+                wall_time_ms: 1.5,
+                cpu_time_ms: 0.25,
+                heap_peak_bytes: 1e6,
+                heap_used_bytes: 5e5,
+                host_calls: 3,
+                unhandled_rejections: 2,
+            },
+            logs: vec![
+                LogEntry { level: LogLevel::Warn, message: "w".into() },
+                LogEntry { level: LogLevel::Debug, message: String::new() },
+            ],
             health: WireHealth {
                 stuck: 1,
                 threads: 4,
@@ -1216,7 +1246,15 @@ mod tests {
                 quarantined: 1,
                 warm_starts: 10,
                 cold_starts: 2,
-                code_cache: CodeCacheStats { hits: 5, misses: 6, rejected: 1, evictions: 2, entries: 3, bytes: 4096, budget_bytes: 1 << 25 },
+                code_cache: CodeCacheStats {
+                    hits: 5,
+                    misses: 6,
+                    rejected: 1,
+                    evictions: 2,
+                    entries: 3,
+                    bytes: 4096,
+                    budget_bytes: 1 << 25,
+                },
             },
             result,
         }
@@ -1252,8 +1290,14 @@ mod tests {
 
     #[test]
     fn failures_round_trip_with_every_detail() {
-        let thrown = Thrown { name: "TypeError".into(), message: "x".into(), stack: Some("at y".into()), line: Some(3), column: None, fields: None };
-        let fields = Thrown { name: "Object".into(), message: "[object Object]".into(), fields: Some(vec![0xff, 0x0f, b'o', 0]), ..Default::default() };
+        let thrown =
+            Thrown { name: "TypeError".into(), message: "x".into(), stack: Some("at y".into()), line: Some(3), column: None, fields: None };
+        let fields = Thrown {
+            name: "Object".into(),
+            message: "[object Object]".into(),
+            fields: Some(vec![0xff, 0x0f, b'o', 0]),
+            ..Default::default()
+        };
         for f in [
             Failure::threw(thrown),
             Failure::threw(fields),
@@ -1280,9 +1324,13 @@ mod tests {
 
     #[test]
     fn a_host_cannot_send_thrown_fields_over_the_seams_limit() {
-        let big = Thrown { name: "Object".into(), fields: Some(vec![0; crate::seam_policy::MAX_ERROR_TEXT_BYTES + 1]), ..Default::default() };
+        let big =
+            Thrown { name: "Object".into(), fields: Some(vec![0; crate::seam_policy::MAX_ERROR_TEXT_BYTES + 1]), ..Default::default() };
         let frame = done(Err(Failure::threw(big))).encode_head(2, &[]);
-        assert_eq!(WireDone::decode(payload(&frame).1, 100, 1 << 20).unwrap_err(), FrameError::Invalid("thrown fields over their byte limit"));
+        assert_eq!(
+            WireDone::decode(payload(&frame).1, 100, 1 << 20).unwrap_err(),
+            FrameError::Invalid("thrown fields over their byte limit")
+        );
     }
 
     #[test]

@@ -350,9 +350,7 @@ impl EventBudget {
             return Err(OverBudget("a host call id already in flight"));
         }
         self.call_bytes += arg_bytes;
-        if self.calls.len() > self.bridge.max_pending_host_calls as usize
-            || self.call_bytes > self.bridge.max_pending_host_call_bytes
-        {
+        if self.calls.len() > self.bridge.max_pending_host_calls as usize || self.call_bytes > self.bridge.max_pending_host_call_bytes {
             return Err(OverBudget("more host calls in flight than the run may keep"));
         }
         Ok(())
@@ -464,9 +462,8 @@ pub struct HostView {
 /// free slot (`per_host`): one with a warm isolate first (a run there starts at once),
 /// then the least busy, then the one given a run longest ago.
 pub fn place(hosts: &[HostView], per_host: usize, alone: bool) -> Option<usize> {
-    let eligible = |h: &HostView| {
-        h.serving && !h.draining && !h.solo && !h.dedicated && if alone { h.runs == 0 } else { h.runs < per_host }
-    };
+    let eligible =
+        |h: &HostView| h.serving && !h.draining && !h.solo && !h.dedicated && if alone { h.runs == 0 } else { h.runs < per_host };
     let better = |a: &HostView, b: &HostView| {
         let (aw, bw) = (a.warm > 0, b.warm > 0);
         if aw != bw {
@@ -553,7 +550,8 @@ pub fn shared_host_pool(engine: PoolConfig, processes: usize) -> PoolConfig {
 /// engine's hosts never number more than its shared hosts, a spare and
 /// `maxOpenSandboxes`. The refusal is typed (overloaded) and says why.
 pub fn sandbox_host_refusal(cannot_start: Option<&Failure>) -> Option<Failure> {
-    cannot_start.map(|f| Failure::new(ErrorKind::Overloaded, format!("No sandbox host process can be started for the sandbox now: {}", f.message)))
+    cannot_start
+        .map(|f| Failure::new(ErrorKind::Overloaded, format!("No sandbox host process can be started for the sandbox now: {}", f.message)))
 }
 
 /// Whether the host of a sandbox that closed is ended at once: yes with no run of it in
@@ -671,7 +669,10 @@ pub struct LostRun {
 pub enum LostVerdict {
     /// Start it again with this much of its wall limit left; `alone` on a host when it
     /// may have been the culprit (so a culprit started again ends only its own host).
-    Restart { wall_time_ms: u64, alone: bool },
+    Restart {
+        wall_time_ms: u64,
+        alone: bool,
+    },
     Fail(Failure),
 }
 
@@ -810,7 +811,15 @@ mod tests {
                 for serving in 0..=processes {
                     let mut hosts: Vec<HostView> = (0..processes)
                         // Past `serving`: draining, or starting (not serving yet) in turn.
-                        .map(|i| HostView { serving: i < serving || i % 2 == 0, runs: 0, warm: 0, last_start: 0, solo: false, draining: i >= serving, dedicated: false })
+                        .map(|i| HostView {
+                            serving: i < serving || i % 2 == 0,
+                            runs: 0,
+                            warm: 0,
+                            last_start: 0,
+                            solo: false,
+                            draining: i >= serving,
+                            dedicated: false,
+                        })
                         .collect();
                     for placed in 0..max_concurrent {
                         let at = place(&hosts, per_host, false)
@@ -827,7 +836,6 @@ mod tests {
         }
         assert_eq!(host_queue_size(0), 1);
     }
-
 
     fn lost(seen: bool, restarts: u32, elapsed: u64) -> LostRun {
         LostRun { seen_outside: seen, overdue: false, restarts, wall_time_ms: 5000, elapsed_ms: elapsed, alone: false }
@@ -847,7 +855,7 @@ mod tests {
         // No clock: the grace alone.
         assert!(give_up_on_stopped(WATCHDOG_GRACE_MS, None, STARVED_GRACE_MS));
         // Within the limit + 1 s the deadline promises.
-        assert!(STARVED_GRACE_MS <= 1_000);
+        const { assert!(STARVED_GRACE_MS <= 1_000) };
     }
 
     #[test]
@@ -881,7 +889,7 @@ mod tests {
         assert!(!suspect(300 + SUSPECT_AFTER_MS - 1, 300));
         assert!(suspect(300 + SUSPECT_AFTER_MS, 300));
         assert!(!suspect(u64::MAX - 1, u64::MAX));
-        assert!(SUSPECT_AFTER_MS < WATCHDOG_GRACE_MS, "suspected before the host's watchdog gives up");
+        const { assert!(SUSPECT_AFTER_MS < WATCHDOG_GRACE_MS, "suspected before the host's watchdog gives up") };
     }
 
     #[test]
@@ -951,7 +959,13 @@ mod tests {
 
     #[test]
     fn the_event_budget_holds_a_host_to_what_its_runs_isolate_enforces() {
-        let bridge = BridgeLimits { max_messages: 3, max_pending_host_calls: 2, max_pending_host_call_bytes: 100, max_log_entries: 2, ..BridgeLimits::default() };
+        let bridge = BridgeLimits {
+            max_messages: 3,
+            max_pending_host_calls: 2,
+            max_pending_host_call_bytes: 100,
+            max_log_entries: 2,
+            ..BridgeLimits::default()
+        };
         let mut b = EventBudget::new(bridge, true);
         assert!(!b.seen_outside());
         assert_eq!(b.started(), Ok(()));
@@ -1192,7 +1206,8 @@ mod tests {
 
     #[test]
     fn a_host_gets_isolets_settings_and_the_time_zone_only_and_no_io_uring() {
-        let env = host_env([("PATH", "/bin"), ("TZ", "UTC"), ("ISOLET_MAX_QUARANTINED", "3"), ("AWS_SECRET", "x"), ("ISOLET_SANDBOX_HOST", "0")]);
+        let env =
+            host_env([("PATH", "/bin"), ("TZ", "UTC"), ("ISOLET_MAX_QUARANTINED", "3"), ("AWS_SECRET", "x"), ("ISOLET_SANDBOX_HOST", "0")]);
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["ISOLET_SANDBOX_HOST", "UV_USE_IO_URING", "TZ", "ISOLET_MAX_QUARANTINED"]);
         assert_eq!(env[0].1, "1");

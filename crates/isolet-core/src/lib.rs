@@ -6,8 +6,6 @@
 //! Nothing here may depend on `napi` or on the V8 seam.
 pub mod budget;
 pub mod code_cache;
-pub mod value_count;
-pub mod primitive;
 pub mod error;
 pub mod frame;
 pub mod host_policy;
@@ -16,20 +14,22 @@ pub mod logs;
 pub mod modules;
 pub mod names;
 pub mod options;
+pub mod primitive;
 pub mod queue;
 pub mod run_state;
 pub mod sandbox;
 pub mod seam_policy;
 pub mod syscall_policy;
+pub mod value_count;
 pub mod wakeups;
 pub mod wasm;
 pub mod web;
 
 pub use budget::{BudgetError, PendingCalls};
-pub use value_count::{count_values, fixed_length_buffers, tally, Bounds, CountError, Tally};
 pub use error::{ErrorKind, Failure, Thrown};
 pub use limits::{BridgeLimits, IsolateLimits};
-pub use options::{EngineConfig, ExecMode, Isolation, OptionsError, Raw, RunPlan, ToolCalls};
-pub use names::{check_capability_name, check_capability_names, check_global_name, CapabilityName, NameError};
-pub use queue::{AdmissionQueue, QueueFull, Tenant};
 pub use logs::{LogBuffer, LogEntry, LogLevel};
+pub use names::{check_capability_name, check_capability_names, check_global_name, CapabilityName, NameError};
+pub use options::{EngineConfig, ExecMode, Isolation, OptionsError, Raw, RunPlan, ToolCalls};
+pub use queue::{AdmissionQueue, QueueFull, Tenant};
+pub use value_count::{count_values, fixed_length_buffers, tally, Bounds, CountError, Tally};

@@ -39,13 +39,27 @@ impl Default for ModuleLimits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModuleError {
     /// No module of that key in the map, and no `resolve` (or it found none).
-    NotFound { specifier: String, referrer: String },
+    NotFound {
+        specifier: String,
+        referrer: String,
+    },
     /// An empty or overlong specifier.
-    BadSpecifier { specifier: String, referrer: String },
-    TooManyModules { max: u32 },
-    TooManyBytes { max: u64 },
+    BadSpecifier {
+        specifier: String,
+        referrer: String,
+    },
+    TooManyModules {
+        max: u32,
+    },
+    TooManyBytes {
+        max: u64,
+    },
     /// `resolve` rejected, or answered with something that is not a module.
-    Resolve { specifier: String, referrer: String, message: String },
+    Resolve {
+        specifier: String,
+        referrer: String,
+        message: String,
+    },
 }
 
 impl fmt::Display for ModuleError {

@@ -15,11 +15,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::limits::{
-    BridgeLimits, IsolateLimits, DEFAULT_ENGINE_MEMORY_MB, DEFAULT_MAX_LOG_BYTES, DEFAULT_MAX_LOG_ENTRIES,
-    DEFAULT_MAX_MESSAGES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_PENDING_HOST_CALLS,
-    DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_MAX_MESSAGE_VALUES, DEFAULT_MAX_OUTPUT_VALUES,
-    DEFAULT_MAX_PENDING_HOST_CALL_VALUES, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_MEMORY_MB, MAX_TIME_MS,
-    MIN_MEMORY_MB, DEFAULT_CODE_CACHE_MB, MAX_CODE_CACHE_MB, MAX_PRELUDE_BYTES,
+    BridgeLimits, IsolateLimits, DEFAULT_CODE_CACHE_MB, DEFAULT_ENGINE_MEMORY_MB, DEFAULT_MAX_LOG_BYTES, DEFAULT_MAX_LOG_ENTRIES,
+    DEFAULT_MAX_MESSAGES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_VALUES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_VALUES,
+    DEFAULT_MAX_PENDING_HOST_CALLS, DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_MAX_PENDING_HOST_CALL_VALUES, DEFAULT_RUN_MEMORY_MB,
+    DEFAULT_WALL_TIME_MS, MAX_CODE_CACHE_MB, MAX_MEMORY_MB, MAX_PRELUDE_BYTES, MAX_TIME_MS, MIN_MEMORY_MB,
 };
 use crate::modules::ModuleLimits;
 use crate::names::{check_capability_names, check_global_name};
@@ -81,7 +80,11 @@ fn js_number(n: f64) -> String {
     if n.is_nan() {
         "NaN".into()
     } else if n.is_infinite() {
-        if n > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+        if n > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
     } else if n.fract() == 0.0 && n.abs() < 1e21 {
         format!("{}", n as i128)
     } else {
@@ -194,7 +197,8 @@ pub const CODE_TYPES: &[&str] = &["script", "module"];
 /// ends (`unhandledRejections`): reports it in its logs and stats, or fails with it too.
 pub const UNHANDLED_REJECTIONS: &[&str] = &["warn", "error"];
 /// `unhandledRejections`, the same in every option set that takes it.
-const UNHANDLED_REJECTIONS_OPT: Opt = opt("unhandledRejections", Kind::OneOf(UNHANDLED_REJECTIONS)).aliases(&["unhandledRejection", "onUnhandledRejection"]);
+const UNHANDLED_REJECTIONS_OPT: Opt =
+    opt("unhandledRejections", Kind::OneOf(UNHANDLED_REJECTIONS)).aliases(&["unhandledRejection", "onUnhandledRejection"]);
 /// Most modules a run may be allowed (`maxModules`).
 const MAX_MODULES_LIMIT: u64 = 100_000;
 
@@ -300,10 +304,7 @@ pub const ENGINE_CONFIG: &[Opt] = &[
 ];
 
 /// `toolPolicy` of a request.
-pub const TOOL_POLICY: &[Opt] = &[
-    opt("allowedTools", Kind::Names),
-    opt("maxCallsPerTool", Kind::CountMap { max: MAX_COUNT }),
-];
+pub const TOOL_POLICY: &[Opt] = &[opt("allowedTools", Kind::Names), opt("maxCallsPerTool", Kind::CountMap { max: MAX_COUNT })];
 
 /// `engine.submit(request)`.
 pub const SUBMIT_REQUEST: &[Opt] = &[
@@ -326,7 +327,8 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
 ];
 
 /// One entry of `wasmModules`.
-const WASM_MODULE: &[Opt] = &[opt("name", Kind::Text), opt("source", Kind::Shaped("a Uint8Array or ArrayBuffer")).aliases(&["bytes", "module"])];
+const WASM_MODULE: &[Opt] =
+    &[opt("name", Kind::Text), opt("source", Kind::Shaped("a Uint8Array or ArrayBuffer")).aliases(&["bytes", "module"])];
 
 /// An option was not acceptable. `path` is the option as the user wrote it
 /// (`timeoutMs`, `request.isolateLimits.wallTimeMs`, `wasmModules[1].name`).
@@ -364,7 +366,11 @@ pub fn unreadable(path: &str, raw: &Raw) -> Option<OptionsError> {
 }
 
 fn join(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
 }
 
 /// The nearest known name to `given`, if one is close: same letters in another case, a
@@ -720,10 +726,8 @@ impl RunPlan {
 /// resolver, checked (the map against the limits, as resolved modules are).
 fn module_options(f: &Fields) -> Result<(bool, BTreeMap<String, String>, ModuleLimits, bool), OptionsError> {
     let is_module = f.one_of("type")? == Some("module");
-    let limits = ModuleLimits {
-        max_modules: f.whole_or_default("maxModules")? as u32,
-        max_module_bytes: f.whole_or_default("maxModuleBytes")?,
-    };
+    let limits =
+        ModuleLimits { max_modules: f.whole_or_default("maxModules")? as u32, max_module_bytes: f.whole_or_default("maxModuleBytes")? };
     let modules = module_map(f, "modules")?;
     check_module_map(f, &modules, limits)?;
     Ok((is_module, modules, limits, f.function("resolve")?))
@@ -790,7 +794,12 @@ pub fn check_prelude_shadowing(path: &str, modules: &BTreeMap<String, String>, p
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GivenBridge([Option<(u64, String)>; 4]);
 
-fn bridge_limits(f: &Fields, base: BridgeLimits, outer: &GivenBridge, names: [&str; 10]) -> Result<(BridgeLimits, GivenBridge), OptionsError> {
+fn bridge_limits(
+    f: &Fields,
+    base: BridgeLimits,
+    outer: &GivenBridge,
+    names: [&str; 10],
+) -> Result<(BridgeLimits, GivenBridge), OptionsError> {
     let [message, messages, output, entries, log_bytes, pending_bytes, pending_calls, output_values, message_values, pending_values] =
         names;
     let pick = |name: &str, base: u64| -> Result<u64, OptionsError> { Ok(f.whole(name)?.unwrap_or(base)) };
@@ -999,7 +1008,10 @@ fn prelude_of(f: &Fields) -> Result<Option<Prelude>, OptionsError> {
                     return Err(err(&at, format!("{at}: '{key}' is the name of each run's own code")));
                 }
                 if crate::modules::is_typescript(key, "javascript") {
-                    return Err(err(&at, format!("{at}: prelude modules are JavaScript (their types are not stripped); give it a .js key")));
+                    return Err(err(
+                        &at,
+                        format!("{at}: prelude modules are JavaScript (their types are not stripped); give it a .js key"),
+                    ));
                 }
             }
             Prelude { source: p.text("source")?.map(str::to_string), modules }
@@ -1049,7 +1061,8 @@ impl EngineConfig {
             cpu_time_ms: Some(isolate.whole_or_default("cpuTimeMs")?),
         };
         let bridge = f.object("defaultBridgeLimits")?;
-        let (default_bridge, default_bridge_given) = bridge_limits(&bridge, BridgeLimits::default(), &GivenBridge::default(), BRIDGE_NAMES)?;
+        let (default_bridge, default_bridge_given) =
+            bridge_limits(&bridge, BridgeLimits::default(), &GivenBridge::default(), BRIDGE_NAMES)?;
         let tools = f.names("tools")?.unwrap_or_default();
         check_tool_names("tools", "tool", &tools)?;
         // As memoryLimitMb: the engine's own option wins over defaultIsolateLimits'.
@@ -1156,7 +1169,11 @@ impl EngineConfig {
     fn tool_policy(&self, policy: &Fields, own: &[String]) -> Result<(Vec<String>, Vec<Option<u32>>), OptionsError> {
         let registered = || {
             let all: Vec<&str> = self.tools.iter().chain(own).map(String::as_str).collect();
-            if all.is_empty() { "none".to_string() } else { all.join(", ") }
+            if all.is_empty() {
+                "none".to_string()
+            } else {
+                all.join(", ")
+            }
         };
         let allowed = policy.names("allowedTools")?.unwrap_or_default();
         for name in &allowed {
@@ -1180,7 +1197,10 @@ impl EngineConfig {
                             limits.insert(name, *n as u32);
                         }
                         other => {
-                            return Err(err(&max_path, format!("{max_path}.{name} must be a whole number from 0 to {max}, got {}", other.describe())))
+                            return Err(err(
+                                &max_path,
+                                format!("{max_path}.{name} must be a whole number from 0 to {max}, got {}", other.describe()),
+                            ))
                         }
                     }
                 }
@@ -1297,9 +1317,7 @@ const NOT_SANDBOX_OPTIONS: &[&str] = &["signal"];
 /// sandbox-wide limits.
 pub fn sandbox_table() -> &'static [Opt] {
     static TABLE: std::sync::OnceLock<Vec<Opt>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        RUN_SANDBOX.iter().filter(|o| !NOT_SANDBOX_OPTIONS.contains(&o.name)).chain(SANDBOX_LIMITS).copied().collect()
-    })
+    TABLE.get_or_init(|| RUN_SANDBOX.iter().filter(|o| !NOT_SANDBOX_OPTIONS.contains(&o.name)).chain(SANDBOX_LIMITS).copied().collect())
 }
 
 /// Checks `createSandbox(options)`; see `crate::sandbox::sandbox_plan`.
@@ -1417,7 +1435,10 @@ mod tests {
         assert_eq!(c.prelude, Some(Prelude { source: Some("var x = 1".into()), modules: BTreeMap::new() }));
         assert_eq!(c.code_cache_bytes, 0);
         let e = EngineConfig::from_raw(&obj(&[("prelude", num(1.0))])).unwrap_err();
-        assert_eq!((e.path.as_str(), e.message.as_str()), ("prelude", "prelude must be a string or an object { source?, modules? }, got 1"));
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("prelude", "prelude must be a string or an object { source?, modules? }, got 1")
+        );
         let big = "x".repeat(crate::limits::MAX_PRELUDE_BYTES + 1);
         let e = EngineConfig::from_raw(&obj(&[("prelude", s(&big))])).unwrap_err();
         assert_eq!(e.message, format!("prelude must be at most {} bytes, got {} bytes", crate::limits::MAX_PRELUDE_BYTES, big.len()));
@@ -1434,7 +1455,10 @@ mod tests {
         let mods = |entries: &[(&str, Raw)]| obj(entries);
         let c = EngineConfig::from_raw(&obj(&[(
             "prelude",
-            obj(&[("source", s("var x = 1")), ("modules", mods(&[("./lib/a.js", s("export const a = 1")), ("zod", s("export default 1"))]))]),
+            obj(&[
+                ("source", s("var x = 1")),
+                ("modules", mods(&[("./lib/a.js", s("export const a = 1")), ("zod", s("export default 1"))])),
+            ]),
         )]))
         .unwrap();
         let p = c.prelude.clone().unwrap();
@@ -1444,17 +1468,21 @@ mod tests {
         let c = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.js", s(""))]))]))])).unwrap();
         assert_eq!(c.prelude.unwrap().source, None);
         assert_eq!(EngineConfig::from_raw(&obj(&[("prelude", obj(&[]))])).unwrap().prelude, None);
-        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("module", mods(&[])) ]))])).unwrap_err();
+        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("module", mods(&[]))]))])).unwrap_err();
         assert_eq!(e.path, "prelude.module");
         assert!(e.message.contains("did you mean prelude.modules?"), "{}", e.message);
         let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.js", num(1.0))]))]))])).unwrap_err();
-        assert_eq!((e.path.as_str(), e.message.as_str()), ("prelude.modules['a.js']", "prelude.modules['a.js'] must be a module's source (a string), got 1"));
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("prelude.modules['a.js']", "prelude.modules['a.js'] must be a module's source (a string), got 1")
+        );
         let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.ts", s(""))]))]))])).unwrap_err();
         assert!(e.message.contains("prelude modules are JavaScript"), "{}", e.message);
         let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("a.js", s("")), ("./a.js", s(""))]))]))])).unwrap_err();
         assert!(e.message.contains("which another key of prelude.modules names too"), "{}", e.message);
         let big = "x".repeat(crate::limits::MAX_PRELUDE_BYTES / 2 + 1);
-        let e = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("source", s(&big)), ("modules", mods(&[("a.js", s(&big))]))]))])).unwrap_err();
+        let e =
+            EngineConfig::from_raw(&obj(&[("prelude", obj(&[("source", s(&big)), ("modules", mods(&[("a.js", s(&big))]))]))])).unwrap_err();
         assert_eq!(e.path, "prelude");
         // A request cannot replace a prelude module.
         let c = EngineConfig::from_raw(&obj(&[("prelude", obj(&[("modules", mods(&[("lib.js", s("export default 1"))]))]))])).unwrap();
@@ -1495,11 +1523,14 @@ mod tests {
 
     #[test]
     fn web_fetch_needs_web_and_a_fetch_tool() {
-        let mut with_web = run_sandbox(&code(), &obj(&[("web", Raw::Bool(true)), ("capabilities", Raw::Array(vec![Raw::String("fetch".into())]))])).unwrap();
+        let mut with_web =
+            run_sandbox(&code(), &obj(&[("web", Raw::Bool(true)), ("capabilities", Raw::Array(vec![Raw::String("fetch".into())]))]))
+                .unwrap();
         assert!(with_web.use_web_fetch() && with_web.web_fetch);
         let mut without_web = run_sandbox(&code(), &obj(&[("capabilities", Raw::Array(vec![Raw::String("fetch".into())]))])).unwrap();
         assert!(!without_web.use_web_fetch());
-        let mut other_tool = run_sandbox(&code(), &obj(&[("web", Raw::Bool(true)), ("capabilities", Raw::Array(vec![Raw::String("get".into())]))])).unwrap();
+        let mut other_tool =
+            run_sandbox(&code(), &obj(&[("web", Raw::Bool(true)), ("capabilities", Raw::Array(vec![Raw::String("get".into())]))])).unwrap();
         assert!(!other_tool.use_web_fetch());
     }
 
@@ -1561,7 +1592,15 @@ mod tests {
         assert_eq!(p.limits, IsolateLimits { memory_mb: 32, wall_time_ms: 100, cpu_time_ms: Some(50) });
         let b = p.bridge;
         assert_eq!(
-            (b.max_messages, b.max_output_bytes, b.max_log_entries, b.max_log_bytes, b.max_message_bytes, b.max_pending_host_call_bytes, b.max_pending_host_calls),
+            (
+                b.max_messages,
+                b.max_output_bytes,
+                b.max_log_entries,
+                b.max_log_bytes,
+                b.max_message_bytes,
+                b.max_pending_host_call_bytes,
+                b.max_pending_host_calls
+            ),
             (2, 1000, 3, 10, 500, 600, 4)
         );
         let o = obj(&[("maxOutputValues", num(7.0)), ("maxMessageValues", num(8.0)), ("maxPendingHostCallValues", num(9.0))]);
@@ -1579,7 +1618,10 @@ mod tests {
         let e = |o: Raw| run_sandbox(&code(), &o).unwrap_err().message;
         assert_eq!(e(obj(&[("maxOutputValues", num(0.0))])), "maxOutputValues must be a whole number from 1 to 4294967295, got 0");
         let m = e(obj(&[("maxMessageValues", num(10.0)), ("maxPendingHostCallValues", num(9.0))]));
-        assert!(m.starts_with("maxPendingHostCallValues (9 values) must be at least maxMessageValues (10 values): one message must fit"), "{m}");
+        assert!(
+            m.starts_with("maxPendingHostCallValues (9 values) must be at least maxMessageValues (10 values): one message must fit"),
+            "{m}"
+        );
         // Given alone, a lower in-flight bound takes the message's down with it.
         let c = EngineConfig::from_raw(&Raw::Undefined).unwrap();
         let p = c.plan(&obj(&[("code", code()), ("bridgeLimits", obj(&[("maxPendingHostCallValues", num(1.0))]))])).unwrap();
@@ -1712,14 +1754,23 @@ mod tests {
         let c = EngineConfig::from_raw(&obj(&[("maxOpenSandboxes", num(2.0))])).unwrap();
         assert_eq!(c.max_open_sandboxes_per_tenant, 1);
         let e = EngineConfig::from_raw(&obj(&[("maxOpenSandboxes", num(8.0)), ("maxOpenSandboxesPerTenant", num(9.0))])).unwrap_err();
-        assert_eq!((e.path.as_str(), e.message.as_str()), ("maxOpenSandboxesPerTenant", "maxOpenSandboxesPerTenant must be at most maxOpenSandboxes (8), got 9"));
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("maxOpenSandboxesPerTenant", "maxOpenSandboxesPerTenant must be at most maxOpenSandboxes (8), got 9")
+        );
         let e = EngineConfig::from_raw(&obj(&[("maxOpenSandboxes", num(0.0))])).unwrap_err();
         assert_eq!(e.message, "maxOpenSandboxes must be a whole number from 1 to 100000, got 0");
-        assert!(EngineConfig::from_raw(&obj(&[("maxSandboxes", num(3.0))])).unwrap_err().message.ends_with("did you mean maxOpenSandboxes?"));
+        assert!(EngineConfig::from_raw(&obj(&[("maxSandboxes", num(3.0))]))
+            .unwrap_err()
+            .message
+            .ends_with("did you mean maxOpenSandboxes?"));
         // maxQueueMs: the engine's own wins over defaultIsolateLimits', as memoryMb does.
         let limits = |ms: f64| obj(&[("maxQueueMs", num(ms))]);
         assert_eq!(EngineConfig::from_raw(&obj(&[("defaultIsolateLimits", limits(700.0))])).unwrap().max_queue_ms, 700);
-        assert_eq!(EngineConfig::from_raw(&obj(&[("maxQueueMs", num(0.0)), ("defaultIsolateLimits", limits(700.0))])).unwrap().max_queue_ms, 0);
+        assert_eq!(
+            EngineConfig::from_raw(&obj(&[("maxQueueMs", num(0.0)), ("defaultIsolateLimits", limits(700.0))])).unwrap().max_queue_ms,
+            0
+        );
         let e = EngineConfig::from_raw(&obj(&[("maxQueueMs", num(-1.0))])).unwrap_err();
         assert_eq!(e.message, "maxQueueMs must be a whole number from 0 to 2147483647, got -1");
         // A request's own, else none (the engine's applies when it is queued).
@@ -1750,7 +1801,10 @@ mod tests {
         assert_eq!(cfg(vec![m(s("a"), Raw::Bytes(1)), m(s("b"), Raw::Bytes(1))]).unwrap().wasm_modules, ["a", "b"]);
         assert!(cfg(vec![m(s("1x"), Raw::Bytes(1))]).unwrap_err().message.starts_with("wasmModules[0].name: `1x` is not a valid"));
         assert!(cfg(vec![m(s("a"), Raw::Bytes(1)), m(s("a"), Raw::Bytes(1))]).unwrap_err().message.contains("more than once"));
-        assert_eq!(cfg(vec![m(s("a"), s("bytes"))]).unwrap_err().message, "wasmModules[0].source must be a Uint8Array or ArrayBuffer, got 'bytes'");
+        assert_eq!(
+            cfg(vec![m(s("a"), s("bytes"))]).unwrap_err().message,
+            "wasmModules[0].source must be a Uint8Array or ArrayBuffer, got 'bytes'"
+        );
         assert!(cfg(vec![obj(&[("name", s("a")), ("bytes", Raw::Bytes(1))])]).unwrap_err().message.contains("did you mean"));
     }
 
@@ -1760,7 +1814,11 @@ mod tests {
         let plan = |policy: Raw, own: &[&str]| c.plan(&obj(&[("code", code()), ("toolPolicy", policy), ("tools", names(own))]));
         let p = plan(Raw::Undefined, &[]).unwrap();
         assert!(p.tools.is_empty(), "no tools unless a policy names them");
-        let p = plan(obj(&[("allowedTools", names(&["gh.list"])), ("maxCallsPerTool", obj(&[("gh.list", num(1.0)), ("mine", num(2.0))]))]), &["mine"]).unwrap();
+        let p = plan(
+            obj(&[("allowedTools", names(&["gh.list"])), ("maxCallsPerTool", obj(&[("gh.list", num(1.0)), ("mine", num(2.0))]))]),
+            &["mine"],
+        )
+        .unwrap();
         assert_eq!(p.tools, ["gh.list", "mine"]);
         assert_eq!(p.max_calls, [Some(1), Some(2)]);
         let e = plan(obj(&[("allowedTools", names(&["gh.nope"]))]), &[]).unwrap_err();
@@ -1820,7 +1878,10 @@ mod tests {
         assert_eq!(plan(Raw::Undefined).unwrap().tenant, None);
         assert_eq!(plan(s("acme")).unwrap().tenant.as_deref(), Some("acme"));
         let e = plan(names(&["acme"])).unwrap_err();
-        assert_eq!((e.path.as_str(), e.message.as_str()), ("request.tenant", "request.tenant must be a non-empty string of at most 256 bytes, got an array"));
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("request.tenant", "request.tenant must be a non-empty string of at most 256 bytes, got an array")
+        );
     }
 }
 
@@ -2016,10 +2077,8 @@ pub const FETCH_CAPABILITY: &[Opt] = &[
 /// `createFileReadCapability(dir, options)`. A file over 256 MiB could not become one JS
 /// string (base64 grows it by a third); `maxReadsInFlight` bounds one run's reads at once,
 /// so that a readFile storm cannot queue unbounded work and buffers on the host.
-pub const FILE_READ_CAPABILITY: &[Opt] = &[
-    whole("maxBytes", 0, 256 << 20, Some(10 << 20), &[]),
-    whole("maxReadsInFlight", 1, 1024, Some(8), &[]),
-];
+pub const FILE_READ_CAPABILITY: &[Opt] =
+    &[whole("maxBytes", 0, 256 << 20, Some(10 << 20), &[]), whole("maxReadsInFlight", 1, 1024, Some(8), &[])];
 
 /// The defaults of `table`'s numbers, by name (for help texts and exported constants).
 pub fn defaults_of(table: &[Opt]) -> Vec<(&'static str, u64)> {
@@ -2029,7 +2088,11 @@ pub fn defaults_of(table: &[Opt]) -> Vec<(&'static str, u64)> {
 /// The language of a source file by its name: TypeScript for `.ts`, `.mts` and `.cts`.
 pub fn language_of_file(path: &str) -> &'static str {
     let lower = path.to_ascii_lowercase();
-    if [".ts", ".mts", ".cts"].iter().any(|ext| lower.ends_with(ext)) { "typescript" } else { "javascript" }
+    if [".ts", ".mts", ".cts"].iter().any(|ext| lower.ends_with(ext)) {
+        "typescript"
+    } else {
+        "javascript"
+    }
 }
 
 /// The message for a flag `command` does not know (`known` without their `--`), with the
@@ -2289,9 +2352,13 @@ pub fn cli_settings(flags: &Raw, config: &Raw, config_file: Option<&str>, source
     let stateful = given.stateful.or(file.and_then(|v| v.stateful)).unwrap_or(false);
     let idle_timeout_ms = match (&given.idle_timeout_ms, file.and_then(|v| v.idle_timeout_ms.clone())) {
         (Some((ms, _)), _) if stateful => Some(*ms),
-        (Some(_), _) => return Err(flag_options.blame(err("idleTimeoutMs", "idleTimeoutMs applies to a stateful server only; add --stateful".into()))),
+        (Some(_), _) => {
+            return Err(flag_options.blame(err("idleTimeoutMs", "idleTimeoutMs applies to a stateful server only; add --stateful".into())))
+        }
         (None, Some((ms, _))) if stateful => Some(ms),
-        (None, Some((_, path))) => return Err(in_file(err(&path, format!("{path} applies to a stateful server only; set stateful: true")))),
+        (None, Some((_, path))) => {
+            return Err(in_file(err(&path, format!("{path} applies to a stateful server only; set stateful: true"))))
+        }
         (None, None) => None,
     };
     let wall_time_ms = given.timeout_ms.or(file.and_then(|v| v.timeout_ms)).unwrap_or(DEFAULT_WALL_TIME_MS);
@@ -2364,7 +2431,9 @@ pub fn codemode_executor(options: &Raw) -> Result<CodemodeSettings, OptionsError
         return Err(err(&path, format!("{path} applies to a stateful executor only; set stateful: true")));
     }
     let own_keys = match options {
-        Raw::Object(entries) => entries.iter().filter(|(k, _)| CODEMODE_EXECUTOR.iter().any(|o| o.spelling(k).is_some())).map(|(k, _)| k.clone()).collect(),
+        Raw::Object(entries) => {
+            entries.iter().filter(|(k, _)| CODEMODE_EXECUTOR.iter().any(|o| o.spelling(k).is_some())).map(|(k, _)| k.clone()).collect()
+        }
         _ => Vec::new(),
     };
     Ok(CodemodeSettings {
@@ -2480,7 +2549,15 @@ pub const DEFAULT_MCP_HOST: &str = "127.0.0.1";
 
 /// `[host:]port`: `8080`, `0.0.0.0:8080`, `localhost:0`, `[::1]:8080`.
 fn listen_address(path: &str, given: &str) -> Result<(String, u16), OptionsError> {
-    let bad = || err(path, format!("{path} must be [host:]port with a port from 0 to 65535 (8080, 0.0.0.0:8080, [::1]:8080), got {}", Raw::String(given.into()).describe()));
+    let bad = || {
+        err(
+            path,
+            format!(
+                "{path} must be [host:]port with a port from 0 to 65535 (8080, 0.0.0.0:8080, [::1]:8080), got {}",
+                Raw::String(given.into()).describe()
+            ),
+        )
+    };
     let (host, port) = if let Some(rest) = given.strip_prefix('[') {
         let (host, port) = rest.split_once("]:").ok_or_else(bad)?;
         (host, port)
@@ -2524,7 +2601,9 @@ fn http_values(f: &Fields) -> Result<HttpValues, OptionsError> {
         None => None,
     };
     let mut token = None;
-    for (name, source) in [("token", TokenSource::Value as fn(String) -> TokenSource), ("tokenEnv", TokenSource::Env), ("tokenFile", TokenSource::File)] {
+    for (name, source) in
+        [("token", TokenSource::Value as fn(String) -> TokenSource), ("tokenEnv", TokenSource::Env), ("tokenFile", TokenSource::File)]
+    {
         let Some(v) = f.text(name)? else { continue };
         if v.is_empty() {
             return Err(f.wrong(name, "a non-empty string", f.get(name).unwrap_or(&Raw::Undefined)));
@@ -2560,7 +2639,11 @@ fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u
         allowed_origins: given.allowed_origins.or_else(|| file.and_then(|f| f.allowed_origins.clone())).unwrap_or_default(),
         token: given.token.or_else(|| file.and_then(|f| f.token.clone())),
         max_sessions: or_default(given.max_sessions, file.and_then(|f| f.max_sessions), "maxSessions"),
-        max_sessions_per_client: or_default(given.max_sessions_per_client, file.and_then(|f| f.max_sessions_per_client), "maxSessionsPerClient"),
+        max_sessions_per_client: or_default(
+            given.max_sessions_per_client,
+            file.and_then(|f| f.max_sessions_per_client),
+            "maxSessionsPerClient",
+        ),
         session_idle_ms: or_default(given.session_idle_ms, file.and_then(|f| f.session_idle_ms), "sessionIdleMs"),
         max_body_bytes: or_default(given.max_body_bytes, file.and_then(|f| f.max_body_bytes), "maxBodyBytes"),
         max_runs_per_session: or_default(given.max_runs_per_session, file.and_then(|f| f.max_runs_per_session), "maxRunsPerSession"),
@@ -2572,9 +2655,8 @@ fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u
 /// flag without `--http` (or the file's `http.listen`) is a usage error.
 pub fn mcp_http_settings(flags: &Raw, config: &Raw, config_file: Option<&str>) -> Result<Option<McpHttpSettings>, OptionsError> {
     let flag_options = options_of_flags(flags, &[MCP_HTTP_FLAGS], MCP_HTTP)?;
-    let given = fields("", "the command line", &flag_options.options, MCP_HTTP)
-        .and_then(|f| http_values(&f))
-        .map_err(|e| flag_options.blame(e))?;
+    let given =
+        fields("", "the command line", &flag_options.options, MCP_HTTP).and_then(|f| http_values(&f)).map_err(|e| flag_options.blame(e))?;
     let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
     let file = match config {
         Raw::Object(_) => {
@@ -2586,7 +2668,9 @@ pub fn mcp_http_settings(flags: &Raw, config: &Raw, config_file: Option<&str>) -
     let Some(listen) = given.listen.clone().or_else(|| file.as_ref().and_then(|f| f.listen.clone())) else {
         return match flag_options.given.first() {
             None => Ok(None),
-            Some((_, flag)) => Err(err(&format!("--{flag}"), format!("--{flag} needs --http [host:]port (isolet mcp speaks stdio without it)"))),
+            Some((_, flag)) => {
+                Err(err(&format!("--{flag}"), format!("--{flag} needs --http [host:]port (isolet mcp speaks stdio without it)")))
+            }
         };
     };
     Ok(Some(http_settings(given, file, listen)))
@@ -2676,7 +2760,10 @@ mod entry_tests {
         assert_eq!(run_sandbox(&s("1"), &Raw::Undefined).unwrap().unhandled_rejections, Warn);
         assert_eq!(run_sandbox(&s("1"), &obj(&[("unhandledRejections", s("error"))])).unwrap().unhandled_rejections, Error);
         let e = run_sandbox(&s("1"), &obj(&[("unhandledRejections", s("strict"))])).unwrap_err();
-        assert_eq!((e.path.as_str(), e.message.as_str()), ("unhandledRejections", "unhandledRejections must be 'warn' or 'error', got 'strict'"));
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("unhandledRejections", "unhandledRejections must be 'warn' or 'error', got 'strict'")
+        );
         let e = run_sandbox(&s("1"), &obj(&[("onUnhandledRejection", s("error"))])).unwrap_err();
         assert!(e.message.ends_with("did you mean unhandledRejections?"), "{}", e.message);
         let sandbox = crate::sandbox::sandbox_plan(&obj(&[("unhandledRejections", s("error"))])).unwrap();
@@ -2726,7 +2813,10 @@ mod entry_tests {
     #[test]
     fn cli_errors_name_the_flag_or_the_config_key() {
         let e = cli(obj(&[("timeout-ms", s("soon"))]), Raw::Undefined).unwrap_err();
-        assert_eq!((e.path.as_str(), e.message.as_str()), ("--timeout-ms", "--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'"));
+        assert_eq!(
+            (e.path.as_str(), e.message.as_str()),
+            ("--timeout-ms", "--timeout-ms must be a whole number from 1 to 2147483647, got 'soon'")
+        );
         let e = cli(obj(&[("memory-limit-mb", s("0"))]), Raw::Undefined).unwrap_err();
         assert_eq!(e.message, "--memory-limit-mb must be a whole number from 8 to 8192, got 0");
         let e = cli(obj(&[("language", s("python"))]), Raw::Undefined).unwrap_err();
@@ -2768,7 +2858,15 @@ mod entry_tests {
     #[test]
     fn mcp_http_flags_win_over_the_file_and_need_an_address() {
         let http = |flags: Raw, config: Raw| mcp_http_settings(&flags, &config, Some("isolet.json"));
-        let file = obj(&[("http", obj(&[("listen", s("0.0.0.0:80")), ("maxSessions", num(3.0)), ("tokenFile", s("/run/t")), ("allowedHosts", Raw::Array(vec![s("mcp.example")]))]))]);
+        let file = obj(&[(
+            "http",
+            obj(&[
+                ("listen", s("0.0.0.0:80")),
+                ("maxSessions", num(3.0)),
+                ("tokenFile", s("/run/t")),
+                ("allowedHosts", Raw::Array(vec![s("mcp.example")])),
+            ]),
+        )]);
         let h = http(obj(&[]), file.clone()).unwrap().unwrap();
         assert_eq!((h.host.as_str(), h.port, h.max_sessions, h.token), ("0.0.0.0", 80, 3, Some(TokenSource::File("/run/t".into()))));
         assert_eq!(h.allowed_hosts, ["mcp.example"]);
@@ -2793,21 +2891,33 @@ mod entry_tests {
         let h = mcp_http_options(&obj(&[("token", s("secret")), ("sessionIdleMs", num(50.0))])).unwrap();
         assert_eq!((h.token, h.session_idle_ms), (Some(TokenSource::Value("secret".into())), 50));
         assert_eq!(mcp_http_options(&obj(&[("token", s(""))])).unwrap_err().message, "token must be a non-empty string, got ''");
-        assert_eq!(mcp_http_options(&obj(&[("port", num(1.0))])).unwrap_err().message, "port is not a known option of serveHttp options; did you mean listen?");
+        assert_eq!(
+            mcp_http_options(&obj(&[("port", num(1.0))])).unwrap_err().message,
+            "port is not a known option of serveHttp options; did you mean listen?"
+        );
     }
 
     #[test]
     fn unknown_flags_suggest_the_nearest_flag() {
         let known = ["timeout-ms", "memory-mb", "config", "help"];
-        assert_eq!(unknown_flag("isolet run", "--timeout", &known), "--timeout is not a known option of isolet run; did you mean --timeout-ms?");
+        assert_eq!(
+            unknown_flag("isolet run", "--timeout", &known),
+            "--timeout is not a known option of isolet run; did you mean --timeout-ms?"
+        );
         assert_eq!(unknown_flag("isolet run", "--bogus", &known), "--bogus is not a known option of isolet run");
         // An old spelling is suggested as it is spelled now.
         let autofix = ["timeout", "timeout-ms", "root"];
-        assert_eq!(unknown_flag("isolet autofix", "--timout", &autofix), "--timout is not a known option of isolet autofix; did you mean --timeout-ms?");
+        assert_eq!(
+            unknown_flag("isolet autofix", "--timout", &autofix),
+            "--timout is not a known option of isolet autofix; did you mean --timeout-ms?"
+        );
         let commands = ["run", "mcp", "autofix", "help"];
         assert_eq!(unknown_command("isolet", "rn", &commands), "\"rn\" is not a command of isolet; did you mean run?");
         assert_eq!(unknown_command("isolet", "autofx", &commands), "\"autofx\" is not a command of isolet; did you mean autofix?");
-        assert_eq!(unknown_command("isolet", "frobnicate", &commands), "\"frobnicate\" is not a command of isolet; its commands: run, mcp, autofix, help");
+        assert_eq!(
+            unknown_command("isolet", "frobnicate", &commands),
+            "\"frobnicate\" is not a command of isolet; its commands: run, mcp, autofix, help"
+        );
     }
 
     #[test]
@@ -2819,11 +2929,18 @@ mod entry_tests {
 
     #[test]
     fn mcp_stateful_comes_from_the_flags_or_the_config_file() {
-        let c = cli_settings(&Raw::Undefined, &obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(5000.0))]), Some("c.json"), None).unwrap();
+        let c = cli_settings(&Raw::Undefined, &obj(&[("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(5000.0))]), Some("c.json"), None)
+            .unwrap();
         assert_eq!((c.stateful, c.idle_timeout_ms), (true, Some(5000)));
         let c = cli_settings(&Raw::Undefined, &Raw::Undefined, None, None).unwrap();
         assert_eq!((c.stateful, c.idle_timeout_ms), (false, None));
-        let c = cli_settings(&obj(&[("stateful", Raw::Bool(true)), ("idle-timeout-ms", s("70"))]), &obj(&[("idleTimeoutMs", num(5.0))]), None, None).unwrap();
+        let c = cli_settings(
+            &obj(&[("stateful", Raw::Bool(true)), ("idle-timeout-ms", s("70"))]),
+            &obj(&[("idleTimeoutMs", num(5.0))]),
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!((c.stateful, c.idle_timeout_ms), (true, Some(70)));
         let e = cli_settings(&Raw::Undefined, &obj(&[("idleTimeoutMs", num(5000.0))]), Some("c.json"), None).unwrap_err();
         assert_eq!(e.message, "--config c.json: idleTimeoutMs applies to a stateful server only; set stateful: true");
@@ -2838,7 +2955,14 @@ mod entry_tests {
     #[test]
     fn codemode_has_its_own_timeout_and_the_engines_names() {
         let c = codemode_executor(&Raw::Undefined).unwrap();
-        let defaults = CodemodeSettings { timeout_ms: 60_000, cpu_time_ms: 60_000, language: "javascript", stateful: false, idle_timeout_ms: None, own_keys: vec![] };
+        let defaults = CodemodeSettings {
+            timeout_ms: 60_000,
+            cpu_time_ms: 60_000,
+            language: "javascript",
+            stateful: false,
+            idle_timeout_ms: None,
+            own_keys: vec![],
+        };
         assert_eq!(c, defaults);
         let c = codemode_executor(&obj(&[("timeoutMs", num(500.0)), ("defaultIsolateLimits", obj(&[("cpuTimeMs", num(100.0))]))])).unwrap();
         assert_eq!((c.timeout_ms, c.cpu_time_ms, c.own_keys), (500, 100, vec!["timeoutMs".to_string()]));
@@ -2867,7 +2991,10 @@ mod entry_tests {
         assert_eq!((a.language, a.memory_limit_mb, a.timeout_ms, a.provider_timeout_ms), ("typescript", 64, 5000, 60_000));
         assert_eq!((a.max_suggestion_bytes, a.max_file_bytes, a.custom_provider), (1 << 20, 1 << 20, None));
         let e = |extra: &[(&str, Raw)]| autofix_options(&with(extra)).unwrap_err().message;
-        assert_eq!(e(&[("autoApproved", Raw::Bool(true))]), "options.autoApproved is not a known option of autoFix; did you mean options.autoApprove?");
+        assert_eq!(
+            e(&[("autoApproved", Raw::Bool(true))]),
+            "options.autoApproved is not a known option of autoFix; did you mean options.autoApprove?"
+        );
         assert_eq!(e(&[("tset", s("throw 1"))]), "options.tset is not a known option of autoFix; did you mean options.test?");
         assert_eq!(e(&[("timeoutMs", num(-1.0))]), "options.timeoutMs must be a whole number from 1 to 2147483647, got -1");
         assert_eq!(e(&[("autoApprove", s("yes"))]), "options.autoApprove must be a boolean, got 'yes'");
@@ -2883,13 +3010,19 @@ mod entry_tests {
     fn mcp_and_capability_options() {
         assert_eq!(mcp_run_code(&obj(&[("code", s("1"))])).unwrap(), ("1".to_string(), None, None));
         assert_eq!(mcp_run_code(&obj(&[("code", s("1")), ("sandbox", s("sbx"))])).unwrap().2.as_deref(), Some("sbx"));
-        assert!(mcp_run_code(&obj(&[("code", s("1")), ("lang", s("typescript"))])).unwrap_err().message.ends_with("did you mean language?"));
+        assert!(mcp_run_code(&obj(&[("code", s("1")), ("lang", s("typescript"))]))
+            .unwrap_err()
+            .message
+            .ends_with("did you mean language?"));
         assert_eq!(mcp_run_code(&obj(&[])).unwrap_err().message, "code must be a string, got undefined");
         let f = fetch_capability(&obj(&[("allowedOrigins", Raw::Array(vec![s("http://a")]))])).unwrap();
         assert_eq!((f.timeout_ms, f.max_response_bytes, f.max_request_bytes), (10_000, 5 << 20, 1 << 20));
         let e = fetch_capability(&obj(&[("allowedOrigin", Raw::Array(vec![s("http://a")]))])).unwrap_err();
         assert_eq!(e.message, "allowedOrigin is not a known option of createFetchCapability; did you mean allowedOrigins?");
-        assert_eq!(fetch_capability(&obj(&[])).unwrap_err().message, "allowedOrigins must be a non-empty array of origin strings, got undefined");
+        assert_eq!(
+            fetch_capability(&obj(&[])).unwrap_err().message,
+            "allowedOrigins must be a non-empty array of origin strings, got undefined"
+        );
         assert_eq!(file_read_capability(&Raw::Undefined).unwrap(), (10 << 20, 8));
         assert!(file_read_capability(&obj(&[("maxbytes", num(1.0))])).unwrap_err().message.ends_with("did you mean maxBytes?"));
         assert_eq!(file_read_capability(&Raw::Null).unwrap_err().message, "options must be an object, got null");
@@ -2955,13 +3088,15 @@ mod name_tests {
 
     #[test]
     fn every_flag_is_its_option_in_kebab_case() {
-        let kebab = |name: &str| name.chars().fold(String::new(), |mut k, c| {
-            if c.is_ascii_uppercase() {
-                k.push('-');
-            }
-            k.push(c.to_ascii_lowercase());
-            k
-        });
+        let kebab = |name: &str| {
+            name.chars().fold(String::new(), |mut k, c| {
+                if c.is_ascii_uppercase() {
+                    k.push('-');
+                }
+                k.push(c.to_ascii_lowercase());
+                k
+            })
+        };
         for (map, table) in FLAG_SETS {
             for f in map {
                 assert!(table.iter().any(|o| o.name == f.option), "--{} sets no option", f.flag);
@@ -3005,7 +3140,10 @@ mod name_tests {
                     assert_eq!((f.get(o.name), f.path(o.name)), (Some(&v), old.to_string()), "{title}");
                     assert_eq!(met(), [format!("isolet: `{old}` of X is deprecated; use `{}`", o.name)]);
                     let e = fields("", "X", &obj(&[(old, v.clone()), (o.name, v.clone())]), table).unwrap_err();
-                    assert_eq!((e.path.as_str(), e.message), (o.name, format!("{old} and {} are the same option of X: give only {}", o.name, o.name)));
+                    assert_eq!(
+                        (e.path.as_str(), e.message),
+                        (o.name, format!("{old} and {} are the same option of X: give only {}", o.name, o.name))
+                    );
                     assert!(met().is_empty(), "an error, not a warning");
                     count += 1;
                 }
@@ -3087,7 +3225,13 @@ mod name_tests {
         let old = codemode_executor(&obj(&[("timeout", num(50.0)), ("stateful", Raw::Bool(true)), ("idleTimeout", num(9.0))])).unwrap();
         let new = codemode_executor(&obj(&[("timeoutMs", num(50.0)), ("stateful", Raw::Bool(true)), ("idleTimeoutMs", num(9.0))])).unwrap();
         assert_eq!((old.timeout_ms, old.cpu_time_ms, old.idle_timeout_ms), (new.timeout_ms, new.cpu_time_ms, new.idle_timeout_ms));
-        assert_eq!((old.own_keys, new.own_keys), (vec!["timeout".to_string(), "stateful".into(), "idleTimeout".into()], vec!["timeoutMs".to_string(), "stateful".into(), "idleTimeoutMs".into()]));
+        assert_eq!(
+            (old.own_keys, new.own_keys),
+            (
+                vec!["timeout".to_string(), "stateful".into(), "idleTimeout".into()],
+                vec!["timeoutMs".to_string(), "stateful".into(), "idleTimeoutMs".into()]
+            )
+        );
         let e = codemode_executor(&obj(&[("timeout", num(-1.0))])).unwrap_err();
         assert_eq!((e.path.as_str(), e.message.as_str()), ("timeout", "timeout must be a whole number from 1 to 2147483647, got -1"));
         let e = codemode_executor(&obj(&[("idleTimeout", num(5.0))])).unwrap_err();
@@ -3102,7 +3246,10 @@ mod name_tests {
         let old = cli(Raw::Undefined, file("memoryMb", "allowOrigins", "statefulIdleMs")).unwrap();
         let new = cli(Raw::Undefined, file("memoryLimitMb", "allowedOrigins", "idleTimeoutMs")).unwrap();
         assert_eq!(old, new);
-        assert_eq!((new.limits.memory_mb, new.allowed_origins.as_slice(), new.idle_timeout_ms), (32, &["http://a".to_string()][..], Some(70)));
+        assert_eq!(
+            (new.limits.memory_mb, new.allowed_origins.as_slice(), new.idle_timeout_ms),
+            (32, &["http://a".to_string()][..], Some(70))
+        );
         let flags = |memory: &str, origins_flag: &str| obj(&[(memory, s("16")), (origins_flag, origins(&["http://b", "http://c"]))]);
         let old = cli(flags("memory-mb", "allow-origin"), Raw::Undefined).unwrap();
         let new = cli(flags("memory-limit-mb", "allowed-origins"), Raw::Undefined).unwrap();
@@ -3115,20 +3262,32 @@ mod name_tests {
         let e = cli(obj(&[("memory-mb", s("8")), ("memory-limit-mb", s("8"))]), Raw::Undefined).unwrap_err();
         assert_eq!(e.message, "--memory-mb and --memory-limit-mb are the same option: give only --memory-limit-mb");
         let e = cli(Raw::Undefined, obj(&[("allowOrigins", origins(&[])), ("allowedOrigins", origins(&[]))])).unwrap_err();
-        assert_eq!(e.message, "--config c.json: allowOrigins and allowedOrigins are the same option of the config file: give only allowedOrigins");
+        assert_eq!(
+            e.message,
+            "--config c.json: allowOrigins and allowedOrigins are the same option of the config file: give only allowedOrigins"
+        );
         // The file's engine memory, under either of its names, is what the CLI's replaces.
-        assert_eq!(cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryMb", num(9.0))]))])).unwrap().engine_memory_key.as_deref(), Some("memoryMb"));
-        assert_eq!(cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryLimitMb", num(9.0))]))])).unwrap().engine_memory_key.as_deref(), Some("memoryLimitMb"));
+        assert_eq!(
+            cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryMb", num(9.0))]))])).unwrap().engine_memory_key.as_deref(),
+            Some("memoryMb")
+        );
+        assert_eq!(
+            cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryLimitMb", num(9.0))]))])).unwrap().engine_memory_key.as_deref(),
+            Some("memoryLimitMb")
+        );
         let e = cli(Raw::Undefined, obj(&[("engine", obj(&[("memoryMb", num(0.0))]))])).unwrap_err();
         assert_eq!(e.message, "--config c.json: engine.memoryMb must be a whole number from 8 to 8192, got 0");
         // isolet mcp's HTTP flags.
-        let http = |hosts: &str| mcp_http_settings(&obj(&[("http", s("1")), (hosts, origins(&["mcp.example"]))]), &Raw::Undefined, None).unwrap().unwrap();
+        let http = |hosts: &str| {
+            mcp_http_settings(&obj(&[("http", s("1")), (hosts, origins(&["mcp.example"]))]), &Raw::Undefined, None).unwrap().unwrap()
+        };
         assert_eq!(http("http-allow-host"), http("http-allowed-hosts"));
         let e = mcp_http_settings(&obj(&[("http-allow-origin", origins(&["http://a"]))]), &Raw::Undefined, None).unwrap_err();
         assert_eq!(e.message, "--http-allow-origin needs --http [host:]port (isolet mcp speaks stdio without it)");
         // isolet autofix.
         let old = autofix_flags(&obj(&[("timeout", s("250")), ("memory", s("32")), ("provider-timeout", s("900"))])).unwrap();
-        let new = autofix_flags(&obj(&[("timeout-ms", s("250")), ("memory-limit-mb", s("32")), ("provider-timeout-ms", s("900"))])).unwrap();
+        let new =
+            autofix_flags(&obj(&[("timeout-ms", s("250")), ("memory-limit-mb", s("32")), ("provider-timeout-ms", s("900"))])).unwrap();
         assert_eq!(old, new);
         assert_eq!(new, [("timeoutMs", 250), ("memoryLimitMb", 32), ("providerTimeoutMs", 900)]);
         let e = autofix_flags(&obj(&[("provider-timeout", s("soon"))])).unwrap_err();
@@ -3145,11 +3304,27 @@ mod name_tests {
         let of = |what: &str, pairs: &[(&str, &str)]| -> Vec<String> {
             pairs.iter().map(|(old, new)| format!("isolet: `{old}` of {what} is deprecated; use `{new}`")).collect()
         };
-        let flags = ["memory-mb:memory-limit-mb", "allow-origin:allowed-origins", "http-allow-host:http-allowed-hosts", "http-allow-origin:http-allowed-origins", "timeout:timeout-ms", "memory:memory-limit-mb", "provider-timeout:provider-timeout-ms"];
+        let flags = [
+            "memory-mb:memory-limit-mb",
+            "allow-origin:allowed-origins",
+            "http-allow-host:http-allowed-hosts",
+            "http-allow-origin:http-allowed-origins",
+            "timeout:timeout-ms",
+            "memory:memory-limit-mb",
+            "provider-timeout:provider-timeout-ms",
+        ];
         let expected: Vec<String> = of("IsoletExecutor options", &[("timeout", "timeoutMs"), ("idleTimeout", "idleTimeoutMs")])
             .into_iter()
-            .chain(of("the config file", &[("memoryMb", "memoryLimitMb"), ("allowOrigins", "allowedOrigins"), ("statefulIdleMs", "idleTimeoutMs")]))
-            .chain(flags.iter().map(|f| f.split_once(':').unwrap()).map(|(old, new)| format!("isolet: the flag `--{old}` is deprecated; use `--{new}`")))
+            .chain(of(
+                "the config file",
+                &[("memoryMb", "memoryLimitMb"), ("allowOrigins", "allowedOrigins"), ("statefulIdleMs", "idleTimeoutMs")],
+            ))
+            .chain(
+                flags
+                    .iter()
+                    .map(|f| f.split_once(':').unwrap())
+                    .map(|(old, new)| format!("isolet: the flag `--{old}` is deprecated; use `--{new}`")),
+            )
             .collect();
         assert_eq!(met(), expected);
     }

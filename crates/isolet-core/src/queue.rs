@@ -483,7 +483,8 @@ impl<T: Clone, W> Pool<T, W> {
                 let Some(out) = pushed_out else { return Admission::Queued };
                 self.forget_wait(out.id);
                 self.settle(&out.tenant);
-                let message = format!("{full} and this run's tenant held the most of it; it made room for another tenant's run; try again later");
+                let message =
+                    format!("{full} and this run's tenant held the most of it; it made room for another tenant's run; try again later");
                 Admission::QueuedInPlaceOf(out.item, Failure::new(ErrorKind::Overloaded, message))
             }
             Err(QueueFull(run)) => Admission::Refused(run, Failure::new(ErrorKind::Overloaded, format!("{full}; try again later"))),
@@ -493,7 +494,11 @@ impl<T: Clone, W> Pool<T, W> {
     /// The failure of a run that waited `waited_ms` for a slot, past its `max_ms`.
     fn queue_deadline_failure(&self, waited_ms: u64, max_ms: u64) -> Failure {
         let (busy, slots, queued) = (self.active.len(), self.config.max_concurrent, self.queue.len());
-        let wait = if max_ms == 0 { "may not wait for one (maxQueueMs 0)".to_string() } else { format!("waited {waited_ms} ms for one, past its maxQueueMs of {max_ms} ms") };
+        let wait = if max_ms == 0 {
+            "may not wait for one (maxQueueMs 0)".to_string()
+        } else {
+            format!("waited {waited_ms} ms for one, past its maxQueueMs of {max_ms} ms")
+        };
         Failure::new(
             ErrorKind::Overloaded,
             format!("Every isolate slot of the engine is taken ({busy} of {slots}, {queued} runs waiting) and this run {wait}; try again later, or raise maxQueueMs"),

@@ -162,8 +162,7 @@ const ANSWER: &[Step] = &[Step::Answer];
 const ANSWER_THEN_RELEASE: &[Step] = &[Step::Answer, Step::ReleaseSlot { quarantined: false }];
 // Counted and released before the caller hears of it, so neither the caller nor a
 // process exiting right after sees a result while an uncounted thread still runs V8.
-const QUARANTINE_RELEASE_ANSWER: &[Step] =
-    &[Step::Quarantine, Step::ReleaseSlot { quarantined: true }, Step::Answer];
+const QUARANTINE_RELEASE_ANSWER: &[Step] = &[Step::Quarantine, Step::ReleaseSlot { quarantined: true }, Step::Answer];
 
 impl RunState {
     pub fn new() -> Self {
@@ -373,10 +372,7 @@ mod tests {
     fn timeout_then_late_finish_quarantines_first_and_ignores_the_late_result() {
         let mut s = running();
         s.request_stop(StopReason::WallTimeout);
-        assert_eq!(
-            s.finish(Ending::Abandoned),
-            Ok(&[Step::Quarantine, Step::ReleaseSlot { quarantined: true }, Step::Answer][..])
-        );
+        assert_eq!(s.finish(Ending::Abandoned), Ok(&[Step::Quarantine, Step::ReleaseSlot { quarantined: true }, Step::Answer][..]));
         assert_eq!(s.phase(), Phase::Abandoned);
         assert_eq!(s.finish(Ending::Completed), Err(LifecycleError::AlreadyEnded));
         // The thread ends on its own later: no second release, it leaves the quarantine.

@@ -94,7 +94,6 @@ pub struct SandboxPlan {
     pub limits: SandboxLimits,
 }
 
-
 /// Checks `createSandbox(options)` (`capabilities` as names, like runSandbox's).
 pub fn sandbox_plan(raw: &Raw) -> Result<SandboxPlan, options::OptionsError> {
     options::sandbox_options(raw)
@@ -175,7 +174,10 @@ pub fn budget_failure(reason: CloseReason, limits: &SandboxLimits) -> Option<Fai
     match reason {
         CloseReason::TotalCpuTime => {
             let total = limits.total_cpu_time_ms.unwrap_or(0);
-            let mut f = Failure::new(ErrorKind::Timeout, format!("The sandbox's total CPU time limit of {total} ms (totalCpuTimeMs) is used up; the sandbox is closed"));
+            let mut f = Failure::new(
+                ErrorKind::Timeout,
+                format!("The sandbox's total CPU time limit of {total} ms (totalCpuTimeMs) is used up; the sandbox is closed"),
+            );
             f.limit = Some("cpu");
             Some(f)
         }
@@ -362,14 +364,21 @@ mod tests {
         assert_eq!(plan.base.module_limits, crate::modules::ModuleLimits { max_modules: 3, max_module_bytes: 100 });
         assert!(plan.base.module_resolver);
         let budget = Budget::default();
-        let run = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("type", Raw::String("module".into())), ("modules", modules(&[("b.js", "export default 2")]))])).unwrap();
+        let run = run_plan(
+            &plan,
+            &budget,
+            &Raw::String("1".into()),
+            &obj(&[("type", Raw::String("module".into())), ("modules", modules(&[("b.js", "export default 2")]))]),
+        )
+        .unwrap();
         assert_eq!(run.mode, crate::options::ExecMode::Module);
         // The sandbox's map stays with the sandbox: a run's plan carries its own map alone.
         assert_eq!(run.modules.keys().collect::<Vec<_>>(), ["b.js"]);
         assert!(run.module_resolver, "the sandbox's resolve serves every run");
         assert_eq!(run.module_limits, plan.base.module_limits);
         // The run's map is held to the sandbox's limits; the limits themselves are not a run's.
-        let e = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("modules", modules(&[("b.js", &"x".repeat(101))]))])).unwrap_err();
+        let e =
+            run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("modules", modules(&[("b.js", &"x".repeat(101))]))])).unwrap_err();
         assert_eq!(e.path, "modules");
         let e = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("maxModules", Raw::Number(9.0))])).unwrap_err();
         assert!(e.message.contains("not a known option of sandbox.run options"), "{}", e.message);
@@ -377,7 +386,9 @@ mod tests {
         let plan = sandbox_plan(&obj(&[("type", Raw::String("module".into()))])).unwrap();
         assert_eq!(plan.base.mode, crate::options::ExecMode::Module);
         assert!(!plan.base.module_resolver);
-        let run = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("type", Raw::String("script".into())), ("resolve", Raw::Function)])).unwrap();
+        let run =
+            run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("type", Raw::String("script".into())), ("resolve", Raw::Function)]))
+                .unwrap();
         assert_eq!(run.mode, crate::options::ExecMode::Script);
         assert!(run.module_resolver);
         let e = run_plan(&plan, &budget, &Raw::String("1".into()), &obj(&[("resolve", Raw::Number(1.0))])).unwrap_err();

@@ -199,11 +199,7 @@ pub enum CheckAs {
 ///   `await`, so it is taken only when it finds the same fault as the wrapped parse.
 ///
 /// `check(source, column_offset, how)` compiles and gives the syntax error, if any.
-pub fn async_body_syntax_error(
-    code: &str,
-    wrapped: SyntaxAt,
-    mut check: impl FnMut(&str, i32, CheckAs) -> Option<SyntaxAt>,
-) -> Thrown {
+pub fn async_body_syntax_error(code: &str, wrapped: SyntaxAt, mut check: impl FnMut(&str, i32, CheckAs) -> Option<SyntaxAt>) -> Thrown {
     let code_units = code.encode_utf16().count();
     let in_suffix = |at: &SyntaxAt, prefix: &str| at.position.is_some_and(|p| p as usize >= prefix.len() + code_units);
     if !in_suffix(&wrapped, ASYNC_BODY_PREFIX) {
@@ -271,10 +267,9 @@ impl std::fmt::Display for SeamText {
             SeamText::HostArgsTooLarge { limit } => {
                 write!(f, "Host call arguments exceed the bridge limit of {limit} bytes")
             }
-            SeamText::BufferOverBudget { requested, budget } => write!(
-                f,
-                "ArrayBuffer maxByteLength of {requested} bytes exceeds the sandbox's ArrayBuffer budget of {budget} bytes"
-            ),
+            SeamText::BufferOverBudget { requested, budget } => {
+                write!(f, "ArrayBuffer maxByteLength of {requested} bytes exceeds the sandbox's ArrayBuffer budget of {budget} bytes")
+            }
             SeamText::DataReadOnly => f.write_str("data is read-only"),
             SeamText::HostReplyUnreadable => f.write_str("host reply could not be read"),
         }
@@ -446,10 +441,7 @@ mod tests {
 
     #[test]
     fn texts_name_their_numbers() {
-        assert_eq!(
-            SeamText::HostArgsTooLarge { limit: 1024 }.to_string(),
-            "Host call arguments exceed the bridge limit of 1024 bytes"
-        );
+        assert_eq!(SeamText::HostArgsTooLarge { limit: 1024 }.to_string(), "Host call arguments exceed the bridge limit of 1024 bytes");
         assert_eq!(
             SeamText::BufferOverBudget { requested: 10, budget: 5 }.to_string(),
             "ArrayBuffer maxByteLength of 10 bytes exceeds the sandbox's ArrayBuffer budget of 5 bytes"
@@ -467,7 +459,8 @@ mod tests {
     }
 
     fn syntax(message: &str, line: u32, column: u32, position: u32) -> SyntaxAt {
-        let thrown = Thrown { name: "SyntaxError".into(), message: message.into(), line: Some(line), column: Some(column), ..Default::default() };
+        let thrown =
+            Thrown { name: "SyntaxError".into(), message: message.into(), line: Some(line), column: Some(column), ..Default::default() };
         SyntaxAt { thrown, position: Some(position) }
     }
 

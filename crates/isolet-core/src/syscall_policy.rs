@@ -294,8 +294,7 @@ mod linux {
     #[cfg(target_arch = "x86_64")]
     use seccompiler::sock_filter;
     use seccompiler::{
-        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-        SeccompFilter, SeccompRule, TargetArch,
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
     };
     use std::collections::BTreeMap;
 
@@ -476,17 +475,13 @@ mod linux {
             ],
             When::NotPreexistingRing if ctx.io_uring_fds.is_empty() => vec![],
             When::NotPreexistingRing => {
-                let not_a_ring = ctx
-                    .io_uring_fds
-                    .iter()
-                    .map(|&fd| condition(0, SeccompCmpOp::Ne, fd as u32 as u64))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let not_a_ring =
+                    ctx.io_uring_fds.iter().map(|&fd| condition(0, SeccompCmpOp::Ne, fd as u32 as u64)).collect::<Result<Vec<_>, _>>()?;
                 vec![rule(not_a_ring)?]
             }
-            When::ArgIn { arg, values } => values
-                .iter()
-                .map(|&v| rule(vec![condition(arg, SeccompCmpOp::Eq, u64::from(v))?]))
-                .collect::<Result<_, _>>()?,
+            When::ArgIn { arg, values } => {
+                values.iter().map(|&v| rule(vec![condition(arg, SeccompCmpOp::Eq, u64::from(v))?])).collect::<Result<_, _>>()?
+            }
         })
     }
 
@@ -512,10 +507,10 @@ mod linux {
         const RET_ALLOW: u32 = 0x7fff_0000;
         let insn = |code, jt, jf, k| sock_filter { code, jt, jf, k };
         vec![
-            insn(LD_W_ABS, 0, 0, 4),                  // A = seccomp_data.arch
-            insn(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),     // other arch: allow (the main filter kills it)
-            insn(LD_W_ABS, 0, 0, 0),                  // A = seccomp_data.nr
-            insn(JGE_K, 0, 1, X32_SYSCALL_BIT),       // x32 number?
+            insn(LD_W_ABS, 0, 0, 4),              // A = seccomp_data.arch
+            insn(JEQ_K, 0, 3, AUDIT_ARCH_X86_64), // other arch: allow (the main filter kills it)
+            insn(LD_W_ABS, 0, 0, 0),              // A = seccomp_data.nr
+            insn(JGE_K, 0, 1, X32_SYSCALL_BIT),   // x32 number?
             insn(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
             insn(RET_K, 0, 0, RET_ALLOW),
         ]
@@ -532,10 +527,7 @@ mod linux {
     /// [`compile`] with the errno each refusal returns chosen by `errno_of`: the probes
     /// use errnos no system call returns naturally, so that a refusal is told apart
     /// from a natural `EPERM` (which an unprivileged user gets from many of them).
-    pub(super) fn compile_with_errnos(
-        ctx: &LockDownContext,
-        errno_of: impl Fn(Refusal) -> u32,
-    ) -> Result<CompiledPolicy, CompileError> {
+    pub(super) fn compile_with_errnos(ctx: &LockDownContext, errno_of: impl Fn(Refusal) -> u32) -> Result<CompiledPolicy, CompileError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| CompileError(e.to_string()))?;
         let mut by_refusal: BTreeMap<u32, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
         let mut installed = Vec::new();
@@ -598,11 +590,44 @@ mod tests {
 
     /// The calls issue 8 and the design name; each must stay in the list.
     const REQUIRED: &[&str] = &[
-        "execve", "execveat", "fork", "vfork", "clone", "clone3", "socket", "socketpair", "connect", "bind",
-        "listen", "accept", "accept4", "open", "openat", "openat2", "creat", "io_uring_setup", "io_uring_enter",
-        "io_uring_register", "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root",
-        "chroot", "unshare", "setns", "bpf", "perf_event_open", "kexec_load", "init_module", "finit_module",
-        "keyctl", "add_key", "request_key", "userfaultfd",
+        "execve",
+        "execveat",
+        "fork",
+        "vfork",
+        "clone",
+        "clone3",
+        "socket",
+        "socketpair",
+        "connect",
+        "bind",
+        "listen",
+        "accept",
+        "accept4",
+        "open",
+        "openat",
+        "openat2",
+        "creat",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "unshare",
+        "setns",
+        "bpf",
+        "perf_event_open",
+        "kexec_load",
+        "init_module",
+        "finit_module",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "userfaultfd",
     ];
 
     #[cfg(target_os = "linux")]
@@ -613,8 +638,13 @@ mod tests {
         assert_eq!(TIOCSTI, libc::TIOCSTI as u32);
         assert_eq!(TIOCLINUX, libc::TIOCLINUX as u32);
         let libc_ns = [
-            libc::CLONE_NEWNS, libc::CLONE_NEWCGROUP, libc::CLONE_NEWUTS, libc::CLONE_NEWIPC, libc::CLONE_NEWUSER,
-            libc::CLONE_NEWPID, libc::CLONE_NEWNET,
+            libc::CLONE_NEWNS,
+            libc::CLONE_NEWCGROUP,
+            libc::CLONE_NEWUTS,
+            libc::CLONE_NEWIPC,
+            libc::CLONE_NEWUSER,
+            libc::CLONE_NEWPID,
+            libc::CLONE_NEWNET,
         ];
         assert_eq!(CLONE_NEW_NAMESPACES, libc_ns.map(|f| f as u32));
         assert_eq!(PRIO_PROCESS, libc::PRIO_PROCESS);
@@ -649,9 +679,30 @@ mod tests {
     fn keeps_what_node_needs_after_start_up() {
         // Threads, memory, waiting, timers, randomness and I/O on held descriptors.
         let needed = [
-            "read", "write", "sendmsg", "recvmsg", "mmap", "munmap", "mprotect", "madvise", "futex", "epoll_wait",
-            "epoll_pwait", "epoll_ctl", "eventfd2", "timerfd_create", "getrandom", "sched_yield",
-            "sched_getaffinity", "close", "exit", "exit_group", "rt_sigaction", "pipe2", "newfstatat", "fstat",
+            "read",
+            "write",
+            "sendmsg",
+            "recvmsg",
+            "mmap",
+            "munmap",
+            "mprotect",
+            "madvise",
+            "futex",
+            "epoll_wait",
+            "epoll_pwait",
+            "epoll_ctl",
+            "eventfd2",
+            "timerfd_create",
+            "getrandom",
+            "sched_yield",
+            "sched_getaffinity",
+            "close",
+            "exit",
+            "exit_group",
+            "rt_sigaction",
+            "pipe2",
+            "newfstatat",
+            "fstat",
         ];
         let listed: HashSet<_> = REFUSED.iter().map(|e| e.syscall).collect();
         for name in needed {
@@ -681,8 +732,8 @@ mod tests {
             assert_eq!(
                 absent,
                 [
-                    "chmod", "chown", "creat", "fork", "ioperm", "iopl", "lchown", "link", "mkdir", "mknod", "open",
-                    "rename", "rmdir", "symlink", "unlink", "vfork"
+                    "chmod", "chown", "creat", "fork", "ioperm", "iopl", "lchown", "link", "mkdir", "mknod", "open", "rename", "rmdir",
+                    "symlink", "unlink", "vfork"
                 ]
             );
             assert_eq!(policy.programs.len(), 2); // EPERM, ENOSYS
@@ -706,11 +757,8 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         const CANDIDATES: &[&str] = &["/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"];
         #[cfg(target_arch = "aarch64")]
-        const CANDIDATES: &[&str] = &[
-            "/usr/aarch64-linux-gnu/include/asm/unistd.h",
-            "/usr/include/aarch64-linux-gnu/asm/unistd.h",
-            "/usr/include/asm/unistd.h",
-        ];
+        const CANDIDATES: &[&str] =
+            &["/usr/aarch64-linux-gnu/include/asm/unistd.h", "/usr/include/aarch64-linux-gnu/asm/unistd.h", "/usr/include/asm/unistd.h"];
 
         /// The `__NR_*` macros a 64-bit, non-compat build of `header` defines: a small
         /// preprocessor for what these headers use (#define, #undef, #ifdef, #ifndef,
@@ -828,7 +876,9 @@ mod tests {
             let mut checked = HashSet::new();
             for entry in REFUSED {
                 match (syscall_number(entry.syscall), kernel.get(entry.syscall)) {
-                    (Some(ours), Some(&theirs)) => assert_eq!(ours, theirs, "{}: the policy uses {ours}, the kernel {theirs}", entry.syscall),
+                    (Some(ours), Some(&theirs)) => {
+                        assert_eq!(ours, theirs, "{}: the policy uses {ours}, the kernel {theirs}", entry.syscall)
+                    }
                     // A call newer than these headers (fchmodat2 is 6.6, Debian 12's headers
                     // 6.1): from 424 on every architecture shares one number, and it must
                     // be past every number the headers know.
@@ -872,8 +922,8 @@ mod tests {
             let mut a = [0u64; 6];
             match name {
                 // An invalid descriptor: EBADF when allowed.
-                "connect" | "bind" | "listen" | "accept" | "accept4" | "setns" | "io_uring_enter"
-                | "io_uring_register" | "pidfd_getfd" | "pidfd_send_signal" | "open_by_handle_at" => a[0] = u64::MAX,
+                "connect" | "bind" | "listen" | "accept" | "accept4" | "setns" | "io_uring_enter" | "io_uring_register" | "pidfd_getfd"
+                | "pidfd_send_signal" | "open_by_handle_at" => a[0] = u64::MAX,
                 // Bad request/command values: EINVAL or EIO when allowed.
                 "ptrace" | "bpf" | "keyctl" | "syslog" => a[0] = 0xffff_ff00,
                 "kexec_load" => a[3] = 0xffff_ffff,
@@ -885,8 +935,9 @@ mod tests {
                 "sethostname" | "setdomainname" => a[1] = 0xffff,
                 // Calls to a process that does not exist: ESRCH when allowed.
                 "kill" | "tgkill" | "tkill" | "pidfd_open" | "process_vm_readv" | "process_vm_writev" | "prlimit64"
-                | "sched_setscheduler" | "sched_setparam" | "sched_setattr" | "sched_setaffinity"
-                | "migrate_pages" | "move_pages" => a[0] = NONEXISTENT_PID,
+                | "sched_setscheduler" | "sched_setparam" | "sched_setattr" | "sched_setaffinity" | "migrate_pages" | "move_pages" => {
+                    a[0] = NONEXISTENT_PID
+                }
                 "setpriority" => a[1] = NONEXISTENT_PID,
                 "ioprio_set" => (a[0], a[1]) = (1, NONEXISTENT_PID),
                 // Unknown flags: EINVAL when allowed.
@@ -895,9 +946,9 @@ mod tests {
                 "perf_event_open" | "io_uring_setup" => {}
                 "iopl" => a[0] = 99,
                 "ioperm" => (a[0], a[1], a[2]) = (u64::MAX, 1, 0),
-                "reboot" => a[0] = 1, // a wrong magic: EINVAL when allowed (as root)
+                "reboot" => a[0] = 1,                          // a wrong magic: EINVAL when allowed (as root)
                 "prctl" => a[0] = u64::from(PR_SET_PDEATHSIG), // clears it: 0 when allowed
-                "fanotify_init" => a[0] = 0xffff_ffff, // unknown flags: EINVAL
+                "fanotify_init" => a[0] = 0xffff_ffff,         // unknown flags: EINVAL
                 "fanotify_mark" | "inotify_add_watch" => a[0] = u64::MAX, // EBADF
                 "ioctl" => (a[0], a[1]) = (u64::MAX, u64::from(TIOCSTI)),
                 "clock_settime" | "clock_adjtime" => a[0] = 0xffff,
@@ -1105,15 +1156,15 @@ mod tests {
                 let k = i.k;
                 match i.code {
                     0x20 => a = u32::from_ne_bytes(data[k as usize..k as usize + 4].try_into().unwrap()), // ld [k]
-                    0x00 => a = k,                // ld #k
-                    0x01 => x = k,                // ldx #k
-                    0x07 => x = a,                // tax
-                    0x87 => a = x,                // txa
-                    0x54 => a &= k,               // and #k
-                    0x44 => a |= k,               // or #k
-                    0x74 => a = a.wrapping_shr(k), // rsh #k
-                    0x64 => a = a.wrapping_shl(k), // lsh #k
-                    0x05 => pc += k as usize,     // ja
+                    0x00 => a = k,                                                                        // ld #k
+                    0x01 => x = k,                                                                        // ldx #k
+                    0x07 => x = a,                                                                        // tax
+                    0x87 => a = x,                                                                        // txa
+                    0x54 => a &= k,                                                                       // and #k
+                    0x44 => a |= k,                                                                       // or #k
+                    0x74 => a = a.wrapping_shr(k),                                                        // rsh #k
+                    0x64 => a = a.wrapping_shl(k),                                                        // lsh #k
+                    0x05 => pc += k as usize,                                                             // ja
                     0x15 | 0x25 | 0x35 | 0x45 => {
                         let taken = match i.code {
                             0x15 => a == k,
@@ -1123,8 +1174,8 @@ mod tests {
                         };
                         pc += if taken { i.jt } else { i.jf } as usize;
                     }
-                    0x06 => return k,  // ret #k
-                    0x16 => return a,  // ret a
+                    0x06 => return k, // ret #k
+                    0x16 => return a, // ret a
                     code => panic!("BPF opcode {code:#x} not interpreted"),
                 }
             }
@@ -1183,6 +1234,7 @@ mod tests {
             allow(libc::SYS_prlimit64, [0, 7, 0, 0, 0, 0]);
             allow(libc::SYS_setpriority, [0, ME, 10, 0, 0, 0]);
             allow(libc::SYS_io_uring_enter, [9, 0, 0, 0, 0, 0]);
+            #[allow(clippy::unnecessary_cast)] // an int on musl
             allow(libc::SYS_ioctl, [1, libc::TIOCGWINSZ as u64, 0, 0, 0, 0]);
             allow(libc::SYS_prctl, [libc::PR_SET_NAME as u64, 0, 0, 0, 0, 0]);
             // A thread in a new namespace is refused.

@@ -79,7 +79,7 @@ impl Elements {
         self.used += 1;
         if index >= self.capacity {
             if index - self.capacity < MAX_GAP {
-                self.capacity = index + 1 + (index + 1) / 2 + 16;
+                self.capacity = index + 1 + index.div_ceil(2) + 16;
             } else {
                 self.dictionary = true;
             }
@@ -455,7 +455,11 @@ impl<'a> Shapes<'a> {
         }
         // A new transition; and, if never seen, a new name to intern.
         let name = if self.names.len() < MAX_SHAPES {
-            if self.names.insert(key) { string_cost(key[0], key.len().saturating_sub(2)) } else { 0 }
+            if self.names.insert(key) {
+                string_cost(key[0], key.len().saturating_sub(2))
+            } else {
+                0
+            }
         } else if self.names.contains(key) {
             0
         } else {
@@ -560,7 +564,7 @@ fn read_key<'a>(r: &mut Cursor<'a>) -> Option<(Option<u64>, &'a [u8])> {
     Some((index, key))
 }
 
-fn walk<'a>(bytes: &'a [u8], bounds: Bounds, mut edits: Option<&mut Vec<Edit>>) -> Result<Tally, CountError> {
+fn walk(bytes: &[u8], bounds: Bounds, mut edits: Option<&mut Vec<Edit>>) -> Result<Tally, CountError> {
     let mut r = Cursor { b: bytes, at: 0, version: 0 };
     if r.byte()? != VERSION {
         return Err(CountError::Unreadable("header"));
@@ -879,7 +883,11 @@ fn child_done(stack: &mut [Frame]) -> u64 {
     match stack.last_mut() {
         Some(Frame::Dense { left, length }) => {
             *left -= 1;
-            if *length > cost::PREALLOCATED_MAX { cost::GROWN_SLOT } else { cost::SLOT }
+            if *length > cost::PREALLOCATED_MAX {
+                cost::GROWN_SLOT
+            } else {
+                cost::SLOT
+            }
         }
         Some(Frame::Entries { pairs, at_key, slot, .. }) => {
             if *pairs {
@@ -996,10 +1004,7 @@ mod tests {
         assert_eq!(fixed_length_buffers(&fixed), Ok(Some(v(&[b"B\x04\x01\x02\x03\x04VB\x01\x02\x00"]))));
         // A second view on the same buffer, by reference (id 1: the array is 0).
         let shared = v(&[b"A\x02~\x04\x08\x01\x02\x03\x04VB\x00\x00\x03^\x01VB\x01\x00\x03$\x00\x02"]);
-        assert_eq!(
-            fixed_length_buffers(&shared),
-            Ok(Some(v(&[b"A\x02B\x04\x01\x02\x03\x04VB\x00\x04\x00^\x01VB\x01\x03\x00$\x00\x02"])))
-        );
+        assert_eq!(fixed_length_buffers(&shared), Ok(Some(v(&[b"A\x02B\x04\x01\x02\x03\x04VB\x00\x04\x00^\x01VB\x01\x03\x00$\x00\x02"]))));
         // Nothing to change: no '~' at all, or only inside a string.
         assert_eq!(fixed_length_buffers(&v(&[b"B\x01\x07"])), Ok(None));
         assert_eq!(fixed_length_buffers(&v(&[b"\"\x01~"])), Ok(None));

@@ -24,6 +24,8 @@ pub struct HoldRings {
 }
 
 impl HoldRings {
+    // Not `Default`: making one takes part in the thread's nesting of holds.
+    #[allow(clippy::new_without_default)]
     pub fn new() -> HoldRings {
         let outermost = HELD.with(|h| {
             let mut h = h.borrow_mut();

@@ -191,7 +191,10 @@ impl ProcessSandbox {
                 }
                 if reason == CloseReason::HostLost {
                     let why = s.cannot_start.as_ref().map_or_else(|| "it ended before it was ready".to_string(), |f| f.message.clone());
-                    return Err(Failure::new(ErrorKind::Crashed, format!("The sandbox host process started for the sandbox did not come up: {why}")));
+                    return Err(Failure::new(
+                        ErrorKind::Crashed,
+                        format!("The sandbox host process started for the sandbox did not come up: {why}"),
+                    ));
                 }
                 return Err(closed_failure(reason));
             }
@@ -225,7 +228,8 @@ impl State {
         };
         let Some(plan) = run.plan.as_ref() else { return };
         self.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
-        let frame = frame::encode_sandbox_run(wire, sandbox_wire, plan, run.started_event, call.as_ref().map(|(n, a)| (n.as_str(), a.as_slice())));
+        let frame =
+            frame::encode_sandbox_run(wire, sandbox_wire, plan, run.started_event, call.as_ref().map(|(n, a)| (n.as_str(), a.as_slice())));
         let now = Instant::now();
         run.deadline = Some(now + Duration::from_millis(policy::run_deadline_ms(plan.limits.wall_time_ms)));
         run.on_host = Some((host_key, wire));
@@ -255,7 +259,8 @@ impl State {
                 w.send(&[&frame::header_only(frame::Kind::SandboxClose, sb.wire, 0, 0)]);
             }
         }
-        let waiting: Vec<u64> = self.runs.iter().filter(|(_, r)| r.sandbox.as_ref().is_some_and(|of| of.id == id)).map(|(run, _)| *run).collect();
+        let waiting: Vec<u64> =
+            self.runs.iter().filter(|(_, r)| r.sandbox.as_ref().is_some_and(|of| of.id == id)).map(|(run, _)| *run).collect();
         for run in waiting {
             if self.pool.remove_queued(run).is_some() {
                 self.fail(run, waiting_run_failure(reason));

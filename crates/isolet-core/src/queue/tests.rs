@@ -272,7 +272,10 @@ fn open_sandboxes_are_bounded_per_engine_and_per_named_tenant_with_typed_refusal
     assert_eq!(p.admit_sandbox(2, a.clone(), 0, 32), Ok(()));
     let refused = p.admit_sandbox(3, a.clone(), 0, 32).unwrap_err();
     assert_eq!(refused.kind, ErrorKind::Overloaded);
-    assert_eq!(refused.message, "Tenant 'a' has 2 persistent sandboxes open, at most maxOpenSandboxesPerTenant (2); close one of them or try again later");
+    assert_eq!(
+        refused.message,
+        "Tenant 'a' has 2 persistent sandboxes open, at most maxOpenSandboxesPerTenant (2); close one of them or try again later"
+    );
     // Another tenant is not held up by a's bound.
     assert_eq!(p.admit_sandbox(4, b.clone(), 0, 32), Ok(()));
     // Sandboxes naming no tenant are the embedder's own: only the engine's bound counts them.

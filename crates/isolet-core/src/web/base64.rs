@@ -25,7 +25,7 @@ pub fn decode(input: &str) -> Result<Vec<u8>, WebError> {
     // ASCII whitespace is removed first (TAB, LF, FF, CR, SPACE).
     let data: Vec<u8> = input.bytes().filter(|b| !matches!(b, b'\t' | b'\n' | 0x0c | b'\r' | b' ')).collect();
     let mut data = &data[..];
-    if data.len() % 4 == 0 {
+    if data.len().is_multiple_of(4) {
         if let Some(rest) = data.strip_suffix(b"==").or_else(|| data.strip_suffix(b"=")) {
             data = rest;
         }
@@ -107,7 +107,10 @@ mod tests {
         assert_eq!(encode(b"he"), "aGU=");
         assert_eq!(encode(b"hel"), "aGVs");
         assert_eq!(encode_latin1("\u{ff}\u{0}").unwrap(), "/wA=");
-        assert_eq!(encode_latin1("€").unwrap_err(), WebError::dom("InvalidCharacterError", "The string to be encoded contains characters outside of the Latin1 range."));
+        assert_eq!(
+            encode_latin1("€").unwrap_err(),
+            WebError::dom("InvalidCharacterError", "The string to be encoded contains characters outside of the Latin1 range.")
+        );
         for bytes in [&b"\x00\x01\xfe\xff"[..], b"any carnal pleasure."] {
             assert_eq!(decode(&encode(bytes)).unwrap(), bytes);
         }

@@ -94,9 +94,9 @@ pub fn decode(name: &str, bytes: &[u8], fatal: bool, stream: bool, strip_bom: bo
         }
     }
     let text = if fatal {
-        encoding
-            .decode_without_bom_handling_and_without_replacement(body)
-            .ok_or_else(|| WebError::Type(format!("The encoded data was not valid for encoding {}", encoding.name().to_ascii_lowercase())))?
+        encoding.decode_without_bom_handling_and_without_replacement(body).ok_or_else(|| {
+            WebError::Type(format!("The encoded data was not valid for encoding {}", encoding.name().to_ascii_lowercase()))
+        })?
     } else {
         encoding.decode_without_bom_handling(body).0
     };

@@ -19,7 +19,10 @@ pub enum WebError {
     Type(String),
     Range(String),
     /// A `DOMException` with this name (`InvalidCharacterError`, `QuotaExceededError`, ...).
-    Dom { name: &'static str, message: String },
+    Dom {
+        name: &'static str,
+        message: String,
+    },
 }
 
 impl WebError {

@@ -55,7 +55,13 @@ impl UrlParts {
         let hostname = &h[start..at(3).max(start)];
         let host = if start == at(3) { "" } else { &h[start..at(5)] };
         let port = if o(4) < 0.0 { String::new() } else { format!("{}", o(4)) };
-        let path_end = if o(6) >= 0.0 { at(6) } else if o(7) >= 0.0 { at(7) } else { h.len() };
+        let path_end = if o(6) >= 0.0 {
+            at(6)
+        } else if o(7) >= 0.0 {
+            at(7)
+        } else {
+            h.len()
+        };
         let pathname = if o(5) < 0.0 { "" } else { &h[at(5)..path_end] };
         let search_end = if o(7) >= 0.0 { at(7) } else { h.len() };
         let search = if o(6) < 0.0 || search_end - at(6) <= 1 { "" } else { &h[at(6)..search_end] };
@@ -204,15 +210,39 @@ mod tests {
     #[test]
     fn attributes_read_from_the_href_are_adas_own() {
         let urls = [
-            "https://user:pw@example.com:8443/a/b?q=1#frag", "http://example.com", "http://u@h/", "http://:p@h/", "file:///tmp/x?y",
-            "a:b", "mailto:x@y.z?subject=hi", "blob:https://a.example:81/uuid", "blob:ftp://a/b", "blob:x", "ws://[::1]:9/?#", "non-spec://h:1/p?#",
-            "https://h/?", "https://h/#", "sc://ñ.test/", "http://1.2.3.4/", "javascript:alert(1)", "http://h/%zz?%zz#%zz",
+            "https://user:pw@example.com:8443/a/b?q=1#frag",
+            "http://example.com",
+            "http://u@h/",
+            "http://:p@h/",
+            "file:///tmp/x?y",
+            "a:b",
+            "mailto:x@y.z?subject=hi",
+            "blob:https://a.example:81/uuid",
+            "blob:ftp://a/b",
+            "blob:x",
+            "ws://[::1]:9/?#",
+            "non-spec://h:1/p?#",
+            "https://h/?",
+            "https://h/#",
+            "sc://ñ.test/",
+            "http://1.2.3.4/",
+            "javascript:alert(1)",
+            "http://h/%zz?%zz#%zz",
         ];
         for input in urls {
             let url = Url::parse(input, None).unwrap();
             let ada = [
-                url.href(), &url.origin(), url.protocol(), url.username(), url.password(), url.host(), url.hostname(), url.port(),
-                url.pathname(), url.search(), url.hash(),
+                url.href(),
+                &url.origin(),
+                url.protocol(),
+                url.username(),
+                url.password(),
+                url.host(),
+                url.hostname(),
+                url.port(),
+                url.pathname(),
+                url.search(),
+                url.hash(),
             ]
             .map(str::to_string);
             assert_eq!(parts(&url).record(), ada, "{input}");
