@@ -31,9 +31,7 @@ fn probe_node() -> NodeInfo {
     if let Ok(answer) = env::var("ISOLET_NODE_PROBE") {
         return node_info(serde_json::from_str(&answer).expect("ISOLET_NODE_PROBE is the probe's JSON"));
     }
-    let node = env::var("ISOLET_NODE")
-        .or_else(|_| env::var("npm_node_execpath"))
-        .unwrap_or_else(|_| "node".to_string());
+    let node = env::var("ISOLET_NODE").or_else(|_| env::var("npm_node_execpath")).unwrap_or_else(|_| "node".to_string());
     let out = Command::new(&node).arg("-e").arg(PROBE).output().unwrap_or_else(|e| {
         panic!(
             "isolet build: could not run Node at `{node}` ({e}). Install Node.js >= 20 or set \
@@ -54,11 +52,7 @@ fn node_info(v: serde_json::Value) -> NodeInfo {
     }
     if on("pc") {
         defines.push("V8_COMPRESS_POINTERS");
-        defines.push(if on("pcShared") {
-            "V8_COMPRESS_POINTERS_IN_SHARED_CAGE"
-        } else {
-            "V8_COMPRESS_POINTERS_IN_ISOLATE_CAGE"
-        });
+        defines.push(if on("pcShared") { "V8_COMPRESS_POINTERS_IN_SHARED_CAGE" } else { "V8_COMPRESS_POINTERS_IN_ISOLATE_CAGE" });
     }
     if on("pc") || on("smi31") {
         defines.push("V8_31BIT_SMIS_ON_64BIT_ARCH");
@@ -96,11 +90,7 @@ fn include_dir(node: &NodeInfo) -> PathBuf {
     if let Ok(dir) = env::var("ISOLET_NODE_INCLUDE") {
         return PathBuf::from(dir);
     }
-    let prefix = node
-        .exec_path
-        .parent()
-        .and_then(Path::parent)
-        .unwrap_or_else(|| Path::new("/"));
+    let prefix = node.exec_path.parent().and_then(Path::parent).unwrap_or_else(|| Path::new("/"));
     prefix.join("include").join("node")
 }
 
