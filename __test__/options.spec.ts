@@ -361,7 +361,8 @@ describe('SandboxEngine: memory in process mode', () => {
 describe('SandboxEngine: option names and values', () => {
   const construct: Array<[Record<string, unknown>, string]> = [
     [{ maxConcurrency: 2 }, 'maxConcurrency is not a known option of SandboxEngine config; did you mean maxConcurrentIsolates?'],
-    [{ memoryLimitMb: 2 }, 'memoryLimitMb is not a known option of SandboxEngine config; did you mean memoryMb?'],
+    [{ memoryLimit: 2 }, 'memoryLimit is not a known option of SandboxEngine config; did you mean memoryLimitMb?'],
+    [{ memoryLimitMb: 2 }, 'memoryLimitMb must be a whole number from 8 to 8192, got 2'],
     [{ defaultIsolateLimits: { wallTimeMS: 5 } }, 'defaultIsolateLimits.wallTimeMS is not a known option of defaultIsolateLimits; did you mean defaultIsolateLimits.wallTimeMs?'],
     [{ defaultBridgeLimits: { maxHostCalls: 5 } }, 'defaultBridgeLimits.maxHostCalls is not a known option of defaultBridgeLimits; did you mean defaultBridgeLimits.maxMessages?'],
     [{ memoryMb: 0 }, 'memoryMb must be a whole number from 8 to 8192, got 0'],
