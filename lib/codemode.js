@@ -10,6 +10,7 @@ const native = require('./native');
 const { SandboxEngine } = require('./engine');
 const { prepareSource } = require('./source');
 const { normalizeCode } = require('./source-transform');
+const { Rewrite, remapError, remapLogs } = require('./positions');
 const { SandboxTimeoutError, SandboxRuntimeError, SandboxValidationError, errorFromThrown } = require('./errors');
 const { own, ownCopy } = require('./own');
 const { webFetchOf } = require('./capabilities/fetch');
@@ -310,21 +311,24 @@ class IsoletExecutor {
       if (typeof prelude === 'string' && prelude !== '') preludes.push(prelude);
     }
     let fnSource;
+    let map;
     try {
-      fnSource = (await prepareSource(code, { normalizeCode: true, language: this.language }, { timeoutMs: this.timeoutMs })).code;
+      ({ code: fnSource, map } = await prepareSource(code, { normalizeCode: true, language: this.language }, { timeoutMs: this.timeoutMs }));
     } catch (err) {
       return { result: undefined, error: err.message };
     }
     if (this._ready === null) this._ready = this._engine.init();
     await this._ready;
-    if (this.stateful) return this._takeTurn(() => this._executeInSession(providers, tools, preludes, fnSource));
-    // Line 1: namespaces and preludes; then the function, so its lines are the code's own plus one.
-    const body = `${header.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)();`;
-    const session = this._engine.submit({ code: body, tools: this._fetch === undefined ? tools : { ...tools, fetch: this._fetch } });
+    if (this.stateful) return this._takeTurn(() => this._executeInSession(providers, tools, preludes, fnSource, map));
+    // Line 1: namespaces and preludes; then the function.
+    const prefix = `${header.join(' ')}${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n`;
+    const suffix = '\n)();';
+    const session = this._engine.submit({ code: prefix + fnSource + suffix, tools: this._fetch === undefined ? tools : { ...tools, fetch: this._fetch } });
     const end = await session.done;
-    const logs = (end.logs || []).map(formatLog);
+    const positions = wrappedMap(map, prefix, fnSource, suffix);
+    const logs = remapLogs(end.logs || [], positions).map(formatLog);
     if (end.type === 'result') return { result: end.data, logs };
-    return { result: undefined, error: describeError(end.error), logs };
+    return { result: undefined, error: describeError(remapError(end.error, positions)), logs };
   }
 
   /** Runs `job` after the executions started before it (stateful executors). */
@@ -344,7 +348,7 @@ class IsoletExecutor {
    * another execution it calls cannot reach its frames through `caller`. Its tool calls
    * carry this execution's token, which only this wrapper's script holds.
    */
-  async _executeInSession(providers, tools, preludes, fnSource) {
+  async _executeInSession(providers, tools, preludes, fnSource, map) {
     const names = providers.map((p) => own(p, 'name'));
     const reserved = names.find((name) => STRICT_RESERVED.has(name));
     if (reserved !== undefined) return { result: undefined, error: `Provider name "${reserved}" is reserved` };
@@ -357,14 +361,16 @@ class IsoletExecutor {
     const spec = names.map((name) => [name, Object.keys(tools[name] || {})]);
     // Script-level strict; namespaces and preludes on line 1, then the function. It reads
     // one global, SESSION_NAMESPACES, which hardening made non-writable and non-configurable.
-    const code = `'use strict'; (async ({ ${names.join(', ')} }) => {${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n${fnSource}\n)(); })(${SESSION_NAMESPACES}(${JSON.stringify(token)}, ${JSON.stringify(spec)}))`;
+    const prefix = `'use strict'; (async ({ ${names.join(', ')} }) => {${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n`;
+    const suffix = `\n)(); })(${SESSION_NAMESPACES}(${JSON.stringify(token)}, ${JSON.stringify(spec)}))`;
+    const positions = wrappedMap(map, prefix, fnSource, suffix);
     this._fns = tools;
     this._token = token;
     try {
-      const r = await this._sandbox.run(code);
-      const logs = (r.logs || []).map(formatLog);
+      const r = await this._sandbox.run(prefix + fnSource + suffix);
+      const logs = remapLogs(r.logs || [], positions).map(formatLog);
       if (r.success) return { result: r.output, logs };
-      return { result: undefined, error: describeError(r.error), logs };
+      return { result: undefined, error: describeError(remapError(r.error, positions)), logs };
     } finally {
       this._fns = null;
       this._token = null;
@@ -411,6 +417,15 @@ class IsoletExecutor {
   async [Symbol.asyncDispose]() {
     await this.dispose();
   }
+}
+
+/**
+ * The position map of `prefix + fn + suffix` (the script a run compiles) back to the code
+ * the user gave, through `map` (from `fn` to it): stack frames in logs and errors then name
+ * the user's lines; a frame in a prelude names the code's start.
+ */
+function wrappedMap(map, prefix, fn, suffix) {
+  return [...map, new Rewrite(fn).insert(prefix).copy(0, fn.length).insert(suffix).finish().stage];
 }
 
 function formatLog(entry) {

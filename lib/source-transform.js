@@ -15,7 +15,7 @@
 const { stripBody, BODY_PREFIX, BODY_LINE_OFFSET, suffixLine } = require('./typescript-body');
 const { withLastExpressionResult, endsInBareExpression } = require('./last-expression');
 const { withTopLevelAwait } = require('./top-level-await');
-const { fromSourceMap, mapPosition } = require('./positions');
+const { Rewrite, fromSourceMap, mapPosition } = require('./positions');
 
 /** amaro's transform mode, as Node's --experimental-transform-types runs it, refusing `import x = require()`. */
 const TRANSFORM = {
@@ -254,11 +254,13 @@ function withoutSemicolon(source, node) {
  *   - otherwise a body, `async () => {...}`; when its last statement is an expression
  *     statement, that expression is returned (a `return` that runs first still wins).
  * Code that parses neither as a script nor as a module is a body, for V8 to report.
+ * Returned as pieces, in order: the text written (strings) and the `[from, to)` ranges of
+ * `source` kept, so that positions can be mapped back.
  */
-function functionSource(source) {
-  if (source === '') return 'async () => {}';
+function functionPieces(source) {
+  if (source === '') return ['async () => {}'];
   const program = parseProgram(source);
-  const body = `async () => {\n${source}\n}`;
+  const body = ['async () => {\n', [0, source.length], '\n}'];
   if (program === null || program.body.length === 0) return body;
   const statements = program.body;
   const only = statements.length === 1 ? statements[0] : null;
@@ -266,24 +268,40 @@ function functionSource(source) {
     const type = only.expression.type;
     if (type === 'ArrowFunctionExpression' || type === 'FunctionExpression') {
       const end = withoutSemicolon(source, only);
-      return source.slice(0, end) + source.slice(end + (end === only.end ? 0 : 1));
+      return [[0, end], [end + (end === only.end ? 0 : 1), source.length]];
     }
   }
   if (only !== null && only.type === 'ExportDefaultDeclaration') {
     const declaration = only.declaration;
-    const inner = source.slice(declaration.start, withoutSemicolon(source, declaration));
-    if (declaration.type === 'FunctionDeclaration') return inner;
-    if (declaration.type === 'ClassDeclaration') return `async () => {\nreturn (${inner});\n}`;
-    return functionSource(inner);
+    const from = declaration.start;
+    const to = withoutSemicolon(source, declaration);
+    if (declaration.type === 'FunctionDeclaration') return [[from, to]];
+    if (declaration.type === 'ClassDeclaration') return ['async () => {\nreturn (', [from, to], ');\n}'];
+    // That, by these rules: its pieces, as ranges of `source`.
+    return functionPieces(source.slice(from, to)).map((p) => (typeof p === 'string' ? p : [p[0] + from, p[1] + from]));
   }
   if (only !== null && only.type === 'FunctionDeclaration') {
-    return `async () => {\n${source}\nreturn ${only.id.name}();\n}`;
+    return ['async () => {\n', [0, source.length], `\nreturn ${only.id.name}();\n}`];
   }
   const last = statements[statements.length - 1];
   if (last.type !== 'ExpressionStatement') return body;
   // `return (` goes where the statement starts; its own `;` and what follows stay.
   const end = withoutSemicolon(source, last);
-  return `async () => {\n${source.slice(0, last.start)}return (${source.slice(last.start, end)})${source.slice(end)}\n}`;
+  return ['async () => {\n', [0, last.start], 'return (', [last.start, end], ')', [end, source.length], '\n}'];
+}
+
+/**
+ * Code Mode's function for `code` (unfenced, then `functionSource`'s rule), with the stage
+ * that maps its positions back to `code`'s: `{ code, stage }`.
+ */
+function functionRewrite(code) {
+  const { source, start } = unfence(code);
+  const rewrite = new Rewrite(code);
+  for (const p of functionPieces(source)) {
+    if (typeof p === 'string') rewrite.insert(p);
+    else rewrite.copy(start + p[0], start + p[1]);
+  }
+  return rewrite.finish();
 }
 
 /**
@@ -291,7 +309,7 @@ function functionSource(source) {
  * `functionSource`): Markdown fences and surrounding blank space are dropped first.
  */
 function normalizeCode(code) {
-  return functionSource(unfence(code).source);
+  return functionRewrite(code).code;
 }
 
 /**
@@ -312,14 +330,19 @@ function transformSource(code, recipe) {
   let map = [];
   if (recipe.normalizeCode === true) {
     if (!typescript) {
-      source = normalizeCode(code);
+      const f = functionRewrite(code);
+      source = f.code;
+      map = [f.stage];
     } else {
       // Types first (the shape is decided from a parse, and only JavaScript parses), on
       // the text as a program, or else as an async body (it may `return`).
       const { source: text, start } = unfence(code);
       const js = typeScriptProgram(text);
       if (js.failure) return { failure: shiftFailure(js.failure, code, start) };
-      source = functionSource(js.code);
+      const f = functionRewrite(js.code);
+      source = f.code;
+      // The function to the JavaScript, to the TypeScript, to the fenced text.
+      map = [new Rewrite(code).copy(start, start + text.length).finish().stage, ...js.map, f.stage];
     }
   } else if (typescript) {
     const asyncBody = recipe.asyncBody === true;
@@ -347,17 +370,17 @@ function typeScriptFailure(err, asyncBody, code) {
 /**
  * TypeScript `text` (Code Mode's program: a function, or a body) as JavaScript: compiled
  * as a program, else, when that is a syntax error (a `return` at top level), as an async
- * body. `{ code }` or `{ failure }` (the body's, when both fail).
+ * body. `{ code, map }` or `{ failure }` (the body's, when both fail).
  */
 function typeScriptProgram(text) {
-  if (text === '') return { code: text };
+  if (text === '') return { code: text, map: [] };
   try {
-    return { code: compileTypeScript(text, false).code };
+    return compileTypeScript(text, false);
   } catch (err) {
     if (err instanceof Refusal || !err || typeof err.startLine !== 'number' || err.code === 'UnsupportedSyntax') return { failure: typeScriptFailure(err, false, text) };
   }
   try {
-    return { code: compileTypeScript(text, true).code };
+    return compileTypeScript(text, true);
   } catch (err) {
     return { failure: typeScriptFailure(err, true, text) };
   }
