@@ -105,6 +105,16 @@ describe('isolet mcp over stdio', () => {
     await client.setLoggingLevel('debug');
   });
 
+  it("logs a stack at the code's own positions, in the result and in the notification", async () => {
+    const logs: Array<{ level: string; data: unknown }> = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params as any));
+    // The last expression is made the result (\`return (\` goes before it): column 13 is
+    // where \`new Error\` is in the code as sent.
+    const out = await call({ code: "const a = 1;\nconsole.log(new Error('here').stack)" });
+    expect(out.content[1].text).toMatch(/^console:\nError: here\n\s+at sandbox\.js:2:13(\n|$)/);
+    expect(String(logs[0]?.data)).toMatch(/^Error: here\n\s+at sandbox\.js:2:13(\n|$)/);
+  });
+
   it('gives read-only access to --read-dir only', async () => {
     const ok = await call({ code: 'return (await readFile({ path: "readme.txt" })).content' });
     expect(ok.content[0].text).toBe('"read me"');

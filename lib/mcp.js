@@ -31,6 +31,7 @@ const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorOfKin
 const { requirePeer } = require('./peer');
 const { ownCopy } = require('./own');
 const { prepareCode, remapError } = require('./last-expression');
+const { remapLogs, remapText } = require('./positions');
 
 const TOOL_NAME = 'run_code';
 const SERVER_PACKAGE = '@modelcontextprotocol/server';
@@ -461,7 +462,7 @@ function createMcpService(settings, shared = {}) {
         if (ev.type !== 'status') continue;
         if (ev.status === 'console') {
           // At or above the level the client set (2025) or its request names (2026-07-28).
-          quietly(ctx.mcpReq.log(LOG_LEVELS[ev.level] ?? 'info', ev.message, TOOL_NAME));
+          quietly(ctx.mcpReq.log(LOG_LEVELS[ev.level] ?? 'info', remapText(ev.message, prepared.edits), TOOL_NAME));
         } else if (ev.status === 'started' && progressToken !== undefined) {
           startedAt = performance.now();
           progress('running');
@@ -474,7 +475,8 @@ function createMcpService(settings, shared = {}) {
       signal.removeEventListener('abort', onAbort);
     }
     const end = await run.done;
-    const logs = end.logs || [];
+    // At the user's positions, as its errors are (a logged stack).
+    const logs = remapLogs(end.logs || [], prepared.edits);
     if (end.type === 'result') {
       return { content: [{ type: 'text', text: resultText(end.data, deferFor(ctx, session)) }, ...logContent(logs)] };
     }
