@@ -125,6 +125,8 @@ struct Host {
     sandbox: Option<u64>,
     /// Frames for it sent once it is ready (its sandbox's open, and runs made meanwhile).
     pending: Vec<Vec<u8>>,
+    /// Its CPU time (ms) and resident MB when the parent ended it for memory.
+    memory_end: Option<(Option<f64>, u64)>,
 }
 
 impl Host {
@@ -169,6 +171,9 @@ struct Run {
     on_host: Option<(u64, u32)>,
     first_started: Option<Instant>,
     attempt_started: Option<Instant>,
+    /// Its host's CPU time when it started there (linux), for its stats if the host is
+    /// ended for memory under it.
+    host_cpu_at_start_ms: Option<f64>,
     deadline: Option<Instant>,
     budget: EventBudget,
     restarts: u32,
@@ -199,6 +204,7 @@ impl Run {
             on_host: None,
             first_started: None,
             attempt_started: None,
+            host_cpu_at_start_ms: None,
             deadline: None,
             restarts: 0,
             alone: false,
@@ -633,8 +639,20 @@ impl State {
     }
 
     fn fail(&mut self, id: u64, failure: Failure) {
+        self.fail_with(id, failure, None);
+    }
+
+    /// As `fail`, with the run's CPU time and heap when they are known from outside it
+    /// (`policy::memory_end_stats`).
+    fn fail_with(&mut self, id: u64, failure: Failure, figures: Option<(f64, u64)>) {
         let wall = self.runs.get(&id).and_then(|r| r.first_started).map(|t| t.elapsed().as_secs_f64() * 1000.0).unwrap_or(0.0);
-        self.finish(id, failure_completion(failure, wall));
+        let mut completion = failure_completion(failure, wall);
+        if let Some((cpu_time_ms, heap_bytes)) = figures {
+            completion.stats.cpu_time_ms = cpu_time_ms;
+            completion.stats.heap_used_bytes = heap_bytes as f64;
+            completion.stats.heap_peak_bytes = heap_bytes as f64;
+        }
+        self.finish(id, completion);
     }
 
     fn abort(&mut self, id: u64) {
@@ -749,6 +767,7 @@ impl State {
             suspect: false,
             sandbox,
             pending: Vec::new(),
+            memory_end: None,
         });
         let me = self.me.clone();
         if !spawner().run(Box::new(move || start_host(me, key, start))) {
@@ -860,6 +879,7 @@ impl State {
         run.on_host = Some((self.hosts[host_index].key, wire));
         run.first_started.get_or_insert(now);
         run.attempt_started = Some(now);
+        run.host_cpu_at_start_ms = self.hosts[host_index].pid.and_then(host::cpu_ms);
         run.deadline = Some(now + Duration::from_millis(policy::run_deadline_ms(plan.limits.wall_time_ms)));
         let alone = run.alone;
         let h = &mut self.hosts[host_index];
@@ -1240,6 +1260,7 @@ impl State {
         let budget = policy::host_budget_mb(ready_rss, host.lingering.current(now_ms).chain(in_flight));
         if let Some(rss) = rss_mb {
             if rss > budget {
+                host.memory_end = Some((host.pid.and_then(host::cpu_ms), rss));
                 self.end_host(key, HostEnd::Memory { rss_mb: rss, budget_mb: budget });
             }
         }
@@ -1318,9 +1339,14 @@ impl State {
                 self.fail(id, failure);
                 continue;
             }
+            // What it cost, if the parent ended its host for memory: the host's figures.
+            let figures = match (host.memory_end, run.host_cpu_at_start_ms) {
+                (Some((Some(cpu_end), rss)), Some(cpu_start)) => Some(policy::memory_end_stats(cpu_start, cpu_end, rss, host.ready_rss_mb)),
+                _ => None,
+            };
             // A sandbox's run is never started again elsewhere: its context is gone.
             if run.sandbox.is_some() {
-                self.fail(id, policy::lost_run_failure(&end, view));
+                self.fail_with(id, policy::lost_run_failure(&end, view), figures);
                 continue;
             }
             match policy::lost_run_verdict(&end, view, in_host) {
@@ -1337,7 +1363,7 @@ impl State {
                     run.lost = Some(policy::lost_run_failure(&end, view));
                     self.unplaced.push_front(id);
                 }
-                LostVerdict::Fail(f) => self.fail(id, f),
+                LostVerdict::Fail(f) => self.fail_with(id, f, figures),
             }
         }
         // A sandbox's host ended while starting because its sandbox closed did not fail to start.

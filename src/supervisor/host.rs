@@ -144,6 +144,27 @@ pub(crate) fn pidfd_of(_pid: u32) -> Option<OwnedFd> {
     None
 }
 
+/// A host's CPU time (user and system) in ms, from /proc/<pid>/stat: read while it is our
+/// unreaped child (its pid is its own until then).
+#[cfg(target_os = "linux")]
+pub(crate) fn cpu_ms(pid: u32) -> Option<f64> {
+    static TICKS: OnceLock<f64> = OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = *TICKS.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        n if n > 0 => n as f64,
+        _ => 100.0,
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(isolet_core::host_policy::cpu_ticks_of_stat(&stat)? as f64 * 1000.0 / per_second)
+}
+
+/// macOS: not read (proc_pidinfo's CPU times are in Mach ticks on arm64); such a run's
+/// CPU time stays 0.
+#[cfg(target_os = "macos")]
+pub(crate) fn cpu_ms(_pid: u32) -> Option<f64> {
+    None
+}
+
 /// Bytes per page of /proc/<pid>/statm.
 #[cfg(target_os = "linux")]
 fn page_bytes() -> u64 {

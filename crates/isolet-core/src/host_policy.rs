@@ -144,6 +144,25 @@ pub fn host_budget_mb(ready_rss_mb: u64, runs_memory_mb: impl IntoIterator<Item 
     ready_rss_mb + BASE_SLACK_MB + runs
 }
 
+/// The CPU time (user + system, in clock ticks) in the text of /proc/<pid>/stat: fields
+/// 14 and 15, counted after the command name's closing parenthesis (the name may hold
+/// spaces and parentheses itself).
+pub fn cpu_ticks_of_stat(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    // `rest` starts at field 3 (the state): utime is the 12th from there, stime the 13th.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// The stats of the run alone in a host the parent ended for its memory (the run's own
+/// figures die with the host): its CPU time is the host's since the run started there,
+/// its heap the host's resident growth since it was ready. `(cpu_time_ms, heap_bytes)`.
+pub fn memory_end_stats(host_cpu_at_start_ms: f64, host_cpu_at_end_ms: f64, rss_mb: u64, ready_rss_mb: u64) -> (f64, u64) {
+    ((host_cpu_at_end_ms - host_cpu_at_start_ms).max(0.0), rss_mb.saturating_sub(ready_rss_mb) << 20)
+}
+
 /// How long a run's allowance stays in its host's budget after the run answered.
 pub const LINGER_MS: u64 = 150;
 
@@ -799,6 +818,25 @@ pub const HOST_CHANNEL_FD: i32 = 3;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cpu_time_of_a_proc_stat_line() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime ...
+        let line = "4242 (node) R 1 4242 4242 0 -1 4194560 1000 0 0 0 250 31 0 0 20 0 9 0 100 1000 200";
+        assert_eq!(cpu_ticks_of_stat(line), Some(281));
+        // A name with spaces and parentheses of its own.
+        let odd = "7 (a) b (c)) S 1 7 7 0 -1 0 0 0 0 0 12 3 0 0 20 0 1 0 5 6 7";
+        assert_eq!(cpu_ticks_of_stat(odd), Some(15));
+        assert_eq!(cpu_ticks_of_stat("7 (short) S 1 2"), None);
+        assert_eq!(cpu_ticks_of_stat("no parenthesis"), None);
+    }
+
+    #[test]
+    fn a_memory_ended_run_has_the_hosts_figures() {
+        assert_eq!(memory_end_stats(120.0, 470.0, 612, 100), (350.0, 512 << 20));
+        // A clock read before the start, or an RSS below the ready one: never negative.
+        assert_eq!(memory_end_stats(500.0, 470.0, 90, 100), (0.0, 0));
+    }
 
     #[test]
     fn a_hosts_queue_holds_every_run_the_parent_can_place_on_it() {
