@@ -15,7 +15,21 @@ function table(name: string): string[] {
   const rust = fs.readFileSync(path.join(root, 'crates', 'isolet-core', 'src', 'options.rs'), 'utf8');
   const start = rust.indexOf(`pub const ${name}: &[Opt] = &[`);
   expect(start, name).toBeGreaterThan(-1);
-  return [...rust.slice(start, rust.indexOf('\n];', start)).matchAll(/(?:whole|opt)\("(\w+)"|name: "(\w+)"/g)].map((m) => m[1] ?? m[2]).sort();
+  // Options shared by several tables are constants of their own (`const X: Opt = ...`).
+  const shared = new Map([...rust.matchAll(/const (\w+): Opt =\s*(?:whole|opt)\("(\w+)"|const (\w+): Opt =\s*Opt \{\s*name: "(\w+)"/g)].map((m) => [m[1] ?? m[3], m[2] ?? m[4]]));
+  // To the `]` that closes the table's `&[` (strings hold no brackets here).
+  const open = rust.indexOf('= &[', start) + 3;
+  let end = open;
+  for (let depth = 0; ; end++) {
+    if (rust[end] === '[') depth++;
+    else if (rust[end] === ']' && --depth === 0) break;
+  }
+  const body = rust.slice(open, end);
+  const names = [...body.matchAll(/(?:whole|opt)\("(\w+)"|name: "(\w+)"|^\s+([A-Z_]+),$/gm)].map((m) => m[1] ?? m[2] ?? shared.get(m[3]));
+  expect(names, name).not.toContain(undefined);
+  // The seeds' own spellings of an option are typed beside its name (SandboxEngineConfig.memoryMb).
+  for (const m of body.matchAll(/\.seed_names\(&\[([^\]]*)\]\)/g)) names.push(...[...m[1].matchAll(/"(\w+)"/g)].map((n) => n[1]));
+  return names.sort();
 }
 
 it("the option types list exactly isolet-core's option tables", () => {
