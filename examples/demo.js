@@ -76,8 +76,10 @@ async function main() {
     },
   );
   console.log('TypeScript:', ts.success ? ts.output : ts.error.message);
-  const badTs = await runSandbox('const ok = 1;\nenum Color { Red }', { language: 'typescript' });
-  console.log('TypeScript enum:', `${badTs.error.name} at line ${badTs.error.line}, column ${badTs.error.column}`);
+  const tsEnum = await runSandbox('enum Color { Red, Green }\nColor.Green', { language: 'typescript' });
+  console.log('TypeScript enum:', tsEnum.output);
+  const badTs = await runSandbox('const ok: number = 1;\nconst broken = ;', { language: 'typescript' });
+  console.log('TypeScript syntax error:', `${badTs.error.name} at line ${badTs.error.line}, column ${badTs.error.column}`);
 
   // 6. Code Mode: the model's one program calls typed tools (@cloudflare/codemode's Executor contract).
   const { IsoletExecutor } = require('isolet/codemode'); // the package's own export, by self-reference
