@@ -325,10 +325,9 @@ class IsoletExecutor {
     const suffix = '\n)();';
     const session = this._engine.submit({ code: prefix + fnSource + suffix, tools: this._fetch === undefined ? tools : { ...tools, fetch: this._fetch } });
     const end = await session.done;
-    const positions = wrappedMap(map, prefix, fnSource, suffix);
-    const logs = remapLogs(end.logs || [], positions).map(formatLog);
+    const { logs, error } = atUserPositions(end.logs || [], end.type === 'result' ? undefined : end.error, map, prefix, fnSource, suffix);
     if (end.type === 'result') return { result: end.data, logs };
-    return { result: undefined, error: describeError(remapError(end.error, positions)), logs };
+    return { result: undefined, error, logs };
   }
 
   /** Runs `job` after the executions started before it (stateful executors). */
@@ -363,14 +362,13 @@ class IsoletExecutor {
     // one global, SESSION_NAMESPACES, which hardening made non-writable and non-configurable.
     const prefix = `'use strict'; (async ({ ${names.join(', ')} }) => {${preludes.length ? `\n${preludes.join('\n')}` : ''}\nreturn await (\n`;
     const suffix = `\n)(); })(${SESSION_NAMESPACES}(${JSON.stringify(token)}, ${JSON.stringify(spec)}))`;
-    const positions = wrappedMap(map, prefix, fnSource, suffix);
     this._fns = tools;
     this._token = token;
     try {
       const r = await this._sandbox.run(prefix + fnSource + suffix);
-      const logs = remapLogs(r.logs || [], positions).map(formatLog);
+      const { logs, error } = atUserPositions(r.logs || [], r.success ? undefined : r.error, map, prefix, fnSource, suffix);
       if (r.success) return { result: r.output, logs };
-      return { result: undefined, error: describeError(remapError(r.error, positions)), logs };
+      return { result: undefined, error, logs };
     } finally {
       this._fns = null;
       this._token = null;
@@ -420,12 +418,20 @@ class IsoletExecutor {
 }
 
 /**
- * The position map of `prefix + fn + suffix` (the script a run compiles) back to the code
- * the user gave, through `map` (from `fn` to it): stack frames in logs and errors then name
- * the user's lines; a frame in a prelude names the code's start.
+ * An execution's logs and error at the user's positions: `map` (from `fn` to the code the
+ * user gave) composed with the wrapper's (`prefix + fn + suffix` is the script the run
+ * compiles); a frame in a prelude names the code's start. The wrapper's map is made only
+ * when some text names a position: counting a 4 MB program's lines is tens of ms of
+ * Node's thread.
  */
-function wrappedMap(map, prefix, fn, suffix) {
-  return [...map, new Rewrite(fn).insert(prefix).copy(0, fn.length).insert(suffix).finish().stage];
+function atUserPositions(logs, error, map, prefix, fn, suffix) {
+  let positions = null;
+  const mapped = () => (positions ??= [...map, new Rewrite(fn).insert(prefix).copy(0, fn.length).insert(suffix).finish().stage]);
+  const names = (text) => typeof text === 'string' && text.includes('sandbox.');
+  const shown = (logs.some((e) => names(e.message)) ? remapLogs(logs, mapped()) : logs).map(formatLog);
+  if (error === undefined) return { logs: shown };
+  const placed = names(error.message) || names(error.stack) || typeof error.line === 'number' || (error.thrown && names(error.thrown.stack));
+  return { logs: shown, error: describeError(placed ? remapError(error, mapped()) : error) };
 }
 
 function formatLog(entry) {
