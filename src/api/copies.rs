@@ -50,7 +50,7 @@ pub fn share_string<'env>(env: &'env Env, bytes: Unknown<'env>, offset: f64, len
     let (offset, length) = (offset as usize, length as usize);
     // SAFETY: in bounds (checked above).
     let start = unsafe { data.cast::<u8>().add(offset) };
-    if two_byte && (length % 2 != 0 || (start as usize) % 2 != 0) {
+    if two_byte && (!length.is_multiple_of(2) || !(start as usize).is_multiple_of(2)) {
         return Ok(None);
     }
     let mut reference = ptr::null_mut();

@@ -18,7 +18,7 @@ use super::{checked, validation_error};
 use crate::engine::{Engine, ProcessEngine, ProcessRun};
 use crate::isolate::code::{check_prelude, EngineCode};
 use crate::isolate::{HostReply, RunShared, RunSpec};
-use crate::v8::{DataAnswer, WasmModule};
+use crate::v8::{DataAnswer, WasmModule, WasmModules};
 
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -403,7 +403,7 @@ pub struct CompileWasm {
     modules: Vec<(String, Vec<u8>)>,
     memory_mb: u32,
     /// Thread mode: where the compiled modules go. Process mode compiles in each host.
-    target: Option<Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>>,
+    target: Option<Arc<Mutex<WasmModules>>>,
 }
 
 impl Task for CompileWasm {
@@ -458,7 +458,7 @@ pub struct NativeEngine {
     backend: Backend,
     memory_mb: u32,
     /// Thread mode: compiled by `set_wasm_modules`; read by every run that asks for them.
-    wasm_modules: Arc<Mutex<Vec<(String, Arc<WasmModule>)>>>,
+    wasm_modules: Arc<Mutex<WasmModules>>,
     /// Delivers the events of every run of this engine on Node's thread.
     dispatcher: std::rc::Rc<Dispatcher>,
     /// Thread mode: the prelude and compiled-code cache of every run (process mode: each

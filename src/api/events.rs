@@ -564,7 +564,7 @@ impl Dispatcher {
         if self.closing.replace(true) {
             return;
         }
-        drop(self.channel.close());
+        let _ = self.channel.close();
         if !self.delivering.get() {
             self.finish_close();
         }

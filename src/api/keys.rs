@@ -13,6 +13,7 @@ macro_rules! keys {
         /// A cached name; its value is its index in the table.
         #[derive(Clone, Copy, Debug)]
         #[repr(u32)]
+        #[allow(clippy::enum_variant_names)] // the names of the JS keys they cache
         pub(crate) enum Key { $($key,)* }
         const NAMES: &[&str] = &[$($name,)*];
     };

@@ -260,7 +260,7 @@ struct State {
     waiters: usize,
     /// Run frames held back by `start_on` while `submit` dispatches, sent once the lock is
     /// released (see `send_after_unlock`).
-    held: Option<Vec<(Arc<HostWriter>, Vec<Vec<u8>>)>>,
+    held: Option<Vec<HeldFrames>>,
     shut: bool,
     invalid_config: Option<String>,
     lockdown: Option<WireLockdown>,
@@ -292,6 +292,9 @@ pub(crate) struct Stats {
     pub engine: super::pool::EngineStats,
     pub processes: ProcessStats,
 }
+
+/// A host's writer and the frames held back for it.
+type HeldFrames = (Arc<HostWriter>, Vec<Vec<u8>>);
 
 fn failure_completion(failure: Failure, wall_time_ms: f64) -> Completion {
     Completion { result: Err(failure), stats: ExecStats { wall_time_ms, ..Default::default() }, logs: Vec::new() }

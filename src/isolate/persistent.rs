@@ -20,6 +20,9 @@ use super::thread::{execute_plan, trim_after, ThreadHost};
 use crate::limits::lock;
 use crate::v8::{Sandbox, SandboxConfig};
 
+/// Told once, when a sandbox closes.
+type OnClose = Box<dyn FnOnce(CloseReason) + Send>;
+
 /// What a sandbox needs of the engine it is open on (`engine::pool` provides it).
 pub(crate) trait SandboxLink: Send + Sync {
     /// Admits `run` of `core` through the engine's queue; once the run has a slot the
@@ -56,7 +59,7 @@ pub(crate) struct SandboxCore {
     state: Mutex<CoreState>,
     link: Box<dyn SandboxLink>,
     /// Told once, when the sandbox closes (a sandbox host tells its parent).
-    on_close: Mutex<Option<Box<dyn FnOnce(CloseReason) + Send>>>,
+    on_close: Mutex<Option<OnClose>>,
 }
 
 impl SandboxCore {

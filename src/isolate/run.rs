@@ -23,7 +23,7 @@ use super::code::EngineCode;
 use crate::limits::cpu::ThreadClock;
 use crate::limits::lock;
 use crate::limits::watchdog::{Observation, Watched};
-use crate::v8::{DataAnswer, IsolateHandle, WasmModule};
+use crate::v8::{DataAnswer, IsolateHandle, WasmModule, WasmModules};
 
 /// One run as its isolate executes it: the checked plan (shared with whoever submitted
 /// it: a restart or a second look costs no copy) and what the run keeps while it runs.
@@ -35,7 +35,7 @@ pub(crate) struct RunSpec {
     /// Calls per tool against its `maxCallsPerTool` (same index).
     pub tool_calls: ToolCalls,
     /// WebAssembly modules to instantiate under `wasm.<name>` (none unless `plan.wasm`).
-    pub wasm_modules: Vec<(String, Arc<WasmModule>)>,
+    pub wasm_modules: WasmModules,
     /// The engine's prelude and compiled-code cache.
     pub code: Arc<EngineCode>,
     /// Persistent sandboxes (`sandbox.call`): call this global function with these

@@ -29,7 +29,7 @@ use crate::isolate::code::{check_prelude, EngineCode};
 use crate::isolate::persistent::SandboxCore;
 use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
 use crate::limits::lock;
-use crate::v8::{DataAnswer, WasmModule};
+use crate::v8::{DataAnswer, WasmModule, WasmModules};
 
 /// A tail up to this size is copied behind its head, so the frame is one write.
 const COPY_TAIL_BYTES: usize = 64 * 1024;
@@ -62,7 +62,7 @@ struct Channel {
     /// Set once a write failed (the parent is gone): later events are dropped.
     broken: AtomicBool,
     engine: Engine,
-    wasm_modules: Vec<(String, Arc<WasmModule>)>,
+    wasm_modules: WasmModules,
     /// The engine's prelude and this host's compiled-code cache.
     code: Arc<EngineCode>,
     /// Runs in flight, by the parent's run id.

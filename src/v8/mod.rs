@@ -154,6 +154,9 @@ pub(crate) fn wasm_compilations() -> u64 {
 /// code without compiling again (V8 shares the native module between isolates).
 pub(crate) struct WasmModule(*mut ffi::isolet_wasm_module);
 
+/// An engine's compiled WebAssembly modules, by the name the sandbox sees.
+pub(crate) type WasmModules = Vec<(String, Arc<WasmModule>)>;
+
 // SAFETY: V8's CompiledWasmModule is a shared_ptr to a process-wide native module, made
 // to be instantiated from any isolate and released from any thread; the seam only
 // reads it (copies the shared_ptr) when instantiating.
@@ -170,10 +173,9 @@ impl Drop for WasmModule {
 impl WasmModule {
     /// Compiles each `(name, bytes)` once, in a throwaway isolate on the calling thread
     /// (never Node's own). The error names the module that did not compile.
-    pub(crate) fn compile_all(
-        modules: &[(String, Vec<u8>)],
-        heap_limit_bytes: usize,
-    ) -> Result<Vec<(String, Arc<WasmModule>)>, (String, Thrown)> {
+    // Once per engine, off Node's thread: a large error costs nothing here.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn compile_all(modules: &[(String, Vec<u8>)], heap_limit_bytes: usize) -> Result<WasmModules, (String, Thrown)> {
         if modules.is_empty() {
             return Ok(Vec::new());
         }
