@@ -1191,7 +1191,7 @@ class ChunkedArrayReader {
       if (shift < 28) r |= (x & 0x7f) << shift;
       else r += (x & 0x7f) * 2 ** shift;
       shift += 7;
-      if ((x & 0x80) === 0) return r >>> 0 === r ? r : r;
+      if ((x & 0x80) === 0) return r;
       if (shift > 35) throw NOT_CHUNKED;
     }
   }
@@ -1281,17 +1281,9 @@ class ChunkedArrayReader {
           break;
         }
         case T.object:
-          ends[depth] = T.endObject;
-          left[depth] = 0;
-          opened = true;
-          break;
         case T.map:
-          ends[depth] = T.endMap;
-          left[depth] = 0;
-          opened = true;
-          break;
         case T.set:
-          ends[depth] = T.endSet;
+          ends[depth] = t === T.object ? T.endObject : t === T.map ? T.endMap : T.endSet;
           left[depth] = 0;
           opened = true;
           break;

@@ -2729,13 +2729,13 @@ pub fn file_read_capability(options: &Raw) -> Result<(u64, u64), OptionsError> {
 mod entry_tests {
     use super::*;
 
-    fn obj(entries: &[(&str, Raw)]) -> Raw {
+    pub(super) fn obj(entries: &[(&str, Raw)]) -> Raw {
         Raw::Object(entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
-    fn s(v: &str) -> Raw {
+    pub(super) fn s(v: &str) -> Raw {
         Raw::String(v.into())
     }
-    fn num(n: f64) -> Raw {
+    pub(super) fn num(n: f64) -> Raw {
         Raw::Number(n)
     }
     fn cli(flags: Raw, config: Raw) -> Result<CliSettings, OptionsError> {
@@ -3031,18 +3031,9 @@ mod entry_tests {
 
 #[cfg(test)]
 mod name_tests {
+    use super::entry_tests::{num, obj, s};
     use super::*;
     use std::collections::HashSet;
-
-    fn obj(entries: &[(&str, Raw)]) -> Raw {
-        Raw::Object(entries.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
-    }
-    fn s(v: &str) -> Raw {
-        Raw::String(v.into())
-    }
-    fn num(n: f64) -> Raw {
-        Raw::Number(n)
-    }
     fn origins(v: &[&str]) -> Raw {
         Raw::Array(v.iter().map(|o| s(o)).collect())
     }
