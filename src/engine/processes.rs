@@ -30,7 +30,7 @@ use super::{ChannelReader, LoopWatch};
 use crate::isolate::run::ExecStats;
 use crate::isolate::{Completion, EventSink, HostReply};
 use crate::limits::lock;
-use crate::supervisor::host::{self, FrameStream, HostWriter, Read1, RssReader, StderrTail};
+use crate::supervisor::host::{self, CpuReader, FrameStream, HostWriter, Read1, RssReader, StderrTail};
 use crate::v8::DataAnswer;
 use isolet_core::wakeups;
 
@@ -125,6 +125,8 @@ struct Host {
     sandbox: Option<u64>,
     /// Frames for it sent once it is ready (its sandbox's open, and runs made meanwhile).
     pending: Vec<Vec<u8>>,
+    /// Reads its CPU time (once it has a pid).
+    cpu: Option<CpuReader>,
     /// Its CPU time (ms) and resident MB when the parent ended it for memory.
     memory_end: Option<(Option<f64>, u64)>,
 }
@@ -770,6 +772,7 @@ impl State {
             suspect: false,
             sandbox,
             pending: Vec::new(),
+            cpu: None,
             memory_end: None,
         });
         let me = self.me.clone();
@@ -882,7 +885,7 @@ impl State {
         run.on_host = Some((self.hosts[host_index].key, wire));
         run.first_started.get_or_insert(now);
         run.attempt_started = Some(now);
-        run.host_cpu_at_start_ms = self.hosts[host_index].pid.and_then(host::cpu_ms);
+        run.host_cpu_at_start_ms = self.hosts[host_index].cpu.as_ref().and_then(CpuReader::ms);
         run.deadline = Some(now + Duration::from_millis(policy::run_deadline_ms(plan.limits.wall_time_ms)));
         let alone = run.alone;
         let h = &mut self.hosts[host_index];
@@ -1263,7 +1266,7 @@ impl State {
         let budget = policy::host_budget_mb(ready_rss, host.lingering.current(now_ms).chain(in_flight));
         if let Some(rss) = rss_mb {
             if rss > budget {
-                host.memory_end = Some((host.pid.and_then(host::cpu_ms), rss));
+                host.memory_end = Some((host.cpu.as_ref().and_then(CpuReader::ms), rss));
                 self.end_host(key, HostEnd::Memory { rss_mb: rss, budget_mb: budget });
             }
         }
@@ -1559,6 +1562,7 @@ fn start_host(me: Weak<Inner>, key: u64, start_frame: Vec<u8>) {
         let ended = match s.host_mut(key) {
             Some(h) => {
                 h.pid = Some(pid);
+                h.cpu = Some(CpuReader::open(pid));
                 match &writer {
                     Ok(w) => {
                         h.writer = Some(w.clone());

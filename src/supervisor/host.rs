@@ -144,25 +144,50 @@ pub(crate) fn pidfd_of(_pid: u32) -> Option<OwnedFd> {
     None
 }
 
-/// A host's CPU time (user and system) in ms, from /proc/<pid>/stat: read while it is our
-/// unreaped child (its pid is its own until then).
+/// A host's CPU time (user and system), from /proc/<pid>/stat through a descriptor opened
+/// at its start: one pread per read (a run's dispatch reads it). The descriptor is of that
+/// process: once it is reaped it reads nothing.
 #[cfg(target_os = "linux")]
-pub(crate) fn cpu_ms(pid: u32) -> Option<f64> {
-    static TICKS: OnceLock<f64> = OnceLock::new();
-    // SAFETY: sysconf has no preconditions.
-    let per_second = *TICKS.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
-        n if n > 0 => n as f64,
-        _ => 100.0,
-    });
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    Some(isolet_core::host_policy::cpu_ticks_of_stat(&stat)? as f64 * 1000.0 / per_second)
+pub(crate) struct CpuReader {
+    file: Option<File>,
+}
+
+#[cfg(target_os = "linux")]
+impl CpuReader {
+    pub(crate) fn open(pid: u32) -> CpuReader {
+        CpuReader { file: File::open(format!("/proc/{pid}/stat")).ok() }
+    }
+
+    /// CPU time in ms, or `None` once the process is gone (or without procfs).
+    pub(crate) fn ms(&self) -> Option<f64> {
+        use std::os::unix::fs::FileExt;
+        static TICKS: OnceLock<f64> = OnceLock::new();
+        // SAFETY: sysconf has no preconditions.
+        let per_second = *TICKS.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+            n if n > 0 => n as f64,
+            _ => 100.0,
+        });
+        let mut buf = [0u8; 1024];
+        let n = self.file.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let stat = std::str::from_utf8(&buf[..n]).ok()?;
+        Some(isolet_core::host_policy::cpu_ticks_of_stat(stat)? as f64 * 1000.0 / per_second)
+    }
 }
 
 /// macOS: not read (proc_pidinfo's CPU times are in Mach ticks on arm64); such a run's
 /// CPU time stays 0.
 #[cfg(target_os = "macos")]
-pub(crate) fn cpu_ms(_pid: u32) -> Option<f64> {
-    None
+pub(crate) struct CpuReader;
+
+#[cfg(target_os = "macos")]
+impl CpuReader {
+    pub(crate) fn open(_pid: u32) -> CpuReader {
+        CpuReader
+    }
+
+    pub(crate) fn ms(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Bytes per page of /proc/<pid>/statm.
