@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Soak test: many runs through runSandbox with 8 in flight, half of them innocent ('normal':
-// a little compute, a known answer) and half hostile: every kind of issue 18 (results of
+// a little compute, a known answer; --innocents N for N per hostile run) and half hostile: every kind of issue 18 (results of
 // many small values, pending host-call arguments, calls past maxMessages, huge strings and
 // ropes past the heap limit, JSON.parse of a huge array, memory outside the V8 heap) and
 // the older ones (timeouts, heap bombs, huge allocations, built-ins that ignore
@@ -8,13 +8,16 @@
 //   - innocent failures: a normal run that did not succeed with its expected value (none
 //     allowed, whatever its neighbours did);
 //   - the host's RSS growth after warm-up (at most 64 MB);
-//   - the host's event-loop delay p99, over the 10 ms sampling timer (perf_hooks
-//     monitorEventLoopDelay), after warm-up (at most 100 ms);
+//   - the host's event-loop delay, over the 10 ms sampling timer (perf_hooks
+//     monitorEventLoopDelay), after warm-up: p99 at most 100 ms, no stall over 200 ms;
 //   - late settlements: runs answered later than their limit + 1 s (none allowed);
 //   - sandbox host processes left after shutdown (none allowed).
 //
 //   npm run soak                  10,000 runs, process isolation
-//   npm run soak -- --runs 1000   a shorter form (CI)
+//   npm run soak -- --runs 1000   a shorter form
+//   npm run soak -- --runs 12000 --innocents 5   10,000 innocent runs among 2,000 hostile (CI)
+//   npm run soak -- --shape defaults   a 1 s limit, every other option at its default, nine
+//                                      hostile kinds (issue 38)
 //   npm run soak -- --isolation thread
 //   npm run soak -- --skip 'flattened rope,heap bomb'   leave hostile kinds out, or
 //   npm run soak -- --only 'flattened rope'             keep only these (to find a culprit)
@@ -33,7 +36,9 @@ const ISOLATION = arg('isolation', 'process');
 const IN_FLIGHT = 8;
 const SLACK_MS = 1000;
 const MAX_RSS_GROWTH_MB = 64;
+const INNOCENTS = Number(arg('innocents', 1));
 const MAX_LAG_P99_MS = 100;
+const MAX_LAG_MS = 200;
 const LAG_RESOLUTION_MS = 10;
 /** Runs after which the host's heap and malloc arenas have reached their working size
  *  (measured: RSS flat from about 2,000 runs on to 10,000). */
@@ -101,14 +106,36 @@ const HOSTILE = [
   ['host-memory bomb', () => ({ code: 'const a = []; for (;;) a.push(new Uint8Array(16 * 1024 * 1024).fill(1))', options: { memoryLimitMb: 64, timeoutMs: 2000 } })],
 ];
 
+/**
+ * `--shape defaults`: a service left at runSandbox's defaults but a 1 s limit (process
+ * isolation, 64 MB, the default value bounds) with trivial innocent programs and nine hostile kinds (issue 38's
+ * shape), among them a result of 2e6 short strings that the defaults let through.
+ */
+const DEFAULT_KINDS = [
+  ['endless loop', 'while (true) {}'],
+  ['growing arrays', 'const a = []; for (;;) a.push(new Array(1e4).fill(a.length))'],
+  ['flattened string', "const s = 'x'.repeat(2 ** 28); (s + 'y').charCodeAt(10)"],
+  ['JSON.parse of 60 MB', "JSON.parse('[' + '1,'.repeat(3e7) + '1]').length"],
+  ['unstoppable builtin', 'Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)'],
+  ['unbounded recursion', 'const f = (n) => f(n + 1) + 1; f(0)'],
+  ['catastrophic backtracking', "/^(a+)+$/.test('a'.repeat(40) + 'b')"],
+  ['Atomics.wait forever', 'Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)'],
+  ['2e6 short strings', "const a = []; for (let i = 0; i < 2e6; i++) a.push('s' + (i % 10)); a"],
+].map(([name, code]) => [name, () => ({ code, options: { timeoutMs: 1000 } })]);
+const SHAPE = arg('shape', 'full');
+if (SHAPE !== 'full' && SHAPE !== 'defaults') throw new Error(`soak: --shape must be "full" or "defaults", got ${SHAPE}`);
+const KINDS = SHAPE === 'defaults' ? DEFAULT_KINDS : HOSTILE;
+const INNOCENT = SHAPE === 'defaults' ? { code: '1 + 1', expected: 2, options: { timeoutMs: 1000 } } : NORMAL;
+
 const SKIP = new Set((arg('skip', '') || '').split(',').map((k) => k.trim()).filter(Boolean));
 const ONLY = new Set((arg('only', '') || '').split(',').map((k) => k.trim()).filter(Boolean));
-for (const name of [...SKIP, ...ONLY]) if (!HOSTILE.some(([n]) => n === name)) throw new Error(`soak: no hostile kind "${name}"`);
-if (ONLY.size) for (const [name] of HOSTILE) if (!ONLY.has(name)) SKIP.add(name);
+for (const name of [...SKIP, ...ONLY]) if (!KINDS.some(([n]) => n === name)) throw new Error(`soak: no hostile kind "${name}"`);
+if (ONLY.size) for (const [name] of KINDS) if (!ONLY.has(name)) SKIP.add(name);
 
-/** Half innocent, half hostile, interleaved so every moment has both in flight. */
-const WHEEL = HOSTILE.filter(([name]) => !SKIP.has(name)).flatMap(([name, make]) => [
-  { name: 'normal', make: () => NORMAL, innocent: true },
+if (!Number.isInteger(INNOCENTS) || INNOCENTS < 1) throw new Error(`soak: --innocents must be a whole number of at least 1, got ${arg('innocents')}`);
+/** INNOCENTS innocent runs per hostile one, interleaved so every moment has both in flight. */
+const WHEEL = KINDS.filter(([name]) => !SKIP.has(name)).flatMap(([name, make]) => [
+  ...Array.from({ length: INNOCENTS }, () => ({ name: 'normal', make: () => INNOCENT, innocent: true })),
   { name, make, innocent: false },
 ]);
 
@@ -186,9 +213,10 @@ async function main() {
   const growth = endRss - (warmRss ?? endRss);
   const lagMs = (ns) => Math.max(0, ns / 1e6 - LAG_RESOLUTION_MS);
   const lagP99 = lag.count > 0 ? lagMs(lag.percentile(99)) : 0;
+  const lagMax = lag.count > 0 ? lagMs(lag.max) : 0;
   const innocentRuns = byKind.normal?.runs ?? 0;
   const innocentFailed = Object.values(innocentFailures).reduce((a, b) => a + b, 0);
-  console.log(`soak: ${RUNS} runs (${ISOLATION} isolation, ${IN_FLIGHT} in flight, Node ${process.version}) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(`soak: ${RUNS} runs (shape ${SHAPE}, ${ISOLATION} isolation, ${IN_FLIGHT} in flight, Node ${process.version}) in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   if (SKIP.size) console.log(`  left out: ${[...SKIP].join(', ')}`);
   for (const [name, k] of Object.entries(byKind)) {
     console.log(`  ${name.padEnd(24)} ${String(k.runs).padStart(6)} runs  ok ${String(k.ok).padStart(6)}  errors ${JSON.stringify(k.errors)}  slowest ${k.maxMs} ms`);
@@ -197,7 +225,7 @@ async function main() {
   console.log(`  innocent failures: ${innocentFailed} of ${innocentRuns} normal runs${innocentFailed ? ` ${JSON.stringify(innocentFailures)} (e.g. ${JSON.stringify(innocentSamples.slice(0, 3))})` : ''}`);
   console.log(`  host RSS after warm-up (${WARM_UP} runs) ${warmRss?.toFixed(1)} MB, at end ${endRss.toFixed(1)} MB, growth ${growth.toFixed(1)} MB (limit ${MAX_RSS_GROWTH_MB} MB)`);
   console.log(
-    `  host event-loop delay after warm-up (over the ${LAG_RESOLUTION_MS} ms timer, ${lag.count} samples): p50 ${lagMs(lag.percentile(50)).toFixed(1)} ms, p99 ${lagP99.toFixed(1)} ms, max ${lagMs(lag.max).toFixed(1)} ms (limit p99 ${MAX_LAG_P99_MS} ms)`,
+    `  host event-loop delay after warm-up (over the ${LAG_RESOLUTION_MS} ms timer, ${lag.count} samples): p50 ${lagMs(lag.percentile(50)).toFixed(1)} ms, p99 ${lagP99.toFixed(1)} ms, max ${lagMax.toFixed(1)} ms (limits: p99 ${MAX_LAG_P99_MS} ms, max ${MAX_LAG_MS} ms)`,
   );
   if (stats.processes) console.log(`  sandbox host processes: ${JSON.stringify({ started: stats.processes.started, crashed: stats.processes.crashed, recycled: stats.processes.recycled })}`);
   console.log(`  host threads parked/stuck: ${processStats().quarantinedThreads}; host processes left after shutdown: ${leftovers.length}`);
@@ -207,6 +235,7 @@ async function main() {
   if (innocentFailed > 0) problems.push(`${innocentFailed} innocent runs failed`);
   if (growth > MAX_RSS_GROWTH_MB) problems.push(`host RSS grew ${growth.toFixed(1)} MB`);
   if (lagP99 > MAX_LAG_P99_MS) problems.push(`event-loop delay p99 ${lagP99.toFixed(1)} ms`);
+  if (lagMax > MAX_LAG_MS) problems.push(`event-loop stall of ${lagMax.toFixed(1)} ms`);
   if (late.length > 0) problems.push(`${late.length} runs settled late`);
   if (leftovers.length > 0) problems.push(`${leftovers.length} sandbox host processes left behind`);
   console.log(problems.length ? `soak: FAILED: ${problems.join('; ')}` : 'soak: passed');

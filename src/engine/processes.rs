@@ -1321,7 +1321,7 @@ impl State {
         }
         self.counters.retired_warm_starts = self.counters.retired_warm_starts.saturating_add(host.health.warm_starts);
         self.counters.retired_cold_starts = self.counters.retired_cold_starts.saturating_add(host.health.cold_starts);
-        let in_host = host.runs.len();
+        let suspects = host.runs.len() + host.lingering.recently_ended(self.now_ms());
         self.sandboxes_lost(key);
         let mut lost: Vec<(u32, u64)> = host.runs.into_iter().collect();
         lost.sort_unstable();
@@ -1355,7 +1355,7 @@ impl State {
                 self.fail_with(id, policy::lost_run_failure(&end, view), figures);
                 continue;
             }
-            match policy::lost_run_verdict(&end, view, in_host) {
+            match policy::lost_run_verdict(&end, view, suspects) {
                 LostVerdict::Restart { wall_time_ms, alone } => {
                     run.restarts += 1;
                     run.alone = alone;

@@ -163,10 +163,16 @@ pub fn memory_end_stats(host_cpu_at_start_ms: f64, host_cpu_at_end_ms: f64, rss_
     ((host_cpu_at_end_ms - host_cpu_at_start_ms).max(0.0), rss_mb.saturating_sub(ready_rss_mb) << 20)
 }
 
-/// How long a run's allowance stays in its host's budget after the run answered.
-pub const LINGER_MS: u64 = 150;
+/// How long a run's allowance stays in its host's budget after the run answered (its
+/// isolate is disposed after the answer; on a loaded machine that can take a while).
+pub const LINGER_MS: u64 = 500;
 
-/// Allowances of runs that ended recently in one host: (memory MB, ended at ms).
+/// How long a run that ended in a host stays a suspect when the host then passes its
+/// memory budget: the pages of a heap that hit its limit may come back to the system
+/// later than `LINGER_MS`, and the run left alone in the host must not be blamed for them.
+pub const RECENTLY_ENDED_MS: u64 = 2_000;
+
+/// Runs that ended recently in one host: (memory MB, ended at ms).
 #[derive(Debug, Clone, Default)]
 pub struct Lingering {
     ended: Vec<(u32, u64)>,
@@ -177,11 +183,17 @@ impl Lingering {
         self.ended.push((memory_mb, now_ms));
     }
 
-    /// The memory limits of runs that ended less than `LINGER_MS` before `now_ms` (older
-    /// entries are forgotten).
+    /// The memory limits of runs that ended less than `LINGER_MS` before `now_ms`
+    /// (entries older than `RECENTLY_ENDED_MS` are forgotten).
     pub fn current(&mut self, now_ms: u64) -> impl Iterator<Item = u32> + '_ {
-        self.ended.retain(|&(_, at)| now_ms.saturating_sub(at) < LINGER_MS);
-        self.ended.iter().map(|&(mb, _)| mb)
+        self.ended.retain(|&(_, at)| now_ms.saturating_sub(at) < RECENTLY_ENDED_MS);
+        self.ended.iter().filter(move |&&(_, at)| now_ms.saturating_sub(at) < LINGER_MS).map(|&(mb, _)| mb)
+    }
+
+    /// How many runs ended less than `RECENTLY_ENDED_MS` before `now_ms`: suspects, beside
+    /// the runs in flight, when the host ends (`lost_run_verdict`).
+    pub fn recently_ended(&self, now_ms: u64) -> usize {
+        self.ended.iter().filter(|&&(_, at)| now_ms.saturating_sub(at) < RECENTLY_ENDED_MS).count()
     }
 }
 
@@ -695,13 +707,14 @@ pub enum LostVerdict {
     Fail(Failure),
 }
 
-/// The verdict for run `run` of a host that ended for `end`, with `runs_in_host` runs
-/// in flight at the end. A run is started again only if nothing of it was seen outside,
-/// it has starts left (`MAX_RESTARTS_PER_RUN`), it was not itself overdue, the end was not a
-/// shutdown, it may not be the one to blame (the culprit is known: the stuck or overdue
-/// run; or another run shared the host), and enough of its wall limit is left. Everything
-/// else fails with the end's typed failure.
-pub fn lost_run_verdict(end: &HostEnd, run: LostRun, runs_in_host: usize) -> LostVerdict {
+/// The verdict for run `run` of a host that ended for `end`, with `suspects` runs that
+/// may have caused it: those in flight at the end and those that ended there within
+/// `RECENTLY_ENDED_MS` (whose memory may not have come back yet). A run is started again
+/// only if nothing of it was seen outside, it has starts left (`MAX_RESTARTS_PER_RUN`), it
+/// was not itself overdue, the end was not a shutdown, it may not be the one to blame (the
+/// culprit is known: the stuck or overdue run; or there is another suspect), and enough of
+/// its wall limit is left. Everything else fails with the end's typed failure.
+pub fn lost_run_verdict(end: &HostEnd, run: LostRun, suspects: usize) -> LostVerdict {
     let left = run.wall_time_ms.saturating_sub(run.elapsed_ms);
     let culprit_known = matches!(end, HostEnd::Stuck | HostEnd::Overdue);
     // A run started again alone that ends up sharing its host (runs placed next to it as a
@@ -710,7 +723,7 @@ pub fn lost_run_verdict(end: &HostEnd, run: LostRun, runs_in_host: usize) -> Los
     let max_restarts = MAX_RESTARTS_PER_RUN + u32::from(run.alone);
     let restartable = !run.seen_outside
         && !run.overdue
-        && (culprit_known || runs_in_host > 1)
+        && (culprit_known || suspects > 1)
         && run.restarts < max_restarts
         && !matches!(end, HostEnd::Shutdown | HostEnd::Surplus | HostEnd::SandboxClosed)
         && !matches!(end, HostEnd::StartTimeout)
@@ -919,7 +932,13 @@ mod tests {
         assert_eq!(l.current(1100).collect::<Vec<_>>(), [64, 128]);
         assert_eq!(l.current(1000 + LINGER_MS).collect::<Vec<_>>(), [128]);
         assert_eq!(l.current(1200 + LINGER_MS).count(), 0);
-        assert_eq!(host_budget_mb(10, l.current(0).chain([64])), 10 + BASE_SLACK_MB + 160);
+        assert_eq!(host_budget_mb(10, l.current(1200 + LINGER_MS).chain([64])), 10 + BASE_SLACK_MB + 160);
+        // They stay suspects longer than they keep their allowance.
+        assert_eq!(l.recently_ended(1200 + LINGER_MS), 2);
+        assert_eq!(l.recently_ended(1000 + RECENTLY_ENDED_MS), 1);
+        assert_eq!(l.current(1200 + RECENTLY_ENDED_MS).count(), 0);
+        assert_eq!(l.recently_ended(1200 + RECENTLY_ENDED_MS), 0);
+        const { assert!(LINGER_MS < RECENTLY_ENDED_MS) };
     }
 
     #[test]
