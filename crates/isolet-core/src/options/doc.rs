@@ -4,6 +4,7 @@
 //! options_page` rewrites it.
 use std::fmt::Write;
 
+use super::engine::WASM_MODULE;
 use super::*;
 
 /// One section of the page: an entry point or an object some entry points take.
