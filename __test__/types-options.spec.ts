@@ -10,9 +10,13 @@ const program = ts.createProgram([path.join(root, 'index.d.ts')], { strict: true
 const checker = program.getTypeChecker();
 const exported = new Map(checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(path.join(root, 'index.d.ts'))!)!).map((s) => [s.name, s]));
 const props = (name: string) => checker.getPropertiesOfType(checker.getDeclaredTypeOfSymbol(exported.get(name)!)).map((p) => p.name).sort();
+// isolet-core's option tables, across the modules of crates/isolet-core/src/options/.
+const optionsDir = path.join(root, 'crates', 'isolet-core', 'src', 'options');
+const rustOptions = () =>
+  fs.readdirSync(optionsDir).filter((f) => f.endsWith('.rs')).sort().map((f) => fs.readFileSync(path.join(optionsDir, f), 'utf8')).join('\n');
 
 function table(name: string): string[] {
-  const rust = fs.readFileSync(path.join(root, 'crates', 'isolet-core', 'src', 'options.rs'), 'utf8');
+  const rust = rustOptions();
   const start = rust.indexOf(`pub const ${name}: &[Opt] = &[`);
   expect(start, name).toBeGreaterThan(-1);
   // Options shared by several tables are constants of their own (`const X: Opt = ...`).
@@ -46,7 +50,7 @@ it("the option types list exactly isolet-core's option tables", () => {
   }
   // createSandbox: runSandbox's options but those NOT_SANDBOX_OPTIONS names, and the
   // sandbox-wide limits.
-  const rust = fs.readFileSync(path.join(root, 'crates', 'isolet-core', 'src', 'options.rs'), 'utf8');
+  const rust = rustOptions();
   const list = /const NOT_SANDBOX_OPTIONS: &\[&str\] = &\[([^\]]*)\]/.exec(rust);
   expect(list).not.toBeNull();
   const not = [...list![1].matchAll(/"(\w+)"/g)].map((m) => m[1]);

@@ -1,6 +1,6 @@
 //! The options of the other entry points (the CLI, `isolet/codemode`, `autoFix`, the MCP
 //! tool, the capability factories), checked by isolet-core's tables
-//! (`crates/isolet-core/src/options.rs`); JS only shapes types before and after.
+//! (`crates/isolet-core/src/options/`); JS only shapes types before and after.
 use std::collections::HashMap;
 
 use napi::bindgen_prelude::*;

@@ -1,5 +1,5 @@
 //! JS values to `isolet_core::Raw`: the option objects users pass, copied as they are so
-//! that isolet-core checks every name and value (`crates/isolet-core/src/options.rs`).
+//! that isolet-core checks every name and value (`crates/isolet-core/src/options/`).
 //! A read that throws (a getter, a Proxy trap) is caught here and copied as
 //! `Raw::Unreadable`, so it fails as a validation error naming the option, never as an
 //! exception of unknown kind.

@@ -1,5 +1,5 @@
 //! isolet-core: the parts of isolet that need neither Node nor V8, so `cargo test`
-//! can reach them: every public option and its validation (options.rs), limits, the error taxonomy, console-log
+//! can reach them: every public option and its validation (options/), limits, the error taxonomy, console-log
 //! accounting, per-run host-call budgets, WebAssembly memory checks, capability-name
 //! rules and the engine's admission queue.
 //!

@@ -1,6 +1,6 @@
 //! Resource limits, their defaults and their validation.
 //!
-//! The values users give are checked in `options.rs`, under the public option names;
+//! The values users give are checked in `options/`, under the public option names;
 //! the types here are the checked, ready-to-use limits.
 //!
 //! # Limitations

@@ -100,7 +100,7 @@ pub fn sandbox_plan(raw: &Raw) -> Result<SandboxPlan, options::OptionsError> {
 }
 
 /// The plan of one run of the sandbox: `code` with the run's own limits (`run_options`,
-/// checked against [`SANDBOX_RUN_OPTIONS`]) over the sandbox's, within what is left of
+/// checked against [`SANDBOX_RUN`](crate::options::SANDBOX_RUN)) over the sandbox's, within what is left of
 /// its budgets.
 pub fn run_plan(sandbox: &SandboxPlan, budget: &Budget, code: &Raw, run_options: &Raw) -> Result<RunPlan, options::OptionsError> {
     options::sandbox_run(sandbox, budget, code, run_options)

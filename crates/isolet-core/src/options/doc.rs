@@ -140,7 +140,7 @@ pub fn render() -> String {
     let p = &mut page;
     p.push_str("# Options reference\n\n");
     p.push_str(
-        "<!-- Rendered from crates/isolet-core/src/options.rs by `ISOLET_WRITE_DOCS=1 cargo test -p isolet-core options_page`: change the tables, not this page. -->\n\n",
+        "<!-- Rendered from the tables in crates/isolet-core/src/options/ by `ISOLET_WRITE_DOCS=1 cargo test -p isolet-core options_page`: change the tables, not this page. -->\n\n",
     );
     p.push_str(
         "Every option of every entry point, as isolet checks it. One concept has one name everywhere: \
