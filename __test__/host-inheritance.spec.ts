@@ -1,4 +1,5 @@
-// What a sandbox host inherits from its parent: nothing but its stdio and run channel.
+// What a sandbox host inherits from its parent: nothing but its stdio and run channel, and
+// a lower priority (niceness +10).
 // A parent started with a descriptor it did not mark close-on-exec (a file the
 // application opened, as `exec 40</etc/secret; node app.js` does) must not pass it on, and
 // libuv in the host runs without io_uring rings that seccomp could not see through.
@@ -22,8 +23,11 @@ const { SandboxEngine } = require(${JSON.stringify(root)});
     try { return fs.readlinkSync('/proc/' + pid + '/fd/' + fd); } catch { return 'gone'; }
   }));
   const planted = fs.readlinkSync('/proc/self/fd/5');
+  // Niceness: field 19 of /proc/<pid>/stat, counted after the command's closing parenthesis.
+  const nice = (pid) => Number(fs.readFileSync('/proc/' + pid + '/stat', 'utf8').split(') ')[1].split(' ')[16]);
+  const niceness = { parent: nice(process.pid), hosts: pids.map(nice) };
   const run = await e.submit({ code: 'return 6 * 7' }).done;
-  console.log(JSON.stringify({ planted, hosts, lockdown, data: run.data }));
+  console.log(JSON.stringify({ planted, hosts, lockdown, niceness, data: run.data }));
   await e.shutdown();
 })();
 `;
@@ -48,6 +52,9 @@ describe('a sandbox host inherits nothing of its parent', () => {
         expect(links.filter((l) => l.includes('io_uring'))).toEqual([]);
       }
       expect(out.lockdown).toMatchObject({ seccomp: true, ioUringRings: 0 });
+      // Hosts run 10 below their parent (host_policy::HOST_NICENESS): the application's
+      // event loop gets the CPU before sandboxed code does.
+      expect(out.niceness.hosts).toEqual(out.hosts.map(() => Math.min(19, out.niceness.parent + 10)));
     } finally {
       fs.closeSync(fd);
       fs.rmSync(dir, { recursive: true, force: true });

@@ -59,10 +59,26 @@ pub(crate) fn spawn(command: &HostCommand, options: &[&str], env: &[(String, Str
     let mut cmd = Command::new(&command.exec_path);
     cmd.args(options).arg(&command.script).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    // Computed here, set in the child (its threads inherit it): see `HOST_NICENESS`.
+    #[cfg(target_os = "linux")]
+    let nice = {
+        // SAFETY: plain system calls; -1 is a valid answer of getpriority, so errno tells.
+        unsafe {
+            *libc::__errno_location() = 0;
+            let current = libc::getpriority(libc::PRIO_PROCESS, 0);
+            (*libc::__errno_location() == 0).then(|| isolet_core::host_policy::host_nice(current))
+        }
+    };
     // SAFETY: the closure runs in the forked child before exec and only makes system
-    // calls that are async-signal-safe (dup2, fcntl, close_range, close, getrlimit).
+    // calls that are async-signal-safe (dup2, fcntl, close_range, close, getrlimit,
+    // setpriority).
     unsafe {
         cmd.pre_exec(move || {
+            // Best effort: a host at the parent's niceness still works.
+            #[cfg(target_os = "linux")]
+            if let Some(nice) = nice {
+                libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+            }
             if child_fd == HOST_CHANNEL_FD {
                 // dup2 onto itself keeps close-on-exec: clear it.
                 let flags = libc::fcntl(child_fd, libc::F_GETFD);

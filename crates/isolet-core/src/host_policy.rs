@@ -199,6 +199,19 @@ impl Lingering {
 
 // ---- starts ----------------------------------------------------------------------
 
+/// The niceness a host adds to the parent's when it starts (Linux: CFS weights, within the
+/// parent's session). The parent is the application: its event loop must get the CPU
+/// when it needs it, before sandboxed code does (on 2 cores, with hosts spinning in
+/// hostile loops, a parent at equal weight got a third of a core: results built late, its
+/// loop delayed 100-600 ms); hosts share what it leaves among themselves as before.
+pub const HOST_NICENESS: i32 = 10;
+
+/// The niceness to set in a host whose parent has `parent_nice`: `HOST_NICENESS` more,
+/// within the range Linux allows (-20..=19).
+pub fn host_nice(parent_nice: i32) -> i32 {
+    parent_nice.saturating_add(HOST_NICENESS).clamp(-20, 19)
+}
+
 /// Consecutive start failures after which queued runs are failed instead of waiting.
 pub const MAX_START_FAILURES: u32 = 3;
 /// The wait before hosts are tried again after `MAX_START_FAILURES`, doubling with each
@@ -922,6 +935,14 @@ mod tests {
         assert_eq!(run_allowance_mb(64), 160);
         assert_eq!(host_budget_mb(50, []), 50 + BASE_SLACK_MB);
         assert_eq!(host_budget_mb(50, [64, 128]), 50 + BASE_SLACK_MB + 160 + 288);
+    }
+
+    #[test]
+    fn hosts_run_below_the_parent_within_the_range_linux_allows() {
+        assert_eq!(host_nice(0), HOST_NICENESS);
+        assert_eq!(host_nice(-20), -20 + HOST_NICENESS);
+        assert_eq!(host_nice(15), 19);
+        assert_eq!(host_nice(i32::MAX), 19);
     }
 
     #[test]
