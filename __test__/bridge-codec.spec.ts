@@ -6,7 +6,7 @@ import * as v8 from 'node:v8';
 import * as path from 'node:path';
 import { createRequire } from 'node:module';
 import { MessageChannel } from 'node:worker_threads';
-import { runSandbox, type SandboxResult } from '..';
+import { runSandbox } from '..';
 import { ok } from './support/results';
 
 const bridge = createRequire(__filename)(path.join(__dirname, '..', 'lib', 'bridge.js')) as {

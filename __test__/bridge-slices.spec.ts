@@ -72,6 +72,7 @@ const SHAPES: unknown[] = [
   1, -5, 2 ** 31, -(2 ** 31), 1.5, -0, NaN, Infinity, 'ab', 'é€', '', 'x'.repeat(100) + '€', true, null, undefined, 10n ** 30n, -(2n ** 64n), 0n,
   [1, 'a', [2, [3]]],
   { a: 1, b: { c: [1, 2, { d: 'x' }] }, 'é': '€', 7: 'seven', '-1': 'n', '4294967295': 'big' },
+  // biome-ignore lint/suspicious/noSparseArray: holes are what this case carries
   [0, , 2, , , 5],
   Object.assign([1, 2, 3], { extra: 'prop' }),
   new Map<unknown, unknown>([[1, { a: 1 }], ['k', [1, 2]], [{}, new Set([1])]]),

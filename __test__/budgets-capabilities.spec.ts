@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runSandbox, createFetchCapability, createFileReadCapability, currentRun, SandboxValidationError, type SandboxResult } from '..';
+import { runSandbox, createFetchCapability, createFileReadCapability, currentRun, SandboxValidationError } from '..';
 import { ok } from './support/results';
 
 const root = path.resolve(__dirname, '..');

@@ -10,7 +10,6 @@ import {
   SandboxValidationError,
   DEFAULT_BRIDGE_LIMITS,
   type SandboxEvent,
-  type SandboxResult,
 } from '..';
 import { ok } from './support/results';
 

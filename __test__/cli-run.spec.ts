@@ -106,15 +106,15 @@ describe('isolet run', () => {
     expect(slow.stderr).toMatch(/200 ms/);
     const read = await isolet(['run', '-', '--config', config, '--timeout-ms', '3000'], 'return (await readFile({ path: "note.txt" })).content');
     expect([read.code, read.stdout]).toEqual([0, '"hello from a file"\n']);
-    const escape = await isolet(['run', '-', '--config', config], 'try { await readFile({ path: "../config.json" }); return "read" } catch (e) { return e.name }');
-    expect(escape.stdout).not.toBe('"read"\n');
+    const escapeAttempt = await isolet(['run', '-', '--config', config], 'try { await readFile({ path: "../config.json" }); return "read" } catch (e) { return e.name }');
+    expect(escapeAttempt.stdout).not.toBe('"read"\n');
   });
 
   it('a bad value in --config is blamed on its key there, not on the flag', async () => {
     const config = write('fast.json', '{"timeoutMs": "fast"}');
     const r = await isolet(['run', '-', '--config', config], 'return 1');
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`--config ${config}: timeoutMs must be a whole number from 1 to 2147483647, got 'fast'`);
+    expect(r.stderr.split('\n')[0]).toBe(`isolet run: --config ${config}: timeoutMs must be a whole number from 1 to 2147483647, got 'fast'`);
     expect(r.stderr).not.toContain('--timeout-ms must');
   });
 
@@ -208,13 +208,6 @@ describe('isolet run', () => {
       expect(lines.slice(1)).toEqual([`see ${command} --help`, '']);
       expect(r.stderr).not.toMatch(/usage:|ERR_PARSE_ARGS|To specify an option argument/);
     }
-  });
-
-  it('a bad value in --config is blamed on its key there, not on the flag', async () => {
-    const config = write('fast-config.json', '{"timeoutMs": "fast"}');
-    const r = await isolet(['run', '-', '--config', config]);
-    expect(r.code).toBe(2);
-    expect(r.stderr.split('\n')[0]).toBe(`isolet run: --config ${config}: timeoutMs must be a whole number from 1 to 2147483647, got 'fast'`);
   });
 
   it('TypeScript piped without --language: the syntax error comes with a hint, plain JavaScript errors without', async () => {

@@ -190,7 +190,7 @@ describe('sessions and data requests', () => {
 
   it('delivers thrown errors, OOM and syntax errors as typed error events with stats', async () => {
     const engine = await makeEngine({ memoryMb: 32 });
-    const cases: [string, Function][] = [
+    const cases: [string, abstract new (...args: any[]) => Error][] = [
       ['throw new Error("x")', SandboxRuntimeError],
       ['const a = []; while (true) a.push([a.length]);', SandboxOOMError],
       ['return ;;; )', SandboxValidationError],

@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SandboxEngine, runSandbox, type SandboxResult } from '..';
+import { SandboxEngine, runSandbox } from '..';
 import { ok } from './support/results';
 
 const root = path.resolve(__dirname, '..');

@@ -1,6 +1,6 @@
 // Capabilities: host functions (sync and async) called from the sandbox.
 import { describe, expect, it } from 'vitest';
-import { runSandbox, SandboxTimeoutError, SandboxValidationError, type SandboxResult } from '..';
+import { runSandbox, SandboxTimeoutError, SandboxValidationError } from '..';
 import { ok } from './support/results';
 
 describe('capability semantics', () => {

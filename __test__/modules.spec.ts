@@ -13,7 +13,6 @@ import {
   DEFAULT_BRIDGE_LIMITS,
   type Isolation,
   type SandboxOptions,
-  type SandboxResult,
 } from '..';
 import { ok, failed } from './support/results';
 

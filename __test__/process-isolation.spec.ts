@@ -298,7 +298,7 @@ describe('process isolation: host calls, data and lifecycle', () => {
     expect(await waitGone(pids)).toBe(true);
   });
 
-  function runNode(script: string, kill?: (child: number) => void) {
+  function runNode(script: string, _kill?: (child: number) => void) {
     const code = `const isolet = require(${JSON.stringify(root)});\n${script}`;
     return spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 20000 });
   }

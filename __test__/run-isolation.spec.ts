@@ -84,6 +84,7 @@ const FRESH = {
   push: 1,
   parse: 1,
   toString: true,
+  // biome-ignore lint/suspicious/noThenProperty: the global names a run may not see change
   then: 'object',
   logName: 'log',
   consoleExtra: 'undefined',

@@ -7,7 +7,6 @@ import {
   SandboxValidationError,
   SandboxAbortedError,
   SandboxTimeoutError,
-  type SandboxResult,
 } from '..';
 import { ok, failed } from './support/results';
 
@@ -237,8 +236,9 @@ describe('runSandbox: isolation', () => {
     expect(({} as any).polluted).toBeUndefined();
     expect((Object.prototype as any).bad).toBeUndefined();
     expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
-    expect(Object.prototype.hasOwnProperty.call(out, '__proto__')).toBe(true);
+    expect(Object.hasOwn(out, '__proto__')).toBe(true);
     // An own data property named __proto__, not the prototype setter.
+    // biome-ignore lint/suspicious/noProto: the own property named __proto__ is the point
     expect(out.__proto__).toEqual({ polluted: 'yes' });
     expect(out.polluted).toBeUndefined();
   });

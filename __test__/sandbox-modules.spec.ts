@@ -13,7 +13,6 @@ import {
   type PersistentSandboxOptions,
   type Sandbox,
   type SandboxEngineConfig,
-  type SandboxResult,
   type SandboxSession,
 } from '..';
 import { ok, failed } from './support/results';

@@ -31,7 +31,7 @@ function runChild(script: string, args: string[], onLine?: (line: string, child:
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     stdout += chunk;
     pending += chunk;
-    let nl;
+    let nl: number;
     while ((nl = pending.indexOf('\n')) >= 0) {
       const line = pending.slice(0, nl);
       pending = pending.slice(nl + 1);

@@ -1,7 +1,7 @@
 // Escape attempts, many adapted from public vm2 advisories (GHSA-*). Each one is tried
 // for real; the test fails if the attack works.
 import { afterEach, describe, expect, it } from 'vitest';
-import { runSandbox, SandboxRuntimeError, type SandboxResult } from '..';
+import { runSandbox, SandboxRuntimeError } from '..';
 import { ok } from './support/results';
 
 afterEach(() => {

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { createSandbox, runSandbox, SandboxEngine, SandboxRuntimeError, SandboxValidationError } from '../index';
+import { createSandbox, runSandbox, SandboxRuntimeError, SandboxValidationError } from '../index';
 import { createRequire } from 'node:module';
 import { entryPoints, MODES, type Mode } from './support/entry-points';
 

@@ -34,7 +34,7 @@ async function listen(handler: (req: http.IncomingMessage, res: http.ServerRespo
 let api: Server;
 let elsewhere: Server;
 beforeAll(async () => {
-  elsewhere = await listen((req, res) => res.end('you should not be here'));
+  elsewhere = await listen((_req, res) => res.end('you should not be here'));
   api = await listen((req, res) => {
     const url = new URL(req.url!, 'http://x');
     switch (url.pathname) {

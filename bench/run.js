@@ -960,7 +960,6 @@ function verdicts() {
   const say = (goal, met, detail) => lines.push(`- ${met ? 'MET    ' : 'NOT MET'} ${goal}: ${detail}`);
   const t = isoletName('thread');
   const p = isoletName('process');
-  const pct = (x) => `${(x * 100).toFixed(0)}%`;
 
   const warmT = get(M_WARM, t);
   const warmP = get(M_WARM, p);

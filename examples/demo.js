@@ -24,10 +24,10 @@ async function main() {
     { capabilities: { readFile: createFileReadCapability(dir) } },
   );
   console.log('readFile:', withFile.success ? withFile.output : withFile.error.message);
-  const escape = await runSandbox(`return await readFile({ path: "../../etc/passwd" });`, {
+  const escapeAttempt = await runSandbox(`return await readFile({ path: "../../etc/passwd" });`, {
     capabilities: { readFile: createFileReadCapability(dir) },
   });
-  console.log('escape attempt:', escape.success ? 'READ (bug!)' : `${escape.error.name}: ${escape.error.message}`);
+  console.log('escape attempt:', escapeAttempt.success ? 'READ (bug!)' : `${escapeAttempt.error.name}: ${escapeAttempt.error.message}`);
   fs.rmSync(dir, { recursive: true, force: true });
 
   // 3. A runaway script and a heap bomb: typed errors, host unharmed.

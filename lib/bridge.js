@@ -99,7 +99,7 @@ function sanitizedError(err, seen) {
   seen.set(err, copy);
   let cause;
   try {
-    if (Object.prototype.hasOwnProperty.call(err, 'cause')) cause = { value: err.cause };
+    if (Object.hasOwn(err, 'cause')) cause = { value: err.cause };
   } catch {
     // ignore an unreadable cause
   }

@@ -427,7 +427,7 @@ class Reader {
             break;
           case T.double:
             value = this.double();
-            if (value !== value) value = NaN;
+            if (Number.isNaN(value)) value = NaN;
             break;
           case T.oneByte:
           case T.twoByte:
@@ -547,7 +547,6 @@ class Reader {
             value = this.close(frame);
             break;
           }
-          case T.hole:
           default:
             fail(`tag ${tag}`);
         }

@@ -101,10 +101,10 @@ function check(s, v, path, depth) {
   if (typeOf(v) === 'object') {
     const props = s.properties && typeof s.properties === 'object' ? s.properties : {};
     for (const key of Array.isArray(s.required) ? s.required : []) {
-      if (!Object.prototype.hasOwnProperty.call(v, key)) return `${path}.${key} is required`;
+      if (!Object.hasOwn(v, key)) return `${path}.${key} is required`;
     }
     for (const [key, value] of Object.entries(v)) {
-      if (Object.prototype.hasOwnProperty.call(props, key)) {
+      if (Object.hasOwn(props, key)) {
         const p = check(props[key], value, `${path}.${key}`, depth + 1);
         if (p) return p;
       } else if (s.additionalProperties === false) {

@@ -11,16 +11,16 @@
 // unknown kind or a rejection.
 
 // Taken at load, so later tampering with Object.prototype does not change the check.
-const propertyIsEnumerable = Function.prototype.call.bind(Object.prototype.propertyIsEnumerable);
+const isOwnEnumerable = Function.prototype.call.bind(Object.prototype.propertyIsEnumerable);
 
 /** `obj[key]` when `obj` has it as an own enumerable property, else undefined. */
 function own(obj, key) {
-  return obj !== null && (typeof obj === 'object' || typeof obj === 'function') && propertyIsEnumerable(obj, key) ? obj[key] : undefined;
+  return obj !== null && (typeof obj === 'object' || typeof obj === 'function') && isOwnEnumerable(obj, key) ? obj[key] : undefined;
 }
 
 /** Whether `obj` has `key` as an own enumerable property. */
 function hasOwn(obj, key) {
-  return obj !== null && (typeof obj === 'object' || typeof obj === 'function') && propertyIsEnumerable(obj, key);
+  return obj !== null && (typeof obj === 'object' || typeof obj === 'function') && isOwnEnumerable(obj, key);
 }
 
 /**

@@ -40,6 +40,7 @@ import { IsoletExecutor, type Executor as IsoletExecutorContract } from '../../l
 
 /** `true` only when A and B are the same type (`any` is equal to nothing else). */
 type Equal<A, B> = (<X>() => X extends A ? 1 : 2) extends <X>() => X extends B ? 1 : 2 ? true : false;
+// biome-ignore lint/correctness/noUnusedVariables: T is checked by its constraint only
 function assertType<T extends true>(): void {}
 /** Fails to compile unless `value` has exactly type `T`. */
 function exactly<T>() {

@@ -14,7 +14,7 @@ const med = (a) => { a.sort((x, y) => x - y); return a[a.length >> 1]; };
     let ts, td;
     const p = new Promise((resolve) => {
       // A run's `done` comes as arguments: ('done', ok, value, payload, error, wallTimeMs, ...).
-      eng.submit(PLAN_1_PLUS_1, (ev, ok, value, payload, error, wallTimeMs) => {
+      eng.submit(PLAN_1_PLUS_1, (ev, _ok, _value, _payload, _error, wallTimeMs) => {
         if (ev.type === 'started') ts = process.hrtime.bigint();
         if (ev === 'done') { td = process.hrtime.bigint(); resolve({ wallTimeMs }); }
       }, true);

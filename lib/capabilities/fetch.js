@@ -168,7 +168,7 @@ function validateHeaders(headers) {
     if (value.length > MAX_HEADER_VALUE || /[\0\r\n]/.test(value)) {
       throw requestError(`header "${lower}" has an invalid or overlong value`);
     }
-    if (Object.prototype.hasOwnProperty.call(out, lower)) {
+    if (Object.hasOwn(out, lower)) {
       throw requestError(`header "${lower}" is given more than once`);
     }
     out[lower] = value;
@@ -561,7 +561,7 @@ function headerPairs(pairs) {
       throw requestError('each header must be a [name, value] pair of strings');
     }
     const name = pair[0].toLowerCase();
-    record[name] = Object.prototype.hasOwnProperty.call(record, name) ? `${record[name]}, ${pair[1]}` : pair[1];
+    record[name] = Object.hasOwn(record, name) ? `${record[name]}, ${pair[1]}` : pair[1];
   }
   return record;
 }

@@ -13,7 +13,7 @@ const nodePath = require('node:path');
 const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { currentRun } = require('../run-context');
-const { own, ownCopy } = require('../own');
+const { ownCopy } = require('../own');
 
 // The options' names, ranges and defaults are isolet-core's (FILE_READ_CAPABILITY).
 const { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT } = native.entryDefaults().fileRead;
@@ -82,7 +82,7 @@ function openRoot(dir) {
   }
   try {
     return new (native.FileReadRoot)(absolute);
-  } catch (cause) {
+  } catch {
     throw new SandboxValidationError(
       `createFileReadCapability: cannot open directory ${JSON.stringify(dir)}`,
     );
