@@ -3,7 +3,7 @@
 // loop, or keep its session forever. A raw-HTTP attacker against a real server child
 // process, whose memory is read from /proc; well-behaved clients use the official SDK.
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import { ISOLATIONS, TOKEN, call, connect, descriptorsOf, memoryOf, settle, sleep, startServer, type Server } from './support/mcp-server';
@@ -63,74 +63,85 @@ async function rawSession(port: number): Promise<string> {
   return sessionId;
 }
 
-describe('isolet mcp --http: a client that does not read its answers', () => {
-  let server: Server | undefined;
-  afterEach(() => server?.stop());
+// Concurrent: each test has a server child of its own, and most of each test's time is
+// READ_STALL_MS of waiting (run one after another, the file took 47 s).
+describe.concurrent('isolet mcp --http: a client that does not read its answers', () => {
+  /** Starts a server, runs `test` with it, stops it. */
+  async function withServer(options: Parameters<typeof startServer>[0], test: (server: Server) => Promise<void>) {
+    const server = await startServer(options);
+    try {
+      await test(server);
+    } finally {
+      server.stop();
+    }
+  }
 
   for (const isolation of ISOLATIONS) {
     it(`${CALLS} unread answers of 16 MB cost the server about their results, not copies of them; another client is served meanwhile, and the session ends after READ_STALL_MS (${isolation})`, async () => {
-      server = await startServer({ isolation, timeoutMs: 20_000 });
-      const pid = server.child.pid!;
-      const client = await connect(server.url);
-      expect((await call(client, '1 + 1')).content[0].text).toBe('2');
-      const sessionId = await rawSession(server.port);
-      await sleep(200);
-      const base = memoryOf(pid);
-      const fds = descriptorsOf(pid);
+      await withServer({ isolation, timeoutMs: 20_000 }, async (server) => {
+        const pid = server.child.pid!;
+        const client = await connect(server.url);
+        expect((await call(client, '1 + 1')).content[0].text).toBe('2');
+        const sessionId = await rawSession(server.port);
+        await sleep(200);
+        const base = memoryOf(pid);
+        const fds = descriptorsOf(pid);
 
-      const unread = Array.from({ length: CALLS }, (_, i) =>
-        postUnread(server!.port, { jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'run_code', arguments: { code: BIG_RESULT } } }, sessionId),
-      );
-      // While the answers wait, a well-behaved client is served (each call well within its limits).
-      const answered: number[] = [];
-      const ended = () => server!.stderr().includes(`session ${sessionId} closed: its client read nothing of its answers for ${READ_STALL_MS} ms`);
-      let peak = base.peakMb;
-      const deadline = Date.now() + READ_STALL_MS + 10_000;
-      while (!ended() && Date.now() < deadline) {
-        const started = performance.now();
-        expect((await call(client, '6 * 7')).content[0].text).toBe('42');
-        answered.push(performance.now() - started);
-        peak = Math.max(peak, memoryOf(pid).peakMb);
-        expect(peak - base.rssMb).toBeLessThan(MAX_GROWTH_MB);
-        await sleep(50);
-      }
-      expect(ended()).toBe(true);
-      expect(answered.length).toBeGreaterThan(5);
-      expect(Math.max(...answered)).toBeLessThan(5000);
-      // The ended session's sockets are gone (its attacker still holds its own ends).
-      expect(await settle(() => descriptorsOf(pid), (n) => n <= fds, 5000)).toBeLessThanOrEqual(fds);
-      for (const socket of unread) socket.destroy();
-      await client.close();
+        const unread = Array.from({ length: CALLS }, (_, i) =>
+          postUnread(server.port, { jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'run_code', arguments: { code: BIG_RESULT } } }, sessionId),
+        );
+        // While the answers wait, a well-behaved client is served (each call well within its limits).
+        const answered: number[] = [];
+        const ended = () => server.stderr().includes(`session ${sessionId} closed: its client read nothing of its answers for ${READ_STALL_MS} ms`);
+        let peak = base.peakMb;
+        const deadline = Date.now() + READ_STALL_MS + 10_000;
+        while (!ended() && Date.now() < deadline) {
+          const started = performance.now();
+          expect((await call(client, '6 * 7')).content[0].text).toBe('42');
+          answered.push(performance.now() - started);
+          peak = Math.max(peak, memoryOf(pid).peakMb);
+          expect(peak - base.rssMb).toBeLessThan(MAX_GROWTH_MB);
+          await sleep(50);
+        }
+        expect(ended()).toBe(true);
+        expect(answered.length).toBeGreaterThan(5);
+        expect(Math.max(...answered)).toBeLessThan(5000);
+        // The ended session's sockets are gone (its attacker still holds its own ends).
+        expect(await settle(() => descriptorsOf(pid), (n) => n <= fds, 5000)).toBeLessThanOrEqual(fds);
+        for (const socket of unread) socket.destroy();
+        await client.close();
+      });
     }, 60_000);
 
     it(`2026-07-28, no session: ${CALLS} unread answers of 16 MB cost the server about their results; another client is served meanwhile, and each response is closed after READ_STALL_MS (${isolation})`, async () => {
-      server = await startServer({ isolation, timeoutMs: 20_000 });
-      const pid = server.child.pid!;
-      const client = await connect(server.url);
-      expect((await call(client, '1 + 1')).content[0].text).toBe('2');
-      await sleep(200);
-      const base = memoryOf(pid);
-      const fds = descriptorsOf(pid);
-      const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
-      const unread = Array.from({ length: CALLS }, (_, i) =>
-        postUnread(server!.port, { jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'run_code', arguments: { code: BIG_RESULT }, _meta: meta } }),
-      );
-      const closed = () => server!.stderr().split(`a client read nothing of its answer for ${READ_STALL_MS} ms: its response is closed`).length - 1;
-      let peak = base.peakMb;
-      const deadline = Date.now() + READ_STALL_MS + 15_000;
-      let served = 0;
-      while (closed() < CALLS && Date.now() < deadline) {
-        expect((await call(client, '6 * 7')).content[0].text).toBe('42');
-        served++;
-        peak = Math.max(peak, memoryOf(pid).peakMb);
-        expect(peak - base.rssMb).toBeLessThan(MAX_GROWTH_MB);
-        await sleep(50);
-      }
-      expect(closed()).toBe(CALLS);
-      expect(served).toBeGreaterThan(5);
-      expect(await settle(() => descriptorsOf(pid), (n) => n <= fds, 5000)).toBeLessThanOrEqual(fds);
-      for (const socket of unread) socket.destroy();
-      await client.close();
+      await withServer({ isolation, timeoutMs: 20_000 }, async (server) => {
+        const pid = server.child.pid!;
+        const client = await connect(server.url);
+        expect((await call(client, '1 + 1')).content[0].text).toBe('2');
+        await sleep(200);
+        const base = memoryOf(pid);
+        const fds = descriptorsOf(pid);
+        const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+        const unread = Array.from({ length: CALLS }, (_, i) =>
+          postUnread(server.port, { jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'run_code', arguments: { code: BIG_RESULT }, _meta: meta } }),
+        );
+        const closed = () => server.stderr().split(`a client read nothing of its answer for ${READ_STALL_MS} ms: its response is closed`).length - 1;
+        let peak = base.peakMb;
+        const deadline = Date.now() + READ_STALL_MS + 15_000;
+        let served = 0;
+        while (closed() < CALLS && Date.now() < deadline) {
+          expect((await call(client, '6 * 7')).content[0].text).toBe('42');
+          served++;
+          peak = Math.max(peak, memoryOf(pid).peakMb);
+          expect(peak - base.rssMb).toBeLessThan(MAX_GROWTH_MB);
+          await sleep(50);
+        }
+        expect(closed()).toBe(CALLS);
+        expect(served).toBeGreaterThan(5);
+        expect(await settle(() => descriptorsOf(pid), (n) => n <= fds, 5000)).toBeLessThanOrEqual(fds);
+        for (const socket of unread) socket.destroy();
+        await client.close();
+      });
     }, 60_000);
 
     it(`a big result reaches the SDK client whole and exactly: strings escaped piece by piece (surrogate pairs across pieces), objects as compact JSON, stateless and stateful (${isolation})`, async () => {
@@ -138,19 +149,19 @@ describe('isolet mcp --http: a client that does not read its answers', () => {
       const text = '"\u0001é😀x'.repeat(400_000);
       const rows = Array.from({ length: 5_000 }, (_, i) => ({ i, s: '😀"\\' }));
       for (const stateful of [false, true]) {
-        server = await startServer({ isolation, timeoutMs: 20_000, ...(stateful ? { stateful: true } : {}) });
-        const client = await connect(server.url);
-        const [big, object, small] = await Promise.all([
-          call(client, `'"\\u0001é😀x'.repeat(400_000)`),
-          call(client, `Array.from({ length: 5_000 }, (_, i) => ({ i, s: '😀"\\\\' }))`),
-          call(client, '({ a: [1, 2] })'),
-        ]);
-        expect(big.content[0].text === JSON.stringify(text)).toBe(true);
-        expect(object.content[0].text === JSON.stringify(rows)).toBe(true);
-        // Small results keep their indentation.
-        expect(small.content[0].text).toBe(JSON.stringify({ a: [1, 2] }, null, 2));
-        await client.close();
-        server.stop();
+        await withServer({ isolation, timeoutMs: 20_000, ...(stateful ? { stateful: true } : {}) }, async (server) => {
+          const client = await connect(server.url);
+          const [big, object, small] = await Promise.all([
+            call(client, `'"\\u0001é😀x'.repeat(400_000)`),
+            call(client, `Array.from({ length: 5_000 }, (_, i) => ({ i, s: '😀"\\\\' }))`),
+            call(client, '({ a: [1, 2] })'),
+          ]);
+          expect(big.content[0].text === JSON.stringify(text)).toBe(true);
+          expect(object.content[0].text === JSON.stringify(rows)).toBe(true);
+          // Small results keep their indentation.
+          expect(small.content[0].text).toBe(JSON.stringify({ a: [1, 2] }, null, 2));
+          await client.close();
+        });
       }
     });
   }
