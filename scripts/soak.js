@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Soak test: many runs through runSandbox with 8 in flight, half of them innocent ('normal':
-// a little compute, a known answer; --innocents N for N per hostile run) and half hostile: every kind of issue 18 (results of
-// many small values, pending host-call arguments, calls past maxMessages, huge strings and
+// a little compute, a known answer; --innocents N for N per hostile run) and half hostile:
+// every kind of issue 18 (results of many small values, pending host-call arguments, calls past maxMessages, huge strings and
 // ropes past the heap limit, JSON.parse of a huge array, memory outside the V8 heap) and
 // the older ones (timeouts, heap bombs, huge allocations, built-ins that ignore
 // termination, aborts, host-call storms). What it reports, and fails on:
