@@ -1261,9 +1261,10 @@ impl State {
         // An open sandbox keeps its heap between runs.
         in_flight.extend(self.sandboxes.values().filter(|sb| sb.host == key && sb.is_open()).map(|sb| sb.memory_mb));
         let now_ms = self.now_ms();
+        let per_host = self.per_host;
         let Some(host) = self.host_mut(key) else { return };
         let ready_rss = host.ready_rss_mb;
-        let budget = policy::host_budget_mb(ready_rss, host.lingering.current(now_ms).chain(in_flight));
+        let budget = policy::host_budget_mb(ready_rss, host.lingering.current(now_ms, per_host).chain(in_flight));
         if let Some(rss) = rss_mb {
             if rss > budget {
                 host.memory_end = Some((host.cpu.as_ref().and_then(CpuReader::ms), rss));

@@ -183,11 +183,14 @@ impl Lingering {
         self.ended.push((memory_mb, now_ms));
     }
 
-    /// The memory limits of runs that ended less than `LINGER_MS` before `now_ms`
-    /// (entries older than `RECENTLY_ENDED_MS` are forgotten).
-    pub fn current(&mut self, now_ms: u64) -> impl Iterator<Item = u32> + '_ {
+    /// The memory limits of the `at_most` latest runs that ended less than `LINGER_MS`
+    /// before `now_ms` (entries older than `RECENTLY_ENDED_MS` are forgotten). A host holds
+    /// at most its run capacity of isolates at once, so no more allowances than that can
+    /// still be resident: without the cap a stream of runs that end at once (a few ms
+    /// each) would lift the budget by hundreds of allowances for a neighbour to spend.
+    pub fn current(&mut self, now_ms: u64, at_most: usize) -> impl Iterator<Item = u32> + '_ {
         self.ended.retain(|&(_, at)| now_ms.saturating_sub(at) < RECENTLY_ENDED_MS);
-        self.ended.iter().filter(move |&&(_, at)| now_ms.saturating_sub(at) < LINGER_MS).map(|&(mb, _)| mb)
+        self.ended.iter().rev().filter(move |&&(_, at)| now_ms.saturating_sub(at) < LINGER_MS).take(at_most).map(|&(mb, _)| mb)
     }
 
     /// How many runs ended less than `RECENTLY_ENDED_MS` before `now_ms`: suspects, beside

@@ -101,18 +101,30 @@ fn hosts_run_below_the_parent_within_the_range_linux_allows() {
 }
 
 #[test]
+fn a_stream_of_runs_that_end_at_once_lifts_the_budget_by_at_most_the_hosts_capacity() {
+    let mut l = Lingering::default();
+    // 500 runs of 64 MB ended within 100 ms in a host of 4 slots.
+    for i in 0..500 {
+        l.ended(64, 1000 + i / 5);
+    }
+    assert_eq!(host_budget_mb(10, l.current(1100, 4)), 10 + BASE_SLACK_MB + 4 * run_allowance_mb(64));
+    // All 500 stay suspects for a memory end.
+    assert_eq!(l.recently_ended(1100), 500);
+}
+
+#[test]
 fn a_run_that_just_ended_keeps_its_allowance_for_a_while() {
     let mut l = Lingering::default();
     l.ended(64, 1000);
     l.ended(128, 1200);
-    assert_eq!(l.current(1100).collect::<Vec<_>>(), [64, 128]);
-    assert_eq!(l.current(1000 + LINGER_MS).collect::<Vec<_>>(), [128]);
-    assert_eq!(l.current(1200 + LINGER_MS).count(), 0);
-    assert_eq!(host_budget_mb(10, l.current(1200 + LINGER_MS).chain([64])), 10 + BASE_SLACK_MB + 160);
+    assert_eq!(l.current(1100, 8).collect::<Vec<_>>(), [128, 64]);
+    assert_eq!(l.current(1000 + LINGER_MS, 8).collect::<Vec<_>>(), [128]);
+    assert_eq!(l.current(1200 + LINGER_MS, 8).count(), 0);
+    assert_eq!(host_budget_mb(10, l.current(1200 + LINGER_MS, 8).chain([64])), 10 + BASE_SLACK_MB + 160);
     // They stay suspects longer than they keep their allowance.
     assert_eq!(l.recently_ended(1200 + LINGER_MS), 2);
     assert_eq!(l.recently_ended(1000 + RECENTLY_ENDED_MS), 1);
-    assert_eq!(l.current(1200 + RECENTLY_ENDED_MS).count(), 0);
+    assert_eq!(l.current(1200 + RECENTLY_ENDED_MS, 8).count(), 0);
     assert_eq!(l.recently_ended(1200 + RECENTLY_ENDED_MS), 0);
     const { assert!(LINGER_MS < RECENTLY_ENDED_MS) };
 }
