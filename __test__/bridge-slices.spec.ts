@@ -21,6 +21,11 @@ const codec = createRequire(__filename)(path.join(root, 'lib', 'codec.js')) as {
   FALLBACK: symbol;
 };
 const native = createRequire(__filename)(path.join(root, 'lib', 'native.js')) as { namedKeys: unknown };
+const bridge = createRequire(__filename)(path.join(root, 'lib', 'bridge.js')) as {
+  deserializeInSlices: (bytes: Buffer, owned: boolean, done: (err: unknown, value?: unknown) => void, stop?: () => boolean) => void;
+};
+/** Builds `bytes` a slice at a time; resolves with the value. */
+const build = (bytes: Buffer) => new Promise<unknown>((resolve, reject) => bridge.deserializeInSlices(bytes, false, (err, v) => (err ? reject(err) : resolve(v))));
 
 const serialize = (v: unknown) => {
   const s = new v8.Serializer();
@@ -132,6 +137,39 @@ describe('lib/codec.js against V8 (issue 23)', () => {
     let slices = 0;
     while (!w.run(performance.now() + 1)) slices++;
     expect(slices).toBeGreaterThan(5);
+  });
+
+  it('values in slices are built smallest first, and one queued 500 ms ago goes first until it is done (none starves)', async () => {
+    const rows = (n: number) => serialize(Array.from({ length: n }, (_, i) => ({ id: i, name: 'row ' + i })));
+    const big = rows(300_000);
+    const medium = rows(30_000);
+    const small = rows(3_000);
+    expect(small.length).toBeGreaterThan(64 * 1024);
+    const order: string[] = [];
+    await Promise.all([
+      build(big).then(() => order.push('big')),
+      build(medium).then(() => order.push('medium')),
+      build(small).then(() => order.push('small')),
+    ]);
+    expect(order).toEqual(['small', 'medium', 'big']);
+
+    // Eight streams of smaller values for 3 s, more of them waiting than a turn's slice
+    // builds: the big one still finishes while they flow (smallest-first alone would keep
+    // it waiting to the end).
+    let streaming = true;
+    let streamed = 0;
+    const until = Date.now() + 3000;
+    const streams = Array.from({ length: 8 }, async () => {
+      while (Date.now() < until) {
+        await build(small);
+        streamed++;
+      }
+      streaming = false;
+    });
+    const bigDone = build(big).then(() => streaming);
+    expect(await bigDone).toBe(true);
+    await Promise.all(streams);
+    expect(streamed).toBeGreaterThan(100);
   });
 
   it('reads malformed bytes as V8 does or refuses them, and never hangs', () => {

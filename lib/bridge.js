@@ -473,22 +473,23 @@ const SLICED_MIN = 64 * 1024;
 // big ones are built one after another rather than side by side: the first is done in its
 // own time instead of all of them in four times theirs, and the parent holds one half-built
 // value, not four (2e6-string results on Node 26, four at once: each settled 2 s late). A
-// job that has not run for AGED_MS goes first regardless (the longest waiting): none starves.
+// job queued AGED_MS ago or more goes first regardless (the oldest), until it is done: none
+// starves, and under overload the order becomes first come, first served.
 const sliceJobs = [];
 /** The slice a value is first written in, at once (most host-call answers end in it). */
 const FIRST_SLICE_MS = 0.5;
 const AGED_MS = 500;
 let slicesScheduled = false;
 
-/** The job to run next: the one waiting longest if that is AGED_MS, else the smallest. */
+/** The job to run next: the oldest if it was queued AGED_MS ago, else the smallest. */
 function nextJob(now) {
   let waiting = 0;
   let smallest = 0;
   for (let i = 1; i < sliceJobs.length; i++) {
-    if (sliceJobs[i].since < sliceJobs[waiting].since) waiting = i;
+    if (sliceJobs[i].queuedAt < sliceJobs[waiting].queuedAt) waiting = i;
     if (sliceJobs[i].size < sliceJobs[smallest].size) smallest = i;
   }
-  return sliceJobs.splice(now - sliceJobs[waiting].since >= AGED_MS ? waiting : smallest, 1)[0];
+  return sliceJobs.splice(now - sliceJobs[waiting].queuedAt >= AGED_MS ? waiting : smallest, 1)[0];
 }
 
 function runSlices() {
@@ -506,10 +507,7 @@ function runSlices() {
       continue;
     }
     if (finished) job.finish();
-    else {
-      job.since = performance.now();
-      sliceJobs.push(job);
-    }
+    else sliceJobs.push(job);
   }
   scheduleSlices();
 }
@@ -526,8 +524,7 @@ function scheduleSlices() {
  * orders the jobs: smallest first.
  */
 function inSlices(size, run, finish, fail, stop) {
-  // `since`: when it was queued or last ran.
-  sliceJobs.push({ size, since: performance.now(), run, finish, fail, stop });
+  sliceJobs.push({ size, queuedAt: performance.now(), run, finish, fail, stop });
   scheduleSlices();
 }
 
