@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import * as util from 'node:util';
 import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 
 const root = path.resolve(__dirname, '..');
 const codec = createRequire(__filename)(path.join(root, 'lib', 'codec.js')) as {
@@ -110,6 +111,9 @@ const SHAPES: unknown[] = [
     return o;
   }),
   [{ big: 'y'.repeat(100000) }, new Uint8Array(100000), 'tail'],
+  // Repeated short strings, which the chunked reader shares, among ones it must not mistake
+  // for them: distinct, colliding in its cache, empty, non-Latin-1, past its length bound.
+  Array.from({ length: 90000 }, (_, i) => ['ab', 'ab', 'é€', '', 'k' + (i % 5000), 'x'.repeat(32) + (i % 3), 'x'.repeat(33), 'v' + i, i][i % 9]),
 ];
 
 describe('lib/codec.js against V8 (issue 23)', () => {
@@ -128,6 +132,27 @@ describe('lib/codec.js against V8 (issue 23)', () => {
       }
       if (written) expect(same(byV8(written), expected), util.inspect(shape, { depth: 2, maxArrayLength: 3 })).toBe(true);
     }
+  });
+
+  it('an array of repeated short strings holds one string per distinct value in the host, not one per element (issue 38)', () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const n = 1_000_000;
+    const held = (make: () => unknown[]) => {
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      const value = make();
+      gc();
+      const bytes = process.memoryUsage().heapUsed - before;
+      expect(value).toHaveLength(n);
+      return bytes;
+    };
+    const bytes = serialize(Array.from({ length: n }, (_, i) => (i & 1 ? 'ab' : 'row-' + (i % 1000))));
+    const chunked = held(() => sliced(new codec.ChunkedArrayReader(bytes)).value as unknown[]);
+    const plain = held(() => byV8(bytes) as unknown[]);
+    // 8 bytes a pointer; V8's own deserializer builds a string per element (~20 bytes more each).
+    expect(chunked).toBeLessThan(n * 8 * 1.5);
+    expect(plain).toBeGreaterThan(chunked + n * 10);
   });
 
   it('a big value takes many slices, never one long one', () => {
