@@ -54,6 +54,30 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     expect(second.quarantined).toBe(1);
   });
 
+  it('is throttled to under half a core while it loops (issue 35: idle priority alone gave it a whole idle core)', () => {
+    const r = runNode(`
+      (async () => {
+        const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100, isolation: 'thread' });
+        await new Promise((res) => setTimeout(res, 200));
+        // This process's CPU time (all threads) over 1.5 s of an event loop with nothing to do.
+        const cpu0 = process.cpuUsage();
+        const t0 = performance.now();
+        await new Promise((res) => setTimeout(res, 1500));
+        const cpu = process.cpuUsage(cpu0);
+        const wall = performance.now() - t0;
+        console.log(JSON.stringify({ name: stuck.error.name, quarantined: isolet.processStats().quarantinedThreads, cores: (cpu.user + cpu.system) / 1000 / wall }));
+        process.exit(0);
+      })();
+    `);
+    expect(r.signal).toBeNull();
+    expect(r.stderr).toBe('');
+    const [{ name, quarantined, cores }] = r.json;
+    expect(name).toBe('SandboxTimeoutError');
+    expect(quarantined).toBe(1);
+    // isolet_core::limits::quarantine_core_share() is 0.2; unthrottled, it was about 1.
+    expect(cores).toBeLessThan(0.5);
+  });
+
   it('leaves the quarantine and frees its isolate when the built-in finishes on its own', () => {
     // lastIndexOf over 2**27 holes takes about a second of CPU and ignores termination.
     const r = runNode(`${HEARTBEAT}

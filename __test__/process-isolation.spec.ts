@@ -156,6 +156,32 @@ describe('process isolation: runs that cannot be stopped', () => {
     await serving(engine);
   });
 
+  it('a host left with only its stuck thread uses under half a core while a neighbour finishes, and is gone after (issue 35)', async () => {
+    const engine = await makeEngine({ maxConcurrentIsolates: 2, processes: 1 });
+    const [pid] = engine.stats().processes!.pids;
+    // The neighbour sleeps in the same host (one host): it keeps the host alive, using no CPU.
+    const neighbour = engine.submit({ requestId: id(), code: 'Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000); return 7', isolateLimits: { wallTimeMs: 8000 } });
+    const stuck = await engine.submit({ requestId: id(), code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', isolateLimits: { wallTimeMs: 200 } }).done;
+    expect(stuck.type).toBe('error');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(engine.stats().processes!.draining).toBe(1);
+    // The host's CPU time over 1 s, from /proc (clock ticks, 100 a second on Linux).
+    const ticks = () => {
+      const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+      return Number(fields[11]) + Number(fields[12]);
+    };
+    const t0 = performance.now();
+    const c0 = ticks();
+    await new Promise((r) => setTimeout(r, 1000));
+    const cores = (ticks() - c0) / 100 / ((performance.now() - t0) / 1000);
+    // isolet_core::limits::quarantine_core_share() is 0.2; at idle priority alone, about 1.
+    expect(cores).toBeLessThan(0.5);
+    expect(await neighbour.done).toMatchObject({ type: 'result', data: 7 });
+    expect(await waitGone([pid])).toBe(true);
+    expect(engine.stats().processes!.recycled.stuck).toBe(1);
+    await serving(engine);
+  });
+
   it('survives a storm of unstoppable runs (the brick attack) and keeps serving', async () => {
     const engine = await makeEngine({ maxConcurrentIsolates: 4, processes: 2 });
     const shapes = [

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use isolet_core::code_cache::{self, CodeCache, CodeCacheStats, Lookup, Unit};
+use isolet_core::code_cache::{self, CodeCache, CodeCacheStats, Lookup, Unit, UnitKind};
 use isolet_core::limits::PRELUDE_INIT_TIME_MS;
 use isolet_core::options::Prelude;
+use isolet_core::seam_policy::{self, WrappedSource};
 
 use crate::limits::lock;
 use crate::v8::{DataAnswer, IsolateHandle, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
@@ -20,7 +21,9 @@ pub(crate) const PRELUDE_NAME: &str = "prelude.js";
 const TERMINATION_GRACE: Duration = Duration::from_millis(1000);
 
 pub(crate) struct EngineCode {
-    pub prelude: Option<String>,
+    /// The prelude as compiled, with its cache key: made once, not per run (a 1 MB
+    /// prelude cost every fresh run a copy and a hash of its whole text).
+    pub prelude: Option<(WrappedSource, u64)>,
     /// The prelude's modules (`prelude.modules`), by key: every run may import them.
     pub prelude_modules: BTreeMap<String, String>,
     cache: Mutex<CodeCache>,
@@ -33,7 +36,12 @@ impl EngineCode {
         let cache = CodeCache::new(cache_budget_bytes);
         let hasher = cache.hasher();
         let Prelude { source, modules } = prelude.unwrap_or_default();
-        Arc::new(EngineCode { prelude: source, prelude_modules: modules, cache: Mutex::new(cache), hasher })
+        let prelude = source.map(|source| {
+            let wrapped = seam_policy::script_source_owned(source);
+            let key = code_cache::key_with(&hasher, &Unit { kind: UnitKind::Prelude, origin: PRELUDE_NAME, source: &wrapped.source });
+            (wrapped, key)
+        });
+        Arc::new(EngineCode { prelude, prelude_modules: modules, cache: Mutex::new(cache), hasher })
     }
 
     /// No prelude and no cache (runs planned outside an engine).
@@ -41,10 +49,13 @@ impl EngineCode {
         EngineCode::new(None, 0)
     }
 
-    pub(crate) fn lookup(&self, unit: &Unit) -> (u64, Lookup) {
-        let key = code_cache::key_with(&self.hasher, unit);
-        let lookup = lock(&self.cache).lookup(key, unit);
-        (key, lookup)
+    /// `unit`'s key (a hash of its whole text: computed outside the lock).
+    pub(crate) fn key(&self, unit: &Unit) -> u64 {
+        code_cache::key_with(&self.hasher, unit)
+    }
+
+    pub(crate) fn lookup(&self, key: u64, unit: &Unit) -> Lookup {
+        lock(&self.cache).lookup(key, unit)
     }
 
     pub(crate) fn admit(&self, key: u64, unit: &Unit, data: Vec<u8>) {

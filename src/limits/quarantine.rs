@@ -118,7 +118,119 @@ pub(crate) unsafe fn quarantine(thread: libc::pthread_t, tid: libc::pid_t) {
     if unsafe { !lower(thread) } {
         super::lock(&NOT_LOWERED).push(tid);
     }
+    // SAFETY: as above.
+    unsafe { throttle::start(thread, tid) };
     QUARANTINED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Idle priority yields to every other thread, but a quarantined thread alone on a core
+/// still spins it at 100% for as long as its built-in loops (a sandbox host kept alive by
+/// a neighbour's run, or this process in thread mode). A timer on the thread's own CPU
+/// clock signals it after each `QUARANTINE_RUN_MS` of CPU time, and the handler sleeps
+/// `QUARANTINE_PAUSE_MS`: at most `quarantine_core_share()` of a core, and nothing at all
+/// when other threads take the CPU (its clock does not advance). Linux only (per-thread
+/// CPU-clock timers that signal one thread).
+#[cfg(target_os = "linux")]
+mod throttle {
+    use isolet_core::limits::{QUARANTINE_PAUSE_MS, QUARANTINE_RUN_MS};
+    use std::sync::{Mutex, OnceLock};
+
+    /// The throttled threads' timers, by thread id (deleted when the thread leaves).
+    struct Timer(libc::timer_t);
+    // SAFETY: a timer id is a process-wide handle, usable from any thread.
+    unsafe impl Send for Timer {}
+    static TIMERS: Mutex<Vec<(libc::pid_t, Timer)>> = Mutex::new(Vec::new());
+
+    /// A real-time signal for the pause, free in Node's process (Node uses SIGUSR1, SIGPROF
+    /// and libuv SIGCHLD; glibc keeps the first two real-time signals).
+    fn signal() -> libc::c_int {
+        libc::SIGRTMIN() + 6
+    }
+
+    extern "C" fn pause(_: libc::c_int) {
+        // Async-signal-safe: nanosleep only, errno kept for the interrupted code.
+        // SAFETY: errno's location is the calling thread's; nanosleep has no preconditions.
+        unsafe {
+            let errno = *libc::__errno_location();
+            let ts = libc::timespec { tv_sec: 0, tv_nsec: (QUARANTINE_PAUSE_MS * 1_000_000) as libc::c_long };
+            libc::nanosleep(&ts, std::ptr::null_mut());
+            *libc::__errno_location() = errno;
+        }
+    }
+
+    /// Installs the handler once; false if the signal is someone else's (then no thread is
+    /// throttled: a timer must never deliver a signal whose default ends the process).
+    fn handler_installed() -> bool {
+        static INSTALLED: OnceLock<bool> = OnceLock::new();
+        *INSTALLED.get_or_init(|| {
+            // SAFETY: sigaction with a zeroed, then filled, struct; reading the current
+            // disposition first so another owner's handler is never replaced.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(signal(), std::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
+                    return false;
+                }
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = pause as extern "C" fn(libc::c_int) as usize;
+                act.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut act.sa_mask);
+                libc::sigaction(signal(), &act, std::ptr::null_mut()) == 0
+            }
+        })
+    }
+
+    /// Starts pausing live thread `thread` (id `tid`) after each `QUARANTINE_RUN_MS` of its
+    /// CPU time. Best effort: a failure leaves it at idle priority only.
+    ///
+    /// # Safety
+    /// `thread` must be alive for this call.
+    pub(super) unsafe fn start(thread: libc::pthread_t, tid: libc::pid_t) {
+        if !handler_installed() {
+            return;
+        }
+        // SAFETY: the caller guarantees `thread` is alive; the structs are plain data.
+        unsafe {
+            let mut clock: libc::clockid_t = 0;
+            if libc::pthread_getcpuclockid(thread, &mut clock) != 0 {
+                return;
+            }
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_THREAD_ID;
+            event.sigev_signo = signal();
+            event.sigev_notify_thread_id = tid;
+            let mut timer: libc::timer_t = std::mem::zeroed();
+            if libc::timer_create(clock, &mut event, &mut timer) != 0 {
+                return;
+            }
+            let every = libc::timespec { tv_sec: 0, tv_nsec: (QUARANTINE_RUN_MS * 1_000_000) as libc::c_long };
+            let spec = libc::itimerspec { it_interval: every, it_value: every };
+            if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
+                libc::timer_delete(timer);
+                return;
+            }
+            super::super::lock(&TIMERS).push((tid, Timer(timer)));
+        }
+    }
+
+    /// The calling thread leaves the quarantine: its timer, if it has one, is deleted.
+    pub(super) fn stop_current() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t;
+        let mut timers = super::super::lock(&TIMERS);
+        if let Some(at) = timers.iter().position(|(t, _)| *t == tid) {
+            let (_, Timer(timer)) = timers.swap_remove(at);
+            // SAFETY: a timer this process created and nobody deleted.
+            unsafe { libc::timer_delete(timer) };
+        }
+    }
+}
+
+/// macOS: no per-thread CPU-clock timers; a quarantined thread has the lowest ordinary
+/// priority only.
+#[cfg(target_os = "macos")]
+mod throttle {
+    pub(super) unsafe fn start(_thread: libc::pthread_t, _tid: libc::pid_t) {}
+    pub(super) fn stop_current() {}
 }
 
 /// Lowers live thread `thread` to idle priority; false if the system refused.
@@ -180,8 +292,10 @@ pub(crate) fn lower_thread_of(_pid: u32, _tid: u32) -> bool {
     false
 }
 
-/// A quarantined thread finished on its own and disposed its isolate.
+/// A quarantined thread finished on its own and disposed its isolate (called on that
+/// thread).
 pub(crate) fn release() {
+    throttle::stop_current();
     QUARANTINED.fetch_sub(1, Ordering::SeqCst);
 }
 

@@ -325,7 +325,10 @@ fn compile_module(
     let mut err = empty_error();
     let mut id = 0u32;
     let unit = cache.map(|(code, kind)| (code, Unit { kind, origin: key, source }));
-    let looked = unit.as_ref().map(|(code, unit)| code.lookup(unit));
+    let looked = unit.as_ref().map(|(code, unit)| {
+        let key = code.key(unit);
+        (key, code.lookup(key, unit))
+    });
     let data: &[u8] = match &looked {
         Some((_, Lookup::Hit(data))) => data,
         _ => &[],
@@ -1281,7 +1284,10 @@ impl Sandbox {
             ExecMode::AsyncBody => UnitKind::AsyncBody,
         };
         let rc = match cache {
-            Some(cache) => self.run_cached(&wrapped, seam_policy::SCRIPT_NAME, kind, cache, &mut err),
+            Some(cache) => {
+                let key = cache.key(&Unit { kind, origin: seam_policy::SCRIPT_NAME, source: &wrapped.source });
+                self.run_cached(&wrapped, key, seam_policy::SCRIPT_NAME, kind, cache, &mut err)
+            }
             None => self.run_uncached(&wrapped, seam_policy::SCRIPT_NAME, &mut err),
         };
         let step = match rc {
@@ -1344,6 +1350,7 @@ impl Sandbox {
     fn run_cached(
         &mut self,
         wrapped: &seam_policy::WrappedSource,
+        key: u64,
         origin: &str,
         kind: UnitKind,
         cache: &EngineCode,
@@ -1351,7 +1358,7 @@ impl Sandbox {
     ) -> i32 {
         let source = &wrapped.source;
         let unit = Unit { kind, origin, source };
-        let (key, lookup) = cache.lookup(&unit);
+        let lookup = cache.lookup(key, &unit);
         let data: &[u8] = match &lookup {
             Lookup::Hit(data) => data,
             _ => &[],
@@ -1401,10 +1408,9 @@ impl Sandbox {
     /// Runs the engine's prelude (a classic script named `prelude.js`) in this fresh
     /// context, through the cache (where it is kept for the engine's life).
     pub(crate) fn run_prelude(&mut self, code: &EngineCode) -> Step {
-        let Some(prelude) = code.prelude.as_deref() else { return Step::Settled };
+        let Some((wrapped, key)) = &code.prelude else { return Step::Settled };
         let mut err = empty_error();
-        let wrapped = seam_policy::script_source(prelude);
-        let rc = self.run_cached(&wrapped, PRELUDE_NAME, UnitKind::Prelude, code, &mut err);
+        let rc = self.run_cached(wrapped, *key, PRELUDE_NAME, UnitKind::Prelude, code, &mut err);
         let step = match rc {
             _ if self.panicked() => Step::Terminated,
             ffi::ISOLET_OK => Step::Settled,

@@ -240,6 +240,22 @@ pub fn parked_memory_refusal(threads: usize, bytes: u64, max: u64) -> Option<Fai
     })
 }
 
+/// A quarantined thread (a built-in that ignored termination, left to finish at idle
+/// priority) runs at most this much CPU time between pauses: idle priority alone still
+/// gives it a whole core when nothing else wants one, for as long as it loops.
+pub const QUARANTINE_RUN_MS: u64 = 5;
+/// Its pause after each `QUARANTINE_RUN_MS` of CPU time. The pause is a bounded sleep in a
+/// signal handler, never a stop: a lock the thread holds (its allocator's, Node's platform
+/// queue's) is held at most this much longer, where a thread stopped for good froze the
+/// process.
+pub const QUARANTINE_PAUSE_MS: u64 = 20;
+
+/// The most of one core a quarantined thread uses: `QUARANTINE_RUN_MS` of every
+/// `QUARANTINE_RUN_MS + QUARANTINE_PAUSE_MS` (issue 35: under half a core).
+pub fn quarantine_core_share() -> f64 {
+    QUARANTINE_RUN_MS as f64 / (QUARANTINE_RUN_MS + QUARANTINE_PAUSE_MS) as f64
+}
+
 /// Environment variable that keeps V8's Turboshaft loop unrolling on (`1`).
 pub const LOOP_UNROLLING_ENV: &str = "ISOLET_V8_LOOP_UNROLLING";
 
@@ -293,6 +309,13 @@ pub fn sandbox_host_node_options(v8_version: &str) -> &'static [&'static str] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quarantined_thread_uses_under_half_a_core_and_holds_a_lock_briefly() {
+        assert!(quarantine_core_share() < 0.5, "{}", quarantine_core_share());
+        // A pause holds the thread's locks this long; a timer below 1 ms costs more than it saves.
+        const { assert!(QUARANTINE_PAUSE_MS <= 20 && QUARANTINE_RUN_MS >= 1) };
+    }
 
     #[test]
     fn defaults_follow_the_seeds() {

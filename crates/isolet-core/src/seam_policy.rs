@@ -154,7 +154,12 @@ pub struct WrappedSource {
 
 /// `code` as a classic script: the completion value is the result.
 pub fn script_source(code: &str) -> WrappedSource {
-    WrappedSource { source: code.to_string(), column_offset: 0, call: false }
+    script_source_owned(code.to_string())
+}
+
+/// [`script_source`] of a text the caller gives up (no copy).
+pub fn script_source_owned(code: String) -> WrappedSource {
+    WrappedSource { source: code, column_offset: 0, call: false }
 }
 
 /// `code` as the body of an async function that the seam calls at once: only `return`
