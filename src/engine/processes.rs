@@ -1129,7 +1129,7 @@ impl State {
                             Ok(out)
                         }
                         Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(run.bridge.max_output_values)),
-                        Err(isolet_core::CountError::TooCostly { .. }) => Err(Failure::too_costly_output(
+                        Err(isolet_core::CountError::TooCostly { .. }) => Err(isolet_core::limits::too_costly_output(
                             crate::isolate::thread::over_budget_cost(&payload[at..]),
                             run.bridge.max_output_bytes,
                         )),

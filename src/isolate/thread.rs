@@ -325,7 +325,7 @@ fn report_rejections(sandbox: &mut Sandbox, run: &RunShared, result: Result<Vec<
     }
     let (described, count) = sandbox.take_rejections(MAX_REPORTED_REJECTIONS);
     for thrown in &described {
-        run.log(LogLevel::Warn, &isolet_core::error::unhandled_rejection_entry(thrown));
+        run.log(LogLevel::Warn, &isolet_core::seam_policy::unhandled_rejection_entry(thrown));
     }
     if count as usize > described.len() {
         run.log(LogLevel::Warn, &format!("… and {} more unhandled promise rejections", count as usize - described.len()));
@@ -510,7 +510,7 @@ fn output_within_values(bytes: Vec<u8>, bridge: &isolet_core::BridgeLimits) -> R
         Ok(_) => Ok(bytes),
         Err(isolet_core::CountError::TooMany { .. }) => Err(Failure::too_many_output_values(bridge.max_output_values)),
         Err(isolet_core::CountError::TooCostly { .. }) => {
-            Err(Failure::too_costly_output(over_budget_cost(&bytes), bridge.max_output_bytes))
+            Err(isolet_core::limits::too_costly_output(over_budget_cost(&bytes), bridge.max_output_bytes))
         }
         Err(e) => Err(Failure::new(ErrorKind::Runtime, format!("The result could not be copied out of the sandbox: {e}"))),
     }

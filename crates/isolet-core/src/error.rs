@@ -156,21 +156,6 @@ impl Failure {
         }
     }
 
-    /// Built in the host, the result would cost its heap about `cost` bytes, more than
-    /// `limits::built_value_budget` of `maxOutputBytes` (`max`) allows.
-    pub fn too_costly_output(cost: u64, max: usize) -> Self {
-        let k = crate::limits::BUILT_COST_PER_BYTE;
-        Failure {
-            limit: Some("maxOutputBytes"),
-            ..Failure::new(
-                ErrorKind::Runtime,
-                format!(
-                    "The result would take about {cost} bytes in the host once built, over {k} x the output limit of {max} bytes (maxOutputBytes)"
-                ),
-            )
-        }
-    }
-
     /// The result takes more than `max` bytes serialized (`maxOutputBytes`).
     pub fn too_many_output_bytes(max: usize) -> Self {
         Failure {
@@ -212,22 +197,6 @@ impl Failure {
     }
 }
 
-/// The log entry of an unhandled rejection: its reason's stack when it has one (an Error),
-/// else its name and message and where the promise was rejected, as a stack frame
-/// names it (so positions map back to the user's source like a stack's).
-pub fn unhandled_rejection_entry(thrown: &Thrown) -> String {
-    if let Some(stack) = thrown.stack.as_deref().filter(|s| !s.is_empty()) {
-        return format!("Unhandled promise rejection: {stack}");
-    }
-    let described = if thrown.message.is_empty() { thrown.name.clone() } else { format!("{}: {}", thrown.name, thrown.message) };
-    match (thrown.line, thrown.column) {
-        (Some(line), Some(column)) => {
-            format!("Unhandled promise rejection: {described}\n    at {}:{line}:{column}", crate::seam_policy::SCRIPT_NAME)
-        }
-        _ => format!("Unhandled promise rejection: {described}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,20 +226,6 @@ mod tests {
             "DataCloneError: the result cannot be copied out of the sandbox: result.items[3].onClick: function (only data crosses: no functions, symbols, promises or proxies)"
         );
         assert_eq!(f.thrown.as_ref().unwrap().name, "DataCloneError");
-        let entry = |t: Thrown| unhandled_rejection_entry(&t);
-        assert_eq!(
-            entry(Thrown {
-                name: "Error".into(),
-                message: "x".into(),
-                stack: Some("Error: x\n    at f (sandbox.js:1:2)".into()),
-                ..Default::default()
-            }),
-            "Unhandled promise rejection: Error: x\n    at f (sandbox.js:1:2)"
-        );
-        assert_eq!(
-            entry(Thrown { name: "String".into(), message: "no".into(), line: Some(3), column: Some(9), ..Default::default() }),
-            "Unhandled promise rejection: String: no\n    at sandbox.js:3:9"
-        );
         let f = Failure::unhandled_rejection(Thrown { name: "Error".into(), message: "lost".into(), ..Default::default() });
         assert_eq!((f.kind, f.message.as_str()), (ErrorKind::Runtime, "Unhandled promise rejection: Error: lost"));
         assert_eq!(f.thrown.unwrap().message, "lost");

@@ -113,6 +113,21 @@ pub const BUILT_COST_PER_BYTE: u64 = 6;
 pub fn built_value_budget(limit_bytes: usize) -> u64 {
     BUILT_COST_PER_BYTE.saturating_mul(limit_bytes as u64)
 }
+
+/// Built in the host, the result would cost its heap about `cost` bytes, more than
+/// `built_value_budget` of `maxOutputBytes` (`max`) allows.
+pub fn too_costly_output(cost: u64, max: usize) -> Failure {
+    let k = BUILT_COST_PER_BYTE;
+    Failure {
+        limit: Some("maxOutputBytes"),
+        ..Failure::new(
+            ErrorKind::Runtime,
+            format!(
+                "The result would take about {cost} bytes in the host once built, over {k} x the output limit of {max} bytes (maxOutputBytes)"
+            ),
+        )
+    }
+}
 /// Longest `data` key, in UTF-8 bytes. Keys are property names, not payloads; a longer
 /// read is refused in the sandbox and never reaches the host.
 /// Longest engine `prelude`, in UTF-8 bytes: every host keeps it, and its compiled form.

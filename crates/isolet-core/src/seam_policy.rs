@@ -349,6 +349,22 @@ pub fn thrown_name(kind: ThrownKind, name: Option<&str>, constructor: Option<&st
     }
 }
 
+/// The log entry of an unhandled rejection: its reason's stack when it has one (an Error),
+/// else its name and message and where the promise was rejected, as a stack frame
+/// names it (so positions map back to the user's source like a stack's).
+pub fn unhandled_rejection_entry(thrown: &Thrown) -> String {
+    if let Some(stack) = thrown.stack.as_deref().filter(|s| !s.is_empty()) {
+        return format!("Unhandled promise rejection: {stack}");
+    }
+    let described = if thrown.message.is_empty() { thrown.name.clone() } else { format!("{}: {}", thrown.name, thrown.message) };
+    match (thrown.line, thrown.column) {
+        (Some(line), Some(column)) => {
+            format!("Unhandled promise rejection: {described}\n    at {}:{line}:{column}", SCRIPT_NAME)
+        }
+        _ => format!("Unhandled promise rejection: {described}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,5 +546,23 @@ mod tests {
         assert_eq!(host_error_class("RangeError"), 2);
         assert_eq!(host_error_class("ReferenceError"), 3);
         assert_eq!(host_error_class("MyError"), 0);
+    }
+
+    #[test]
+    fn an_unhandled_rejection_is_logged_with_its_stack_or_where_it_was_rejected() {
+        let entry = |t: Thrown| unhandled_rejection_entry(&t);
+        assert_eq!(
+            entry(Thrown {
+                name: "Error".into(),
+                message: "x".into(),
+                stack: Some("Error: x\n    at f (sandbox.js:1:2)".into()),
+                ..Default::default()
+            }),
+            "Unhandled promise rejection: Error: x\n    at f (sandbox.js:1:2)"
+        );
+        assert_eq!(
+            entry(Thrown { name: "String".into(), message: "no".into(), line: Some(3), column: Some(9), ..Default::default() }),
+            "Unhandled promise rejection: String: no\n    at sandbox.js:3:9"
+        );
     }
 }

@@ -3,8 +3,8 @@
 use crate::limits::{IsolateLimits, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_TIME_MS};
 
 use super::engine::{EngineConfig, ENGINE_CONFIG};
-use super::integrations::{AUTOFIX_FLAGS, AUTOFIX_OPTIONS, MCP_HTTP, MCP_HTTP_FLAGS};
-use super::run::{Isolation, ISOLATION_MODES, LANGUAGES, MEM, UNHANDLED_REJECTIONS_OPT};
+use super::integrations::{http_settings, http_values, McpHttpSettings, AUTOFIX_FLAGS, AUTOFIX_OPTIONS, MCP_HTTP, MCP_HTTP_FLAGS};
+use super::run::{language_of_file, Isolation, ISOLATION_MODES, LANGUAGES, MEM, UNHANDLED_REJECTIONS_OPT};
 use super::table::{err, fields, flag, nearest, opt, options_of_flags, whole, within, Fields, Flag, Kind, Opt, OptionsError, Raw};
 
 /// Isolates the CLI's engine runs at once unless its `engine` config says otherwise.
@@ -51,16 +51,6 @@ pub const CLI_FLAGS: &[Flag] = &[
 
 /// The flags of `isolet mcp` alone that set `CLI_SETTINGS`.
 pub const MCP_FLAGS: &[Flag] = &[flag("stateful", "stateful"), flag("idle-timeout-ms", "idleTimeoutMs")];
-
-/// The language of a source file by its name: TypeScript for `.ts`, `.mts` and `.cts`.
-pub fn language_of_file(path: &str) -> &'static str {
-    let lower = path.to_ascii_lowercase();
-    if [".ts", ".mts", ".cts"].iter().any(|ext| lower.ends_with(ext)) {
-        "typescript"
-    } else {
-        "javascript"
-    }
-}
 
 /// The message for a flag `command` does not know (`known` without their `--`), with the
 /// nearest known flag when one is close, as currently spelled (the CLI points to `--help`
@@ -252,4 +242,30 @@ pub fn autofix_flags(flags: &Raw) -> Result<Vec<(&'static str, u64)>, OptionsErr
         }
     }
     Ok(set)
+}
+
+/// `isolet mcp`'s HTTP settings from its flags (they win) and the `http` object of its
+/// config file; `None`: neither names an address, so the server speaks stdio. An HTTP
+/// flag without `--http` (or the file's `http.listen`) is a usage error.
+pub fn mcp_http_settings(flags: &Raw, config: &Raw, config_file: Option<&str>) -> Result<Option<McpHttpSettings>, OptionsError> {
+    let flag_options = options_of_flags(flags, &[MCP_HTTP_FLAGS], MCP_HTTP)?;
+    let given =
+        fields("", "the command line", &flag_options.options, MCP_HTTP).and_then(|f| http_values(&f)).map_err(|e| flag_options.blame(e))?;
+    let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
+    let file = match config {
+        Raw::Object(_) => {
+            let f = fields("", "the config file", config, CLI_SETTINGS).map_err(in_file)?;
+            Some(http_values(&f.object("http").map_err(in_file)?).map_err(in_file)?)
+        }
+        _ => None,
+    };
+    let Some(listen) = given.listen.clone().or_else(|| file.as_ref().and_then(|f| f.listen.clone())) else {
+        return match flag_options.given.first() {
+            None => Ok(None),
+            Some((_, flag)) => {
+                Err(err(&format!("--{flag}"), format!("--{flag} needs --http [host:]port (isolet mcp speaks stdio without it)")))
+            }
+        };
+    };
+    Ok(Some(http_settings(given, file, listen)))
 }

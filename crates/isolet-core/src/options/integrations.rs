@@ -2,10 +2,9 @@
 //! MCP server (`run_code`'s arguments, its HTTP settings) and the capability factories.
 use crate::limits::{DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_TIME_MS};
 
-use super::cli::{language_of_file, CLI_SETTINGS};
 use super::engine::ENGINE_CONFIG;
-use super::run::{code_of, LANGUAGES, MAX_BYTES, MEM};
-use super::table::{err, fields, flag, opt, options_of_flags, whole, Fields, Flag, Kind, Opt, OptionsError, Raw};
+use super::run::{code_of, language_of_file, LANGUAGES, MAX_BYTES, MEM};
+use super::table::{err, fields, flag, opt, whole, Fields, Flag, Kind, Opt, OptionsError, Raw};
 
 /// Default of `new IsoletExecutor({ timeoutMs })`, as in Code Mode's DynamicWorkerExecutor.
 pub const DEFAULT_CODEMODE_TIMEOUT_MS: u64 = 60_000;
@@ -316,8 +315,8 @@ fn listen_address(path: &str, given: &str) -> Result<(String, u16), OptionsError
 }
 
 /// One source's HTTP settings, checked, unmerged.
-struct HttpValues {
-    listen: Option<(String, u16)>,
+pub(super) struct HttpValues {
+    pub(super) listen: Option<(String, u16)>,
     allowed_hosts: Option<Vec<String>>,
     allowed_origins: Option<Vec<String>>,
     token: Option<TokenSource>,
@@ -328,7 +327,7 @@ struct HttpValues {
     max_runs_per_session: Option<u64>,
 }
 
-fn http_values(f: &Fields) -> Result<HttpValues, OptionsError> {
+pub(super) fn http_values(f: &Fields) -> Result<HttpValues, OptionsError> {
     let listen = match f.text("listen")? {
         Some(l) => Some(listen_address(&f.path("listen"), l)?),
         None => None,
@@ -360,7 +359,7 @@ fn http_values(f: &Fields) -> Result<HttpValues, OptionsError> {
     })
 }
 
-fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u16)) -> McpHttpSettings {
+pub(super) fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u16)) -> McpHttpSettings {
     let file = file.as_ref();
     let or_default = |g: Option<u64>, f: Option<u64>, name: &str| {
         g.or(f).or_else(|| MCP_HTTP.iter().find(|o| o.name == name).and_then(|o| o.default)).expect("option has a default")
@@ -381,32 +380,6 @@ fn http_settings(given: HttpValues, file: Option<HttpValues>, listen: (String, u
         max_body_bytes: or_default(given.max_body_bytes, file.and_then(|f| f.max_body_bytes), "maxBodyBytes"),
         max_runs_per_session: or_default(given.max_runs_per_session, file.and_then(|f| f.max_runs_per_session), "maxRunsPerSession"),
     }
-}
-
-/// `isolet mcp`'s HTTP settings from its flags (they win) and the `http` object of its
-/// config file; `None`: neither names an address, so the server speaks stdio. An HTTP
-/// flag without `--http` (or the file's `http.listen`) is a usage error.
-pub fn mcp_http_settings(flags: &Raw, config: &Raw, config_file: Option<&str>) -> Result<Option<McpHttpSettings>, OptionsError> {
-    let flag_options = options_of_flags(flags, &[MCP_HTTP_FLAGS], MCP_HTTP)?;
-    let given =
-        fields("", "the command line", &flag_options.options, MCP_HTTP).and_then(|f| http_values(&f)).map_err(|e| flag_options.blame(e))?;
-    let in_file = |e: OptionsError| OptionsError { message: format!("--config {}: {}", config_file.unwrap_or("file"), e.message), ..e };
-    let file = match config {
-        Raw::Object(_) => {
-            let f = fields("", "the config file", config, CLI_SETTINGS).map_err(in_file)?;
-            Some(http_values(&f.object("http").map_err(in_file)?).map_err(in_file)?)
-        }
-        _ => None,
-    };
-    let Some(listen) = given.listen.clone().or_else(|| file.as_ref().and_then(|f| f.listen.clone())) else {
-        return match flag_options.given.first() {
-            None => Ok(None),
-            Some((_, flag)) => {
-                Err(err(&format!("--{flag}"), format!("--{flag} needs --http [host:]port (isolet mcp speaks stdio without it)")))
-            }
-        };
-    };
-    Ok(Some(http_settings(given, file, listen)))
 }
 
 /// `serveHttp(settings, options)`'s options (`MCP_HTTP`); `listen` defaults to

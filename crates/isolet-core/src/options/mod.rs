@@ -38,7 +38,7 @@ mod name_tests;
 mod tests;
 
 pub use cli::{
-    autofix_flags, cli_settings, command_flags, language_of_file, unknown_command, unknown_flag, CliSettings, CommandFlag, CLI_FLAGS,
+    autofix_flags, cli_settings, command_flags, mcp_http_settings, unknown_command, unknown_flag, CliSettings, CommandFlag, CLI_FLAGS,
     CLI_MAX_CONCURRENT_ISOLATES, CLI_SETTINGS, CLI_WARM_POOL_SIZE, MCP_FLAGS,
 };
 pub(crate) use engine::{sandbox_options, sandbox_run};
@@ -48,14 +48,14 @@ pub use engine::{
     TOOL_REFUSAL_NAME,
 };
 pub use integrations::{
-    autofix_options, codemode_executor, fetch_capability, file_read_capability, mcp_http_options, mcp_http_settings, mcp_run_code,
-    AutoFixSettings, CodemodeSettings, FetchSettings, McpHttpSettings, TokenSource, AUTOFIX_FLAGS, AUTOFIX_OPTIONS, CODEMODE_EXECUTOR,
+    autofix_options, codemode_executor, fetch_capability, file_read_capability, mcp_http_options, mcp_run_code, AutoFixSettings,
+    CodemodeSettings, FetchSettings, McpHttpSettings, TokenSource, AUTOFIX_FLAGS, AUTOFIX_OPTIONS, CODEMODE_EXECUTOR,
     DEFAULT_AUTOFIX_MAX_BYTES, DEFAULT_CODEMODE_TIMEOUT_MS, DEFAULT_MCP_HOST, DEFAULT_MCP_MAX_BODY_BYTES, DEFAULT_MCP_MAX_RUNS_PER_SESSION,
     DEFAULT_MCP_MAX_SESSIONS, DEFAULT_MCP_MAX_SESSIONS_PER_CLIENT, DEFAULT_MCP_SESSION_IDLE_MS, DEFAULT_PROVIDER_TIMEOUT_MS,
     FETCH_CAPABILITY, FILE_READ_CAPABILITY, MCP_HTTP, MCP_HTTP_FLAGS, MCP_RUN_CODE,
 };
 pub use run::{
-    check_prelude_shadowing, run_sandbox, ExecMode, GivenBridge, Isolation, RunPlan, UnhandledRejections, CODE_TYPES, DEFAULT_ISOLATION,
-    ISOLATION_MODES, LANGUAGES, MAX_TENANT_BYTES, RUN_SANDBOX, UNHANDLED_REJECTIONS,
+    check_prelude_shadowing, language_of_file, run_sandbox, ExecMode, GivenBridge, Isolation, RunPlan, UnhandledRejections, CODE_TYPES,
+    DEFAULT_ISOLATION, ISOLATION_MODES, LANGUAGES, MAX_TENANT_BYTES, RUN_SANDBOX, UNHANDLED_REJECTIONS,
 };
 pub use table::{defaults_of, nearest, suggest, take_deprecations, unreadable, Flag, Kind, Opt, OptionsError, Raw, DEPRECATED_NAME_CODE};

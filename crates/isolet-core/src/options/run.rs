@@ -399,3 +399,13 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         web_fetch: false,
     })
 }
+
+/// The language of a source file by its name: TypeScript for `.ts`, `.mts` and `.cts`.
+pub fn language_of_file(path: &str) -> &'static str {
+    let lower = path.to_ascii_lowercase();
+    if [".ts", ".mts", ".cts"].iter().any(|ext| lower.ends_with(ext)) {
+        "typescript"
+    } else {
+        "javascript"
+    }
+}
