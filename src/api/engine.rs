@@ -15,9 +15,11 @@ use isolet_core::{check_global_name, EngineConfig, ExecMode, Isolation, RunPlan}
 use super::events::Dispatcher;
 use super::options::raw_of;
 use super::{checked, validation_error};
-use crate::engine::{Engine, ProcessEngine, ProcessRun};
-use crate::isolate::code::{check_prelude, EngineCode};
+use crate::engine::control::{RunControl, ThreadRun};
+use crate::engine::{Engine, ProcessEngine};
+use crate::isolate::code::check_prelude;
 use crate::isolate::{HostReply, RunShared, RunSpec};
+use crate::v8::EngineCode;
 use crate::v8::{DataAnswer, WasmModule, WasmModules};
 
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
@@ -712,46 +714,6 @@ impl Task for WaitIdle {
 
     fn resolve(&mut self, _env: Env, output: bool) -> Result<bool> {
         Ok(output)
-    }
-}
-
-/// What the host side of one run can do, whichever backend runs it.
-pub(crate) trait RunControl: Send + Sync {
-    fn reply(&self, reply: HostReply);
-    fn answer(&self, id: u32, answer: DataAnswer) -> bool;
-    fn abort(&self);
-}
-
-struct ThreadRun {
-    run: Arc<RunShared>,
-    engine: Engine,
-}
-
-impl RunControl for ThreadRun {
-    fn reply(&self, reply: HostReply) {
-        self.run.push_reply(reply);
-    }
-
-    fn answer(&self, id: u32, answer: DataAnswer) -> bool {
-        self.run.push_answer(id, answer)
-    }
-
-    fn abort(&self) {
-        self.engine.abort(&self.run);
-    }
-}
-
-impl RunControl for ProcessRun {
-    fn reply(&self, reply: HostReply) {
-        ProcessRun::reply(self, reply);
-    }
-
-    fn answer(&self, id: u32, answer: DataAnswer) -> bool {
-        ProcessRun::answer(self, id, answer)
-    }
-
-    fn abort(&self) {
-        ProcessRun::abort(self);
     }
 }
 

@@ -22,8 +22,8 @@ use napi_derive::napi;
 
 use isolet_core::{Failure, LogLevel};
 
-use super::engine::RunControl;
 use super::keys::{value as v, Key, Keys};
+use crate::engine::control::RunControl;
 use crate::engine::{ChannelReader, LoopWatch};
 use crate::isolate::{Completion, EventSink};
 

@@ -8,10 +8,11 @@ use napi_derive::napi;
 
 use isolet_core::sandbox::{closed_failure, CloseReason, SandboxPlan};
 
-use super::engine::{NativeEngine, RunControl, RunHandle, RunPlanJs};
+use super::engine::{NativeEngine, RunHandle, RunPlanJs};
 use super::events::Dispatcher;
 use super::options::raw_of;
 use super::{checked, kind_error, options_error};
+use crate::engine::control::RunControl;
 use crate::engine::processes::ProcessSandbox;
 use crate::engine::Engine;
 use crate::isolate::persistent::SandboxCore;
@@ -144,12 +145,7 @@ pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result
     Ok(NativeSandbox { backend, plan: Arc::new(kept), dispatcher: engine.dispatcher().clone(), prelude_keys })
 }
 
-fn open_thread(
-    engine: &Engine,
-    id: u64,
-    plan: SandboxPlan,
-    code: std::sync::Arc<crate::isolate::code::EngineCode>,
-) -> Result<Backend, String> {
+fn open_thread(engine: &Engine, id: u64, plan: SandboxPlan, code: std::sync::Arc<crate::v8::EngineCode>) -> Result<Backend, String> {
     let core = engine.open_sandbox(id, plan, code).map_err(|f| kind_error(f.kind, f.message))?;
     Ok(Backend::Thread { core })
 }

@@ -3,6 +3,7 @@
 //! process (`pool`) or sandbox host processes (`processes`). The rules are
 //! `isolet_core::queue::Pool`'s (and, for hosts, `isolet_core::host_policy`'s); this
 //! module carries them out.
+pub(crate) mod control;
 pub(crate) mod pool;
 pub(crate) mod processes;
 mod queue_timer;

@@ -475,12 +475,7 @@ impl Engine {
     /// Opens a persistent sandbox (or is refused, see `Pool::admit_sandbox`: it counts
     /// against the engine's bounds on open sandboxes, not its slots) and starts its
     /// isolate thread, which keeps it until closed. Its runs take slots as they come.
-    pub(crate) fn open_sandbox(
-        &self,
-        id: u64,
-        plan: SandboxPlan,
-        code: Arc<crate::isolate::code::EngineCode>,
-    ) -> Result<Arc<SandboxCore>, Failure> {
+    pub(crate) fn open_sandbox(&self, id: u64, plan: SandboxPlan, code: Arc<crate::v8::EngineCode>) -> Result<Arc<SandboxCore>, Failure> {
         let tenant = Tenant::from(plan.base.tenant.as_deref());
         let config = sandbox_config(plan.base.limits.memory_mb);
         if let Some(failure) = quarantine::parked_refusal() {

@@ -14,10 +14,10 @@ use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use isolet_core::RunPlan;
 
-use super::code::EngineCode;
 use super::run::{Completion, EventSink, RunShared, RunSpec, StopReason};
 use super::thread::{execute_plan, trim_after, ThreadHost};
 use crate::limits::lock;
+use crate::v8::EngineCode;
 use crate::v8::{Sandbox, SandboxConfig};
 
 /// Told once, when a sandbox closes.

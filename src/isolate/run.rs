@@ -19,10 +19,10 @@ use isolet_core::{BridgeLimits, ErrorKind, Failure, LogBuffer, LogEntry, LogLeve
 
 pub(crate) use isolet_core::run_state::StopReason;
 
-use super::code::EngineCode;
 use crate::limits::cpu::ThreadClock;
 use crate::limits::lock;
 use crate::limits::watchdog::{Observation, Watched};
+use crate::v8::EngineCode;
 use crate::v8::{DataAnswer, IsolateHandle, WasmModule, WasmModules};
 
 /// One run as its isolate executes it: the checked plan (shared with whoever submitted

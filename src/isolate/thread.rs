@@ -125,7 +125,7 @@ impl SandboxHost for ThreadHost {
         own.or_else(|| run.spec.sandbox_modules.as_ref().and_then(|m| m.get(key))).map(|s| (s.clone(), false))
     }
 
-    fn engine_code(&self) -> Option<Arc<super::code::EngineCode>> {
+    fn engine_code(&self) -> Option<Arc<crate::v8::EngineCode>> {
         Some(self.current()?.spec.code.clone())
     }
 

@@ -25,10 +25,11 @@ use isolet_core::{ErrorKind, Failure, LogLevel};
 use isolet_core::sandbox::CloseReason;
 
 use crate::engine::Engine;
-use crate::isolate::code::{check_prelude, EngineCode};
+use crate::isolate::code::check_prelude;
 use crate::isolate::persistent::SandboxCore;
 use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
 use crate::limits::lock;
+use crate::v8::EngineCode;
 use crate::v8::{DataAnswer, WasmModule, WasmModules};
 
 /// A tail up to this size is copied behind its head, so the frame is one write.

@@ -3,6 +3,9 @@
 //! thread may use to terminate execution.
 mod ffi;
 
+mod code;
+pub(crate) use code::{EngineCode, PRELUDE_NAME};
+
 use std::ffi::CStr;
 use std::os::raw::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -13,8 +16,6 @@ use isolet_core::code_cache::{Lookup, Unit, UnitKind};
 use isolet_core::modules::{self, ModuleError, ModuleGraph, ModuleLimits};
 use isolet_core::seam_policy::{self, SeamText, ThrownKind};
 use isolet_core::{ExecMode, Thrown};
-
-use crate::isolate::code::{EngineCode, PRELUDE_NAME};
 
 /// What the isolate thread's owner provides to the sandbox: callbacks V8 makes.
 pub(crate) trait SandboxHost: Send + Sync {
