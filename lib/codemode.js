@@ -12,7 +12,8 @@ const { prepareSource } = require('./source');
 const { normalizeCode } = require('./source-transform');
 const { Rewrite, remapError, remapLogs } = require('./positions');
 const { SandboxTimeoutError, SandboxRuntimeError, SandboxValidationError, errorFromThrown } = require('./errors');
-const { own, ownCopy } = require('./own');
+const { own } = require('./own');
+const { ownCopy } = require('./read-options');
 const { webFetchOf } = require('./capabilities/fetch');
 
 /** The default time limit of a run, as in DynamicWorkerExecutor (isolet-core's CODEMODE_EXECUTOR). */

@@ -5,11 +5,11 @@ const native = require('./native');
 const { execute } = require('./execute');
 const { serializeInSlices } = require('./bridge');
 const { normalizeTools, useWebFetch } = require('./tools');
-const { preparePlan } = require('./source');
+const { preparePlan, returnHint } = require('./source');
 const { remapResult } = require('./positions');
-const { returnHint } = require('./last-expression');
 const { SandboxValidationError, SandboxAbortedError, errorOfKind, errorFromThrown } = require('./errors');
-const { own, isPlainObject, readOwn, readEntries, readOptions, describeThrown } = require('./own');
+const { own, isPlainObject, describeThrown } = require('./own');
+const { readOwn, readEntries, readOptions } = require('./read-options');
 
 // Every default below is isolet-core's (its option tables), read once at load.
 const DEFAULTS = native.optionDefaults();

@@ -83,39 +83,4 @@ function endsInBareExpression(code) {
   return !(callee && callee.type === 'MemberExpression' && callee.object.type === 'Identifier' && callee.object.name === 'console');
 }
 
-/** The hint a run with capabilities gets when its output is undefined and its last statement is an expression. */
-const RETURN_HINT = 'the last expression is not returned; add `return` to make it the output (the code runs as the body of an async function)';
-
-/**
- * The warn log entry for a run of async body `code` that answered undefined, when its last
- * statement is a bare expression (the seeds' contract keeps the output undefined); null
- * otherwise. Large code is parsed on the source worker, within `timeoutMs`.
- */
-async function returnHint(code, language, timeoutMs) {
-  if (typeof code !== 'string') return null;
-  const { prepareSource } = require('./source');
-  try {
-    const out = await prepareSource(code, { language, asyncBody: true, rewrite: 'bareLastExpression' }, { timeoutMs });
-    return out.bareLastExpression === true ? { level: 'warn', message: RETURN_HINT } : null;
-  } catch {
-    return null; // code that does not compile has a failure of its own
-  }
-}
-
-/**
- * What `isolet run` and the MCP tool submit for `code`: JavaScript (TypeScript has its
- * types erased here, positions kept, so the rewrite parses it) with the last-expression
- * rule applied, on a worker thread when the code is large, within `timeoutMs`. Resolves
- * with `{ code, language: 'javascript', edits }`; bad TypeScript rejects with the
- * SandboxValidationError the engine would have given.
- */
-async function prepareCode(code, language, timeoutMs) {
-  // Required here: the source worker loads this module for the rewrite, and lib/source.js
-  // (lib/errors.js with it) loads the addon.
-  const { prepareSource } = require('./source');
-  const { code: out, map } = await prepareSource(code, { language, asyncBody: true, rewrite: 'lastExpression' }, { timeoutMs });
-  // `edits`: the position map, for remapError.
-  return { code: out, language: 'javascript', edits: map };
-}
-
-module.exports = { withLastExpressionResult, remapError, prepareCode, endsInBareExpression, returnHint, RETURN_HINT };
+module.exports = { withLastExpressionResult, remapError, endsInBareExpression };

@@ -37,7 +37,7 @@ const crypto = require('node:crypto');
 const { SandboxEngine } = require('./engine');
 const { SandboxValidationError } = require('./errors');
 const { requirePeer } = require('./peer');
-const { createMcpService, initOnce, SlotRefused } = require('./mcp');
+const { createMcpService, initOnce, SlotRefused } = require('./mcp-service');
 
 /** The one path the server answers on. */
 const MCP_PATH = '/mcp';

@@ -5,10 +5,10 @@ const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown } = require('./errors');
 const { normalizeTools, useWebFetch } = require('./tools');
-const { preparePlan } = require('./source');
+const { preparePlan, returnHint } = require('./source');
 const { remapResult } = require('./positions');
-const { returnHint } = require('./last-expression');
-const { isPlainObject, readOptions, describeThrown } = require('./own');
+const { isPlainObject, describeThrown } = require('./own');
+const { readOptions } = require('./read-options');
 
 const DEFAULTS = native.optionDefaults();
 

@@ -13,7 +13,8 @@ const { normalizeTools, useWebFetch } = require('./tools');
 const { stripTypes, preparePlan } = require('./source');
 const { remapResult } = require('./positions');
 const { SandboxValidationError, SandboxAbortedError, errorFromThrown, errorFromFailure } = require('./errors');
-const { isPlainObject, readOptions, describeThrown } = require('./own');
+const { isPlainObject, describeThrown } = require('./own');
+const { readOptions } = require('./read-options');
 const { getDefaultEngine, unlisten } = require('./run-sandbox');
 
 const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;

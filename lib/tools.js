@@ -13,7 +13,8 @@
 // getter or Proxy trap that throws is a SandboxValidationError naming the entry.
 const { SandboxValidationError } = require('./errors');
 const { checkInput, schemaToTypeScript } = require('./json-schema');
-const { isPlainObject, readOwn, readEntries, describeThrown } = require('./own');
+const { isPlainObject, describeThrown } = require('./own');
+const { readOwn, readEntries } = require('./read-options');
 
 // The AI SDK also takes a lazy schema: a function returning the schema.
 function isSchemaLike(v) {

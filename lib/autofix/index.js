@@ -32,7 +32,7 @@ const { decideApproval } = require('./approval');
 const { applyAtomically } = require('./apply');
 const { DEFAULT_AUDIT_LOG_NAME, auditPathFor, openAuditLog, auditEntry, appendAudit } = require('./audit');
 const { withLock } = require('./lock');
-const { ownCopy } = require('../own');
+const { ownCopy } = require('../read-options');
 
 async function autoFix(input) {
   // Own properties only, read once: an `autoApprove`, `test` or `auditLog` on

@@ -5,7 +5,7 @@
 // rejects before anything is read, sent or written; then resolved against the environment.
 
 const native = require('../native');
-const { ownCopy } = require('../own');
+const { ownCopy } = require('../read-options');
 const { AutoFixOptionsError } = require('./errors');
 
 const DEFAULT_MODEL = 'gpt-4o-mini';

@@ -18,7 +18,7 @@
 const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { ByteBudget, currentRun } = require('../run-context');
-const { ownCopy } = require('../own');
+const { ownCopy } = require('../read-options');
 
 const MAX_REDIRECTS = 5;
 // The options' names, ranges and number defaults are isolet-core's (FETCH_CAPABILITY).

@@ -13,7 +13,7 @@ const nodePath = require('node:path');
 const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { currentRun } = require('../run-context');
-const { ownCopy } = require('../own');
+const { ownCopy } = require('../read-options');
 
 // The options' names, ranges and defaults are isolet-core's (FILE_READ_CAPABILITY).
 const { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT } = native.entryDefaults().fileRead;

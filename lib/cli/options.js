@@ -7,7 +7,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 const native = require('../native');
-const { ownCopy } = require('../own');
+const { ownCopy } = require('../read-options');
 
 /** Thrown for bad flags or config: the CLI prints it (`usageText`) and exits 2. */
 class UsageError extends Error {}

@@ -7,8 +7,7 @@
 const fs = require('node:fs');
 const { UsageError, limitsHelp, parse, settingsFrom, usageText } = require('./options');
 const { toJson } = require('./json');
-const { stripTypes } = require('../source');
-const { prepareCode } = require('../last-expression');
+const { stripTypes, prepareCode } = require('../source');
 const { remapError, remapLogs } = require('../positions');
 const { thrownFieldsText } = require('../errors');
 
