@@ -20,7 +20,8 @@
 //   npm run soak -- --runs 1000   a shorter form
 //   npm run soak -- --runs 12000 --innocents 5   10,000 innocent runs among 2,000 hostile (CI)
 //   npm run soak -- --shape defaults   a 1 s limit, every other option at its default, nine
-//                                      hostile kinds (issue 38)
+//                                      hostile kinds (issue 38); --strings distinct makes
+//                                      its big result 1.5e6 strings that all differ
 //   npm run soak -- --isolation thread
 //   npm run soak -- --skip 'flattened rope,heap bomb'   leave hostile kinds out, or
 //   npm run soak -- --only 'flattened rope'             keep only these (to find a culprit)
@@ -124,9 +125,13 @@ const DEFAULT_KINDS = [
   ['catastrophic backtracking', "/^(a+)+$/.test('a'.repeat(40) + 'b')"],
   ['Atomics.wait forever', 'Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)'],
   // Built at once (a loop of pushes does not finish within 1 s on a busy machine): 2e6
-  // values the parent builds, a slice at a time.
-  ['2e6 short strings', "new Array(2e6).fill('ab')"],
+  // values the parent builds, a slice at a time. `--strings distinct`: 1.5e6 strings that
+  // all differ (2e6 do not fit the default 64 MB heap), which the parent cannot share.
+  arg('strings', 'same') === 'distinct'
+    ? ['1.5e6 distinct strings', "Array.from({ length: 1.5e6 }, (_, i) => 'k' + i)"]
+    : ['2e6 short strings', "new Array(2e6).fill('ab')"],
 ].map(([name, code]) => [name, () => ({ code, options: { timeoutMs: 1000 } })]);
+if (!['same', 'distinct'].includes(arg('strings', 'same'))) throw new Error(`soak: --strings must be "same" or "distinct", got ${arg('strings')}`);
 const SHAPE = arg('shape', 'full');
 if (SHAPE !== 'full' && SHAPE !== 'defaults') throw new Error(`soak: --shape must be "full" or "defaults", got ${SHAPE}`);
 const KINDS = SHAPE === 'defaults' ? DEFAULT_KINDS : HOSTILE;
