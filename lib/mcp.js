@@ -5,7 +5,8 @@
 const native = require('./native');
 const { errorFromThrown } = require('./errors');
 const { ownCopy } = require('./read-options');
-const service = require('./mcp-service');
+// Named one by one: Node finds an ES module's named imports of this file in that list.
+const { createMcpServer, createMcpService, serveStdio, mcpSettings, initOnce, SlotRefused, MCP_TOOL_NAME, MCP_SANDBOX_META_KEY } = require('./mcp-service');
 
 /**
  * Serves MCP over Streamable HTTP (see lib/mcp-http.js); `options` are checked by
@@ -24,13 +25,13 @@ async function serveHttp(settings, options = {}) {
 }
 
 module.exports = {
-  createMcpServer: service.createMcpServer,
-  createMcpService: service.createMcpService,
-  serveStdio: service.serveStdio,
+  createMcpServer,
+  createMcpService,
+  serveStdio,
   serveHttp,
-  mcpSettings: service.mcpSettings,
-  initOnce: service.initOnce,
-  SlotRefused: service.SlotRefused,
-  MCP_TOOL_NAME: service.MCP_TOOL_NAME,
-  MCP_SANDBOX_META_KEY: service.MCP_SANDBOX_META_KEY,
+  mcpSettings,
+  initOnce,
+  SlotRefused,
+  MCP_TOOL_NAME,
+  MCP_SANDBOX_META_KEY,
 };
