@@ -138,20 +138,29 @@ describe('lib/codec.js against V8 (issue 23)', () => {
     v8.setFlagsFromString('--expose-gc');
     const gc = vm.runInNewContext('gc') as () => void;
     const n = 1_000_000;
-    const held = (make: () => unknown[]) => {
-      gc();
-      const before = process.memoryUsage().heapUsed;
-      const value = make();
-      gc();
-      const bytes = process.memoryUsage().heapUsed - before;
-      expect(value).toHaveLength(n);
-      return bytes;
-    };
     const bytes = serialize(Array.from({ length: n }, (_, i) => (i & 1 ? 'ab' : 'row-' + (i % 1000))));
-    const chunked = held(() => sliced(new codec.ChunkedArrayReader(bytes)).value as unknown[]);
-    const plain = held(() => byV8(bytes) as unknown[]);
-    // 8 bytes a pointer; V8's own deserializer builds a string per element (~20 bytes more each).
-    expect(chunked).toBeLessThan(n * 8 * 1.5);
+    /** The heap a value built by `make` holds: the heap with it less the heap without it, after
+     *  full collections; the least of three (what a collection leaves unswept only adds). */
+    const retained = (make: () => unknown[]) => {
+      let least = Number.POSITIVE_INFINITY;
+      for (let k = 0; k < 3; k++) {
+        let value: unknown[] | null = make();
+        expect(value).toHaveLength(n);
+        gc();
+        gc();
+        const held = process.memoryUsage().heapUsed;
+        value = null;
+        gc();
+        gc();
+        least = Math.min(least, held - process.memoryUsage().heapUsed);
+      }
+      return least;
+    };
+    const chunked = retained(() => sliced(new codec.ChunkedArrayReader(bytes)).value as unknown[]);
+    const plain = retained(() => byV8(bytes) as unknown[]);
+    // A pointer (8 bytes) an element and the array's growth: 11.6 MB on Node 20-26. V8's own
+    // deserializer builds a string per element: 32 MB.
+    expect(chunked).toBeLessThan(n * 16);
     expect(plain).toBeGreaterThan(chunked + n * 10);
   });
 
