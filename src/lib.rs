@@ -3,7 +3,9 @@
 //! Layers, from JS inwards:
 //! - `api`: napi bindings for the engine (with `capabilities`, the only modules that
 //!   import `napi`);
-//! - `engine`: admission, warm pool, shutdown;
+//! - `engine`: the one engine (admission, warm pool, sessions, shutdown) over two
+//!   backends: isolate threads here (`engine::pool`) and sandbox host processes
+//!   (`supervisor`, the parent's side; `sandbox_host`, the host's);
 //! - `isolate`: the isolate thread and the state a run shares across threads;
 //! - `limits`: the watchdog and the quarantine of unstoppable threads;
 //! - `v8`: safe wrappers over the C++ seam in `native/` (the only code touching V8);
@@ -17,6 +19,7 @@ mod capabilities;
 mod engine;
 mod isolate;
 mod limits;
+mod sandbox_host;
 mod supervisor;
 mod v8;
 mod web;

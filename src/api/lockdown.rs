@@ -34,7 +34,7 @@ pub fn lock_down(parent_pid: f64) -> Result<LockDownStatusJs> {
             i32::MAX
         )));
     }
-    let s = isolet_core::frame::WireLockdown::from(crate::supervisor::lock_down(parent_pid as u32));
+    let s = isolet_core::frame::WireLockdown::from(crate::sandbox_host::lock_down(parent_pid as u32));
     Ok(LockDownStatusJs {
         seccomp: s.seccomp,
         no_new_privs: s.no_new_privs,

@@ -13,10 +13,10 @@ use super::events::Dispatcher;
 use super::options::raw_of;
 use super::{checked, kind_error, options_error};
 use crate::engine::control::RunControl;
-use crate::engine::processes::ProcessSandbox;
 use crate::engine::Engine;
 use crate::isolate::persistent::SandboxCore;
 use crate::isolate::{HostReply, RunShared};
+use crate::supervisor::ProcessSandbox;
 use crate::v8::DataAnswer;
 
 /// A checked `createSandbox(options)`.

@@ -4,7 +4,7 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::supervisor::host::{set_host_command, HostCommand};
+use crate::supervisor::process::{set_host_command, HostCommand};
 
 /// Sandbox hosts are started as `execPath [node options] script` (tests point `script`
 /// at a host of their own).
@@ -18,5 +18,5 @@ pub fn set_sandbox_host(exec_path: String, script: String) {
 /// says shutdown or goes away).
 #[napi]
 pub fn serve_sandbox_host(env: Env) -> Result<()> {
-    crate::supervisor::serve(isolet_core::host_policy::HOST_CHANNEL_FD, env.raw() as usize)
+    crate::sandbox_host::serve(isolet_core::host_policy::HOST_CHANNEL_FD, env.raw() as usize)
 }

@@ -10,40 +10,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use isolet_core::queue::{Admission, AdmitAt, Pool, PoolConfig, Tenant, TenantCounts};
+use isolet_core::queue::{Admission, AdmitAt, EngineStats, Pool, PoolConfig, Tenant};
 use isolet_core::{ErrorKind, Failure};
 
 use isolet_core::sandbox::{CloseReason, SandboxPlan};
 
-use super::queue_timer::QueueTimer;
 use crate::isolate::persistent::{self, SandboxCore, SandboxLink};
 use crate::isolate::thread::JobSource;
 use crate::isolate::{IsolateThread, RunShared, StopReason};
+use crate::limits::queue_timer::QueueTimer;
 use crate::limits::{lock, quarantine};
 use crate::v8::SandboxConfig;
-
-/// Counters kept as runs come and go; `Engine::stats` adds the derived counts.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct EngineStats {
-    pub warm: usize,
-    pub warming: usize,
-    pub busy: usize,
-    pub queued: usize,
-    pub completed: u64,
-    pub failed: HashMap<ErrorKind, u64>,
-    pub warm_starts: u64,
-    pub cold_starts: u64,
-    pub threads: usize,
-    pub quarantined: usize,
-    pub tenants: Vec<TenantCounts>,
-    /// Open persistent sandboxes (none holds a slot while idle).
-    pub sandboxes: usize,
-    /// `maxOpenSandboxes`, `maxOpenSandboxesPerTenant`.
-    pub max_open_sandboxes: usize,
-    pub max_open_sandboxes_per_tenant: usize,
-    /// Runs that waited past their `maxQueueMs` and failed.
-    pub queue_expired: u64,
-}
 
 /// A warm isolate's thread, waiting for its one run.
 type WarmIsolate = mpsc::Sender<Arc<RunShared>>;

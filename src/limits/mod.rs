@@ -4,6 +4,7 @@
 pub(crate) mod banner;
 pub(crate) mod cpu;
 pub(crate) mod quarantine;
+pub(crate) mod queue_timer;
 pub(crate) mod watchdog;
 
 /// Locks `m`, recovering the data if a thread panicked while holding it: every lock

@@ -194,6 +194,30 @@ impl<T> AdmissionQueue<T> {
 /// long).
 pub const IDLE_TENANTS_KEPT: usize = 256;
 
+/// What an engine reports of itself (`stats()`), in either isolation mode: counters kept
+/// as runs come and go, and the counts derived when asked.
+#[derive(Debug, Clone, Default)]
+pub struct EngineStats {
+    pub warm: usize,
+    pub warming: usize,
+    pub busy: usize,
+    pub queued: usize,
+    pub completed: u64,
+    pub failed: HashMap<ErrorKind, u64>,
+    pub warm_starts: u64,
+    pub cold_starts: u64,
+    pub threads: usize,
+    pub quarantined: usize,
+    pub tenants: Vec<TenantCounts>,
+    /// Open persistent sandboxes (none holds a slot while idle).
+    pub sandboxes: usize,
+    /// `maxOpenSandboxes`, `maxOpenSandboxesPerTenant`.
+    pub max_open_sandboxes: usize,
+    pub max_open_sandboxes_per_tenant: usize,
+    /// Runs that waited past their `maxQueueMs` and failed.
+    pub queue_expired: u64,
+}
+
 /// One tenant's counts, as `Pool::tenants` reports them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TenantCounts {

@@ -12,7 +12,8 @@ use isolet_core::queue::{Admission, Tenant};
 use isolet_core::sandbox::{closed_failure, waiting_run_failure, Budget, CloseReason, SandboxPlan};
 use isolet_core::{ErrorKind, Failure, RunPlan};
 
-use super::{failure_completion, shut_down_failure, HostPhase, Inner, ProcessEngine, ProcessRun, Run, State};
+use super::runs::{failure_completion, shut_down_failure};
+use super::{HostPhase, Inner, ProcessEngine, ProcessRun, Run, State};
 use crate::isolate::{Completion, EventSink};
 use crate::limits::lock;
 

@@ -126,7 +126,7 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     }
     // From here on this process can start no process, open no file or socket (Linux;
     // elsewhere the status says why not). See docs/process-isolation.md.
-    let lockdown = WireLockdown::from(crate::supervisor::lock_down(start.parent_pid));
+    let lockdown = WireLockdown::from(super::lock_down(start.parent_pid));
     // The prelude is code: it first runs after lock-down, in an isolate of its own.
     if let Err(message) = check_prelude(&ch.code, start.pool.memory_mb) {
         ch.send(frame::encode_invalid(&message), &[]);
