@@ -2,7 +2,7 @@
 //! `lib/run-sandbox.js` build on.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
@@ -15,12 +15,10 @@ use isolet_core::{check_global_name, EngineConfig, ExecMode, Isolation, RunPlan}
 use super::events::Dispatcher;
 use super::options::raw_of;
 use super::{checked, validation_error};
-use crate::engine::control::{RunControl, ThreadRun};
-use crate::engine::{Engine, ProcessEngine};
-use crate::isolate::code::check_prelude;
-use crate::isolate::{HostReply, RunShared, RunSpec};
-use crate::v8::EngineCode;
-use crate::v8::{DataAnswer, WasmModule, WasmModules};
+use crate::engine::control::RunControl;
+use crate::engine::{Deferred, Engine, EngineReport};
+use crate::isolate::HostReply;
+use crate::v8::DataAnswer;
 
 static NEXT_RUN_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -399,47 +397,19 @@ fn check_wasm(name: &str, bytes: &[u8], memory_mb: u32) -> Result<()> {
     })
 }
 
-/// Compiles an engine's WebAssembly modules off the main thread, once each, and stores
-/// them where every run of the engine finds them.
-pub struct CompileWasm {
-    modules: Vec<(String, Vec<u8>)>,
-    memory_mb: u32,
-    /// Thread mode: where the compiled modules go. Process mode compiles in each host.
-    target: Option<Arc<Mutex<WasmModules>>>,
+/// Work an engine hands back to be finished off the main thread: compiling its
+/// WebAssembly modules, checking its prelude (see `crate::engine::Deferred`).
+pub struct EngineWork {
+    work: Option<Deferred>,
 }
 
-impl Task for CompileWasm {
+impl Task for EngineWork {
     type Output = ();
     type JsValue = ();
 
     fn compute(&mut self) -> Result<()> {
-        let Some(target) = &self.target else { return Ok(()) };
-        let heap_limit = self.memory_mb as usize * 1024 * 1024;
-        let compiled = WasmModule::compile_all(&self.modules, heap_limit)
-            .map_err(|(name, thrown)| validation_error(format!("wasm module \"{name}\" is invalid: {}", thrown.message)))?;
-        *target.lock().unwrap_or_else(PoisonError::into_inner) = compiled;
-        Ok(())
-    }
-
-    fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// Checks an engine's prelude off the main thread (thread mode; each host checks its own
-/// in process mode), which also compiles it into the engine's cache.
-pub struct CheckPrelude {
-    code: Option<Arc<EngineCode>>,
-    memory_mb: u32,
-}
-
-impl Task for CheckPrelude {
-    type Output = ();
-    type JsValue = ();
-
-    fn compute(&mut self) -> Result<()> {
-        match &self.code {
-            Some(code) => check_prelude(code, self.memory_mb).map_err(validation_error),
+        match self.work.take() {
+            Some(work) => work().map_err(validation_error),
             None => Ok(()),
         }
     }
@@ -449,23 +419,12 @@ impl Task for CheckPrelude {
     }
 }
 
-/// The engine's backend: isolate threads here, or sandbox host processes.
-enum Backend {
-    Threads(Engine),
-    Processes(ProcessEngine),
-}
-
 #[napi]
 pub struct NativeEngine {
-    backend: Backend,
+    engine: Engine,
     memory_mb: u32,
-    /// Thread mode: compiled by `set_wasm_modules`; read by every run that asks for them.
-    wasm_modules: Arc<Mutex<WasmModules>>,
     /// Delivers the events of every run of this engine on Node's thread.
     dispatcher: std::rc::Rc<Dispatcher>,
-    /// Thread mode: the prelude and compiled-code cache of every run (process mode: each
-    /// host has its own, made from its `Start`).
-    code: Arc<EngineCode>,
     /// Keys of the prelude's modules, which no sandbox's or run's `modules` may replace.
     prelude_keys: Arc<Vec<String>>,
 }
@@ -484,23 +443,10 @@ impl NativeEngine {
     #[napi(constructor)]
     pub fn new(env: Env, settings: &EngineSettings) -> Result<Self> {
         let c = &settings.config;
-        let owner = env.raw() as usize;
-        let prelude = c.prelude.clone();
-        let prelude_keys = Arc::new(prelude.as_ref().map(|p| p.module_keys()).unwrap_or_default());
+        let prelude_keys = Arc::new(c.prelude.as_ref().map(|p| p.module_keys()).unwrap_or_default());
         let dispatcher = Dispatcher::new(&env)?;
-        let backend = match c.isolation {
-            Isolation::Thread => Backend::Threads(Engine::new(c.pool(), owner)),
-            Isolation::Process => {
-                let engine = ProcessEngine::new(c.pool(), c.processes as usize, owner, Some(dispatcher.loop_watch()));
-                engine.set_engine_code(prelude.clone(), c.code_cache_bytes);
-                Backend::Processes(engine)
-            }
-        };
-        let code = match &backend {
-            Backend::Threads(_) => EngineCode::new(prelude, c.code_cache_bytes),
-            Backend::Processes(_) => EngineCode::none(),
-        };
-        Ok(NativeEngine { backend, memory_mb: c.memory_mb, wasm_modules: Arc::default(), dispatcher, code, prelude_keys })
+        let engine = Engine::new(c, env.raw() as usize, dispatcher.loop_watch());
+        Ok(NativeEngine { engine, memory_mb: c.memory_mb, dispatcher, prelude_keys })
     }
 
     /// Registers the WebAssembly modules every run may instantiate: checks them, then
@@ -509,21 +455,13 @@ impl NativeEngine {
     /// validation error naming the module) if one is refused or does not compile. Await it
     /// before submitting runs that use the modules.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn set_wasm_modules(&self, modules: Vec<WasmModuleJs>) -> Result<AsyncTask<CompileWasm>> {
+    pub fn set_wasm_modules(&self, modules: Vec<WasmModuleJs>) -> Result<AsyncTask<EngineWork>> {
         let mut out = Vec::with_capacity(modules.len());
         for m in modules {
             check_wasm(&m.name, &m.bytes, self.memory_mb)?;
             out.push((m.name, m.bytes.to_vec()));
         }
-        let target = match &self.backend {
-            Backend::Threads(_) => Some(self.wasm_modules.clone()),
-            Backend::Processes(p) => {
-                p.set_wasm_modules(out);
-                out = Vec::new();
-                None
-            }
-        };
-        Ok(AsyncTask::new(CompileWasm { modules: out, memory_mb: self.memory_mb, target }))
+        Ok(AsyncTask::new(EngineWork { work: Some(self.engine.set_wasm_modules(out)) }))
     }
 
     /// Checks the engine's prelude (thread mode: runs it once off the main thread, which
@@ -531,22 +469,15 @@ impl NativeEngine {
     /// (a syntax error with its line and column, what it threw, that it ran too long or out
     /// of memory). In process mode every host does this as it starts, and `ready` rejects.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn check_prelude(&self) -> AsyncTask<CheckPrelude> {
-        let code = match &self.backend {
-            Backend::Threads(_) => Some(self.code.clone()),
-            Backend::Processes(_) => None,
-        };
-        AsyncTask::new(CheckPrelude { code, memory_mb: self.memory_mb })
+    pub fn check_prelude(&self) -> AsyncTask<EngineWork> {
+        AsyncTask::new(EngineWork { work: Some(self.engine.check_prelude()) })
     }
 
     /// Starts creating the warm pool (thread mode) or the sandbox hosts (process mode) in
     /// the background.
     #[napi]
     pub fn warm_up(&self) {
-        match &self.backend {
-            Backend::Threads(e) => e.warm_up(),
-            Backend::Processes(p) => p.warm_up(),
-        }
+        self.engine.warm_up();
     }
 
     /// Resolves once the engine can serve: at once in thread mode; once every sandbox host
@@ -555,11 +486,7 @@ impl NativeEngine {
     /// does not compile there).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn ready(&self) -> AsyncTask<Ready> {
-        let engine = match &self.backend {
-            Backend::Threads(_) => None,
-            Backend::Processes(p) => Some(p.clone()),
-        };
-        AsyncTask::new(Ready { engine })
+        AsyncTask::new(Ready { engine: self.engine.clone() })
     }
 
     /// Queues a planned run (see `planRun`, `EngineSettings.plan`); its events go to
@@ -573,16 +500,7 @@ impl NativeEngine {
         let id = NEXT_RUN_ID.fetch_add(1, Ordering::Relaxed);
         let tenant = Tenant::from(plan.plan.tenant.as_deref());
         let sink = self.dispatcher.register(id, on_event.value().value, started_event)?;
-        let control: Arc<dyn RunControl> = match &self.backend {
-            Backend::Threads(engine) => {
-                let modules = self.wasm_modules.lock().unwrap_or_else(PoisonError::into_inner);
-                let run = RunShared::new(id, RunSpec::new(plan.plan.clone(), &modules).with_code(self.code.clone()), sink);
-                drop(modules);
-                engine.submit(run.clone(), tenant);
-                Arc::new(ThreadRun { run, engine: engine.clone() })
-            }
-            Backend::Processes(engine) => engine.submit(id, tenant, plan.plan.clone(), started_event, sink),
-        };
+        let control = self.engine.submit(id, tenant, plan.plan.clone(), started_event, sink);
         self.dispatcher.keep_control(id, control);
         Ok(id as f64)
     }
@@ -596,36 +514,27 @@ impl NativeEngine {
 
     #[napi]
     pub fn stats(&self) -> EngineStatsJs {
-        let code_cache = match &self.backend {
-            Backend::Threads(_) => self.code.stats(),
-            Backend::Processes(p) => p.code_cache_stats(),
-        };
-        let (s, processes) = match &self.backend {
-            Backend::Threads(e) => (e.stats(), None),
-            Backend::Processes(p) => {
-                let st = p.stats();
-                let q = st.processes;
-                let counts = |m: std::collections::BTreeMap<String, u64>| m.into_iter().map(|(k, v)| (k, v as f64)).collect();
-                let processes = SandboxProcessStatsJs {
-                    live: q.live as u32,
-                    starting: q.starting as u32,
-                    draining: q.draining as u32,
-                    started: q.started as f64,
-                    crashed: q.crashed as f64,
-                    recycled: counts(q.recycled.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
-                    crash_reasons: counts(q.crash_reasons),
-                    pids: q.pids,
-                    lockdown: q.lockdown.map(|l| LockdownJs {
-                        seccomp: l.seccomp,
-                        no_new_privs: l.no_new_privs,
-                        parent_death_signal: l.parent_death_signal,
-                        reason: l.reason,
-                        io_uring_rings: l.io_uring_rings,
-                    }),
-                };
-                (st.engine, Some(processes))
+        let EngineReport { engine: s, code_cache, processes } = self.engine.stats();
+        let processes = processes.map(|q| {
+            let counts = |m: BTreeMap<String, u64>| m.into_iter().map(|(k, v)| (k, v as f64)).collect();
+            SandboxProcessStatsJs {
+                live: q.live as u32,
+                starting: q.starting as u32,
+                draining: q.draining as u32,
+                started: q.started as f64,
+                crashed: q.crashed as f64,
+                recycled: counts(q.recycled.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+                crash_reasons: counts(q.crash_reasons),
+                pids: q.pids,
+                lockdown: q.lockdown.map(|l| LockdownJs {
+                    seccomp: l.seccomp,
+                    no_new_privs: l.no_new_privs,
+                    parent_death_signal: l.parent_death_signal,
+                    reason: l.reason,
+                    io_uring_rings: l.io_uring_rings,
+                }),
             }
-        };
+        });
         EngineStatsJs {
             warm: s.warm as u32,
             warming: s.warming as u32,
@@ -652,10 +561,7 @@ impl NativeEngine {
     /// Stops accepting work and aborts everything queued or running.
     #[napi]
     pub fn shutdown(&self) {
-        match &self.backend {
-            Backend::Threads(e) => e.shutdown(),
-            Backend::Processes(p) => p.shutdown(),
-        }
+        self.engine.shutdown();
     }
 
     /// Resolves true once every isolate thread (quarantined ones excepted) or sandbox host
@@ -663,16 +569,12 @@ impl NativeEngine {
     /// then killed).
     #[napi]
     pub fn wait_idle(&self, timeout_ms: u32) -> AsyncTask<WaitIdle> {
-        let backend = match &self.backend {
-            Backend::Threads(e) => IdleOf::Threads(e.clone()),
-            Backend::Processes(p) => IdleOf::Processes(p.clone()),
-        };
-        AsyncTask::new(WaitIdle { backend, timeout: Duration::from_millis(timeout_ms as u64) })
+        AsyncTask::new(WaitIdle { engine: self.engine.clone(), timeout: Duration::from_millis(timeout_ms as u64) })
     }
 }
 
 pub struct Ready {
-    engine: Option<ProcessEngine>,
+    engine: Engine,
 }
 
 impl Task for Ready {
@@ -680,10 +582,7 @@ impl Task for Ready {
     type JsValue = ();
 
     fn compute(&mut self) -> Result<()> {
-        match &self.engine {
-            None => Ok(()),
-            Some(p) => p.ready(Duration::from_millis(isolet_core::host_policy::START_TIMEOUT_MS + 5_000)).map_err(validation_error),
-        }
+        self.engine.ready(Duration::from_millis(isolet_core::host_policy::START_TIMEOUT_MS + 5_000)).map_err(validation_error)
     }
 
     fn resolve(&mut self, _env: Env, _output: ()) -> Result<()> {
@@ -691,13 +590,8 @@ impl Task for Ready {
     }
 }
 
-enum IdleOf {
-    Threads(Engine),
-    Processes(ProcessEngine),
-}
-
 pub struct WaitIdle {
-    backend: IdleOf,
+    engine: Engine,
     timeout: Duration,
 }
 
@@ -706,10 +600,7 @@ impl Task for WaitIdle {
     type JsValue = bool;
 
     fn compute(&mut self) -> Result<bool> {
-        Ok(match &self.backend {
-            IdleOf::Threads(e) => e.wait_idle(self.timeout),
-            IdleOf::Processes(p) => p.wait_idle(self.timeout),
-        })
+        Ok(self.engine.wait_idle(self.timeout))
     }
 
     fn resolve(&mut self, _env: Env, output: bool) -> Result<bool> {
@@ -730,28 +621,11 @@ impl RunHandle {
 }
 
 impl NativeEngine {
-    /// Thread mode: the engine of isolate threads (persistent sandboxes open there).
-    pub(crate) fn threads(&self) -> Option<&Engine> {
-        match &self.backend {
-            Backend::Threads(e) => Some(e),
-            Backend::Processes(_) => None,
-        }
+    /// The one engine behind this binding.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
     }
 
-    /// Process mode: the engine of sandbox host processes.
-    pub(crate) fn processes(&self) -> Option<&ProcessEngine> {
-        match &self.backend {
-            Backend::Threads(_) => None,
-            Backend::Processes(p) => Some(p),
-        }
-    }
-
-    /// The engine's prelude and compiled-code cache (thread mode's).
-    pub(crate) fn code(&self) -> Arc<EngineCode> {
-        self.code.clone()
-    }
-
-    /// Keys of the engine's prelude modules.
     pub(crate) fn prelude_keys(&self) -> Arc<Vec<String>> {
         self.prelude_keys.clone()
     }

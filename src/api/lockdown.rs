@@ -1,5 +1,5 @@
 //! `lockDown(parentPid)`: internal binding for the sandbox host entry script (not in
-//! the public `index.d.ts`). See `crate::supervisor` for what it does.
+//! the public `index.d.ts`). See `crate::sandbox_host` for what it does.
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -20,7 +20,7 @@ pub struct LockDownStatusJs {
     pub io_uring_rings: u32,
 }
 
-/// Locks the calling process down for good (see `src/supervisor/lockdown.rs`). Call it
+/// Locks the calling process down for good (see `src/sandbox_host/lockdown.rs`). Call it
 /// once, after everything the process needs is loaded: afterwards it cannot open files,
 /// start processes or create sockets. `parentPid` is the pid the parent passed down
 /// (not `process.ppid`, which is read anew and would hide a parent that already died);

@@ -143,7 +143,7 @@ pub fn process_stats() -> ProcessStats {
     ProcessStats {
         live_threads: crate::isolate::thread::live_threads() as u32,
         quarantined_threads: crate::limits::quarantine::quarantined() as u32,
-        sandbox_processes: crate::supervisor::live_hosts() as u32,
+        sandbox_processes: crate::engine::live_hosts() as u32,
         parked_threads: crate::limits::quarantine::parked().0 as u32,
         parked_bytes: crate::limits::quarantine::parked().1 as f64,
         max_parked_bytes: crate::limits::quarantine::max_parked_bytes() as f64,

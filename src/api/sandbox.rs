@@ -12,12 +12,7 @@ use super::engine::{NativeEngine, RunHandle, RunPlanJs};
 use super::events::Dispatcher;
 use super::options::raw_of;
 use super::{checked, kind_error, options_error};
-use crate::engine::control::RunControl;
-use crate::engine::Engine;
-use crate::isolate::persistent::SandboxCore;
-use crate::isolate::{HostReply, RunShared};
-use crate::supervisor::ProcessSandbox;
-use crate::v8::DataAnswer;
+use crate::engine::Sandbox;
 
 /// A checked `createSandbox(options)`.
 #[napi]
@@ -90,16 +85,10 @@ impl SandboxSettings {
     }
 }
 
-/// Where a sandbox lives.
-enum Backend {
-    Thread { core: Arc<SandboxCore> },
-    Process { sandbox: Arc<ProcessSandbox> },
-}
-
 /// One open persistent sandbox (see `lib/sandbox.js`).
 #[napi]
 pub struct NativeSandbox {
-    backend: Backend,
+    sandbox: Sandbox,
     plan: Arc<SandboxPlan>,
     dispatcher: std::rc::Rc<Dispatcher>,
     /// Keys of the engine's prelude modules, which a run's `modules` may not replace.
@@ -109,7 +98,7 @@ pub struct NativeSandbox {
 impl Drop for NativeSandbox {
     fn drop(&mut self) {
         // A sandbox nobody can reach any more is closed: it no longer counts as open.
-        self.close_for(CloseReason::Closed);
+        self.sandbox.close(CloseReason::Closed);
     }
 }
 
@@ -123,31 +112,19 @@ pub fn open_sandbox(engine: &NativeEngine, settings: &SandboxSettings) -> Result
     let plan = (*settings.plan).clone();
     let prelude_keys = engine.prelude_keys();
     isolet_core::options::check_prelude_shadowing("modules", &plan.base.modules, &prelude_keys).map_err(options_error)?;
-    let engine_isolation = if engine.threads().is_some() { "thread" } else { "process" };
-    if settings.isolation_given && settings.isolation() != engine_isolation {
+    let engine_isolation = engine.engine().isolation();
+    if settings.isolation_given && settings.isolation() != engine_isolation.as_str() {
         return Err(kind_error(
             isolet_core::ErrorKind::Validation,
-            format!("isolation must be the engine's ('{engine_isolation}') or left out, got '{}'", settings.isolation()),
+            format!("isolation must be the engine's ('{}') or left out, got '{}'", engine_isolation.as_str(), settings.isolation()),
         ));
     }
-    let backend = match (engine.threads(), engine.processes()) {
-        (Some(threads), _) => open_thread(threads, id, plan, engine.code())?,
-        (None, Some(processes)) => {
-            let sandbox = processes.open_sandbox(id, plan).map_err(|f| kind_error(f.kind, f.message))?;
-            Backend::Process { sandbox }
-        }
-        (None, None) => return Err(kind_error(isolet_core::ErrorKind::Internal, "an engine of no isolation")),
-    };
+    let sandbox = engine.engine().open_sandbox(id, plan).map_err(|f| kind_error(f.kind, f.message))?;
     // The sandbox's map lives where the sandbox does; the plan each run starts from needs
     // none of it (a run's plan carries the run's own map alone).
     let mut kept = (*settings.plan).clone();
     kept.base.modules.clear();
-    Ok(NativeSandbox { backend, plan: Arc::new(kept), dispatcher: engine.dispatcher().clone(), prelude_keys })
-}
-
-fn open_thread(engine: &Engine, id: u64, plan: SandboxPlan, code: std::sync::Arc<crate::v8::EngineCode>) -> Result<Backend, String> {
-    let core = engine.open_sandbox(id, plan, code).map_err(|f| kind_error(f.kind, f.message))?;
-    Ok(Backend::Thread { core })
+    Ok(NativeSandbox { sandbox, plan: Arc::new(kept), dispatcher: engine.dispatcher().clone(), prelude_keys })
 }
 
 #[napi]
@@ -195,10 +172,7 @@ impl NativeSandbox {
     fn start(&self, plan: &RunPlanJs, call: Option<(String, Vec<u8>)>, on_event: Function, started_event: Option<bool>) -> Result<f64> {
         let id = super::engine::next_run_id();
         let sink = self.dispatcher.register(id, on_event.value().value, started_event.unwrap_or(true))?;
-        let control: Arc<dyn RunControl> = match &self.backend {
-            Backend::Thread { core } => Arc::new(SandboxRun { run: core.start_run(id, plan.plan.clone(), call, sink), core: core.clone() }),
-            Backend::Process { sandbox } => sandbox.submit(id, plan.plan.clone(), call, started_event.unwrap_or(true), sink),
-        };
+        let control = self.sandbox.submit(id, plan.plan.clone(), call, started_event.unwrap_or(true), sink);
         self.dispatcher.keep_control(id, control);
         Ok(id as f64)
     }
@@ -207,27 +181,14 @@ impl NativeSandbox {
     /// up), to null, or to the failure (`{ code, message }`) that closed it first.
     #[napi(ts_return_type = "Promise<{ code: string; message: string } | null>")]
     pub fn ready(&self) -> AsyncTask<SandboxReady> {
-        let sandbox = match &self.backend {
-            Backend::Thread { .. } => None,
-            Backend::Process { sandbox } => Some(sandbox.clone()),
-        };
-        AsyncTask::new(SandboxReady { sandbox })
+        AsyncTask::new(SandboxReady { sandbox: self.sandbox.clone() })
     }
 
     /// Closes the sandbox: a run in flight (or waiting for a slot) is aborted, later runs
     /// are refused; its isolate is disposed and it no longer counts as open. Idempotent.
     #[napi]
     pub fn close(&self) {
-        self.close_for(CloseReason::Closed);
-    }
-
-    fn close_for(&self, reason: CloseReason) {
-        match &self.backend {
-            Backend::Thread { core } => {
-                core.close(reason, true);
-            }
-            Backend::Process { sandbox } => sandbox.close(),
-        }
+        self.sandbox.close(CloseReason::Closed);
     }
 
     /// Why the sandbox is closed (`closed`, `idleTimeout`, `outOfMemory`, ...), or null.
@@ -243,25 +204,19 @@ impl NativeSandbox {
     }
 
     fn reason(&self) -> Option<CloseReason> {
-        match &self.backend {
-            Backend::Thread { core } => core.close_reason(),
-            Backend::Process { sandbox } => sandbox.close_reason(),
-        }
+        self.sandbox.close_reason()
     }
 
     /// What the sandbox has used of its sandbox-wide limits.
     #[napi(getter)]
     pub fn usage(&self) -> SandboxUsageJs {
-        let budget = match &self.backend {
-            Backend::Thread { core } => core.budget(),
-            Backend::Process { sandbox } => sandbox.usage(),
-        };
+        let budget = self.sandbox.usage();
         SandboxUsageJs { runs: budget.runs as f64, cpu_time_ms: budget.cpu_used_ms, host_calls: budget.host_calls_used as f64 }
     }
 }
 
 pub struct SandboxReady {
-    sandbox: Option<Arc<ProcessSandbox>>,
+    sandbox: Sandbox,
 }
 
 #[napi(object)]
@@ -275,10 +230,9 @@ impl Task for SandboxReady {
     type JsValue = Option<SandboxOpenFailureJs>;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let Some(sandbox) = &self.sandbox else { return Ok(None) };
         // A host that does not start is ended at its start timeout; this only backs it up.
         let timeout = std::time::Duration::from_millis(isolet_core::host_policy::START_TIMEOUT_MS + 5_000);
-        Ok(sandbox.ready(timeout).err())
+        Ok(self.sandbox.ready(timeout).err())
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -291,26 +245,4 @@ pub struct SandboxUsageJs {
     pub runs: f64,
     pub cpu_time_ms: f64,
     pub host_calls: f64,
-}
-
-/// The host side of one run of a thread-mode sandbox.
-struct SandboxRun {
-    run: Arc<RunShared>,
-    core: Arc<SandboxCore>,
-}
-
-impl RunControl for SandboxRun {
-    fn reply(&self, reply: HostReply) {
-        self.run.push_reply(reply);
-    }
-
-    fn answer(&self, id: u32, answer: DataAnswer) -> bool {
-        self.run.push_answer(id, answer)
-    }
-
-    fn abort(&self) {
-        // Waiting in the engine's queue: answered now; handed to the sandbox's thread or
-        // running: the stop reaches it (one not started yet stops as it attaches).
-        self.core.abort(&self.run);
-    }
 }

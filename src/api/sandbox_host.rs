@@ -4,7 +4,7 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::supervisor::process::{set_host_command, HostCommand};
+use crate::engine::{set_host_command, HostCommand};
 
 /// Sandbox hosts are started as `execPath [node options] script` (tests point `script`
 /// at a host of their own).

@@ -115,7 +115,7 @@ impl Inner {
 
 /// Cheap to clone; threads hold only `Weak` references to it.
 #[derive(Clone)]
-pub(crate) struct Engine {
+pub(crate) struct ThreadPool {
     inner: Arc<Inner>,
 }
 
@@ -146,7 +146,7 @@ pub(crate) fn stop_all(env: usize, timeout: Duration) {
     let engines: Vec<_> = lock(&ENGINES).iter().filter(|(owner, _)| *owner == env).filter_map(|(_, e)| e.upgrade()).collect();
     let deadline = Instant::now() + timeout;
     for inner in engines {
-        let engine = Engine { inner };
+        let engine = ThreadPool { inner };
         engine.shutdown();
         engine.wait_idle(deadline.saturating_duration_since(Instant::now()));
     }
@@ -161,9 +161,9 @@ fn could_not_start() -> Failure {
     Failure::new(ErrorKind::Internal, "Could not start an isolate thread")
 }
 
-impl Engine {
+impl ThreadPool {
     /// `env` identifies the Node environment that owns the engine (see `shutdown_all`).
-    pub(crate) fn new(config: PoolConfig, env: usize) -> Engine {
+    pub(crate) fn new(config: PoolConfig, env: usize) -> ThreadPool {
         let pool = Pool::new(config);
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
             let me = me.clone();
@@ -179,7 +179,7 @@ impl Engine {
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
         engines.push((env, Arc::downgrade(&inner)));
-        Engine { inner }
+        ThreadPool { inner }
     }
 
     /// Creates the warm pool (off the caller's path: each isolate on its own thread).
@@ -320,7 +320,7 @@ impl Engine {
                 let admitted = run.admit(Box::new(move |failed, quarantined| {
                     sandbox_released(failed, quarantined);
                     if let Some(inner) = weak.upgrade() {
-                        Engine { inner }.finished(id, failed, quarantined);
+                        ThreadPool { inner }.finished(id, failed, quarantined);
                     }
                 }));
                 if admitted {
@@ -334,7 +334,7 @@ impl Engine {
         let id = run.id;
         let admitted = run.admit(Box::new(move |failed, quarantined| {
             if let Some(inner) = weak.upgrade() {
-                Engine { inner }.finished(id, failed, quarantined);
+                ThreadPool { inner }.finished(id, failed, quarantined);
             }
         }));
         if !admitted {
@@ -448,7 +448,7 @@ impl Engine {
     }
 }
 
-impl Engine {
+impl ThreadPool {
     /// Opens a persistent sandbox (or is refused, see `Pool::admit_sandbox`: it counts
     /// against the engine's bounds on open sandboxes, not its slots) and starts its
     /// isolate thread, which keeps it until closed. Its runs take slots as they come.
@@ -500,7 +500,7 @@ struct EngineLink {
 impl SandboxLink for EngineLink {
     fn submit(&self, core: &Arc<SandboxCore>, run: Arc<RunShared>) {
         match self.inner.upgrade() {
-            Some(inner) => Engine { inner }.admit(Job::Sandbox(run, core.clone()), self.tenant.clone()),
+            Some(inner) => ThreadPool { inner }.admit(Job::Sandbox(run, core.clone()), self.tenant.clone()),
             None => {
                 run.refuse(Failure::shut_down());
             }
@@ -509,7 +509,7 @@ impl SandboxLink for EngineLink {
 
     fn abort(&self, run: &Arc<RunShared>) {
         match self.inner.upgrade() {
-            Some(inner) => Engine { inner }.abort(run),
+            Some(inner) => ThreadPool { inner }.abort(run),
             None => {
                 run.request_stop(StopReason::Aborted);
             }
@@ -517,13 +517,13 @@ impl SandboxLink for EngineLink {
     }
 
     fn withdraw(&self, run: &Arc<RunShared>, failure: Failure) -> bool {
-        self.inner.upgrade().is_some_and(|inner| Engine { inner }.withdraw(run, failure))
+        self.inner.upgrade().is_some_and(|inner| ThreadPool { inner }.withdraw(run, failure))
     }
 
     fn closed(&self) {
         if let Some(inner) = self.inner.upgrade() {
             lock(&inner.sandboxes).remove(&self.id);
-            Engine { inner }.sandbox_closed(self.id);
+            ThreadPool { inner }.sandbox_closed(self.id);
         }
     }
 }

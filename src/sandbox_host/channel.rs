@@ -24,7 +24,7 @@ use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use isolet_core::sandbox::CloseReason;
 
-use crate::engine::Engine;
+use crate::engine::pool::ThreadPool;
 use crate::isolate::code::check_prelude;
 use crate::isolate::persistent::SandboxCore;
 use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
@@ -62,7 +62,7 @@ struct Channel {
     writer: Mutex<()>,
     /// Set once a write failed (the parent is gone): later events are dropped.
     broken: AtomicBool,
-    engine: Engine,
+    engine: ThreadPool,
     wasm_modules: WasmModules,
     /// The engine's prelude and this host's compiled-code cache.
     code: Arc<EngineCode>,
@@ -90,7 +90,7 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     // owned by nothing else here; ManuallyDrop never closes it.
     let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
     let start = read_start(&file);
-    let engine = Engine::new(start.pool, env);
+    let engine = ThreadPool::new(start.pool, env);
     let heap_limit = start.pool.memory_mb as usize * 1024 * 1024;
     let wasm_modules = match WasmModule::compile_all(&start.wasm_modules, heap_limit) {
         Ok(m) => m,

@@ -49,7 +49,7 @@ use admission::send_after_unlock;
 use runs::failure_completion;
 pub(crate) use sandboxes::ProcessSandbox;
 use state::{Counters, HostPhase, Run, State};
-pub(crate) use stats::Stats;
+pub(crate) use stats::{ProcessStats, Stats};
 
 /// Node's event loop, as the supervisor asks it to read hosts' run channels: a host's
 /// frames then reach Node's thread straight from its loop, not through a wake-up by the
