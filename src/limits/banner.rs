@@ -22,11 +22,6 @@ pub(crate) fn quiet_this_thread() {
     QUIET.with(|q| q.set(true));
 }
 
-/// Whether a format string is one of the banner's lines.
-fn is_banner(format: &[u8]) -> bool {
-    format.starts_with(b"\n<--- Last few GCs --->") || format.starts_with(b"\n<--- JS stacktrace --->")
-}
-
 #[cfg(all(target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod hook {
     use std::ffi::CStr;
@@ -43,7 +38,10 @@ mod hook {
     /// handed on as it came.
     unsafe extern "C" fn quiet_vfprintf(file: *mut libc::FILE, format: *const c_char, ap: *mut c_void) -> c_int {
         // SAFETY: `format` is the caller's NUL-terminated format string.
-        if !format.is_null() && super::QUIET.with(|q| q.get()) && super::is_banner(unsafe { CStr::from_ptr(format) }.to_bytes()) {
+        if !format.is_null()
+            && super::QUIET.with(|q| q.get())
+            && isolet_core::seam_policy::is_oom_banner(unsafe { CStr::from_ptr(format) }.to_bytes())
+        {
             return 0;
         }
         // SAFETY: REAL is set before the slot points here, and is libc's vfprintf.
@@ -195,16 +193,5 @@ pub(crate) fn install() -> bool {
     #[cfg(not(all(target_os = "linux", target_env = "gnu", any(target_arch = "x86_64", target_arch = "aarch64"))))]
     {
         false
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_the_banner_lines_are_dropped() {
-        assert!(super::is_banner(b"\n<--- Last few GCs --->\n%s\n"));
-        assert!(super::is_banner(b"\n<--- JS stacktrace --->\n%s\n"));
-        assert!(!super::is_banner(b"\n#\n# Fatal error in %s\n# %s\n#\n\n"));
-        assert!(!super::is_banner(b"%s"));
     }
 }

@@ -365,8 +365,22 @@ pub fn unhandled_rejection_entry(thrown: &Thrown) -> String {
     }
 }
 
+/// Whether a `vfprintf` format string is a line of V8's OOM banner, which an isolate
+/// thread's heap exhaustion prints to the process's stderr (the addon drops it there).
+pub fn is_oom_banner(format: &[u8]) -> bool {
+    format.starts_with(b"\n<--- Last few GCs --->") || format.starts_with(b"\n<--- JS stacktrace --->")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_the_oom_banner_lines_are_dropped() {
+        assert!(super::is_oom_banner(b"\n<--- Last few GCs --->\n%s\n"));
+        assert!(super::is_oom_banner(b"\n<--- JS stacktrace --->\n%s\n"));
+        assert!(!super::is_oom_banner(b"\n#\n# Fatal error in %s\n# %s\n#\n\n"));
+        assert!(!super::is_oom_banner(b"%s"));
+    }
+
     use super::*;
 
     #[test]
