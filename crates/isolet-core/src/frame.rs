@@ -653,7 +653,7 @@ impl WireStart {
     }
 }
 
-/// What least privilege a host could apply (see `src/supervisor/lockdown.rs`).
+/// What least privilege a host could apply (see `src/sandbox_host/lockdown.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WireLockdown {
     pub seccomp: bool,

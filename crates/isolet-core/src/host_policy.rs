@@ -1,5 +1,5 @@
 //! Supervision policy of sandbox host processes (isolation: 'process'): every number and
-//! decision the parent's process backend (`src/engine/processes.rs`) acts on, so each is
+//! decision the parent's process backend (`src/supervisor/`) acts on, so each is
 //! under `cargo test`. The backend carries them out with processes, pipes and threads.
 //!
 //! A host is replaced, never repaired. Runs in a host that ends are answered here: a run
