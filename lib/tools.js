@@ -12,7 +12,7 @@
 // `description` on Object.prototype makes no object a tool. Each is read once, and a
 // getter or Proxy trap that throws is a SandboxValidationError naming the entry.
 const { SandboxValidationError } = require('./errors');
-const { checkInput, schemaToTypeScript } = require('./json-schema');
+const { inputChecker, schemaToTypeScript } = require('./json-schema');
 const { isPlainObject, describeThrown } = require('./own');
 const { readOwn, readEntries } = require('./read-options');
 
@@ -124,10 +124,19 @@ function entry(namespace, member, value, path, fields) {
   if (inputSchema !== undefined && !isPlainObject(inputSchema) && typeof inputSchema !== 'boolean') {
     throw new SandboxValidationError(`${path}.inputSchema must be a JSON Schema object or a zod schema`);
   }
+  // The schema is compiled now (once per schema object): a bad one fails the definition.
+  const schemaPath = `${path}.${(fields.inputSchema === undefined || fields.inputSchema === null) && fields.parameters !== undefined ? 'parameters' : 'inputSchema'}`;
+  let checkInput;
+  try {
+    checkInput = inputChecker(inputSchema, name, schemaPath);
+  } catch (err) {
+    if (err instanceof SandboxValidationError) throw err;
+    throw new SandboxValidationError(`${schemaPath} could not be read: ${describeThrown(err)}`);
+  }
   const tool = value;
   let calls = 0;
   const handler = async (...args) => {
-    const input = await checkInput(inputSchema, args[0], name);
+    const input = await checkInput(args[0]);
     calls += 1;
     // The AI SDK passes an options object as the second argument; give tools one too.
     return execute.call(tool, input, { toolCallId: `isolet-${name}-${calls}`, messages: [] });
