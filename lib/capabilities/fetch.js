@@ -19,6 +19,7 @@ const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { ByteBudget, currentRun } = require('../run-context');
 const { ownCopy } = require('../read-options');
+const { describeValue, isPlainRecord } = require('./request');
 
 const MAX_REDIRECTS = 5;
 // The options' names, ranges and number defaults are isolet-core's (FETCH_CAPABILITY).
@@ -47,18 +48,6 @@ const FORBIDDEN_HEADERS = new Set([
 const CREDENTIAL_HEADERS = ['authorization', 'cookie'];
 // Dropped when a redirect turns the request into a body-less GET.
 const BODY_HEADERS = ['content-type', 'content-encoding', 'content-language', 'content-location'];
-
-function isPlainObject(value) {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
-function describe(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
-}
 
 function invalidOption(message) {
   return new SandboxValidationError(`createFetchCapability: ${message}`);
@@ -147,8 +136,8 @@ function checkUrl(input, base, origins, what) {
 function validateHeaders(headers) {
   const out = {};
   if (headers === undefined) return out;
-  if (!isPlainObject(headers)) {
-    throw requestError(`headers must be a plain object of name: value, got ${describe(headers)}`);
+  if (!isPlainRecord(headers)) {
+    throw requestError(`headers must be a plain object of name: value, got ${describeValue(headers)}`);
   }
   const names = Object.keys(headers);
   if (names.length > MAX_HEADERS) throw requestError(`at most ${MAX_HEADERS} headers are allowed`);
@@ -163,7 +152,7 @@ function validateHeaders(headers) {
     let value = headers[name];
     if (typeof value === 'number' || typeof value === 'boolean') value = String(value);
     if (typeof value !== 'string') {
-      throw requestError(`header "${lower}" must be a string, got ${describe(value)}`);
+      throw requestError(`header "${lower}" must be a string, got ${describeValue(value)}`);
     }
     if (value.length > MAX_HEADER_VALUE || /[\0\r\n]/.test(value)) {
       throw requestError(`header "${lower}" has an invalid or overlong value`);
@@ -186,7 +175,7 @@ function validateBody(body, method, maxRequestBytes) {
   } else if (ArrayBuffer.isView(body)) {
     bytes = Buffer.from(new Uint8Array(body.buffer, body.byteOffset, body.byteLength));
   } else {
-    throw requestError(`body must be a string or bytes, got ${describe(body)}`);
+    throw requestError(`body must be a string or bytes, got ${describeValue(body)}`);
   }
   if (method === 'GET' || method === 'HEAD') {
     throw requestError(`a ${method} request cannot have a body`);
@@ -426,9 +415,9 @@ function createFetchCapability(options) {
   }
 
   async function fetch(request) {
-    if (!isPlainObject(request)) {
+    if (!isPlainRecord(request)) {
       throw requestError(
-        `expected an object like { url, method?, headers?, body? }, got ${describe(request)}`,
+        `expected an object like { url, method?, headers?, body? }, got ${describeValue(request)}`,
       );
     }
     for (const key of Object.keys(request)) {
@@ -456,7 +445,7 @@ function createFetchCapability(options) {
   /** The URL and method of a request, checked (allow-list, methods). */
   function checkRequest(rawUrl, rawMethod) {
     if (typeof rawUrl !== 'string') {
-      throw requestError(`url must be a string, got ${describe(rawUrl)}`);
+      throw requestError(`url must be a string, got ${describeValue(rawUrl)}`);
     }
     if (rawUrl.length > MAX_URL_LENGTH) {
       throw requestError(`url is longer than ${MAX_URL_LENGTH} characters`);
@@ -464,7 +453,7 @@ function createFetchCapability(options) {
     let method = 'GET';
     if (rawMethod !== undefined) {
       if (typeof rawMethod !== 'string') {
-        throw requestError(`method must be a string, got ${describe(rawMethod)}`);
+        throw requestError(`method must be a string, got ${describeValue(rawMethod)}`);
       }
       method = rawMethod.toUpperCase();
     }
@@ -480,7 +469,7 @@ function createFetchCapability(options) {
   // (the final URL, the raw bytes); { abort: id } aborts request `id` of the run.
   const aborts = new Map();
   async function webFetch(request) {
-    if (!isPlainObject(request)) throw requestError(`expected a request object, got ${describe(request)}`);
+    if (!isPlainRecord(request)) throw requestError(`expected a request object, got ${describeValue(request)}`);
     request = ownCopy(request);
     const run = currentRun();
     // Request ids are the run's: one run cannot abort another's requests.
@@ -567,7 +556,7 @@ function headerPairs(pairs) {
 }
 
 function bytesOf(body) {
-  if (!(body instanceof Uint8Array)) throw requestError(`body must be bytes, got ${describe(body)}`);
+  if (!(body instanceof Uint8Array)) throw requestError(`body must be bytes, got ${describeValue(body)}`);
   return body;
 }
 

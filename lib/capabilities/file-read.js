@@ -14,6 +14,7 @@ const native = require('../native');
 const { SandboxValidationError } = require('../errors');
 const { currentRun } = require('../run-context');
 const { ownCopy } = require('../read-options');
+const { describeValue, isPlainRecord } = require('./request');
 
 // The options' names, ranges and defaults are isolet-core's (FILE_READ_CAPABILITY).
 const { maxBytes: DEFAULT_MAX_BYTES, maxReadsInFlight: DEFAULT_MAX_READS_IN_FLIGHT } = native.entryDefaults().fileRead;
@@ -23,18 +24,6 @@ const ENCODINGS = new Map([
   ['utf-8', false],
   ['base64', true],
 ]);
-
-function isPlainObject(value) {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
-function describe(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
-}
 
 function requestError(message) {
   const err = new TypeError(`readFile: ${message}`);
@@ -59,7 +48,7 @@ function validateOptions(options) {
 function openRoot(dir) {
   if (typeof dir !== 'string' || dir.length === 0) {
     throw new SandboxValidationError(
-      `createFileReadCapability: dir must be a non-empty string, got ${describe(dir)}`,
+      `createFileReadCapability: dir must be a non-empty string, got ${describeValue(dir)}`,
     );
   }
   if (dir.includes('\0')) {
@@ -108,8 +97,8 @@ function createFileReadCapability(dir, options) {
   });
 
   return async function readFile(request) {
-    if (!isPlainObject(request)) {
-      throw requestError(`expected an object like { path: "notes.txt" }, got ${describe(request)}`);
+    if (!isPlainRecord(request)) {
+      throw requestError(`expected an object like { path: "notes.txt" }, got ${describeValue(request)}`);
     }
     for (const key of Object.keys(request)) {
       if (!REQUEST_KEYS.has(key)) {
@@ -119,7 +108,7 @@ function createFileReadCapability(dir, options) {
     // What the sandbox sent, own properties only: nothing comes from Object.prototype.
     const { path, encoding = 'utf8' } = ownCopy(request);
     if (typeof path !== 'string') {
-      throw requestError(`path must be a string, got ${describe(path)}`);
+      throw requestError(`path must be a string, got ${describeValue(path)}`);
     }
     if (path.length === 0) {
       throw refusal('ERR_ISOLET_INVALID_PATH', 'readFile: invalid path: path is empty');
