@@ -795,10 +795,23 @@ export interface SandboxEngineConfig {
   /**
    * Sandbox host processes kept running in process isolation (runs are spread over
    * them; each idle one holds 43-50 MB resident). Default 2; 1 to 64, and more than
-   * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`. Each open persistent
-   * sandbox has a host of its own besides.
+   * `maxConcurrentIsolates` counts as `maxConcurrentIsolates`. Persistent sandboxes live
+   * in sandbox hosts of their own besides (`sandboxesPerHost`).
    */
   processes?: number;
+  /**
+   * Process isolation: how many persistent sandboxes of one tenant share a sandbox host
+   * (1 to 256; default 16). Sandboxes live in hosts of their own, apart from one-shot runs
+   * and from other tenants, so nothing of another tenant can end them. Sharing a host
+   * makes a sandbox cheap to open (no process start once its tenant has a host with room)
+   * and to hold (about a megabyte, not a process each); the cost is that a sandbox that
+   * ends its host (a crash, memory past the host's budget, a built-in that ignores
+   * termination) ends the other sandboxes there too: each closes with `closeReason`
+   * `'hostLost'` (a run of it in flight fails with the host's end, e.g.
+   * `SandboxCrashedError`; later runs with a `SandboxValidationError` saying it is closed).
+   * `1`: a host per sandbox.
+   */
+  sandboxesPerHost?: number;
   /**
    * A classic script evaluated into every run's fresh context before the run's code, so
    * its functions and globals are there for the run. Checked at `init()` (a syntax error

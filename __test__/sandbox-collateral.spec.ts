@@ -1,8 +1,10 @@
-// No collateral for persistent sandboxes (process isolation): each open sandbox lives in a
-// sandbox host process of its own, so a one-shot neighbour that ends its host (a memory
-// bomb, a built-in that ignores termination, a V8 crash) cannot close the sandbox, and a
-// hostile sandbox run ends only its own sandbox. A sandbox's context cannot be started
-// again elsewhere as an unseen one-shot run can, so nothing but its own runs may end it.
+// No collateral for persistent sandboxes (process isolation): open sandboxes live in
+// sandbox host processes of their own, one tenant's to a host, so a one-shot neighbour that
+// ends its host (a memory bomb, a built-in that ignores termination, a V8 crash) cannot
+// close a sandbox, and a hostile sandbox run ends nothing of another tenant. A sandbox's
+// context cannot be started again elsewhere as an unseen one-shot run can, so nothing but
+// its own tenant's runs may end it (its own, or a sandbox's sharing its host:
+// `sandboxesPerHost`, which sandbox.spec.ts covers).
 import { afterEach, describe, expect, it } from 'vitest';
 import { SandboxEngine, type Sandbox } from '..';
 
@@ -114,11 +116,11 @@ describe('an open sandbox outlives hostile neighbours (process isolation)', () =
       'a host-memory bomb (a flattened string)': "{ const s = 'x'.repeat(2 ** 28); (s + 'y').charCodeAt(10) }",
       'a host-memory bomb (big ArrayBuffers)': '{ const keep = []; for (let i = 0; i < 64; i++) { const b = new Uint8Array(16 * 2 ** 20); b.fill(1); keep.push(b) } keep.length }',
     };
-    const victim = await openOn(engine);
+    const victim = await openOn(engine, { tenant: 'victim' });
     expect(output(await victim.run('var notes = []; notes.length'))).toBe(0);
     for (const [kind, code] of Object.entries(kinds)) {
       const before = engine.stats().processes!.pids;
-      const hostile = await openOn(engine, { timeoutMs: 300 });
+      const hostile = await openOn(engine, { timeoutMs: 300, tenant: 'mallory' });
       expect(output(await hostile.run('var mine = 1; mine'))).toBe(1);
       const [hostileHost] = newPids(engine, before);
       // A neighbour one-shot run that made a host call (seen outside: it could not be
@@ -149,9 +151,9 @@ describe('an open sandbox outlives hostile neighbours (process isolation)', () =
     expect(calls).toBe(Object.keys(kinds).length);
   });
 
-  it("a sandbox's host starts when it opens and ends when it closes; maxOpenSandboxes bounds them (not the slots), with a typed refusal", async () => {
+  it("sandboxesPerHost: 1 — a sandbox's host starts when it opens and ends when it closes; maxOpenSandboxes bounds them (not the slots), with a typed refusal", async () => {
     // More sandboxes than slots: an idle sandbox holds none.
-    const engine = await engineOf({ maxConcurrentIsolates: 2, maxOpenSandboxes: 3, processes: 1, warmPoolSize: 1 });
+    const engine = await engineOf({ maxConcurrentIsolates: 2, maxOpenSandboxes: 3, processes: 1, warmPoolSize: 1, sandboxesPerHost: 1 });
     const shared = engine.stats().processes!.pids;
     const started = engine.stats().processes!.started;
     const boxes = [await openOn(engine), await openOn(engine), await openOn(engine)];

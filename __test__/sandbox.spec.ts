@@ -461,18 +461,67 @@ describe('process isolation: the host of a sandbox', () => {
     isolation = 'process';
   });
 
-  it('a host that is lost ends its sandboxes with a typed error saying so; other sandboxes and runs keep working', async () => {
+  it('a tenant’s sandboxes share a host up to sandboxesPerHost, each with its own state; a full host starts another; the host ends with its last sandbox', async () => {
+    const engine = await engineOf({ maxConcurrentIsolates: 4, processes: 1, sandboxesPerHost: 3 });
+    const shared = new Set(engine.stats().processes!.pids);
+    const hostsNow = () => engine.stats().processes!.pids.filter((p) => !shared.has(p));
+    const started = engine.stats().processes!.started;
+    const boxes: Sandbox[] = [];
+    for (let i = 0; i < 4; i++) {
+      const sb = await engine.openSandbox({ tenant: 'acme' });
+      open.push(sb);
+      boxes.push(sb);
+      expect(output(await sb.run(`var mine = ${i}; mine`))).toBe(i);
+    }
+    // Three in the first host, the fourth in a second: two processes started, not four.
+    expect(hostsNow()).toHaveLength(2);
+    expect(engine.stats().processes!.started).toBe(started + 2);
+    // Private: each sees its own state, none another's.
+    expect(await Promise.all(boxes.map((sb) => sb.run('mine').then(output)))).toEqual([0, 1, 2, 3]);
+    // Runs of sandboxes in one host run side by side (three slots there).
+    const t0 = Date.now();
+    const waits = await Promise.all(
+      boxes.slice(0, 3).map((sb) => sb.run('Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 400); mine').then(output)),
+    );
+    expect(waits).toEqual([0, 1, 2]);
+    expect(Date.now() - t0).toBeLessThan(1150);
+    // Opening in a host that serves, where one closed, starts no process.
+    const [first] = hostsNow();
+    boxes[0].close();
+    const fifth = await engine.openSandbox({ tenant: 'acme' });
+    open.push(fifth);
+    expect(engine.stats().processes!.started).toBe(started + 2);
+    expect(output(await fifth.run('typeof mine'))).toBe('undefined');
+    // Closing all but one keeps their host; closing the last ends it.
+    for (const sb of [boxes[1], fifth]) sb.close();
+    await sleep(200);
+    expect(hostsNow()).toContain(first);
+    expect(output(await boxes[2].run('mine'))).toBe(2);
+    boxes[2].close();
+    for (let i = 0; i < 100 && hostsNow().includes(first); i++) await sleep(20);
+    expect(hostsNow()).not.toContain(first);
+    expect(hostsNow()).toHaveLength(1);
+    const p = engine.stats().processes!;
+    expect([p.crashed, p.recycled]).toEqual([0, {}]);
+  });
+
+  it('a host that is lost ends each of its sandboxes with a typed error saying so; other tenants’ sandboxes and runs keep working', async () => {
     const engine = await engineOf({ maxConcurrentIsolates: 4, processes: 2 });
     const shared = new Set(engine.stats().processes!.pids);
-    const a = await engine.openSandbox({ timeoutMs: 10_000 });
+    const a = await engine.openSandbox({ timeoutMs: 10_000, tenant: 'acme' });
     open.push(a);
     await a.run('var state = 1');
-    // Each sandbox has a sandbox host process of its own, started when it opens.
+    // A tenant's sandboxes share a sandbox host process of their own, started when the first opens.
     const pidA = engine.stats().processes!.pids.find((p) => !shared.has(p))!;
     expect(pidA).toBeGreaterThan(0);
-    const b = await engine.openSandbox();
+    const b = await engine.openSandbox({ tenant: 'acme' });
     open.push(b);
-    await b.run('var other = 2');
+    await b.run('var mine = 3');
+    expect(engine.stats().processes!.pids.length).toBe(shared.size + 1);
+    // Another tenant's sandbox never shares it.
+    const c = await engine.openSandbox({ tenant: 'globex' });
+    open.push(c);
+    await c.run('var other = 2');
     expect(engine.stats().processes!.pids.length).toBe(shared.size + 2);
     const inFlight = a.run('while (true) {}');
     await sleep(100);
@@ -480,14 +529,17 @@ describe('process isolation: the host of a sandbox', () => {
     const lost = await inFlight;
     expect(lost.success).toBe(false);
     if (!lost.success) expect(lost.error).toMatchObject({ code: 'ERR_ISOLET_CRASHED' });
-    expect(a.closeReason).toBe('hostLost');
-    const after = await a.run('state');
-    expect(after.success).toBe(false);
-    if (!after.success) {
-      expect(after.error).toBeInstanceOf(SandboxValidationError);
-      expect(after.error.message).toMatch(/closed \(hostLost\): the sandbox host process serving it was lost/);
+    // Every sandbox of the lost host says so, the idle one too.
+    for (const sb of [a, b]) {
+      expect(sb.closeReason).toBe('hostLost');
+      const after = await sb.run('typeof state');
+      expect(after.success).toBe(false);
+      if (!after.success) {
+        expect(after.error).toBeInstanceOf(SandboxValidationError);
+        expect(after.error.message).toMatch(/closed \(hostLost\): the sandbox host process serving it was lost/);
+      }
     }
-    expect(output(await b.run('other'))).toBe(2);
+    expect(output(await c.run('other'))).toBe(2);
     const session = engine.submit({ code: 'return 6 * 7' });
     const done = await session.done;
     expect(done.type === 'result' && done.data).toBe(42);

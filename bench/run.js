@@ -15,7 +15,7 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
-/** `--only=trivial,throughput,calls,copies,compute,memory,extras,codecache,web,webspeed,typescript,values` runs just those scenarios. */
+/** `--only=trivial,throughput,calls,copies,compute,memory,sandboxes,extras,codecache,web,webspeed,typescript,values` runs just those scenarios. */
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
 const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
@@ -485,6 +485,106 @@ async function memory() {
   }
   record(M_RSS_PROC, 'isolet, process: idle host, no warm isolates', median(idle), 'MB', 'lower');
   record(M_RSS_ISO, 'isolet, process (per warm isolate in a host)', (median(warm8) - median(idle)) / 8, 'MB', 'lower');
+}
+
+const M_SB_OPEN = '100 persistent sandboxes opened in turn: open, p50';
+const M_SB_FIRST = '100 persistent sandboxes: the first run in each, p50';
+const M_SB_MEM = '100 persistent sandboxes: machine memory (MemAvailable) per open sandbox';
+const SANDBOX_COUNT = 100;
+
+/**
+ * An agent server's sessions (issue 35): in a fresh child node per contestant, open 100
+ * persistent sandboxes one after another (each awaited until it can run), run one program
+ * in each (it leaves state: `globalThis.x = i`), and read the drop in the machine's
+ * MemAvailable (shared pages counted once, unlike RSS). isolated-vm's and QuickJS's
+ * "sandbox" is an isolate (runtime) with one context.
+ */
+const SANDBOXES_CHILD = String.raw`
+  const [kind, count] = [process.argv[1], Number(process.argv[2])];
+  const fs = require('fs');
+  const available = () => Number(/MemAvailable:\s+(\d+) kB/.exec(fs.readFileSync('/proc/meminfo', 'latin1'))[1]) / 1024;
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const t = () => Number(process.hrtime.bigint()) / 1e6;
+  (async () => {
+    let open, first, done;
+    if (kind.startsWith('isolet')) {
+      const { SandboxEngine } = require(process.env.ISOLET_DIR);
+      const isolation = kind.includes('thread') ? 'thread' : 'process';
+      const engine = new SandboxEngine({ isolation, memoryMb: 64, ...(kind.endsWith('one') ? { sandboxesPerHost: 1 } : {}) });
+      await engine.init();
+      open = () => engine.openSandbox();
+      first = async (sb, i) => { const r = await sb.run('globalThis.x = ' + i); if (!r.success) throw r.error; };
+      done = async (boxes) => { for (const sb of boxes) sb.close(); await engine.shutdown(); };
+    } else if (kind === 'ivm') {
+      const ivm = require(process.env.IVM_PATH);
+      open = async () => { const isolate = new ivm.Isolate({ memoryLimit: 64 }); return { isolate, context: await isolate.createContext() }; };
+      first = (sb, i) => sb.context.eval('globalThis.x = ' + i);
+      done = async (boxes) => { for (const sb of boxes) sb.isolate.dispose(); };
+    } else {
+      const q = await require(process.env.QUICKJS_PATH).getQuickJS();
+      open = async () => { const rt = q.newRuntime(); rt.setMemoryLimit(64 * 2 ** 20); return { rt, ctx: rt.newContext() }; };
+      first = async (sb, i) => sb.ctx.unwrapResult(sb.ctx.evalCode('globalThis.x = ' + i)).dispose();
+      done = async (boxes) => { for (const sb of boxes) { sb.ctx.dispose(); sb.rt.dispose(); } };
+    }
+    // What every sandbox shares (the engine's hosts for one-shot runs, the library) is up first.
+    const warm = await open();
+    await first(warm, -1);
+    await sleep(1000);
+    const before = available();
+    const boxes = [], opens = [], firsts = [];
+    for (let i = 0; i < count; i++) { const t0 = t(); boxes.push(await open()); opens.push(t() - t0); }
+    for (let i = 0; i < count; i++) { const t0 = t(); await first(boxes[i], i); firsts.push(t() - t0); }
+    await sleep(1000);
+    const perSandbox = (before - available()) / count;
+    await done([warm, ...boxes]);
+    console.log(JSON.stringify({ opens, firsts, perSandbox }));
+    process.exit(0);
+  })().catch((e) => { console.error(e); process.exit(1); });`;
+
+async function sandboxes() {
+  const kinds = [
+    ['isolet thread', isoletName('thread')],
+    ['isolet process', isoletName('process')],
+    ['isolet process one', `${isoletName('process')}, sandboxesPerHost: 1`],
+  ];
+  if (ivm) kinds.push(['ivm', IVM]);
+  if (QuickJS) kinds.push(['quickjs', 'quickjs-emscripten (runtime + context)']);
+  const env = {
+    ...process.env,
+    ISOLET_DIR: path.join(__dirname, '..'),
+    IVM_PATH: ivm ? path.join(peers.PEERS_DIR, 'node_modules', 'isolated-vm') : '',
+    QUICKJS_PATH: path.join(__dirname, 'node_modules', 'quickjs-emscripten'),
+  };
+  const per = new Map(kinds.map(([, name]) => [name, { opens: [], firsts: [], mem: [] }]));
+  for (let round = 0; round < (QUICK ? 1 : 3); round++) {
+    for (const [kind, name] of kinds) {
+      const r = spawnSync(process.execPath, ['--no-node-snapshot', '-e', SANDBOXES_CHILD, kind, String(SANDBOX_COUNT)], { encoding: 'utf8', env });
+      check(r.status === 0, `sandboxes child ${kind}: ${r.stderr}`);
+      const out = JSON.parse(r.stdout);
+      const into = per.get(name);
+      into.opens.push(...out.opens);
+      into.firsts.push(...out.firsts);
+      into.mem.push(out.perSandbox);
+    }
+  }
+  for (const [name, s] of per) {
+    record(M_SB_OPEN, name, median(s.opens), 'ms', 'lower', { p95: quantile(s.opens, 0.95) });
+    record(M_SB_FIRST, name, median(s.firsts), 'ms', 'lower', { p95: quantile(s.firsts, 0.95) });
+    record(M_SB_MEM, name, median(s.mem), 'MB', 'lower');
+  }
+}
+
+/** Issue 35's goals for process mode's persistent sandboxes, from `sandboxes()`. */
+function sandboxLines() {
+  const p = isoletName('process');
+  if (get(M_SB_OPEN, p) === undefined) return [];
+  const say = (goal, ok, detail) => `- ${ok ? 'met' : 'NOT met'}: ${goal}: ${detail}`;
+  const one = `${p}, sandboxesPerHost: 1`;
+  return [
+    say('open <= 15 ms at the median (process)', get(M_SB_OPEN, p) <= 15, `${fmt(get(M_SB_OPEN, p), 'ms')} (one host per sandbox: ${fmt(get(M_SB_OPEN, one), 'ms')})`),
+    say('<= 4 MB of the machine per open sandbox (process)', get(M_SB_MEM, p) <= 4, `${fmt(get(M_SB_MEM, p), 'MB')} (one host per sandbox: ${fmt(get(M_SB_MEM, one), 'MB')})`),
+    say("each sandbox's first run <= 2 ms at the median (process)", get(M_SB_FIRST, p) <= 2, `${fmt(get(M_SB_FIRST, p), 'ms')}`),
+  ];
 }
 
 const M_WEB = 'trivial run with web: true, p50';
@@ -1068,6 +1168,7 @@ function ratioVerdicts() {
   if (wanted('copies')) graphBytes = await copies();
   if (wanted('compute')) await compute();
   if (wanted('memory')) await memory();
+  if (wanted('sandboxes')) await sandboxes();
   if (wanted('extras')) await extras();
   if (wanted('codecache')) await codeCache();
   if (wanted('web')) await web();
@@ -1080,6 +1181,11 @@ function ratioVerdicts() {
   printTable();
   const missing = [['isolated-vm', ivm], ['quickjs-emscripten', quickjsModule]].filter(([, m]) => !m).map(([n]) => n);
   if (missing.length) console.log(`\n(peers not installed: ${missing.join(', ')}${process.env.ISOLET_BENCH_INSTALL_NOTE ? `: ${process.env.ISOLET_BENCH_INSTALL_NOTE}` : ''})`);
+  const sandboxGoals = sandboxLines();
+  if (sandboxGoals.length) {
+    console.log('\nPersistent sandboxes, process isolation (issue 35):');
+    for (const line of sandboxGoals) console.log(line);
+  }
   const cacheLines = codeCacheLines();
   if (cacheLines.length) {
     console.log('\nCompiled-code cache and prelude (issue 20; ratios within this run):');

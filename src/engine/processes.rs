@@ -17,7 +17,7 @@ use crate::v8::DataAnswer;
 /// A process engine of `config`: its hosts check the prelude and compile the WebAssembly
 /// modules as they start, each with its own compiled-code cache.
 pub(super) fn process_backend(config: &EngineConfig, env: usize, loop_watch: Arc<dyn LoopWatch>) -> ProcessEngine {
-    let engine = ProcessEngine::new(config.pool(), config.processes as usize, env, Some(loop_watch));
+    let engine = ProcessEngine::new(config.pool(), config.processes as usize, config.sandboxes_per_host as usize, env, Some(loop_watch));
     engine.set_engine_code(config.prelude.clone(), config.code_cache_bytes);
     engine
 }

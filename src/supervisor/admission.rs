@@ -131,7 +131,7 @@ impl State {
     /// While no host can be started and none serves, runs waiting for one fail now.
     pub(super) fn fail_if_no_host_can_start(&mut self) {
         let Some(failure) = self.cannot_start.clone() else { return };
-        if self.hosts.iter().any(|h| h.end.is_none() && h.phase == HostPhase::Serving && h.sandbox.is_none()) {
+        if self.hosts.iter().any(|h| h.end.is_none() && h.phase == HostPhase::Serving && h.sandboxes_of.is_none()) {
             return;
         }
         let (queued, _) = self.pool_drain_queued();

@@ -23,15 +23,15 @@ impl State {
             self.end_host(key, HostEnd::Stuck);
             return;
         }
-        // A sandbox's own host ends with its sandbox, once the sandbox's last run answered.
-        if let Some(sandbox) = h.sandbox {
-            if !self.sandboxes.contains_key(&sandbox) && policy::end_sandbox_host_now(h.runs.len()) {
+        // A sandbox host ends once its last sandbox closed and that one's last run answered.
+        if h.sandboxes_of.is_some() {
+            if policy::end_sandbox_host_now(h.runs.len(), self.sandboxes_open_on(key)) {
                 self.end_host(key, HostEnd::SandboxClosed);
             }
             return;
         }
         let suspect_elsewhere = self.hosts.iter().any(|o| o.suspect && o.end.is_none());
-        let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining && o.sandbox.is_none()).count();
+        let serving = self.hosts.iter().filter(|o| o.end.is_none() && o.phase != HostPhase::Draining && o.sandboxes_of.is_none()).count();
         if h.phase == HostPhase::Serving && !h.suspect && !suspect_elsewhere && serving > self.host_target() {
             self.end_host(key, HostEnd::Surplus);
         }

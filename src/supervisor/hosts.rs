@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use isolet_core::frame::{self, Kind, WireHealth};
 use isolet_core::host_policy::{self as policy, EventBudget, HostEnd, HostView, Lingering, LostRun, LostVerdict, StartVerdict};
+use isolet_core::queue::Tenant;
 use isolet_core::run_state::StopReason;
 use isolet_core::Failure;
 
@@ -35,7 +36,7 @@ impl State {
         let live = self
             .hosts
             .iter()
-            .filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect && !h.for_solo && h.sandbox.is_none())
+            .filter(|h| h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect && !h.for_solo && h.sandboxes_of.is_none())
             .count();
         for _ in live..self.host_target() {
             let now = self.now_ms();
@@ -76,15 +77,16 @@ impl State {
         self.spawn_host_with(start, None)
     }
 
-    /// Starts a host of its own for persistent sandbox `sandbox` (one slot, no warm isolates).
-    pub(super) fn spawn_sandbox_host(&mut self, sandbox: u64) -> u64 {
+    /// Starts a host for persistent sandboxes of `tenant` (a slot and a place for each it
+    /// may hold, no warm isolates).
+    pub(super) fn spawn_sandbox_host(&mut self, tenant: Tenant) -> u64 {
         let mut config = self.host_config.clone();
-        config.pool = policy::sandbox_host_pool(self.config);
+        config.pool = policy::sandbox_host_pool(self.config, self.sandboxes_per_host);
         self.counters.sandbox_hosts_started += 1;
-        self.spawn_host_with(config.encode(), Some(sandbox))
+        self.spawn_host_with(config.encode(), Some(tenant))
     }
 
-    pub(super) fn spawn_host_with(&mut self, start: Vec<u8>, sandbox: Option<u64>) -> u64 {
+    pub(super) fn spawn_host_with(&mut self, start: Vec<u8>, sandboxes_of: Option<Tenant>) -> u64 {
         let key = self.next_host;
         self.next_host += 1;
         self.counters.started += 1;
@@ -109,7 +111,7 @@ impl State {
             shutdown_deadline: None,
             lingering: Lingering::default(),
             suspect: false,
-            sandbox,
+            sandboxes_of,
             pending: Vec::new(),
             cpu: None,
             memory_end: None,
@@ -221,7 +223,7 @@ impl State {
     pub(super) fn retire(&mut self, key: u64, end: HostEnd, reason: &str, stderr_tail: &str) {
         let Some(pos) = self.hosts.iter().position(|h| h.key == key) else { return };
         let host = self.hosts.remove(pos);
-        if policy::spare_after(&end, host.sandbox.is_some()) {
+        if policy::spare_after(&end, host.sandboxes_of.is_some()) {
             self.trouble_until = Some(Instant::now() + Duration::from_millis(policy::SPARE_AFTER_TROUBLE_MS));
         }
         if let Some(k) = end.recycled_key() {

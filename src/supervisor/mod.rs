@@ -114,9 +114,16 @@ impl Inner {
 
 impl ProcessEngine {
     /// `env` identifies the Node environment that owns the engine (see `end_all`).
-    /// `processes`: hosts kept running, `config` the pool over all of them.
+    /// `processes`: hosts kept running, `config` the pool over all of them;
+    /// `sandboxes_per_host`: persistent sandboxes of one tenant a sandbox host holds.
     /// `loop_watch`: Node's loop, to read hosts' channels on (else their I/O threads do).
-    pub(crate) fn new(config: PoolConfig, processes: usize, env: usize, loop_watch: Option<Arc<dyn LoopWatch>>) -> ProcessEngine {
+    pub(crate) fn new(
+        config: PoolConfig,
+        processes: usize,
+        sandboxes_per_host: usize,
+        env: usize,
+        loop_watch: Option<Arc<dyn LoopWatch>>,
+    ) -> ProcessEngine {
         let processes = processes.clamp(1, config.max_concurrent.max(1));
         let per_host = config.max_concurrent.div_ceil(processes);
         let host_config = WireStart {
@@ -137,6 +144,7 @@ impl ProcessEngine {
                 config,
                 processes,
                 per_host,
+                sandboxes_per_host: sandboxes_per_host.max(1),
                 host_config,
                 pool,
                 runs: HashMap::new(),

@@ -1,8 +1,10 @@
-//! Persistent sandboxes of a process engine: each lives in a sandbox host process of its
-//! own (`policy::sandbox_host_pool`), started when it opens and ended when it closes. An
-//! open sandbox holds no slot of the engine; each of its runs is admitted through the
-//! engine's fair queue like a one-shot run (with its queue deadline) and, once it has a
-//! slot, sent to the sandbox's host (never placed elsewhere, never started again).
+//! Persistent sandboxes of a process engine: they live in sandbox hosts of their own, one
+//! tenant's to a host and at most `sandboxesPerHost` to it (`policy::sandbox_host_pool`,
+//! `policy::sandbox_host_for`); a host is started when a sandbox finds none of its
+//! tenant's with room, and ends once its last sandbox closed. An open sandbox holds no slot
+//! of the engine; each of its runs is admitted through the engine's fair queue like a
+//! one-shot run (with its queue deadline) and, once it has a slot, sent to the sandbox's
+//! host (never placed elsewhere, never started again).
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -139,11 +141,12 @@ impl EventSink for UsageSink {
 }
 
 impl ProcessEngine {
-    /// Opens a persistent sandbox in a sandbox host process of its own, started for it
-    /// now (`ready` waits for it): refused while no host can be started
+    /// Opens a persistent sandbox in a sandbox host of its tenant's with room, or in one
+    /// started for it now (`ready` waits for it): refused while no host can be started
     /// (`policy::sandbox_host_refusal`) or past the engine's bounds on open sandboxes
-    /// (`Pool::admit_sandbox`). Its host takes no other work and ends when it closes. A
-    /// neighbour's run that ends its host cannot end the sandbox.
+    /// (`Pool::admit_sandbox`). Its host takes no one-shot run and no other tenant's
+    /// sandbox, and ends once its last sandbox closed: no one-shot run and no other
+    /// tenant can end the sandbox; a sandbox of the same tenant in the same host can.
     pub(crate) fn open_sandbox(&self, id: u64, plan: SandboxPlan) -> Result<Arc<ProcessSandbox>, Failure> {
         let mut s = self.inner.state();
         if s.shut {
@@ -157,7 +160,19 @@ impl ProcessEngine {
         }
         let tenant = Tenant::from(plan.base.tenant.as_deref());
         s.pool.admit_sandbox(id, tenant.clone(), 0, usize::MAX)?;
-        let host = s.spawn_sandbox_host(id);
+        let views: Vec<policy::SandboxHostView> = s
+            .hosts
+            .iter()
+            .map(|h| policy::SandboxHostView {
+                same_tenant: h.sandboxes_of.as_ref() == Some(&tenant),
+                taking: h.end.is_none() && h.phase != HostPhase::Draining && !h.suspect && h.shutdown_deadline.is_none(),
+                open: s.sandboxes_open_on(h.key),
+            })
+            .collect();
+        let host = match policy::sandbox_host_for(&views, s.sandboxes_per_host) {
+            Some(i) => s.hosts[i].key,
+            None => s.spawn_sandbox_host(tenant.clone()),
+        };
         let wire = s.next_wire;
         s.next_wire = if wire == u32::MAX { 1 } else { wire + 1 };
         let sandbox = Arc::new(ProcessSandbox {
@@ -170,9 +185,18 @@ impl ProcessEngine {
             inner: Arc::downgrade(&self.inner),
         });
         s.sandboxes.insert(id, sandbox.clone());
-        // Sent when the host is ready (see `on_frame`).
-        if let Some(h) = s.host_mut(host) {
-            h.pending.push(frame::encode_sandbox_open(wire, &plan));
+        // To a host that is still starting: sent once it is ready (see `on_frame`).
+        let open = frame::encode_sandbox_open(wire, &plan);
+        let Some(h) = s.host_mut(host) else { return Ok(sandbox) };
+        match (h.phase, h.writer.clone()) {
+            (HostPhase::Starting, _) | (_, None) => h.pending.push(open),
+            (_, Some(w)) => {
+                // In line before the lock is released, so the sandbox's first run (sent
+                // under the lock) never overtakes its open.
+                let queue = w.queue();
+                drop(s);
+                w.send_queued(queue, &[&open]);
+            }
         }
         Ok(sandbox)
     }
@@ -268,13 +292,18 @@ impl State {
             }
         }
         self.pool.sandbox_closed(id);
-        // Its own host ends with it: now if it is still starting (nothing of the sandbox
-        // was sent to it), else once its last run answered.
-        if self.host(sb.host).is_some_and(|h| h.phase == HostPhase::Starting) {
+        // Its host ends with its last sandbox: now if it is still starting (nothing of the
+        // sandboxes was sent to it), else once its last run answered.
+        if self.host(sb.host).is_some_and(|h| h.phase == HostPhase::Starting) && self.sandboxes_open_on(sb.host) == 0 {
             self.end_host(sb.host, HostEnd::SandboxClosed);
         }
         self.after_run_left(sb.host);
         self.dispatch();
+    }
+
+    /// Sandboxes open in host `key` (closed ones are out of `sandboxes` at once).
+    pub(super) fn sandboxes_open_on(&self, key: u64) -> usize {
+        self.sandboxes.values().filter(|sb| sb.host == key).count()
     }
 
     /// Host `key` said it closed the sandbox it knows as `wire`.

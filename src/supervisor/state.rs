@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use isolet_core::frame::{WireHealth, WireLockdown, WireStart};
 use isolet_core::host_policy::{EventBudget, HostEnd, HostView, Lingering, Starts};
-use isolet_core::queue::{Pool, PoolConfig};
+use isolet_core::queue::{Pool, PoolConfig, Tenant};
 use isolet_core::run_state::RunState;
 use isolet_core::{Failure, RunPlan};
 
@@ -57,9 +57,9 @@ pub(super) struct Host {
     pub(super) lingering: Lingering,
     /// A run here is well past its wall limit: a replacement is started already.
     pub(super) suspect: bool,
-    /// The persistent sandbox it was started for: it serves that sandbox's runs only and
-    /// ends when the sandbox closes (`policy::sandbox_host_pool`).
-    pub(super) sandbox: Option<u64>,
+    /// The tenant whose persistent sandboxes it holds, if it is a sandbox host: it serves
+    /// their runs only and ends once none is open (`policy::sandbox_host_pool`).
+    pub(super) sandboxes_of: Option<Tenant>,
     /// Frames for it sent once it is ready (its sandbox's open, and runs made meanwhile).
     pub(super) pending: Vec<Vec<u8>>,
     /// Reads its CPU time (once it has a pid).
@@ -79,7 +79,7 @@ impl Host {
             warm: self.warm_left,
             last_start: self.last_start,
             solo: self.solo.is_some(),
-            dedicated: self.sandbox.is_some(),
+            dedicated: self.sandboxes_of.is_some(),
         }
     }
 
@@ -161,7 +161,7 @@ pub(super) struct Counters {
     pub(super) crashed: u64,
     pub(super) recycled: BTreeMap<&'static str, u64>,
     pub(super) crash_reasons: BTreeMap<String, u64>,
-    /// Of `started`, hosts started for a persistent sandbox (not replacements).
+    /// Of `started`, hosts started for persistent sandboxes (not replacements).
     pub(super) sandbox_hosts_started: u64,
     /// Start counts of hosts that ended.
     pub(super) retired_warm_starts: u64,
@@ -174,6 +174,8 @@ pub(super) struct State {
     /// Hosts kept running.
     pub(super) processes: usize,
     pub(super) per_host: usize,
+    /// Persistent sandboxes of one tenant a sandbox host holds (`sandboxesPerHost`).
+    pub(super) sandboxes_per_host: usize,
     pub(super) host_config: WireStart,
     pub(super) pool: Pool<u64, ()>,
     pub(super) runs: HashMap<u64, Run>,

@@ -557,22 +557,57 @@ pub fn place_last_resort(hosts: &[HostView], max_runs: usize, alone: bool) -> Op
 
 // ---- persistent sandboxes ---------------------------------------------------------
 
-/// The pool a persistent sandbox's own host starts with: one slot (the sandbox's) and no
-/// warm isolate (no one-shot run ever comes to it; each would cost it memory). A sandbox
-/// lives in a host of its own so that no neighbour can end it: a one-shot run that ends
-/// its host (a memory bomb, a crash, a built-in that ignores termination) can be started
-/// again elsewhere, a sandbox's context cannot.
-pub fn sandbox_host_pool(engine: PoolConfig) -> PoolConfig {
-    // The parent admitted the sandbox and queued its runs (with their deadlines) already.
+/// Persistent sandboxes of one tenant a sandbox host holds at most, unless the engine says
+/// otherwise (`sandboxesPerHost`): a host costs the machine 7-9 MB and 60 ms to start, an
+/// idle sandbox in it about 1 MB, so an agent server's hundreds of sandboxes cost a few MB
+/// each, and most open without a host start.
+pub const DEFAULT_SANDBOXES_PER_HOST: u64 = 16;
+/// The most `sandboxesPerHost` may say.
+pub const MAX_SANDBOXES_PER_HOST: u64 = 256;
+
+/// The pool a sandbox host starts with: a slot and a place for each of the sandboxes it
+/// may hold (`sandboxes_per_host`, at most the engine's slots running at once), and no
+/// warm isolate (no one-shot run ever comes to it; each would cost it memory). Sandboxes
+/// live in hosts of their own, one tenant's to a host, so that no one-shot run and no
+/// other tenant can end them: a one-shot run that ends its host (a memory bomb, a crash, a
+/// built-in that ignores termination) can be started again elsewhere, a sandbox's context
+/// cannot. A sandbox that ends its host ends its host's other sandboxes (each closes
+/// `hostLost`); `sandboxesPerHost: 1` gives each a host of its own.
+pub fn sandbox_host_pool(engine: PoolConfig, sandboxes_per_host: usize) -> PoolConfig {
+    let sandboxes = sandboxes_per_host.max(1);
+    // The parent admitted the sandboxes and queued their runs (with their deadlines) already.
     PoolConfig {
         memory_mb: engine.memory_mb,
-        max_concurrent: 1,
+        max_concurrent: sandboxes.min(engine.max_concurrent.max(1)),
         warm_pool_size: 0,
-        max_queue: 1,
+        max_queue: sandboxes,
         max_queue_ms: None,
-        max_open_sandboxes: 1,
-        max_open_sandboxes_per_tenant: 1,
+        max_open_sandboxes: sandboxes,
+        max_open_sandboxes_per_tenant: sandboxes,
     }
+}
+
+/// A sandbox host as `sandbox_host_for` sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxHostView {
+    /// It holds the sandboxes of the tenant opening one.
+    pub same_tenant: bool,
+    /// It takes more: starting or serving, not told to end, not draining, no run of it
+    /// well past its wall limit (it may be ended for that).
+    pub taking: bool,
+    /// Sandboxes open in it.
+    pub open: usize,
+}
+
+/// The host a new sandbox opens in: the fullest host of its tenant with room (packing
+/// keeps hosts, and the memory they cost, few); `None`: a host is started for it.
+pub fn sandbox_host_for(hosts: &[SandboxHostView], sandboxes_per_host: usize) -> Option<usize> {
+    hosts
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.same_tenant && h.taking && h.open < sandboxes_per_host.max(1))
+        .max_by_key(|(i, h)| (h.open, std::cmp::Reverse(*i)))
+        .map(|(i, _)| i)
 }
 
 /// The pool a shared host (one-shot runs only) starts with: the parent's whole pool as
@@ -601,11 +636,12 @@ pub fn sandbox_host_refusal(cannot_start: Option<&Failure>) -> Option<Failure> {
         .map(|f| Failure::new(ErrorKind::Overloaded, format!("No sandbox host process can be started for the sandbox now: {}", f.message)))
 }
 
-/// Whether the host of a sandbox that closed is ended at once: yes with no run of it in
-/// flight; else once that run has answered (it was stopped with the sandbox, or it is the
-/// run whose end closed the sandbox, and its answer says why), or at its deadline.
-pub fn end_sandbox_host_now(runs_in_flight: usize) -> bool {
-    runs_in_flight == 0
+/// Whether a sandbox host, after a sandbox of it closed or a run left it, is ended now:
+/// yes once no sandbox is open in it and no run is in flight there; a run still in flight
+/// answers first (it was stopped with its sandbox, or it is the run whose end closed the
+/// sandbox, and its answer says why), or meets its deadline.
+pub fn end_sandbox_host_now(runs_in_flight: usize, open_sandboxes: usize) -> bool {
+    runs_in_flight == 0 && open_sandboxes == 0
 }
 
 /// Whether a spare host stands by after a host's `end` (`SPARE_AFTER_TROUBLE_MS`): not

@@ -347,9 +347,14 @@ fn a_sandbox_host_has_one_slot_no_warm_isolate_and_no_queue_deadline_of_its_own(
         max_open_sandboxes: 256,
         max_open_sandboxes_per_tenant: 64,
     };
-    let own = sandbox_host_pool(engine);
+    let own = sandbox_host_pool(engine, 1);
     assert_eq!((own.memory_mb, own.max_concurrent, own.warm_pool_size, own.max_queue), (64, 1, 0, 1));
     assert_eq!((own.max_queue_ms, own.max_open_sandboxes, own.max_open_sandboxes_per_tenant), (None, 1, 1));
+    // Several sandboxes: a slot each, but never more than the engine runs at once.
+    let sixteen = sandbox_host_pool(engine, 16);
+    assert_eq!((sixteen.max_concurrent, sixteen.warm_pool_size, sixteen.max_queue), (8, 0, 16));
+    assert_eq!((sixteen.max_open_sandboxes, sixteen.max_open_sandboxes_per_tenant), (16, 16));
+    assert_eq!(sandbox_host_pool(engine, 0).max_open_sandboxes, 1, "at least one");
     let shared = shared_host_pool(engine, 3);
     assert_eq!((shared.max_concurrent, shared.warm_pool_size, shared.max_queue), (8, 2, 8));
     assert_eq!((shared.max_queue_ms, shared.max_open_sandboxes), (None, 0), "the parent queues; sandboxes have hosts of their own");
@@ -362,8 +367,9 @@ fn a_sandbox_host_has_one_slot_no_warm_isolate_and_no_queue_deadline_of_its_own(
 
 #[test]
 fn a_closed_sandboxs_host_ends_after_its_last_run_and_calls_for_no_spare() {
-    assert!(end_sandbox_host_now(0));
-    assert!(!end_sandbox_host_now(1));
+    assert!(end_sandbox_host_now(0, 0));
+    assert!(!end_sandbox_host_now(1, 0), "its last run answers first");
+    assert!(!end_sandbox_host_now(0, 1), "another sandbox is open in it");
     let oom = HostEnd::Memory { rss_mb: 900, budget_mb: 300 };
     assert!(spare_after(&oom, false));
     assert!(!spare_after(&oom, true), "a sandbox's host ending replaces nothing");
@@ -482,4 +488,24 @@ fn the_io_thread_reads_what_node_left_waiting_a_whole_poll_period() {
     // After a take-over, the next bytes wait a period again before the next.
     assert!(!u.check(true, 8));
     assert!(u.check(true, 8));
+}
+
+#[test]
+fn a_new_sandbox_opens_in_the_fullest_host_of_its_tenant_with_room() {
+    let h = |same_tenant, taking, open| SandboxHostView { same_tenant, taking, open };
+    assert_eq!(sandbox_host_for(&[], 16), None, "no host yet: one is started");
+    // Another tenant's host never takes it, however empty.
+    assert_eq!(sandbox_host_for(&[h(false, true, 0)], 16), None);
+    // The fullest with room, so hosts fill before new ones start.
+    assert_eq!(sandbox_host_for(&[h(true, true, 3), h(true, true, 9), h(true, true, 16)], 16), Some(1));
+    // The first of equals.
+    assert_eq!(sandbox_host_for(&[h(true, true, 2), h(true, true, 2)], 16), Some(0));
+    // A host that takes no more (ending, draining, overdue) is passed over.
+    assert_eq!(sandbox_host_for(&[h(true, false, 1), h(true, true, 5)], 16), Some(1));
+    assert_eq!(sandbox_host_for(&[h(true, false, 1)], 16), None);
+    // Full hosts: a new one.
+    assert_eq!(sandbox_host_for(&[h(true, true, 16)], 16), None);
+    // One sandbox per host: every sandbox starts a host.
+    assert_eq!(sandbox_host_for(&[h(true, true, 1)], 1), None);
+    assert_eq!(sandbox_host_for(&[h(true, true, 0)], 1), Some(0));
 }

@@ -63,6 +63,8 @@ pub const ENGINE_CONFIG: &[Opt] = &[
     whole("warmPoolSize", 0, 256, Some(0), &["warmPool"]),
     whole("maxQueueSize", 0, 1_000_000, Some(1000), &["queueSize"]),
     whole("processes", 1, 64, Some(2), &[]),
+    // Process isolation: persistent sandboxes of one tenant that share a sandbox host.
+    whole("sandboxesPerHost", 1, crate::host_policy::MAX_SANDBOXES_PER_HOST, Some(crate::host_policy::DEFAULT_SANDBOXES_PER_HOST), &[]),
     whole("maxQueueMs", 0, MAX_TIME_MS, Some(crate::queue::DEFAULT_MAX_QUEUE_MS), &["queueTimeoutMs"]),
     whole("maxOpenSandboxes", 1, MAX_OPEN_SANDBOXES, Some(crate::queue::DEFAULT_MAX_OPEN_SANDBOXES as u64), &["maxSandboxes"]),
     // Default: a quarter of maxOpenSandboxes (`queue::default_max_open_sandboxes_per_tenant`).
@@ -116,6 +118,8 @@ pub struct EngineConfig {
     pub warm_pool_size: u32,
     pub max_queue_size: u32,
     pub processes: u32,
+    /// Persistent sandboxes of one tenant a sandbox host holds (process isolation).
+    pub sandboxes_per_host: u32,
     /// How long a run may wait for a slot unless it says otherwise (`maxQueueMs`).
     pub max_queue_ms: u64,
     pub max_open_sandboxes: u32,
@@ -253,6 +257,7 @@ impl EngineConfig {
             warm_pool_size: f.whole_or_default("warmPoolSize")? as u32,
             max_queue_size: f.whole_or_default("maxQueueSize")? as u32,
             processes: f.whole_or_default("processes")? as u32,
+            sandboxes_per_host: f.whole_or_default("sandboxesPerHost")? as u32,
             max_queue_ms,
             max_open_sandboxes: max_open_sandboxes as u32,
             max_open_sandboxes_per_tenant: per_tenant as u32,
