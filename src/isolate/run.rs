@@ -9,8 +9,8 @@
 //! while the thread cannot have exited. Every ending goes through `end`, which carries
 //! out the steps the state machine returns, in its order, under the `ending` lock.
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use isolet_core::limits::{MAX_DATA_KEY_BYTES, MAX_REJECTION_MESSAGE_BYTES};
@@ -198,6 +198,22 @@ pub(crate) struct RunShared {
     logs: Mutex<LogBuffer>,
     messages: AtomicU32,
     next_data_id: AtomicU32,
+    /// Something was queued in the inbox (a reply, an answer, a wake-up) since the isolate
+    /// thread last looked: what it spins on before it sleeps (`wait_for_work`).
+    arrived: AtomicBool,
+    /// How long (µs) the isolate thread's last wait for a reply took, spin and sleep.
+    last_wait_us: AtomicU64,
+    /// CPU time (ns) the isolate thread spent spinning for replies: not the run's code's,
+    /// so not counted in its `cpuTimeMs` (`code_cpu`).
+    spin_cpu_ns: AtomicU64,
+}
+
+/// Isolate threads spinning for a reply now, in this process (`wakeups::spin_for_reply`).
+static SPINNING: AtomicUsize = AtomicUsize::new(0);
+
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 impl RunShared {
@@ -225,7 +241,16 @@ impl RunShared {
             logs: Mutex::new(logs),
             messages: AtomicU32::new(0),
             next_data_id: AtomicU32::new(1),
+            arrived: AtomicBool::new(false),
+            last_wait_us: AtomicU64::new(0),
+            spin_cpu_ns: AtomicU64::new(0),
         })
+    }
+
+    /// CPU time the run's code has used on `clock` (its thread's): less what the thread
+    /// spent spinning for replies.
+    pub(crate) fn code_cpu(&self, clock: &ThreadClock) -> Duration {
+        clock.used().saturating_sub(Duration::from_nanos(self.spin_cpu_ns.load(Ordering::Relaxed)))
     }
 
     pub(crate) fn sink(&self) -> &Arc<dyn EventSink> {
@@ -256,7 +281,7 @@ impl RunShared {
         if life.state.stop_reason().is_some() {
             isolate.terminate();
             life.terminated_at = Some(Instant::now());
-            life.cpu_at_termination = Some(clock.used());
+            life.cpu_at_termination = Some(self.code_cpu(&clock));
         }
         life.isolate = Some(isolate);
     }
@@ -278,7 +303,7 @@ impl RunShared {
                 let ms = |d: Duration| d.as_millis() as u64;
                 let limits = &self.spec.plan.limits;
                 let elapsed = life.started_at.map(|t| ms(t.elapsed()));
-                let cpu = life.clock.map(|c| ms(c.used()));
+                let cpu = life.clock.map(|c| ms(self.code_cpu(&c)));
                 isolet_core::run_state::stop_reason_at(reason, elapsed, limits.wall_time_ms, cpu, limits.cpu_time_ms)
             };
             let decision = life.state.request_stop(reason);
@@ -286,7 +311,7 @@ impl RunShared {
                 if let Some(isolate) = life.isolate.as_ref() {
                     isolate.terminate();
                     life.terminated_at = Some(Instant::now());
-                    life.cpu_at_termination = life.clock.map(|c| c.used());
+                    life.cpu_at_termination = life.clock.map(|c| self.code_cpu(&c));
                 }
             }
             decision
@@ -381,7 +406,7 @@ impl RunShared {
         let failure = Failure::out_of_memory(self.spec.plan.limits.memory_mb);
         let (wall, cpu) = {
             let life = lock(&self.life);
-            (life.started_at.map(|t| t.elapsed()), life.clock.map(|c| c.used()))
+            (life.started_at.map(|t| t.elapsed()), life.clock.map(|c| self.code_cpu(&c)))
         };
         let stats = ExecStats {
             wall_time_ms: wall.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
@@ -450,6 +475,7 @@ impl RunShared {
             let mut inbox = lock(&self.inbox);
             inbox.woken = true;
             inbox.sleeping = false;
+            self.arrived.store(true, Ordering::Release);
         }
         self.cv.notify_all();
     }
@@ -492,6 +518,7 @@ impl RunShared {
             Err(e) => HostReply::Reject { call_id, name: "RangeError".into(), message: format!("the reply was refused: {e}") },
         };
         let wake = Self::queue_reply(&mut inbox, reply);
+        self.arrived.store(true, Ordering::Release);
         drop(inbox);
         if wake {
             self.cv.notify_all();
@@ -514,6 +541,7 @@ impl RunShared {
             return false;
         }
         inbox.answers.insert(id, answer);
+        self.arrived.store(true, Ordering::Release);
         drop(inbox);
         self.cv.notify_all();
         true
@@ -528,9 +556,33 @@ impl RunShared {
         // A stop also wakes us; re-check every 100 ms as a backstop.
         let limit = timeout.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
         if inbox.replies.is_empty() && !inbox.woken && !self.should_stop() {
-            inbox.sleeping = true;
-            inbox = self.cv.wait_timeout(inbox, limit).unwrap_or_else(|e| e.into_inner()).0;
-            inbox.sleeping = false;
+            let started = Instant::now();
+            let last = self.last_wait_us.load(Ordering::Relaxed);
+            if isolet_core::wakeups::spin_for_reply(inbox.pending.in_flight(), last, SPINNING.load(Ordering::Relaxed), cores()) {
+                // Under the lock: nothing queued since the check above can be missed.
+                self.arrived.store(false, Ordering::Relaxed);
+                drop(inbox);
+                SPINNING.fetch_add(1, Ordering::Relaxed);
+                let spin_start = Instant::now();
+                let spin = Duration::from_micros(isolet_core::wakeups::REPLY_SPIN_US).min(limit);
+                while !self.arrived.load(Ordering::Acquire) && spin_start.elapsed() < spin {
+                    std::hint::spin_loop();
+                }
+                // A busy loop's CPU time is its wall time (reading the thread's CPU clock
+                // costs a system call, a microsecond here): were the thread preempted
+                // meanwhile, the run's code is credited at most REPLY_SPIN_US a wait.
+                self.spin_cpu_ns.fetch_add(spin_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                SPINNING.fetch_sub(1, Ordering::Relaxed);
+                inbox = lock(&self.inbox);
+            }
+            if inbox.replies.is_empty() && !inbox.woken && !self.should_stop() {
+                inbox.sleeping = true;
+                inbox = self.cv.wait_timeout(inbox, limit.saturating_sub(started.elapsed())).unwrap_or_else(|e| e.into_inner()).0;
+                inbox.sleeping = false;
+            }
+            if !inbox.replies.is_empty() {
+                self.last_wait_us.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            }
         }
         inbox.woken = false;
         std::mem::swap(&mut inbox.replies, replies);
@@ -651,7 +703,7 @@ impl Watched for RunShared {
             cpu_limit: limits.cpu_time_ms.map(Duration::from_millis),
             elapsed: life.started_at.map(|t| t.elapsed()).unwrap_or_default(),
             // Read under the lock while the run has not ended: its thread is alive.
-            cpu_used: life.clock.map(|c| c.used()),
+            cpu_used: life.clock.map(|c| self.code_cpu(&c)),
             terminated_for: life.terminated_at.map(|t| t.elapsed()),
             cpu_at_termination: life.cpu_at_termination,
         })
@@ -671,7 +723,7 @@ impl Watched for RunShared {
                 result: Err(self.failure_for(reason)),
                 stats: ExecStats {
                     wall_time_ms: life.started_at.map(|t| t.elapsed().as_secs_f64() * 1000.0).unwrap_or(0.0),
-                    cpu_time_ms: life.clock.map(|c| c.used().as_secs_f64() * 1000.0).unwrap_or(0.0),
+                    cpu_time_ms: life.clock.map(|c| self.code_cpu(&c).as_secs_f64() * 1000.0).unwrap_or(0.0),
                     ..Default::default()
                 },
                 logs: self.take_logs(),

@@ -299,7 +299,7 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
     let heap = sandbox.heap();
     let stats = ExecStats {
         wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
-        cpu_time_ms: clock.used().as_secs_f64() * 1000.0,
+        cpu_time_ms: run.code_cpu(&clock).as_secs_f64() * 1000.0,
         heap_used_bytes: heap.used as f64,
         heap_peak_bytes: heap.peak as f64,
         host_calls: run.messages(),

@@ -127,3 +127,38 @@ mod tests {
         assert_eq!(a.0.load(Ordering::SeqCst), 1, "the hold outlived take");
     }
 }
+
+/// How long an isolate thread waiting for a host call's reply spins before it sleeps: a
+/// synchronous tool answers within tens of microseconds, and a futex sleep and wake-up
+/// costs about as much again (the sleeper must be scheduled back in).
+pub const REPLY_SPIN_US: u64 = 50;
+
+/// Whether an isolate thread about to wait for work spins for `REPLY_SPIN_US` first: only
+/// with a host call of its run in flight (a timer or a data request sleeps at once), only
+/// while the last replies came within the spin (a slow tool costs no CPU time: the run's
+/// `cpuTimeMs` counts the spin), and only while a core is left for the thread that
+/// answers (`spinning` threads now, of `cores`).
+pub fn spin_for_reply(calls_in_flight: usize, last_wait_us: u64, spinning: usize, cores: usize) -> bool {
+    calls_in_flight > 0 && last_wait_us <= REPLY_SPIN_US && spinning + 1 < cores
+}
+
+#[cfg(test)]
+mod spin_tests {
+    use super::*;
+
+    #[test]
+    fn spins_only_for_a_reply_that_comes_fast_with_a_core_to_spare() {
+        // A host call in flight whose answers have been quick, one core free: spin.
+        assert!(spin_for_reply(1, 20, 0, 2));
+        // Nothing in flight (a timer, a data request): sleep at once.
+        assert!(!spin_for_reply(0, 0, 0, 2));
+        // The last reply took longer than a spin: a slow tool costs no CPU.
+        assert!(!spin_for_reply(1, REPLY_SPIN_US + 1, 0, 2));
+        assert!(spin_for_reply(1, REPLY_SPIN_US, 0, 2));
+        // Another thread spins already on a 2-core machine: the answering thread needs the other.
+        assert!(!spin_for_reply(3, 10, 1, 2));
+        assert!(spin_for_reply(3, 10, 1, 4));
+        // One core: never.
+        assert!(!spin_for_reply(1, 0, 0, 1));
+    }
+}
