@@ -802,7 +802,8 @@ export interface SandboxEngineConfig {
   /**
    * Process isolation: how many persistent sandboxes of one tenant share a sandbox host
    * (1 to 256; default 16). Sandboxes live in hosts of their own, apart from one-shot runs
-   * and from other tenants, so nothing of another tenant can end them. Sharing a host
+   * and from other tenants, so nothing of another tenant can end them; sandboxes opened
+   * without a `tenant` count as one tenant (name each end user's to keep users apart). Sharing a host
    * makes a sandbox cheap to open (no process start once its tenant has a host with room)
    * and to hold (about a megabyte, not a process each); the cost is that a sandbox that
    * ends its host (a crash, memory past the host's budget, a built-in that ignores
