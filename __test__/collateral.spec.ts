@@ -279,6 +279,10 @@ async function attackRounds(engine: SandboxEngine, start: () => ReturnType<typeo
     expect(hostile.worstOverMs).toBeLessThan(1000);
     expect(loud.lateMs).toBeLessThan(1000);
     ratios.push(loud.perSecond / quiet.perSecond);
+    // COLLATERAL_REPORT=1 prints the figures behind the assertions (for notes and docs).
+    if (process.env.COLLATERAL_REPORT) {
+      console.info(`collateral: quiet ${quiet.perSecond.toFixed(1)} runs/s, under attack ${loud.perSecond.toFixed(1)} runs/s (${hostile.count} hostile settled)`);
+    }
   }
   return { ratios, innocents };
 }

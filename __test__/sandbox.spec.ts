@@ -505,6 +505,27 @@ describe('process isolation: the host of a sandbox', () => {
     expect([p.crashed, p.recycled]).toEqual([0, {}]);
   });
 
+  it('a heap bomb in a sandbox that shares its host ends only that sandbox: its host and its neighbour (same tenant) keep running', async () => {
+    const engine = await engineOf({ maxConcurrentIsolates: 4, processes: 1, memoryMb: 32 });
+    const shared = new Set(engine.stats().processes!.pids);
+    const bomber = await engine.openSandbox({ tenant: 'acme' });
+    const neighbour = await engine.openSandbox({ tenant: 'acme' });
+    open.push(bomber, neighbour);
+    expect(output(await neighbour.run('var kept = "state"; kept'))).toBe('state');
+    const [host] = engine.stats().processes!.pids.filter((p) => !shared.has(p));
+    expect(engine.stats().processes!.pids.filter((p) => !shared.has(p))).toEqual([host]);
+    const bomb = await bomber.run('const a = []; for (;;) a.push(new Array(1e5).fill(1))');
+    expect(bomb.success).toBe(false);
+    if (!bomb.success) expect(bomb.error).toBeInstanceOf(SandboxOOMError);
+    expect(bomber.closeReason).toBe('outOfMemory');
+    // The heap limit stopped it inside its isolate: the shared host is the same process.
+    expect(engine.stats().processes!.pids).toContain(host);
+    expect(neighbour.closeReason).toBe(null);
+    expect(output(await neighbour.run('kept'))).toBe('state');
+    const p = engine.stats().processes!;
+    expect([p.crashed, p.recycled]).toEqual([0, {}]);
+  });
+
   it('a host that is lost ends each of its sandboxes with a typed error saying so; other tenants’ sandboxes and runs keep working', async () => {
     const engine = await engineOf({ maxConcurrentIsolates: 4, processes: 2 });
     const shared = new Set(engine.stats().processes!.pids);
