@@ -97,4 +97,22 @@ describe('a fatal out-of-memory', () => {
     expect(r.out.stats.parkedThreads).toBe(0);
     expect(r.growthMb).toBeLessThan(64);
   });
+
+  it('thread mode: a web API handed a huge rope (512 MB of text, a few bytes until flattened) ends the run out of memory, parks nothing', { timeout: 120000 }, () => {
+    // Measuring the text's UTF-8 flattened it inside the op's native call, where a heap past
+    // its limit is a fatal OOM: the thread parked with 579 MB and later thread runs were
+    // refused. Its length is charged first now.
+    const r = child(
+      `const cases = ['new TextEncoder().encode(s).length', 'new Blob([s]).size', 'btoa(s).length'];
+       const runs = [];
+       for (const c of cases) runs.push(brief(await runSandbox('const s = "x".repeat(2 ** 29 - 24); ' + c, { isolation: 'thread', web: true, timeoutMs: 30000 })));
+       const after = brief(await runSandbox('6 * 7', { isolation: 'thread' }));
+       return { runs, after, stats: processStats() };`,
+      { MODE: 'thread' },
+    );
+    for (const run of r.out.runs) expect(run.name).toBe('SandboxOOMError');
+    expect(r.out.after.ok).toBe(true);
+    expect(r.out.stats.parkedThreads).toBe(0);
+    expect(r.growthMb).toBeLessThan(128);
+  });
 });

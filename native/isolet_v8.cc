@@ -1558,16 +1558,25 @@ void OpCall(const v8::FunctionCallbackInfo<Value>& info) {
     isolet_op_value& v = args[i];
     if (arg->IsString()) {
       Local<String> str = arg.As<String>();
+      // Its UTF-8 takes at least a byte per UTF-16 unit: charged before it is measured, as
+      // measuring flattens a rope ('x'.repeat(2 ** 29) is a few bytes until then), and a
+      // flattening past the heap's limit inside this call is a fatal OOM, not a throw.
+      size_t at_least = static_cast<size_t>(str->Length()) + 1;
+      if (!ChargeOrOutOfMemory(sb, at_least)) {
+        ok = false;
+        break;
+      }
+      charged += at_least;
 #if ISOLET_V8_AT_LEAST(13, 6)
       size_t need = str->Utf8LengthV2(isolate);
 #else
       size_t need = static_cast<size_t>(str->Utf8Length(isolate));
 #endif
-      if (!ChargeOrOutOfMemory(sb, need + 1)) {
+      if (need + 1 > at_least && !ChargeOrOutOfMemory(sb, need + 1 - at_least)) {
         ok = false;
         break;
       }
-      charged += need + 1;
+      charged += need + 1 - at_least;
       v.kind = ISOLET_OP_STRING;
       v.ptr = static_cast<uint8_t*>(std::malloc(need + 1));
       v.cap = need + 1;
