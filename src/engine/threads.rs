@@ -66,7 +66,7 @@ impl Backend for ThreadBackend {
         let run = RunShared::new(id, RunSpec::new(plan, &modules).with_code(self.code.clone()), sink);
         drop(modules);
         self.pool.submit(run.clone(), tenant);
-        Arc::new(ThreadRun { run, pool: self.pool.clone() })
+        Arc::new(IsolateRun { run, stop: Stopper::Pool(self.pool.clone()) })
     }
 
     fn open_sandbox(&self, id: u64, plan: SandboxPlan) -> Result<Sandbox, Failure> {
@@ -87,13 +87,21 @@ impl Backend for ThreadBackend {
     }
 }
 
-/// A one-shot run on one of this process's isolate threads.
-struct ThreadRun {
+/// A run on an isolate thread of this process, a one-shot run's or a sandbox's.
+struct IsolateRun {
     run: Arc<RunShared>,
-    pool: ThreadPool,
+    stop: Stopper,
 }
 
-impl RunControl for ThreadRun {
+/// Who stops a run: the pool (it may be waiting for a slot, or running), or its sandbox
+/// (waiting in the engine's queue: answered now; handed to the sandbox's thread or
+/// running: the stop reaches it, and one not started yet stops as it attaches).
+enum Stopper {
+    Pool(ThreadPool),
+    Sandbox(Arc<SandboxCore>),
+}
+
+impl RunControl for IsolateRun {
     fn reply(&self, reply: HostReply) {
         self.run.push_reply(reply);
     }
@@ -103,7 +111,10 @@ impl RunControl for ThreadRun {
     }
 
     fn abort(&self) {
-        self.pool.abort(&self.run);
+        match &self.stop {
+            Stopper::Pool(pool) => pool.abort(&self.run),
+            Stopper::Sandbox(core) => core.abort(&self.run),
+        }
     }
 }
 
@@ -121,7 +132,7 @@ impl SandboxBackend for ThreadSandbox {
         _started_event: bool,
         sink: Arc<dyn EventSink>,
     ) -> Arc<dyn RunControl> {
-        Arc::new(SandboxRun { run: self.core.start_run(id, plan, call, sink), core: self.core.clone() })
+        Arc::new(IsolateRun { run: self.core.start_run(id, plan, call, sink), stop: Stopper::Sandbox(self.core.clone()) })
     }
 
     fn ready(&self, _timeout: Duration) -> Result<(), Failure> {
@@ -138,27 +149,5 @@ impl SandboxBackend for ThreadSandbox {
 
     fn usage(&self) -> Budget {
         self.core.budget()
-    }
-}
-
-/// A run of a thread-mode sandbox.
-struct SandboxRun {
-    run: Arc<RunShared>,
-    core: Arc<SandboxCore>,
-}
-
-impl RunControl for SandboxRun {
-    fn reply(&self, reply: HostReply) {
-        self.run.push_reply(reply);
-    }
-
-    fn answer(&self, id: u32, answer: DataAnswer) -> bool {
-        self.run.push_answer(id, answer)
-    }
-
-    fn abort(&self) {
-        // Waiting in the engine's queue: answered now; handed to the sandbox's thread or
-        // running: the stop reaches it (one not started yet stops as it attaches).
-        self.core.abort(&self.run);
     }
 }

@@ -6,5 +6,5 @@ pub(crate) mod persistent;
 pub(crate) mod run;
 pub(crate) mod thread;
 
-pub(crate) use run::{Completion, EventSink, HostReply, RunShared, RunSpec, StopReason};
+pub(crate) use run::{BeforeDone, Completion, EventSink, HostReply, RunShared, RunSpec, StopReason};
 pub(crate) use thread::IsolateThread;

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use isolet_core::sandbox::{budget_failure, closed_failure, waiting_run_failure, Budget, CloseReason, RunOutcome, SandboxPlan};
-use isolet_core::{ErrorKind, Failure, LogLevel};
+use isolet_core::{ErrorKind, Failure};
 
 use isolet_core::RunPlan;
 
-use super::run::{Completion, EventSink, RunShared, RunSpec, StopReason};
+use super::run::{BeforeDone, Completion, EventSink, RunShared, RunSpec, StopReason};
 use super::thread::{execute_plan, trim_after, ThreadHost};
 use crate::limits::lock;
 use crate::v8::EngineCode;
@@ -125,7 +125,17 @@ impl SandboxCore {
             p.limits.cpu_time_ms = cpu;
             p.bridge.max_messages = calls;
         }
-        let sink: Arc<dyn EventSink> = Arc::new(SandboxSink { inner: sink, core: Arc::downgrade(self) });
+        let core = Arc::downgrade(self);
+        // The caller hears of the run after the sandbox has counted it.
+        let sink: Arc<dyn EventSink> = Arc::new(BeforeDone {
+            inner: sink,
+            before_done: move |completion: &mut Completion| {
+                if let Some(core) = core.upgrade() {
+                    // An abandoned run closed the sandbox already: its slot release came first.
+                    core.run_done(completion);
+                }
+            },
+        });
         let mut spec = RunSpec::new(plan, &[]).with_code(self.code.clone());
         spec.call = call;
         spec.sandbox_modules = Some(self.modules.clone());
@@ -257,42 +267,6 @@ impl SandboxCore {
             }
             self.close(reason, false);
         }
-    }
-}
-
-/// The event sink of a sandbox's run: the caller's, after the sandbox has counted the run.
-pub(crate) struct SandboxSink {
-    pub inner: Arc<dyn EventSink>,
-    pub core: Weak<SandboxCore>,
-}
-
-impl EventSink for SandboxSink {
-    fn started(&self) {
-        self.inner.started();
-    }
-
-    fn console(&self, level: LogLevel, message: &str) {
-        self.inner.console(level, message);
-    }
-
-    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
-        self.inner.host_call(call_id, name, args);
-    }
-
-    fn data_request(&self, id: u32, key: &str) {
-        self.inner.data_request(id, key);
-    }
-
-    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool) {
-        self.inner.module_request(id, key, referrer, typescript);
-    }
-
-    fn done(&self, mut completion: Completion) {
-        if let Some(core) = self.core.upgrade() {
-            // An abandoned run closed the sandbox already: its slot release came first.
-            core.run_done(&mut completion);
-        }
-        self.inner.done(completion);
     }
 }
 

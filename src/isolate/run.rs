@@ -92,6 +92,40 @@ pub(crate) trait EventSink: Send + Sync {
     fn done(&self, completion: Completion);
 }
 
+/// Passes every event of a run on to `inner`, with `before_done` seeing (and amending) its
+/// completion first: how a persistent sandbox counts what its runs used, in either mode.
+pub(crate) struct BeforeDone<F> {
+    pub inner: Arc<dyn EventSink>,
+    pub before_done: F,
+}
+
+impl<F: Fn(&mut Completion) + Send + Sync> EventSink for BeforeDone<F> {
+    fn started(&self) {
+        self.inner.started();
+    }
+
+    fn console(&self, level: LogLevel, message: &str) {
+        self.inner.console(level, message);
+    }
+
+    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
+        self.inner.host_call(call_id, name, args);
+    }
+
+    fn data_request(&self, id: u32, key: &str) {
+        self.inner.data_request(id, key);
+    }
+
+    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool) {
+        self.inner.module_request(id, key, referrer, typescript);
+    }
+
+    fn done(&self, mut completion: Completion) {
+        (self.before_done)(&mut completion);
+        self.inner.done(completion);
+    }
+}
+
 /// A host's answer to a host call.
 pub(crate) enum HostReply {
     Fulfill { call_id: u32, value: Vec<u8> },

@@ -16,7 +16,7 @@ use isolet_core::{ErrorKind, Failure, RunPlan};
 
 use super::runs::{failure_completion, shut_down_failure};
 use super::{HostPhase, Inner, ProcessEngine, ProcessRun, Run, State};
-use crate::isolate::{Completion, EventSink};
+use crate::isolate::{BeforeDone, Completion, EventSink};
 use crate::limits::lock;
 
 /// A persistent sandbox of a process engine: on which host it lives, and what the parent
@@ -79,7 +79,19 @@ impl ProcessSandbox {
         sink: Arc<dyn EventSink>,
     ) -> Arc<ProcessRun> {
         let handle = Arc::new(ProcessRun { id, inner: self.inner.clone() });
-        let sink: Arc<dyn EventSink> = Arc::new(UsageSink { inner: sink, sandbox: Arc::downgrade(self) });
+        let sandbox = Arc::downgrade(self);
+        // The caller hears of the run after the sandbox has counted what it used.
+        let sink: Arc<dyn EventSink> = Arc::new(BeforeDone {
+            inner: sink,
+            before_done: move |completion: &mut Completion| {
+                if let Some(sb) = sandbox.upgrade() {
+                    let mut status = lock(&sb.status);
+                    status.usage.runs += 1;
+                    status.usage.cpu_used_ms += completion.stats.cpu_time_ms.max(0.0);
+                    status.usage.host_calls_used += completion.stats.host_calls as u64;
+                }
+            },
+        });
         let Some(inner) = self.inner.upgrade() else {
             sink.done(failure_completion(shut_down_failure(), 0.0));
             return handle;
@@ -104,39 +116,6 @@ impl ProcessSandbox {
             Admission::Refused(_, failure) => s.fail(id, failure),
         }
         handle
-    }
-}
-
-/// A sandbox run's sink: counts what the run used before its caller hears of it.
-struct UsageSink {
-    inner: Arc<dyn EventSink>,
-    sandbox: Weak<ProcessSandbox>,
-}
-
-impl EventSink for UsageSink {
-    fn started(&self) {
-        self.inner.started();
-    }
-    fn console(&self, level: isolet_core::LogLevel, message: &str) {
-        self.inner.console(level, message);
-    }
-    fn host_call(&self, call_id: u32, name: &str, args: Vec<u8>) {
-        self.inner.host_call(call_id, name, args);
-    }
-    fn data_request(&self, id: u32, key: &str) {
-        self.inner.data_request(id, key);
-    }
-    fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool) {
-        self.inner.module_request(id, key, referrer, typescript);
-    }
-    fn done(&self, completion: Completion) {
-        if let Some(sb) = self.sandbox.upgrade() {
-            let mut status = lock(&sb.status);
-            status.usage.runs += 1;
-            status.usage.cpu_used_ms += completion.stats.cpu_time_ms.max(0.0);
-            status.usage.host_calls_used += completion.stats.host_calls as u64;
-        }
-        self.inner.done(completion);
     }
 }
 
