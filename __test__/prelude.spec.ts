@@ -118,6 +118,105 @@ describe.each(['thread', 'process'] as const)('prelude (%s isolation)', (isolati
   });
 });
 
+/** Resolves once the engine holds `n` warm isolates (their contexts prepared). */
+async function warmed(engine: SandboxEngine, n: number) {
+  for (let i = 0; i < 400 && engine.stats().warm < n; i++) await new Promise((r) => setTimeout(r, 10));
+  expect(engine.stats().warm).toBeGreaterThanOrEqual(n);
+}
+
+/** A prelude whose top level takes `ms` of CPU (within init()'s 2,000 ms check). */
+const slowPrelude = (ms: number) => `${LIBRARY}\nconst until = Date.now() + ${ms}; while (Date.now() < until) {}`;
+
+describe.each(['thread', 'process'] as const)('a prelude in warm isolates (%s isolation)', (isolation) => {
+  it("a warm isolate evaluates the prelude before its run: the run pays none of its time, and sees it fresh", async () => {
+    // The prelude takes 400 ms; the runs may take 200: evaluated in the run, it could not finish.
+    const engine = engineWith({ isolation, warmPoolSize: 2, prelude: slowPrelude(400), defaultIsolateLimits: { wallTimeMs: 200 } });
+    await engine.init();
+    for (let i = 0; i < 3; i++) {
+      await warmed(engine, 1);
+      const session = engine.submit({ code: 'settings.rate = 99; return [add(2, 3), counted(), counted(), settings.rate]' });
+      expect(await outcome(session)).toEqual({ ok: true, data: [5, 1, 2, 99] });
+    }
+    // A run given no warm isolate (another memory limit) evaluates the prelude itself, under its own limits.
+    const cold = await outcome(engine.submit({ code: 'return add(1, 1)', isolateLimits: { memoryMb: 96, wallTimeMs: 200 } }));
+    expect(cold.ok).toBe(false);
+    expect(cold.ok === false && cold.error.code).toBe('ERR_ISOLET_TIMEOUT');
+  });
+
+  it('what a run changes of a prepared context is invisible to the next run', async () => {
+    const engine = engineWith({ isolation, warmPoolSize: 2, prelude: LIBRARY });
+    await engine.init();
+    await warmed(engine, 2);
+    const vandal = `
+      settings.rate = 100; settings.list.push(4); calls = 41;
+      delete globalThis.helper; globalThis.Money = null; add.extra = 1;
+      Object.prototype.polluted = true; Array.prototype.push = () => 0;
+      console.log = () => { throw new Error('kept'); };
+      return [settings.rate, typeof helper, counted()];`;
+    expect(await outcome(engine.submit({ code: vandal }))).toEqual({ ok: true, data: [100, 'undefined', 42] });
+    const look = `console.log('hi'); return [settings.rate, settings.list.length, typeof helper, typeof Money, add.extra, ({}).polluted, [].push(1), counted()]`;
+    for (let i = 0; i < 4; i++) {
+      await warmed(engine, 1);
+      expect(await outcome(engine.submit({ code: look }))).toEqual({ ok: true, data: [2, 3, 'function', 'function', undefined, undefined, 1, 1] });
+    }
+    expect(engine.stats().warmStarts).toBeGreaterThanOrEqual(5);
+  });
+
+  it('a run with the web APIs, or without, is served as a fresh context of its own shape', async () => {
+    const engine = engineWith({ isolation, warmPoolSize: 1, prelude: 'var seen = [typeof URL, typeof console.log];' });
+    await engine.init();
+    const code = "return [seen, typeof URL, typeof setTimeout, typeof performance === 'object' ? performance.now() < 500 : null]";
+    for (const web of [false, true, true, false, true]) {
+      await warmed(engine, 1);
+      // performance.now() counts from the run's start, however long its isolate waited.
+      await new Promise((r) => setTimeout(r, 600));
+      const r = await outcome(engine.submit({ code, web }));
+      const t = web ? 'function' : 'undefined';
+      expect(r).toEqual({ ok: true, data: [[t, 'function'], t, t, web ? true : null] });
+    }
+  });
+
+  it("a prelude that logs still logs in each run: its warm-up is not used, and warm isolates stop preparing it", async () => {
+    const engine = engineWith({ isolation, warmPoolSize: 2, prelude: 'console.log("prelude says hi"); var n = 1;' });
+    await engine.init();
+    for (let i = 0; i < 3; i++) {
+      await warmed(engine, 1);
+      const events = [];
+      for await (const event of engine.submit({ code: 'console.log("run"); return n' })) events.push(event);
+      const result = events.find((e) => e.type === 'result') as { logs: { message: string }[] } | undefined;
+      expect(result?.logs.map((l) => l.message)).toEqual(['prelude says hi', 'run']);
+    }
+  });
+
+  it('a prelude that turns slow or greedy only after init() stops its warm-ups, and runs are held to their own limits', async () => {
+    // Deterministic for init()'s check, then each warm-up would loop forever (or grow
+    // without end): the warm-up is stopped and the run evaluates the prelude itself.
+    for (const body of ['for (;;) {}', 'const keep = []; for (;;) keep.push(new Array(100000).fill(1));']) {
+      const after = Date.now() + 400;
+      const engine = engineWith({
+        isolation,
+        warmPoolSize: 1,
+        memoryLimitMb: 32,
+        prelude: `var n = 1; if (Date.now() > ${after}) { ${body} }`,
+        defaultIsolateLimits: { wallTimeMs: 300, memoryMb: 32 },
+      });
+      await engine.init();
+      await new Promise((r) => setTimeout(r, Math.max(0, after - Date.now()) + 50));
+      const codes: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const r = await outcome(engine.submit({ code: 'return n' }));
+        codes.push(r.ok ? 'ok' : r.error.code);
+      }
+      // A warm isolate prepared before the deadline may serve the first; the rest hit the prelude's loop.
+      expect(codes.slice(1)).toEqual(body.startsWith('for') ? ['ERR_ISOLET_TIMEOUT', 'ERR_ISOLET_TIMEOUT'] : ['ERR_ISOLET_OOM', 'ERR_ISOLET_OOM']);
+      // The stopped warm-up leaves nothing stuck: a warm isolate is ready again, no thread is quarantined.
+      await warmed(engine, 1);
+      expect(engine.stats().quarantined).toBe(0);
+      expect((await outcome(engine.submit({ code: 'return 1 + 1' }))).ok).toBe(false);
+    }
+  }, 20_000);
+});
+
 describe('prelude option checks', () => {
   it('must be a string (or { source, modules }) of at most 8 MiB, checked when the engine is made', async () => {
     expect(() => new SandboxEngine({ prelude: 42 } as unknown as SandboxEngineConfig)).toThrow(

@@ -7,7 +7,7 @@
 //! this file carries them out with threads.
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use isolet_core::queue::{Admission, AdmitAt, EngineStats, Pool, PoolConfig, Tenant};
@@ -17,6 +17,7 @@ use isolet_core::sandbox::{CloseReason, SandboxPlan};
 
 use crate::isolate::persistent::{self, SandboxCore, SandboxLink};
 use crate::isolate::thread::JobSource;
+use crate::isolate::warm::Preparation;
 use crate::isolate::{IsolateThread, RunShared, StopReason};
 use crate::limits::queue_timer::QueueTimer;
 use crate::limits::{lock, quarantine};
@@ -55,6 +56,11 @@ struct Inner {
     epoch: Instant,
     /// Fails queued runs at their deadline.
     timer: Arc<QueueTimer>,
+    /// What warm isolates evaluate before their run arrives (`isolate::warm`).
+    preparation: Option<Arc<Preparation>>,
+    /// Told when a warm isolate is ready (a sandbox host then reports its counts: a
+    /// prepared context may take longer than the report that follows a run's end).
+    on_warm_ready: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Inner {
@@ -162,8 +168,9 @@ fn could_not_start() -> Failure {
 }
 
 impl ThreadPool {
-    /// `env` identifies the Node environment that owns the engine (see `shutdown_all`).
-    pub(crate) fn new(config: PoolConfig, env: usize) -> ThreadPool {
+    /// `env` identifies the Node environment that owns the engine (see `shutdown_all`);
+    /// `preparation`, what its warm isolates make ready before their run arrives.
+    pub(crate) fn new(config: PoolConfig, env: usize, preparation: Option<Arc<Preparation>>) -> ThreadPool {
         let pool = Pool::new(config);
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
             let me = me.clone();
@@ -174,12 +181,19 @@ impl ThreadPool {
                 sandboxes: Mutex::new(HashMap::new()),
                 epoch: Instant::now(),
                 timer: QueueTimer::new(Box::new(move || me.upgrade()?.expire_queued())),
+                preparation,
+                on_warm_ready: OnceLock::new(),
             }
         });
         let mut engines = lock(&ENGINES);
         engines.retain(|(_, e)| e.strong_count() > 0);
         engines.push((env, Arc::downgrade(&inner)));
         ThreadPool { inner }
+    }
+
+    /// `told` is called each time a warm isolate is ready (once set, for good).
+    pub(crate) fn on_warm_ready(&self, told: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.inner.on_warm_ready.set(told);
     }
 
     /// Creates the warm pool (off the caller's path: each isolate on its own thread).
@@ -341,6 +355,9 @@ impl ThreadPool {
             pool.forget(id); // it ended before it could start
             return;
         }
+        if let Some(preparation) = &self.inner.preparation {
+            preparation.follow(&run);
+        }
         let mut run = run;
         while let Some(warm) = pool.take_warm(run.spec.plan.limits.memory_mb) {
             match warm.send(run) {
@@ -385,9 +402,13 @@ impl ThreadPool {
             let ready = Box::new(move |ok: bool| {
                 if let Some(inner) = weak.upgrade() {
                     inner.pool().warm_ready(ok.then_some(tx));
+                    if let Some(told) = inner.on_warm_ready.get() {
+                        told();
+                    }
                 }
             });
-            if self.spawn(sandbox_config(memory_mb), JobSource::Later { jobs: rx, ready }).is_err() {
+            let prepare = self.inner.preparation.as_ref().and_then(|p| p.next());
+            if self.spawn(sandbox_config(memory_mb), JobSource::Later { jobs: rx, ready, prepare }).is_err() {
                 self.inner.thread_not_started(true);
             }
         }

@@ -18,7 +18,7 @@ use crate::v8::DataAnswer;
 /// modules as they start, each with its own compiled-code cache.
 pub(super) fn process_backend(config: &EngineConfig, env: usize, loop_watch: Arc<dyn LoopWatch>) -> ProcessEngine {
     let engine = ProcessEngine::new(config.pool(), config.processes as usize, config.sandboxes_per_host as usize, env, Some(loop_watch));
-    engine.set_engine_code(config.prelude.clone(), config.code_cache_bytes);
+    engine.set_engine_code(config.prelude.clone(), config.code_cache_bytes, config.web);
     engine
 }
 

@@ -12,6 +12,7 @@ use super::pool::ThreadPool;
 use super::{Backend, Deferred, EngineReport, Sandbox, SandboxBackend};
 use crate::isolate::code::check_prelude;
 use crate::isolate::persistent::SandboxCore;
+use crate::isolate::warm::Preparation;
 use crate::isolate::{EventSink, HostReply, RunShared, RunSpec};
 use crate::v8::{DataAnswer, EngineCode, WasmModule, WasmModules};
 
@@ -26,9 +27,11 @@ pub(super) struct ThreadBackend {
 
 impl ThreadBackend {
     pub(super) fn new(config: &EngineConfig, env: usize) -> ThreadBackend {
+        let code = EngineCode::new(config.prelude.clone(), config.code_cache_bytes);
+        let preparation = Preparation::new(code.clone(), config.web);
         ThreadBackend {
-            pool: ThreadPool::new(config.pool(), env),
-            code: EngineCode::new(config.prelude.clone(), config.code_cache_bytes),
+            pool: ThreadPool::new(config.pool(), env, Some(preparation)),
+            code,
             wasm_modules: Arc::default(),
             memory_mb: config.memory_mb,
         }

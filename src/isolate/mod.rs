@@ -5,6 +5,7 @@ pub(crate) mod code;
 pub(crate) mod persistent;
 pub(crate) mod run;
 pub(crate) mod thread;
+pub(crate) mod warm;
 
 pub(crate) use run::{BeforeDone, Completion, EventSink, HostReply, RunShared, RunSpec, StopReason};
 pub(crate) use thread::IsolateThread;

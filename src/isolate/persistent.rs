@@ -15,7 +15,7 @@ use isolet_core::{ErrorKind, Failure};
 use isolet_core::RunPlan;
 
 use super::run::{BeforeDone, Completion, EventSink, RunShared, RunSpec, StopReason};
-use super::thread::{execute_plan, trim_after, ThreadHost};
+use super::thread::{execute_plan, trim_after, Context, ThreadHost};
 use crate::limits::lock;
 use crate::v8::EngineCode;
 use crate::v8::{Sandbox, SandboxConfig};
@@ -310,7 +310,7 @@ pub(crate) fn sandbox_main(config: SandboxConfig, core: Arc<SandboxCore>, jobs: 
             continue;
         };
         lock(&core.state).current = Some(Arc::downgrade(&run));
-        let (failed, heap_peak) = execute_plan(sb, &host, &run, !installed);
+        let (failed, heap_peak) = execute_plan(sb, &host, &run, if installed { Context::Kept } else { Context::Fresh });
         installed = true;
         peak = heap_peak;
         sb.end_run();

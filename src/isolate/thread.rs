@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use super::run::{Completion, ExecStats, HostReply, RunShared};
+use super::warm::{prepare_context, Prepare, WarmUp, WarmingSlot};
 use crate::limits::cpu::ThreadClock;
 use crate::limits::watchdog;
 use crate::limits::{lock, quarantine};
@@ -34,11 +35,29 @@ pub(crate) struct ThreadHost {
     run: Mutex<Option<Arc<RunShared>>>,
     /// The web layer's state (`web: true`), for the sandbox's life.
     web: WebState,
+    /// A warm isolate preparing its context before any run is attached (`warm`).
+    warming: WarmingSlot,
 }
 
 impl ThreadHost {
     fn current(&self) -> Option<Arc<RunShared>> {
         lock(&self.run).clone()
+    }
+
+    /// The warm-up in progress, if no run is attached.
+    fn warm_up(&self) -> Option<Arc<WarmUp>> {
+        lock(&self.warming).clone()
+    }
+
+    /// The run attached, or `None`; a warm-up that asked is told it asked for a run's things.
+    fn current_or_note(&self) -> Option<Arc<RunShared>> {
+        let run = self.current();
+        if run.is_none() {
+            if let Some(warm) = self.warm_up() {
+                warm.asked_for_run();
+            }
+        }
+        run
     }
 }
 
@@ -53,7 +72,7 @@ impl SandboxHost for ThreadHost {
         // A refusal goes back to the seam, which rejects the call's promise at once: a
         // sandbox looping on refused calls costs the host nothing per call.
         let refuse = |name: &'static str, message: String| Err(Refusal { name, message });
-        let Some(run) = self.current() else { return refuse("Error", "the execution has ended".into()) };
+        let Some(run) = self.current_or_note() else { return refuse("Error", "the execution has ended".into()) };
         if !run.count_message() {
             return refuse("RangeError", format!("Bridge message limit of {} per execution exceeded", run.spec.plan.bridge.max_messages));
         }
@@ -96,7 +115,7 @@ impl SandboxHost for ThreadHost {
     }
 
     fn data_request(&self, key: &str) -> DataAnswer {
-        match self.current() {
+        match self.current_or_note() {
             Some(run) => run.request_data(key),
             None => DataAnswer::Terminated,
         }
@@ -106,6 +125,8 @@ impl SandboxHost for ThreadHost {
         if let Some(run) = self.current() {
             let run: Weak<RunShared> = Arc::downgrade(&run);
             watchdog::terminate_soon(run);
+        } else if let Some(warm) = self.warm_up() {
+            warm.at_heap_limit();
         }
     }
 
@@ -115,7 +136,7 @@ impl SandboxHost for ThreadHost {
     }
 
     fn given_module(&self, key: &str) -> Option<(String, bool)> {
-        let run = self.current()?;
+        let run = self.current_or_note()?;
         // The prelude's first: no run may replace one of its modules (refused when the
         // run was planned), so this order only matters to a plan no check made.
         if let Some(source) = run.spec.code.prelude_modules.get(key) {
@@ -134,7 +155,7 @@ impl SandboxHost for ThreadHost {
     }
 
     fn resolve_module(&self, key: &str, referrer: &str) -> DataAnswer {
-        match self.current() {
+        match self.current_or_note() {
             Some(run) => run.request_module(key, referrer),
             None => DataAnswer::Terminated,
         }
@@ -155,7 +176,12 @@ impl SandboxHost for ThreadHost {
 
 impl crate::web::WebHost for ThreadHost {
     fn log(&self, level: u32, message: &str) -> usize {
-        let Some(run) = self.current() else { return 0 };
+        let Some(run) = self.current() else {
+            if let Some(warm) = self.warm_up() {
+                warm.logged();
+            }
+            return 0;
+        };
         run.log(LogLevel::from_index(level), message);
         run.log_room()
     }
@@ -169,9 +195,21 @@ impl crate::web::WebHost for ThreadHost {
 pub(crate) enum JobSource {
     /// A cold start: the run is known before the isolate exists.
     Now(Arc<RunShared>),
-    /// A warm isolate: `ready` is called once the isolate exists, then the thread waits
-    /// for a run. A closed channel ends the thread.
-    Later { jobs: mpsc::Receiver<Arc<RunShared>>, ready: Box<dyn FnOnce(bool) + Send> },
+    /// A warm isolate: `ready` is called once the isolate exists (and its context is
+    /// prepared, if `prepare` says so), then the thread waits for a run. A closed channel
+    /// ends the thread.
+    Later { jobs: mpsc::Receiver<Arc<RunShared>>, ready: Box<dyn FnOnce(bool) + Send>, prepare: Option<Prepare> },
+}
+
+/// What a run finds in its isolate's context as it starts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Context {
+    /// Nothing: the console, web APIs and prelude are evaluated, then the run's globals.
+    Fresh,
+    /// A warm isolate's: console, web APIs and prelude are there; the run adds its globals.
+    Prepared,
+    /// A persistent sandbox's after its first run: everything is there.
+    Kept,
 }
 
 pub(crate) struct IsolateThread;
@@ -238,23 +276,42 @@ fn macos_pressure_relief() {
 
 /// Returns whether the run's thread had been quarantined.
 fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
-    let host = Arc::new(ThreadHost::default());
+    let mut host = Arc::new(ThreadHost::default());
     let mut sandbox = Sandbox::new(&config, host.clone());
+    let mut context = Context::Fresh;
+    // A fresh isolate in place of one whose context cannot serve the run.
+    let start_over = |sandbox: &mut Option<Sandbox>, host: &mut Arc<ThreadHost>| {
+        drop(sandbox.take());
+        *host = Arc::new(ThreadHost::default());
+        *sandbox = Sandbox::new(&config, host.clone());
+    };
     let run = match source {
         JobSource::Now(run) => run,
-        JobSource::Later { jobs, ready } => {
+        JobSource::Later { jobs, ready, prepare } => {
+            if let (Some(sb), Some(prepare)) = (sandbox.as_mut(), prepare.as_ref()) {
+                if prepare_context(sb, &host.warming, &host.web, prepare) {
+                    context = Context::Prepared;
+                } else {
+                    start_over(&mut sandbox, &mut host);
+                }
+            }
             ready(sandbox.is_some());
             if sandbox.is_none() {
                 return false;
             }
-            match jobs.recv() {
+            let run = match jobs.recv() {
                 Ok(run) => run,
                 Err(_) => return false, // pool shrank or engine shut down
+            };
+            if context == Context::Prepared && !prepare.is_some_and(|p| p.serves(&run)) {
+                context = Context::Fresh;
+                start_over(&mut sandbox, &mut host);
             }
+            run
         }
     };
     let (failed, peak_heap) = match sandbox.as_mut() {
-        Some(sb) => execute(sb, &host, &run),
+        Some(sb) => execute_plan(sb, &host, &run, context),
         None => {
             let failure = Failure::new(ErrorKind::Internal, "Could not create a V8 isolate");
             run.complete(Completion { result: Err(failure), stats: ExecStats::default(), logs: Vec::new() });
@@ -271,15 +328,10 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
     run.thread_exited()
 }
 
-/// Runs `run` on `sandbox` until it settles or is stopped; delivers the completion and
-/// returns the failure kind, if any, and the peak heap in bytes.
-fn execute(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>) -> (Option<ErrorKind>, f64) {
-    execute_plan(sandbox, host, run, true)
-}
-
-/// Executes one plan on `sandbox`: a one-shot run, or one run of a persistent sandbox
-/// (whose globals were installed by its first run: `install` false after that).
-pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>, install: bool) -> (Option<ErrorKind>, f64) {
+/// Executes one plan on `sandbox` until it settles or is stopped: a one-shot run, or one
+/// run of a persistent sandbox; delivers the completion and returns the failure kind, if
+/// any, and the peak heap in bytes.
+pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<RunShared>, context: Context) -> (Option<ErrorKind>, f64) {
     let started = Instant::now();
     let clock = ThreadClock::start_on_current_thread();
     *lock(&host.run) = Some(run.clone());
@@ -288,7 +340,7 @@ pub(crate) fn execute_plan(sandbox: &mut Sandbox, host: &ThreadHost, run: &Arc<R
     watchdog::watch(watched);
     run.sink().started();
 
-    let step = install_and_run(sandbox, host, run, install);
+    let step = install_and_run(sandbox, host, run, context);
     // Modules imported with import() since the run's top level: their caches now.
     sandbox.flush_module_caches();
     // The web layer's scripts it ran first in this process: their caches, with what it used.
@@ -337,33 +389,44 @@ fn report_rejections(sandbox: &mut Sandbox, run: &RunShared, result: Result<Vec<
     }
 }
 
-fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, install: bool) -> Step {
+fn install_and_run(sandbox: &mut Sandbox, host: &ThreadHost, run: &RunShared, context: Context) -> Step {
     let spec = &run.spec;
     sandbox.set_copy_limits(spec.plan.bridge.max_message_bytes, spec.plan.bridge.max_output_bytes);
     sandbox.set_module_limits(spec.plan.module_limits);
     host.web.begin_run();
-    if install {
-        // `console` and the web APIs come first, so the prelude may use them too.
-        if spec.plan.web {
-            host.web.start();
+    let fetch_tool = web_fetch_tool(&spec.plan);
+    match context {
+        Context::Fresh => {
+            // `console` and the web APIs come first, so the prelude may use them too.
+            if spec.plan.web {
+                host.web.start();
+            }
+            if let Some(step) = crate::web::install(sandbox, &host.web, spec.plan.web, fetch_tool) {
+                return step;
+            }
+            // The prelude runs first, under the run's limits, before any tool or `data` exists.
+            match sandbox.run_prelude(&spec.code) {
+                Step::Settled | Step::Pending => {}
+                failed => return failed,
+            }
         }
-        let fetch_tool = web_fetch_tool(&spec.plan);
-        if let Some(step) = crate::web::install(sandbox, &host.web, spec.plan.web, fetch_tool) {
-            return step;
+        Context::Prepared => {
+            // The web clock starts with the run, as in a fresh context.
+            if spec.plan.web {
+                host.web.start();
+            }
+            host.web.set_fetch_tool(fetch_tool);
         }
-        // The prelude runs first, under the run's limits, before any tool or `data` exists.
-        match sandbox.run_prelude(&spec.code) {
-            Step::Settled | Step::Pending => {}
-            failed => return failed,
-        }
-        if let Some(step) = install_globals(sandbox, spec) {
-            return step;
+        Context::Kept => {
+            // A persistent sandbox's later run: a module it loaded stays as it was loaded.
+            if let Some(message) = sandbox.replaced_module(&spec.plan.modules) {
+                return Step::Invalid(message);
+            }
         }
     }
-    if !install {
-        // A persistent sandbox's later run: a module it loaded stays as it was loaded.
-        if let Some(message) = sandbox.replaced_module(&spec.plan.modules) {
-            return Step::Invalid(message);
+    if context != Context::Kept {
+        if let Some(step) = install_globals(sandbox, spec) {
+            return step;
         }
     }
     // What the run's own code rejects with no handler, from here on (not the prelude's).

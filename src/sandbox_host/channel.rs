@@ -27,6 +27,7 @@ use isolet_core::sandbox::CloseReason;
 use crate::engine::pool::ThreadPool;
 use crate::isolate::code::check_prelude;
 use crate::isolate::persistent::SandboxCore;
+use crate::isolate::warm::Preparation;
 use crate::isolate::{Completion, EventSink, HostReply, RunShared, RunSpec};
 use crate::limits::lock;
 use crate::v8::EngineCode;
@@ -90,7 +91,6 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     // owned by nothing else here; ManuallyDrop never closes it.
     let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
     let start = read_start(&file);
-    let engine = ThreadPool::new(start.pool, env);
     let heap_limit = start.pool.memory_mb as usize * 1024 * 1024;
     let wasm_modules = match WasmModule::compile_all(&start.wasm_modules, heap_limit) {
         Ok(m) => m,
@@ -104,6 +104,7 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     };
     let prelude = isolet_core::options::Prelude { source: start.prelude.clone(), modules: start.prelude_modules.clone() };
     let code = EngineCode::new(Some(prelude), start.code_cache_bytes as usize);
+    let engine = ThreadPool::new(start.pool, env, Some(Preparation::new(code.clone(), start.web)));
     let ch = Arc::new(Channel {
         file,
         writer: Mutex::new(()),
@@ -133,6 +134,12 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
         // SAFETY: nothing of ours needs to run at exit.
         unsafe { libc::_exit(0) }
     }
+    let told = Arc::downgrade(&ch);
+    ch.engine.on_warm_ready(Box::new(move || {
+        if let Some(ch) = told.upgrade() {
+            ch.report_health_soon();
+        }
+    }));
     ch.engine.warm_up();
     ch.send(WireReady { pid: std::process::id(), lockdown, health: ch.health() }.encode(), &[]);
     for delay in HEALTH_AFTER_READY {

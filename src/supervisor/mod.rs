@@ -133,6 +133,7 @@ impl ProcessEngine {
             prelude: None,
             code_cache_bytes: 0,
             prelude_modules: Default::default(),
+            web: false,
         };
         let pool = Pool::new(PoolConfig { warm_pool_size: 0, ..config });
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| Inner {
@@ -184,10 +185,12 @@ impl ProcessEngine {
         self.inner.state().host_config.wasm_modules = modules;
     }
 
-    /// The prelude every host checks as it starts and runs before each run's code, and
-    /// the budget of each host's own compiled-code cache.
-    pub(crate) fn set_engine_code(&self, prelude: Option<isolet_core::options::Prelude>, code_cache_bytes: usize) {
+    /// What every host starts with beside its pool: the prelude it checks as it starts and
+    /// runs before each run's code, the budget of its own compiled-code cache, and the
+    /// engine's `web` (the shape its warm isolates prepare their contexts in).
+    pub(crate) fn set_engine_code(&self, prelude: Option<isolet_core::options::Prelude>, code_cache_bytes: usize, web: bool) {
         let mut state = self.inner.state();
+        state.host_config.web = web;
         let prelude = prelude.unwrap_or_default();
         state.host_config.prelude = prelude.source;
         state.host_config.prelude_modules = prelude.modules;

@@ -193,6 +193,12 @@ impl WebState {
         *lock(&self.clock).get_or_insert_with(|| (Instant::now(), 0.0))
     }
 
+    /// The index of the run's fetch capability, for a context prepared before the run
+    /// arrived (`web::install` sets it in a fresh one).
+    pub(crate) fn set_fetch_tool(&self, fetch_tool: Option<u32>) {
+        *lock(&self.fetch_tool) = fetch_tool;
+    }
+
     /// The error a callback threw since the last look, which ends the run.
     pub(crate) fn take_uncaught(&self) -> Option<Thrown> {
         lock(&self.uncaught).take()

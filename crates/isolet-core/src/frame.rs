@@ -592,6 +592,9 @@ pub struct WireStart {
     pub prelude_modules: BTreeMap<String, String>,
     /// The host's compiled-code cache budget.
     pub code_cache_bytes: u64,
+    /// The engine's `web` (what a request that says nothing about it gets): the shape the
+    /// host's warm isolates prepare their contexts in until a run says otherwise.
+    pub web: bool,
 }
 
 impl WireStart {
@@ -613,6 +616,7 @@ impl WireStart {
         for (k, v) in &self.prelude_modules {
             w.str(k).str(v);
         }
+        w.bool(self.web);
         w.finish()
     }
 
@@ -648,8 +652,9 @@ impl WireStart {
         if prelude_modules.len() != n {
             return Err(FrameError::Invalid("module keys are distinct"));
         }
+        let web = r.bool()?;
         r.end()?;
-        Ok(WireStart { parent_pid, pool, wasm_modules, prelude, code_cache_bytes, prelude_modules })
+        Ok(WireStart { parent_pid, pool, wasm_modules, prelude, code_cache_bytes, prelude_modules, web })
     }
 }
 

@@ -22,6 +22,7 @@ pub mod seam_policy;
 pub mod syscall_policy;
 pub mod value_count;
 pub mod wakeups;
+pub mod warm_context;
 pub mod wasm;
 pub mod web;
 

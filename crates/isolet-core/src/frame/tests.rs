@@ -97,6 +97,7 @@ fn control_frames_round_trip_and_truncations_are_errors() {
         prelude: Some("var lib = 1;".into()),
         prelude_modules: [("lib/a.js".to_string(), "export const a = 1".to_string())].into_iter().collect(),
         code_cache_bytes: 1 << 20,
+        web: true,
     };
     let frame = start.encode();
     let (h, body) = payload(&frame);
