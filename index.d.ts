@@ -747,7 +747,11 @@ export interface SandboxEngineConfig {
   memoryMb: number;
   /** Executions running at once. Default 4; 1 to 1024. */
   maxConcurrentIsolates: number;
-  /** Isolates created ahead of time. Default 0; 0 to 256. */
+  /**
+   * Isolates created ahead of time, each with its context prepared while it waits
+   * (`console`, the web APIs, the `prelude`): a run that takes one starts at its own code.
+   * Default 0; 0 to 256.
+   */
   warmPoolSize: number;
   /** Compiled once at `init()`. Default none. */
   wasmModules: readonly WasmModuleConfig[];
@@ -819,9 +823,11 @@ export interface SandboxEngineConfig {
    * with its line and column, a throw, more than 2 s or the engine's `memoryLimitMb` reject
    * `init()` with a `SandboxValidationError`), compiled once per engine (per sandbox host
    * in process isolation) and then served from the code cache. It runs before tools,
-   * `data` and WebAssembly modules exist, so it cannot capture them; in a run it counts
-   * against that run's limits. Every run starts from the pristine prelude state: what a
-   * run changes is gone for the next. At most 8 MiB (UTF-8), modules included.
+   * `data` and WebAssembly modules exist, so it cannot capture them. A warm isolate
+   * (`warmPoolSize`) evaluates it while it waits, so the run that takes it pays nothing of
+   * it; a run on a new isolate evaluates it under that run's limits. Every run starts from
+   * the pristine prelude state: what a run changes is gone for the next. At most 8 MiB
+   * (UTF-8), modules included.
    *
    * As `{ source?, modules? }`: `source` is that script, and `modules` ES modules (by key,
    * JavaScript) that every run, one-shot or sandbox, may import without giving them.

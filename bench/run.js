@@ -15,7 +15,7 @@ const peers = require('./peers');
 
 const ARGS = new Set(process.argv.slice(2));
 const QUICK = ARGS.has('--quick');
-/** `--only=trivial,throughput,calls,copies,compute,memory,sandboxes,extras,codecache,web,webspeed,typescript,values` runs just those scenarios. */
+/** `--only=trivial,throughput,calls,copies,compute,memory,sandboxes,extras,codecache,preludes,web,webspeed,typescript,values` runs just those scenarios. */
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7).split(',') ?? null;
 const wanted = (scenario) => ONLY === null || ONLY.includes(scenario);
 
@@ -1001,6 +1001,102 @@ async function codeCache() {
   }
 }
 
+// ---------------------------------------------------------------- preludes (issue 35)
+
+const M_PRELUDE = 'trivial run with a prelude, warm pool, runs 20 ms apart, p50';
+/** A prelude of agent helpers, the size a hand-written one has. */
+const HELPERS = libraryOf(64 * 1024);
+const PRELUDES = [
+  ['no prelude', null],
+  ['64 KB prelude', HELPERS],
+  ['1 MB prelude', LIBRARY],
+];
+
+/**
+ * A fresh run on an engine with a prelude against one without: warm isolates evaluate it
+ * while they wait. Runs 20 ms apart, so a warm isolate is there for each (a 1 MB prelude
+ * takes its isolate ~12 ms). Peers: each run a new isolate (isolated-vm, from a snapshot
+ * of the prelude, or evaluating it) or a new QuickJS context evaluating it.
+ */
+async function preludes() {
+  const { SandboxEngine } = require('..');
+  const engines = [];
+  const contestants = [];
+  for (const mode of ISOLET_MODES) {
+    for (const [label, prelude] of PRELUDES) {
+      const engine = new SandboxEngine({ isolation: mode, processes: 1, maxConcurrentIsolates: 2, warmPoolSize: 2, ...(prelude ? { prelude } : {}) });
+      await engine.init();
+      engines.push(engine);
+      const code = prelude ? `return ${LIBRARY_CALL};` : 'return 1;';
+      contestants.push({
+        name: `${isoletName(mode)}: ${label}`,
+        once: async () => {
+          const end = await engine.submit({ requestId: 'p', code }).done;
+          check(end.type === 'result' && end.data === 1, `${mode} prelude run: ${end.message ?? ''}`);
+        },
+      });
+    }
+  }
+  for (const [label, prelude] of PRELUDES) {
+    const call = prelude ? LIBRARY_CALL : '1';
+    if (ivm) {
+      contestants.push({
+        name: `${IVM}: ${label}${prelude ? ', evaluated in each new isolate' : ''}`,
+        once: async () => check((await ivmEval(call, { before: prelude ? (ctx) => ctx.eval(prelude) : undefined })) === 1, 'ivm'),
+      });
+      if (prelude) {
+        let snapshot = null;
+        try {
+          snapshot = ivm.Isolate.createSnapshot([{ code: prelude }]);
+        } catch {
+          // Not every isolated-vm build can make snapshots; the row is then left out.
+        }
+        if (snapshot) {
+          contestants.push({
+            name: `${IVM}: ${label}, each new isolate from its snapshot`,
+            once: async () => {
+              const isolate = new ivm.Isolate({ memoryLimit: 128, snapshot });
+              try {
+                const context = await isolate.createContext();
+                check((await context.eval(call)) === 1, 'ivm snapshot');
+              } finally {
+                isolate.dispose();
+              }
+            },
+          });
+        }
+      }
+    }
+    if (QuickJS) {
+      contestants.push({ name: `quickjs-emscripten: ${label}`, once: async () => check(quickjsEval(prelude ? `${prelude}\n${call}` : call) === 1, 'quickjs') });
+    }
+  }
+  recordLatency(M_PRELUDE, await alternate(contestants, { gapMs: 20, rounds: QUICK ? 3 : 5, perTurn: QUICK ? 5 : 10 }));
+  for (const engine of engines) await engine.shutdown();
+}
+
+/** What a prelude adds to a fresh run, per mode (goal: <= 0.2 ms). */
+function preludeLines() {
+  const lines = [];
+  for (const mode of ISOLET_MODES) {
+    const none = get(M_PRELUDE, `${isoletName(mode)}: no prelude`);
+    if (none === undefined) continue;
+    for (const [label, prelude] of PRELUDES) {
+      if (!prelude) continue;
+      const extra = get(M_PRELUDE, `${isoletName(mode)}: ${label}`) - none;
+      lines.push(`- ${mode}: a fresh run with a ${label} ${extra >= 0 ? '+' : ''}${fmt(extra, 'ms')} over none (${fmt(none, 'ms')}); goal <= +0.2 ms: ${extra <= 0.2 ? 'met' : 'NOT met'}`);
+    }
+  }
+  if (IVM) {
+    const none = get(M_PRELUDE, `${IVM}: no prelude`);
+    for (const [label, prelude] of PRELUDES) {
+      const snap = prelude && get(M_PRELUDE, `${IVM}: ${label}, each new isolate from its snapshot`);
+      if (snap !== undefined && snap !== null && none !== undefined) lines.push(`- ${IVM}: from a snapshot of the ${label} +${fmt(snap - none, 'ms')} over none (${fmt(none, 'ms')})`);
+    }
+  }
+  return lines;
+}
+
 /** The code cache's saving, as ratios within this run. */
 function codeCacheLines() {
   const lines = [];
@@ -1186,6 +1282,7 @@ function ratioVerdicts() {
   if (wanted('sandboxes')) await sandboxes();
   if (wanted('extras')) await extras();
   if (wanted('codecache')) await codeCache();
+  if (wanted('preludes')) await preludes();
   if (wanted('web')) await web();
   if (wanted('web') || wanted('webspeed')) await webSpeed();
   if (wanted('typescript')) await typescript();
@@ -1200,6 +1297,11 @@ function ratioVerdicts() {
   if (sandboxGoals.length) {
     console.log('\nPersistent sandboxes, process isolation (issue 35):');
     for (const line of sandboxGoals) console.log(line);
+  }
+  const preludeGoals = preludeLines();
+  if (preludeGoals.length) {
+    console.log('\nA prelude on a fresh run (issue 35):');
+    for (const line of preludeGoals) console.log(line);
   }
   const cacheLines = codeCacheLines();
   if (cacheLines.length) {
