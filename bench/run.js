@@ -1003,7 +1003,7 @@ async function codeCache() {
 
 // ---------------------------------------------------------------- preludes (issue 35)
 
-const M_PRELUDE = 'trivial run with a prelude, warm pool, runs 20 ms apart, p50';
+const M_PRELUDE = 'trivial run with a prelude, warm pool, runs 50 ms apart, p50';
 /** A prelude of agent helpers, the size a hand-written one has. */
 const HELPERS = libraryOf(64 * 1024);
 const PRELUDES = [
@@ -1014,9 +1014,10 @@ const PRELUDES = [
 
 /**
  * A fresh run on an engine with a prelude against one without: warm isolates evaluate it
- * while they wait. Runs 20 ms apart, so a warm isolate is there for each (a 1 MB prelude
- * takes its isolate ~12 ms). Peers: each run a new isolate (isolated-vm, from a snapshot
- * of the prelude, or evaluating it) or a new QuickJS context evaluating it.
+ * while they wait. Runs 50 ms apart, so the warm isolate replacing the last one used is
+ * ready (with a 1 MB prelude that takes ~15 ms here; runs closer together share the CPU
+ * with it). Peers: each run a new isolate (isolated-vm, from a snapshot of the prelude, or
+ * evaluating it) or a new QuickJS context evaluating it.
  */
 async function preludes() {
   const { SandboxEngine } = require('..');
@@ -1071,7 +1072,7 @@ async function preludes() {
       contestants.push({ name: `quickjs-emscripten: ${label}`, once: async () => check(quickjsEval(prelude ? `${prelude}\n${call}` : call) === 1, 'quickjs') });
     }
   }
-  recordLatency(M_PRELUDE, await alternate(contestants, { gapMs: 20, rounds: QUICK ? 3 : 5, perTurn: QUICK ? 5 : 10 }));
+  recordLatency(M_PRELUDE, await alternate(contestants, { gapMs: 50, rounds: QUICK ? 3 : 5, perTurn: QUICK ? 5 : 10 }));
   for (const engine of engines) await engine.shutdown();
 }
 

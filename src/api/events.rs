@@ -25,7 +25,7 @@ use isolet_core::{Failure, LogLevel};
 use super::keys::{value as v, Key, Keys};
 use crate::engine::control::RunControl;
 use crate::engine::{ChannelReader, LoopWatch};
-use crate::isolate::{Completion, EventSink};
+use crate::isolate::{Completion, EventSink, Handover};
 
 #[napi(object)]
 pub struct FailureJs {
@@ -323,6 +323,8 @@ pub(crate) struct JsSink {
     /// Whether the JS side wants `started`; runSandbox does not, and skipping it saves
     /// one wake-up of Node's thread (and one JS call) per run.
     started_event: bool,
+    /// Told once Node's thread took the run's result.
+    handover: Arc<Handover>,
 }
 
 impl EventSink for JsSink {
@@ -353,6 +355,10 @@ impl EventSink for JsSink {
         self.done_sent.store(true, std::sync::atomic::Ordering::Release);
         self.channel.push(self.run, Event::Done(completion));
     }
+
+    fn handover(&self) -> Option<Arc<Handover>> {
+        Some(self.handover.clone())
+    }
 }
 
 impl Drop for JsSink {
@@ -381,6 +387,8 @@ struct RunEntry {
     /// Its host side (replies, answers, abort), handed to JS when asked (`RunHandle`):
     /// most runs never need one, and a JS object per run costs Node's thread.
     control: Option<Arc<dyn RunControl>>,
+    /// Told after its `done` was delivered (and the microtasks after it ran).
+    handover: Arc<Handover>,
 }
 
 /// The Node-thread half of an engine's channel: the JS callback of every run in flight,
@@ -397,6 +405,8 @@ pub(crate) struct Dispatcher {
     runs: RefCell<HashMap<u64, RunEntry>>,
     /// Reused between wake-ups so a steady stream allocates nothing.
     batch: RefCell<Vec<(u64, Event)>>,
+    /// The runs whose `done` this batch delivered (`Handover`).
+    taken: RefCell<Vec<Arc<Handover>>>,
     resource: sys::napi_ref,
     context: sys::napi_async_context,
     in_flight: Cell<usize>,
@@ -455,6 +465,7 @@ impl Dispatcher {
                 handle: Cell::new(handle),
                 runs: RefCell::new(HashMap::new()),
                 batch: RefCell::new(Vec::new()),
+                taken: RefCell::new(Vec::new()),
                 resource,
                 context,
                 in_flight: Cell::new(0),
@@ -528,14 +539,15 @@ impl Dispatcher {
         let mut reference = ptr::null_mut();
         // SAFETY: on the env's thread; `callback` is a value of the current call.
         check(unsafe { sys::napi_create_reference(self.env, callback, 1, &mut reference) }, "napi_create_reference")?;
-        self.runs.borrow_mut().insert(run, RunEntry { callback: reference, control: None });
+        let handover = Arc::new(Handover::default());
+        self.runs.borrow_mut().insert(run, RunEntry { callback: reference, control: None, handover: handover.clone() });
         let n = self.in_flight.get() + 1;
         self.in_flight.set(n);
         if n == 1 {
             // SAFETY: the handle is open (checked above), on its loop's thread.
             unsafe { uv_ref(self.handle.get()) };
         }
-        Ok(Arc::new(JsSink { channel: self.channel.clone(), run, done_sent: std::sync::atomic::AtomicBool::new(false), started_event }))
+        Ok(Arc::new(JsSink { channel: self.channel.clone(), run, done_sent: std::sync::atomic::AtomicBool::new(false), started_event, handover }))
     }
 
     /// Keeps run `run`'s host side until its `done` is delivered, for `control`.
@@ -653,14 +665,24 @@ impl Dispatcher {
             }
             sys::napi_close_handle_scope(env, handles);
         }
+        // The callbacks and the microtasks after them ran: their isolates may go now.
+        for handover in self.taken.borrow_mut().drain(..) {
+            handover.taken();
+        }
     }
 
     /// Calls run `run`'s callback with `event`; its `done` releases the callback.
     fn deliver(&self, keys: &Keys, run: u64, event: Event) {
         let env = self.env;
         let done = matches!(event, Event::Done(_));
-        let reference =
-            if done { self.runs.borrow_mut().remove(&run).map(|e| e.callback) } else { self.runs.borrow().get(&run).map(|e| e.callback) };
+        let reference = if done {
+            self.runs.borrow_mut().remove(&run).map(|e| {
+                self.taken.borrow_mut().push(e.handover);
+                e.callback
+            })
+        } else {
+            self.runs.borrow().get(&run).map(|e| e.callback)
+        };
         // A run's events after its `done` (or of a run never registered) have no one to go to.
         let Some(reference) = reference else { return };
         // SAFETY: on the env's thread inside `deliver_batch`'s scopes; `reference` is live

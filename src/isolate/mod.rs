@@ -7,5 +7,5 @@ pub(crate) mod run;
 pub(crate) mod thread;
 pub(crate) mod warm;
 
-pub(crate) use run::{BeforeDone, Completion, EventSink, HostReply, RunShared, RunSpec, StopReason};
+pub(crate) use run::{BeforeDone, Completion, EventSink, Handover, HostReply, RunShared, RunSpec, StopReason};
 pub(crate) use thread::IsolateThread;

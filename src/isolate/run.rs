@@ -78,6 +78,29 @@ pub(crate) struct Completion {
     pub logs: Vec<LogEntry>,
 }
 
+/// Node's thread took a run's result (its callback ran, and the microtasks after it). The
+/// isolate thread waits for that before disposing the isolate: disposal unmaps the heap,
+/// and the interrupts that sends to the process's other threads slowed Node's thread
+/// taking the result by 0.3 ms for a trivial run, 1.1 ms with a 1 MB prelude (measured).
+#[derive(Default)]
+pub(crate) struct Handover {
+    taken: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Handover {
+    pub(crate) fn taken(&self) {
+        *lock(&self.taken) = true;
+        self.cv.notify_one();
+    }
+
+    /// Until the result was taken, or `max` passed.
+    pub(crate) fn wait(&self, max: Duration) {
+        let taken = lock(&self.taken);
+        let _ = self.cv.wait_timeout_while(taken, max, |taken| !*taken);
+    }
+}
+
 /// Outbound events, delivered to JS by the API layer.
 pub(crate) trait EventSink: Send + Sync {
     fn started(&self);
@@ -90,6 +113,11 @@ pub(crate) trait EventSink: Send + Sync {
     fn module_request(&self, id: u32, key: &str, referrer: &str, typescript: bool);
     /// Called exactly once per run.
     fn done(&self, completion: Completion);
+    /// Told when the caller has taken the completion, for a sink that delivers it to
+    /// Node's thread of this process.
+    fn handover(&self) -> Option<Arc<Handover>> {
+        None
+    }
 }
 
 /// Passes every event of a run on to `inner`, with `before_done` seeing (and amending) its
@@ -123,6 +151,10 @@ impl<F: Fn(&mut Completion) + Send + Sync> EventSink for BeforeDone<F> {
     fn done(&self, mut completion: Completion) {
         (self.before_done)(&mut completion);
         self.inner.done(completion);
+    }
+
+    fn handover(&self) -> Option<Arc<Handover>> {
+        self.inner.handover()
     }
 }
 

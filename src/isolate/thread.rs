@@ -19,6 +19,10 @@ use crate::web::WebState;
 /// recursion to end in a RangeError, never a native stack overflow.
 const ISOLATE_THREAD_STACK: usize = 8 * 1024 * 1024;
 
+/// The longest an isolate thread waits for Node's thread to take its run's result before
+/// it disposes the isolate anyway (Node's thread may be busy with other work).
+const HANDOVER_WAIT: Duration = Duration::from_millis(5);
+
 /// Runs whose heap peaked above this give their freed memory back to the OS.
 const TRIM_AFTER_PEAK_HEAP_BYTES: f64 = 16.0 * 1024.0 * 1024.0;
 
@@ -318,6 +322,11 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
             (Some(ErrorKind::Internal), 0.0)
         }
     };
+    // Disposing unmaps the isolate's heap, which interrupts every thread of this process:
+    // not while Node's thread takes the run's result (thread isolation).
+    if let Some(handover) = run.sink().handover() {
+        handover.wait(HANDOVER_WAIT);
+    }
     drop(sandbox);
     // A big run leaves malloc'd pages (parser zones, ArrayBuffers) cached in this
     // thread's arena after its isolate is gone; give them back so host RSS returns
