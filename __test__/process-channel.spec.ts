@@ -133,4 +133,40 @@ describe('process isolation: the run channel carries every event whole', () => {
       expect(e.error.message).toContain('TypeError');
     }
   });
+
+  it('replies reach their runs in order while isolate threads read them themselves, among runs, aborts, data answers and 1 MB replies', async () => {
+    // One host, four runs at once: each spins for its calls' replies and reads the socket
+    // itself; run frames, aborts and data answers arrive between the replies.
+    const engine = new SandboxEngine({ isolation: 'process', processes: 1, maxConcurrentIsolates: 4, warmPoolSize: 2 });
+    await engine.init();
+    try {
+      const big = 'y'.repeat(1 << 20);
+      const code = `let s = 0, order = [];
+        for (let i = 0; i < 400; i++) { const r = await f(k, i); if (r.i !== i) order.push(i); s += r.v; if (i % 100 === 50) s += (await g()).length; }
+        const d = data.extra; return { s, order, d };`;
+      const tools = { f: (k: number, i: number) => ({ i, v: k * i }), g: () => big };
+      const expected = (k: number) => k * ((399 * 400) / 2) + 4 * big.length;
+      const runs = [];
+      for (let k = 1; k <= 8; k++) {
+        const session = engine.submit({ requestId: `r${k}`, code: code.replace('f(k, i)', `f(${k}, i)`), tools, data: {} });
+        runs.push(
+          (async () => {
+            for await (const ev of session) if (ev.type === 'dataRequest') session.respond(ev.id, `extra ${k}`);
+            return session.done;
+          })(),
+        );
+        if (k === 3) setTimeout(() => session.abort(), 20);
+      }
+      const ends = await Promise.all(runs);
+      ends.forEach((end, i) => {
+        const k = i + 1;
+        if (k === 3 && end.type === 'error') return expect(end.error.code).toBe('ERR_ISOLET_ABORTED');
+        expect(end.type, end.type === 'error' ? end.message : '').toBe('result');
+        if (end.type === 'result') expect(end.data).toEqual({ s: expected(k), order: [], d: `extra ${k}` });
+      });
+      expect(engine.stats().processes?.crashed).toBe(0);
+    } finally {
+      await engine.shutdown();
+    }
+  });
 });

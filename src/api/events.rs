@@ -547,7 +547,13 @@ impl Dispatcher {
             // SAFETY: the handle is open (checked above), on its loop's thread.
             unsafe { uv_ref(self.handle.get()) };
         }
-        Ok(Arc::new(JsSink { channel: self.channel.clone(), run, done_sent: std::sync::atomic::AtomicBool::new(false), started_event, handover }))
+        Ok(Arc::new(JsSink {
+            channel: self.channel.clone(),
+            run,
+            done_sent: std::sync::atomic::AtomicBool::new(false),
+            started_event,
+            handover,
+        }))
     }
 
     /// Keeps run `run`'s host side until its `done` is delivered, for `control`.

@@ -101,6 +101,17 @@ impl Handover {
     }
 }
 
+/// In a sandbox host: reads the replies the parent sent, if no one else is reading (its
+/// channel's `read_replies`). An isolate thread spinning for a reply calls it, so the
+/// reply needs no wake-up of the host's reader thread (on 2 cores, with the parent's
+/// thread answering and this one spinning, the reader waited for a core).
+static REPLY_READER: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
+
+/// Sets `REPLY_READER` (once, by a sandbox host as it starts serving).
+pub(crate) fn read_replies_while_spinning(read: Box<dyn Fn() + Send + Sync>) {
+    let _ = REPLY_READER.set(read);
+}
+
 /// Outbound events, delivered to JS by the API layer.
 pub(crate) trait EventSink: Send + Sync {
     fn started(&self);
@@ -631,8 +642,12 @@ impl RunShared {
                 SPINNING.fetch_add(1, Ordering::Relaxed);
                 let spin_start = Instant::now();
                 let spin = Duration::from_micros(isolet_core::wakeups::REPLY_SPIN_US).min(limit);
+                let read_replies = REPLY_READER.get();
                 while !self.arrived.load(Ordering::Acquire) && spin_start.elapsed() < spin {
-                    std::hint::spin_loop();
+                    match read_replies {
+                        Some(read) => read(),
+                        None => std::hint::spin_loop(),
+                    }
                 }
                 // A busy loop's CPU time is its wall time (reading the thread's CPU clock
                 // costs a system call, a microsecond here): were the thread preempted

@@ -139,12 +139,7 @@ pub(crate) type WarmingSlot = Mutex<Option<Arc<WarmUp>>>;
 /// Prepares `sandbox`'s context as `prepare` says: the console and web globals, then the
 /// prelude, watched for time and memory. True when the context may serve a run; false
 /// when the isolate must be dropped (and then no later warm isolate prepares).
-pub(crate) fn prepare_context(
-    sandbox: &mut Sandbox,
-    warming: &WarmingSlot,
-    web: &crate::web::WebState,
-    prepare: &Prepare,
-) -> bool {
+pub(crate) fn prepare_context(sandbox: &mut Sandbox, warming: &WarmingSlot, web: &crate::web::WebState, prepare: &Prepare) -> bool {
     let warm = Arc::new(WarmUp { started: Instant::now(), handle: sandbox.handle(), state: Mutex::default() });
     *lock(warming) = Some(warm.clone());
     watchdog::watch(Arc::downgrade(&warm) as Weak<dyn Watched>);

@@ -10,9 +10,8 @@
 //! afterwards they only read and write that descriptor.
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
-use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -59,7 +58,14 @@ const HEALTH_AFTER_READY: [Duration; 2] = [Duration::from_millis(50), Duration::
 
 struct Channel {
     /// The socket; never closed by us (the process ends with it).
-    file: ManuallyDrop<File>,
+    file: &'static File,
+    /// What the parent sends, read a whole frame at a time under this lock: by the reader
+    /// thread, or by an isolate thread spinning for its host call's reply (`read_replies`),
+    /// which then needs no wake-up of the reader thread to get it.
+    input: Mutex<BufReader<&'static File>>,
+    /// Wakes the reader thread when an isolate thread left a frame only the reader thread
+    /// dispatches in `input` (an eventfd: the socket itself may have nothing more to say).
+    reader_wake: OwnedFd,
     writer: Mutex<()>,
     /// Set once a write failed (the parent is gone): later events are dropped.
     broken: AtomicBool,
@@ -88,15 +94,22 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
         }
     }
     // SAFETY: the descriptor is the parent's socket, open for the life of the process and
-    // owned by nothing else here; ManuallyDrop never closes it.
-    let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-    let start = read_start(&file);
+    // owned by nothing else here; leaked, it is never closed.
+    let file: &'static File = Box::leak(Box::new(unsafe { File::from_raw_fd(fd) }));
+    let start = read_start(file);
+    // SAFETY: eventfd has no memory effects; a failure is -1.
+    let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if wake < 0 {
+        protocol_broken();
+    }
+    // SAFETY: a descriptor just made, owned here only.
+    let reader_wake = unsafe { OwnedFd::from_raw_fd(wake) };
     let heap_limit = start.pool.memory_mb as usize * 1024 * 1024;
     let wasm_modules = match WasmModule::compile_all(&start.wasm_modules, heap_limit) {
         Ok(m) => m,
         Err((name, thrown)) => {
             let message = format!("wasm module \"{name}\" is invalid: {}", thrown.message);
-            let mut out: &File = &file;
+            let mut out: &File = file;
             let _ = out.write_all(&frame::encode_invalid(&message));
             // SAFETY: nothing of ours needs to run at exit.
             unsafe { libc::_exit(0) }
@@ -107,6 +120,10 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     let engine = ThreadPool::new(start.pool, env, Some(Preparation::new(code.clone(), start.web)));
     let ch = Arc::new(Channel {
         file,
+        // Buffered: the parent writes the replies of one tick together, and one read
+        // takes them all (a payload larger than the buffer is read straight into place).
+        input: Mutex::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)),
+        reader_wake,
         writer: Mutex::new(()),
         broken: AtomicBool::new(false),
         engine,
@@ -119,6 +136,8 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     });
     let reader = ch.clone();
     let reporter = ch.clone();
+    let replies = ch.clone();
+    crate::isolate::run::read_replies_while_spinning(Box::new(move || replies.read_replies()));
     let threads = std::thread::Builder::new().name("isolet-channel".into()).spawn(move || reader.read_loop()).and_then(|_| {
         std::thread::Builder::new().name("isolet-health".into()).stack_size(256 * 1024).spawn(move || reporter.health_loop())
     });
@@ -182,7 +201,7 @@ impl Channel {
         }
         let big_tail = tail.len() > COPY_TAIL_BYTES;
         let _w = lock(&self.writer);
-        let mut out: &File = &self.file;
+        let mut out: &File = self.file;
         let ok = out.write_all(&head).is_ok() && (!big_tail || out.write_all(tail).is_ok());
         if !ok {
             self.broken.store(true, Ordering::Relaxed);
@@ -270,41 +289,68 @@ impl Channel {
     }
 
     fn read_loop(self: Arc<Self>) {
-        // Buffered: the parent writes the replies of one tick together, and one read
-        // takes them all (a payload larger than the buffer is read straight into place).
-        let mut input = BufReader::with_capacity(READ_BUFFER_BYTES, &*self.file);
         let fd = self.file.as_raw_fd();
         loop {
+            {
+                let mut input = lock(&self.input);
+                // A frame left in the buffer by an isolate thread, or the socket's next.
+                if !input.buffer().is_empty() || readable_now(fd) {
+                    // Dispatched under the lock, so frames are handled in the order sent.
+                    let (header, payload) = read_frame(&mut input);
+                    if header.kind == Kind::Shutdown {
+                        self.shutdown();
+                    }
+                    if self.dispatch(&header, payload).is_err() {
+                        protocol_broken();
+                    }
+                    continue;
+                }
+            }
+            wait_readable(fd, self.reader_wake.as_raw_fd());
+        }
+    }
+
+    /// An isolate thread spinning for a reply reads the replies the parent sent, if no one
+    /// else is reading: each is pushed to its run (its own among them). It stops at a frame
+    /// of another kind, which the reader thread dispatches (it is woken for it), and never
+    /// waits for the socket: only a frame already begun is read to its end.
+    fn read_replies(&self) {
+        let Ok(mut input) = self.input.try_lock() else { return };
+        loop {
             if input.buffer().is_empty() {
-                wait_readable(fd);
+                if !readable_now(self.file.as_raw_fd()) {
+                    return;
+                }
+                // Readable: this read returns what is there (0 at the end: the reader sees it).
+                if input.fill_buf().map_or(true, |b| b.is_empty()) {
+                    self.wake_reader();
+                    return;
+                }
             }
-            let mut head = [0u8; HEADER_BYTES];
-            // EOF or an error: the parent is gone, and so are we.
-            if input.read_exact(&mut head).is_err() {
-                // SAFETY: nothing of ours needs to run at exit.
-                unsafe { libc::_exit(0) }
+            let buffered = input.buffer();
+            let reply = buffered.len() >= HEADER_BYTES
+                && Header::decode(&buffered[..HEADER_BYTES]).is_ok_and(|h| matches!(h.kind, Kind::Fulfill | Kind::Reject | Kind::Answer));
+            if !reply {
+                self.wake_reader();
+                return;
             }
-            let header = match Header::decode(&head) {
-                Ok(h) if h.kind.from_parent() => h,
-                _ => protocol_broken(),
-            };
-            let mut payload = vec![0u8; header.len as usize];
-            if input.read_exact(&mut payload).is_err() {
-                // SAFETY: as above.
-                unsafe { libc::_exit(0) }
-            }
-            if header.kind == Kind::Shutdown {
-                self.shutdown();
-            }
-            if self.dispatch(&header, payload).is_err() {
+            let (header, payload) = read_frame(&mut input);
+            if self.dispatch_reply(&header, payload).is_err() {
                 protocol_broken();
             }
         }
     }
 
-    fn dispatch(self: &Arc<Self>, h: &Header, payload: Vec<u8>) -> Result<(), FrameError> {
+    fn wake_reader(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd; a full counter (never, at
+        // one per frame) only means the reader is already due to wake.
+        unsafe { libc::write(self.reader_wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// A reply to a host call or a data request: pushed to its run.
+    fn dispatch_reply(&self, h: &Header, payload: Vec<u8>) -> Result<(), FrameError> {
         match h.kind {
-            Kind::Run => self.submit(h.run_id, &payload),
             Kind::Fulfill => {
                 if let Some(run) = self.run(h.run_id) {
                     run.push_reply(HostReply::Fulfill { call_id: h.call_id, value: payload });
@@ -325,6 +371,15 @@ impl Channel {
                     run.push_answer(h.call_id, answer);
                 }
             }
+            _ => return Err(FrameError::UnknownKind(h.kind as u8)),
+        }
+        Ok(())
+    }
+
+    fn dispatch(self: &Arc<Self>, h: &Header, payload: Vec<u8>) -> Result<(), FrameError> {
+        match h.kind {
+            Kind::Run => self.submit(h.run_id, &payload),
+            Kind::Fulfill | Kind::Reject | Kind::Answer => self.dispatch_reply(h, payload)?,
             Kind::Abort => {
                 if let Some(run) = self.run(h.run_id) {
                     self.engine.abort(&run);
@@ -408,10 +463,44 @@ impl Channel {
 /// is woken whenever its peer reads (the socket's space to write grew: one wait queue for
 /// both), i.e. at every frame the parent takes from the isolate threads; a poll(2) waiter
 /// for input is not.
-fn wait_readable(fd: RawFd) {
+/// Sleeps until the socket `fd` has something to read or `wake` (an eventfd) was written;
+/// clears `wake`.
+fn wait_readable(fd: RawFd, wake: RawFd) {
+    let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }, libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 }];
+    // SAFETY: two valid pollfds. An error or EINTR just sends the caller round again.
+    unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
+    if p[1].revents != 0 {
+        let mut count = 0u64;
+        // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
+        unsafe { libc::read(wake, (&mut count as *mut u64).cast(), 8) };
+    }
+}
+
+/// Whether the socket `fd` has something to read (or its end) now.
+fn readable_now(fd: RawFd) -> bool {
     let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd. An error or EINTR just lets the read below block instead.
-    unsafe { libc::poll(&mut p, 1, -1) };
+    // SAFETY: one valid pollfd; a zero timeout never blocks.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}
+
+/// Reads one whole frame from `input` (blocking for the rest of one begun). EOF or an
+/// error: the parent is gone, and so are we; a frame the parent never sends ends the host.
+fn read_frame(input: &mut BufReader<&'static File>) -> (Header, Vec<u8>) {
+    let mut head = [0u8; HEADER_BYTES];
+    if input.read_exact(&mut head).is_err() {
+        // SAFETY: nothing of ours needs to run at exit.
+        unsafe { libc::_exit(0) }
+    }
+    let header = match Header::decode(&head) {
+        Ok(h) if h.kind.from_parent() => h,
+        _ => protocol_broken(),
+    };
+    let mut payload = vec![0u8; header.len as usize];
+    if input.read_exact(&mut payload).is_err() {
+        // SAFETY: as above.
+        unsafe { libc::_exit(0) }
+    }
+    (header, payload)
 }
 
 /// The parent sent what it never sends: end this host (its runs fail `Crashed` there).
