@@ -819,7 +819,8 @@ export interface SandboxEngineConfig {
   sandboxesPerHost?: number;
   /**
    * A classic script evaluated into every run's fresh context before the run's code, so
-   * its functions and globals are there for the run. Checked at `init()` (a syntax error
+   * its functions and globals are there for the run; with the engine's `web: true` it may
+   * use the web APIs at its top level. Checked at `init()` (a syntax error
    * with its line and column, a throw, more than 2 s or the engine's `memoryLimitMb` reject
    * `init()` with a `SandboxValidationError`), compiled once per engine (per sandbox host
    * in process isolation) and then served from the code cache. It runs before tools,

@@ -22,9 +22,14 @@ use crate::isolate::{IsolateThread, RunShared, StopReason};
 use crate::limits::queue_timer::QueueTimer;
 use crate::limits::{lock, quarantine};
 use crate::v8::SandboxConfig;
+use isolet_core::warm_context::ContextShape;
 
-/// A warm isolate's thread, waiting for its one run.
-type WarmIsolate = mpsc::Sender<Arc<RunShared>>;
+/// A warm isolate's thread, waiting for its one run, and the shape of the context it
+/// prepared (`None`: none; it serves any run).
+struct WarmIsolate {
+    jobs: mpsc::Sender<Arc<RunShared>>,
+    shape: Option<ContextShape>,
+}
 
 /// What holds a slot: a one-shot run (on a warm or a new isolate) or a run of a
 /// persistent sandbox (on that sandbox's thread).
@@ -272,6 +277,10 @@ impl ThreadPool {
         for sandbox in open {
             sandbox.close(CloseReason::Shutdown, true);
         }
+        // Warm isolates still preparing their contexts stop now (no run will take them).
+        if let Some(preparation) = &self.inner.preparation {
+            preparation.stop_all();
+        }
         let (queued, running) = self.inner.pool().shutdown();
         for job in queued {
             job.run().refuse(job.run().failure_for(StopReason::Shutdown));
@@ -359,10 +368,12 @@ impl ThreadPool {
             preparation.follow(&run);
         }
         let mut run = run;
-        while let Some(warm) = pool.take_warm(run.spec.plan.limits.memory_mb) {
-            match warm.send(run) {
+        let shape = ContextShape::of(&run.spec.plan);
+        while let Some((warm, fits)) = pool.take_warm(run.spec.plan.limits.memory_mb, |w| w.shape.is_none_or(|s| s == shape)) {
+            match warm.jobs.send(run) {
                 Ok(()) => {
-                    pool.count_start(true);
+                    // One that does not fit makes a fresh isolate for the run: a cold start.
+                    pool.count_start(fits);
                     return;
                 }
                 // That warm thread is gone (its isolate failed): try the next.
@@ -399,9 +410,9 @@ impl ThreadPool {
         for _ in 0..launch.warm {
             let (tx, rx) = mpsc::channel();
             let weak = Arc::downgrade(&self.inner);
-            let ready = Box::new(move |ok: bool| {
+            let ready = Box::new(move |ok: bool, shape: Option<ContextShape>| {
                 if let Some(inner) = weak.upgrade() {
-                    inner.pool().warm_ready(ok.then_some(tx));
+                    inner.pool().warm_ready(ok.then_some(WarmIsolate { jobs: tx, shape }));
                     if let Some(told) = inner.on_warm_ready.get() {
                         told();
                     }

@@ -23,6 +23,8 @@ pub(super) struct ThreadBackend {
     /// Compiled by `set_wasm_modules`; read by every run that asks for them.
     wasm_modules: Arc<Mutex<WasmModules>>,
     memory_mb: u32,
+    /// The engine's `web`: the prelude is checked with the web APIs a run gets by default.
+    web: bool,
 }
 
 impl ThreadBackend {
@@ -34,6 +36,7 @@ impl ThreadBackend {
             code,
             wasm_modules: Arc::default(),
             memory_mb: config.memory_mb,
+            web: config.web,
         }
     }
 }
@@ -52,8 +55,8 @@ impl Backend for ThreadBackend {
     }
 
     fn check_prelude(&self) -> Deferred {
-        let (code, memory_mb) = (self.code.clone(), self.memory_mb);
-        Box::new(move || check_prelude(&code, memory_mb))
+        let (code, memory_mb, web) = (self.code.clone(), self.memory_mb, self.web);
+        Box::new(move || check_prelude(&code, memory_mb, web))
     }
 
     fn warm_up(&self) {

@@ -7,16 +7,31 @@ use std::time::Duration;
 use isolet_core::limits::PRELUDE_INIT_TIME_MS;
 
 use crate::limits::lock;
-use crate::v8::{DataAnswer, EngineCode, IsolateHandle, Refusal, Sandbox, SandboxConfig, SandboxHost, Step};
+use crate::v8::{
+    DataAnswer, EmbeddedScript, EngineCode, IsolateHandle, OpArg, OpResult, Refusal, Sandbox, SandboxConfig, SandboxHost, Step,
+};
+use crate::web::{WebHost, WebState};
 
 /// How long a prelude check waits after terminating an overlong prelude.
 const TERMINATION_GRACE: Duration = Duration::from_millis(1000);
 
 /// The host of the isolate that checks a prelude: nothing exists yet for it to call; its
-/// modules import each other only.
+/// modules import each other only. `console` and the engine's web APIs are there, as in a
+/// run's context (what they would log goes nowhere).
 struct PreludeHost {
     handle: Mutex<Option<IsolateHandle>>,
     code: Arc<EngineCode>,
+    web: WebState,
+}
+
+impl WebHost for PreludeHost {
+    fn log(&self, _level: u32, _message: &str) -> usize {
+        0
+    }
+
+    fn log_room(&self) -> usize {
+        0
+    }
 }
 
 impl SandboxHost for PreludeHost {
@@ -45,18 +60,28 @@ impl SandboxHost for PreludeHost {
     fn engine_code(&self) -> Option<Arc<EngineCode>> {
         Some(self.code.clone())
     }
+    fn op(&self, op: u32, args: &mut [OpArg]) -> OpResult {
+        crate::web::call(&self.web, self, op, args)
+    }
+    fn script(&self, index: u32) -> Option<EmbeddedScript> {
+        crate::web::script(index)
+    }
+    fn script_cache(&self, index: u32, data: &[u8]) {
+        crate::web::script_cache(index, data)
+    }
 }
 
 /// Runs the prelude once in a throwaway isolate (on a thread of its own, within
-/// `PRELUDE_INIT_TIME_MS` and `memory_mb`), which also puts its compiled code in the
+/// `PRELUDE_INIT_TIME_MS` and `memory_mb`), after `console` and, with `web` (the engine's),
+/// the web APIs, as a run's context has them; this also puts its compiled code in the
 /// cache. The error says what is wrong with it, for `init()` to throw.
-pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32) -> Result<(), String> {
+pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32, web: bool) -> Result<(), String> {
     if code.prelude.is_none() && code.prelude_modules.is_empty() {
         return Ok(());
     }
     let heap_limit_bytes = memory_mb as usize * 1024 * 1024;
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
-    let host = Arc::new(PreludeHost { handle: Mutex::new(None), code: code.clone() });
+    let host = Arc::new(PreludeHost { handle: Mutex::new(None), code: code.clone(), web: WebState::default() });
     let (code_for_thread, host_for_thread) = (code.clone(), host.clone());
     let spawned = std::thread::Builder::new().name("isolet-prelude".into()).stack_size(8 * 1024 * 1024).spawn(move || {
         let config = SandboxConfig { heap_limit_bytes, array_buffer_limit_bytes: heap_limit_bytes };
@@ -66,7 +91,11 @@ pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32) -> Result<()
         };
         *lock(&host_for_thread.handle) = Some(sandbox.handle());
         let mut what = "prelude".to_string();
-        let mut step = sandbox.run_prelude(&code_for_thread);
+        if web {
+            host_for_thread.web.start();
+        }
+        let installed = crate::web::install(&mut sandbox, &host_for_thread.web, web, None);
+        let mut step = installed.unwrap_or_else(|| sandbox.run_prelude(&code_for_thread));
         // Then each module, as a run importing it would evaluate it (after the source).
         if matches!(step, Step::Settled | Step::Pending) {
             for key in code_for_thread.prelude_modules.keys() {

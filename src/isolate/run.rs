@@ -652,7 +652,7 @@ impl RunShared {
                 // A busy loop's CPU time is its wall time (reading the thread's CPU clock
                 // costs a system call, a microsecond here): were the thread preempted
                 // meanwhile, the run's code is credited at most REPLY_SPIN_US a wait.
-                self.spin_cpu_ns.fetch_add(spin_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                self.spin_cpu_ns.fetch_add(spin_start.elapsed().min(spin).as_nanos() as u64, Ordering::Relaxed);
                 SPINNING.fetch_sub(1, Ordering::Relaxed);
                 inbox = lock(&self.inbox);
             }

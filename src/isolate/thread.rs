@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use isolet_core::{ErrorKind, Failure, LogLevel};
 
 use super::run::{Completion, ExecStats, HostReply, RunShared};
-use super::warm::{prepare_context, Prepare, WarmUp, WarmingSlot};
+use super::warm::{prepare_context, Prepare, Ready, ReadyOnce, WarmUp, WarmingSlot};
 use crate::limits::cpu::ThreadClock;
 use crate::limits::watchdog;
 use crate::limits::{lock, quarantine};
@@ -22,6 +22,14 @@ const ISOLATE_THREAD_STACK: usize = 8 * 1024 * 1024;
 /// The longest an isolate thread waits for Node's thread to take its run's result before
 /// it disposes the isolate anyway (Node's thread may be busy with other work).
 const HANDOVER_WAIT: Duration = Duration::from_millis(5);
+
+/// Drops `old` (first: two isolates are never held at once) and makes a fresh isolate.
+fn fresh_isolate(config: &SandboxConfig, old: Option<Sandbox>) -> (Arc<ThreadHost>, Option<Sandbox>) {
+    drop(old);
+    let host = Arc::new(ThreadHost::default());
+    let sandbox = Sandbox::new(config, host.clone());
+    (host, sandbox)
+}
 
 /// Runs whose heap peaked above this give their freed memory back to the OS.
 const TRIM_AFTER_PEAK_HEAP_BYTES: f64 = 16.0 * 1024.0 * 1024.0;
@@ -135,6 +143,10 @@ impl SandboxHost for ThreadHost {
     }
 
     fn fatal_oom(&self, held_bytes: usize) -> ! {
+        // A warm-up's thread parks for good: the pool is told it will never be ready.
+        if let Some(warm) = self.warm_up() {
+            warm.give_up();
+        }
         let counted = self.current().is_some_and(|run| run.abandon_after_fatal_oom(held_bytes));
         quarantine::park_current_thread(!counted, held_bytes)
     }
@@ -202,7 +214,7 @@ pub(crate) enum JobSource {
     /// A warm isolate: `ready` is called once the isolate exists (and its context is
     /// prepared, if `prepare` says so), then the thread waits for a run. A closed channel
     /// ends the thread.
-    Later { jobs: mpsc::Receiver<Arc<RunShared>>, ready: Box<dyn FnOnce(bool) + Send>, prepare: Option<Prepare> },
+    Later { jobs: mpsc::Receiver<Arc<RunShared>>, ready: Ready, prepare: Option<Prepare> },
 }
 
 /// What a run finds in its isolate's context as it starts.
@@ -280,26 +292,26 @@ fn macos_pressure_relief() {
 
 /// Returns whether the run's thread had been quarantined.
 fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
-    let mut host = Arc::new(ThreadHost::default());
-    let mut sandbox = Sandbox::new(&config, host.clone());
+    let (mut host, mut sandbox) = fresh_isolate(&config, None);
     let mut context = Context::Fresh;
-    // A fresh isolate in place of one whose context cannot serve the run.
-    let start_over = |sandbox: &mut Option<Sandbox>, host: &mut Arc<ThreadHost>| {
-        drop(sandbox.take());
-        *host = Arc::new(ThreadHost::default());
-        *sandbox = Sandbox::new(&config, host.clone());
-    };
     let run = match source {
         JobSource::Now(run) => run,
         JobSource::Later { jobs, ready, prepare } => {
+            let ready = ReadyOnce::new(ready);
+            let mut shape = None;
             if let (Some(sb), Some(prepare)) = (sandbox.as_mut(), prepare.as_ref()) {
-                if prepare_context(sb, &host.warming, &host.web, prepare) {
+                if prepare_context(sb, &host.warming, &host.web, prepare, &ready) {
                     context = Context::Prepared;
+                    shape = Some(prepare.shape());
+                } else if prepare.engine_stopped() {
+                    ready.call(false, None);
+                    return false;
                 } else {
-                    start_over(&mut sandbox, &mut host);
+                    // What the warm-up did belongs to a run: an unprepared isolate instead.
+                    (host, sandbox) = fresh_isolate(&config, sandbox);
                 }
             }
-            ready(sandbox.is_some());
+            ready.call(sandbox.is_some(), shape);
             if sandbox.is_none() {
                 return false;
             }
@@ -308,8 +320,10 @@ fn thread_main(config: SandboxConfig, source: JobSource) -> bool {
                 Err(_) => return false, // pool shrank or engine shut down
             };
             if context == Context::Prepared && !prepare.is_some_and(|p| p.serves(&run)) {
+                // Prepared in a shape runs no longer ask for (the pool found none that
+                // fits): a fresh isolate for this run.
                 context = Context::Fresh;
-                start_over(&mut sandbox, &mut host);
+                (host, sandbox) = fresh_isolate(&config, sandbox);
             }
             run
         }

@@ -14,18 +14,61 @@ use crate::limits::lock;
 use crate::limits::watchdog::{self, Observation, Watched};
 use crate::v8::{EngineCode, IsolateHandle, Sandbox, Step};
 
+/// What a warm isolate's thread tells its pool once it is ready to take a run (or never
+/// will be: `false`), with the shape of the context it prepared, if any.
+pub(crate) type Ready = Box<dyn FnOnce(bool, Option<ContextShape>) + Send>;
+
+/// `Ready`, called once: by the thread, or for it when it gives up on its warm-up (a
+/// built-in that ignores termination, a fatal OOM: the thread never comes back).
+#[derive(Clone)]
+pub(crate) struct ReadyOnce(Arc<Mutex<Option<Ready>>>);
+
+impl ReadyOnce {
+    pub(crate) fn new(ready: Ready) -> ReadyOnce {
+        ReadyOnce(Arc::new(Mutex::new(Some(ready))))
+    }
+
+    pub(crate) fn call(&self, ok: bool, shape: Option<ContextShape>) {
+        let ready = lock(&self.0).take();
+        if let Some(ready) = ready {
+            ready(ok, shape);
+        }
+    }
+}
+
 /// What a pool's warm isolates prepare: the engine's code, in the shape its runs have
 /// lately asked for (the last run started: a run of another shape takes a fresh isolate).
 pub(crate) struct Preparation {
     code: Arc<EngineCode>,
     shape: Mutex<ContextShape>,
-    /// Cleared for good once a warm-up could not be used (`WarmUpSeen::usable`).
+    /// Cleared for good once a warm-up could not be used (`WarmUpSeen::usable`), and when
+    /// the engine shuts down.
     enabled: AtomicBool,
+    /// The warm-ups in progress, stopped when the engine shuts down.
+    active: Mutex<Vec<Weak<WarmUp>>>,
+    /// The engine shut down.
+    stopped: AtomicBool,
 }
 
 impl Preparation {
     pub(crate) fn new(code: Arc<EngineCode>, web: bool) -> Arc<Preparation> {
-        Arc::new(Preparation { code, shape: Mutex::new(ContextShape { web, fetch: false }), enabled: AtomicBool::new(true) })
+        Arc::new(Preparation {
+            code,
+            shape: Mutex::new(ContextShape { web, fetch: false }),
+            enabled: AtomicBool::new(true),
+            active: Mutex::new(Vec::new()),
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// Stops the warm-ups in progress and prepares no more (the engine shuts down).
+    pub(crate) fn stop_all(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        self.enabled.store(false, Ordering::Relaxed);
+        let active: Vec<_> = lock(&self.active).drain(..).filter_map(|w| w.upgrade()).collect();
+        for warm in active {
+            warm.request_stop(StopReason::Shutdown);
+        }
     }
 
     /// A run was started: later warm isolates take the shape of its context.
@@ -48,6 +91,15 @@ pub(crate) struct Prepare {
 }
 
 impl Prepare {
+    pub(crate) fn shape(&self) -> ContextShape {
+        self.shape
+    }
+
+    /// The engine shut down: no isolate is wanted any more.
+    pub(crate) fn engine_stopped(&self) -> bool {
+        self.from.stopped.load(Ordering::Relaxed)
+    }
+
     /// Whether the context prepared for this shape serves `run` as a fresh one would.
     pub(crate) fn serves(&self, run: &RunShared) -> bool {
         Arc::ptr_eq(&run.spec.code, &self.from.code) && ContextShape::of(&run.spec.plan) == self.shape
@@ -58,6 +110,7 @@ impl Prepare {
 pub(crate) struct WarmUp {
     started: Instant,
     handle: IsolateHandle,
+    ready: ReadyOnce,
     /// One lock for what it saw and whether it ended: a stop decided as the warm-up ends
     /// either is seen by it or terminates nothing (a termination left pending would end
     /// the run's first script).
@@ -86,6 +139,13 @@ impl WarmUp {
     pub(crate) fn at_heap_limit(self: &Arc<Self>) {
         let me: Weak<dyn Watched> = Arc::downgrade(self) as Weak<dyn Watched>;
         watchdog::terminate_soon(me);
+    }
+
+    /// Its thread will never come back (parked after a fatal OOM, or held by a built-in
+    /// that ignores termination): the pool is told now that it will never be ready.
+    pub(crate) fn give_up(&self) {
+        lock(&self.state).done = true;
+        self.ready.call(false, None);
     }
 
     /// Ends the warm-up: what it saw.
@@ -122,10 +182,10 @@ impl Watched for WarmUp {
         self.handle.terminate();
     }
 
-    /// A built-in that ignores termination holds the thread: nothing waits for it (no run
-    /// is attached), so it is left to finish; the isolate is never handed a run.
+    /// A built-in that ignores termination holds the thread: no run is attached to answer,
+    /// so the thread is left to finish (its isolate is then dropped, never handed a run).
     fn abandon(&self) {
-        lock(&self.state).done = true;
+        self.give_up();
     }
 
     fn terminate_isolate(&self) {
@@ -139,8 +199,24 @@ pub(crate) type WarmingSlot = Mutex<Option<Arc<WarmUp>>>;
 /// Prepares `sandbox`'s context as `prepare` says: the console and web globals, then the
 /// prelude, watched for time and memory. True when the context may serve a run; false
 /// when the isolate must be dropped (and then no later warm isolate prepares).
-pub(crate) fn prepare_context(sandbox: &mut Sandbox, warming: &WarmingSlot, web: &crate::web::WebState, prepare: &Prepare) -> bool {
-    let warm = Arc::new(WarmUp { started: Instant::now(), handle: sandbox.handle(), state: Mutex::default() });
+pub(crate) fn prepare_context(
+    sandbox: &mut Sandbox,
+    warming: &WarmingSlot,
+    web: &crate::web::WebState,
+    prepare: &Prepare,
+    ready: &ReadyOnce,
+) -> bool {
+    let warm = Arc::new(WarmUp { started: Instant::now(), handle: sandbox.handle(), ready: ready.clone(), state: Mutex::default() });
+    {
+        let mut active = lock(&prepare.from.active);
+        active.retain(|w| w.strong_count() > 0);
+        active.push(Arc::downgrade(&warm));
+    }
+    // Shut down meanwhile: nothing to prepare for.
+    if !prepare.from.enabled.load(Ordering::Relaxed) {
+        warm.end();
+        return false;
+    }
     *lock(warming) = Some(warm.clone());
     watchdog::watch(Arc::downgrade(&warm) as Weak<dyn Watched>);
     web.begin_run();
@@ -156,6 +232,7 @@ pub(crate) fn prepare_context(sandbox: &mut Sandbox, warming: &WarmingSlot, web:
     // A callback the prelude scheduled that threw would end the run it is handed to.
     seen.settled = settled && web.take_uncaught().is_none();
     seen.timer_set = web.next_timer().is_some();
+    seen.read_run_state = web.read_run_state();
     seen.stopped |= sandbox.hit_memory_limit();
     let usable = seen.usable();
     if !usable {

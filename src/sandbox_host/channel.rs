@@ -11,7 +11,8 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -64,8 +65,9 @@ struct Channel {
     /// which then needs no wake-up of the reader thread to get it.
     input: Mutex<BufReader<&'static File>>,
     /// Wakes the reader thread when an isolate thread left a frame only the reader thread
-    /// dispatches in `input` (an eventfd: the socket itself may have nothing more to say).
-    reader_wake: OwnedFd,
+    /// dispatches in `input` (the socket itself may have nothing more to say): a byte
+    /// written to one end of this socket pair, polled at the other.
+    reader_wake: (UnixStream, UnixStream),
     writer: Mutex<()>,
     /// Set once a write failed (the parent is gone): later events are dropped.
     broken: AtomicBool,
@@ -97,13 +99,11 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     // owned by nothing else here; leaked, it is never closed.
     let file: &'static File = Box::leak(Box::new(unsafe { File::from_raw_fd(fd) }));
     let start = read_start(file);
-    // SAFETY: eventfd has no memory effects; a failure is -1.
-    let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if wake < 0 {
+    // Non-blocking both ways: a full pair only means the reader is due to wake already.
+    let Ok(reader_wake) = UnixStream::pair() else { protocol_broken() };
+    if reader_wake.0.set_nonblocking(true).is_err() || reader_wake.1.set_nonblocking(true).is_err() {
         protocol_broken();
     }
-    // SAFETY: a descriptor just made, owned here only.
-    let reader_wake = unsafe { OwnedFd::from_raw_fd(wake) };
     let heap_limit = start.pool.memory_mb as usize * 1024 * 1024;
     let wasm_modules = match WasmModule::compile_all(&start.wasm_modules, heap_limit) {
         Ok(m) => m,
@@ -148,7 +148,7 @@ pub(crate) fn serve(fd: RawFd, env: usize) -> ! {
     // elsewhere the status says why not). See docs/process-isolation.md.
     let lockdown = WireLockdown::from(super::lock_down(start.parent_pid));
     // The prelude is code: it first runs after lock-down, in an isolate of its own.
-    if let Err(message) = check_prelude(&ch.code, start.pool.memory_mb) {
+    if let Err(message) = check_prelude(&ch.code, start.pool.memory_mb, start.web) {
         ch.send(frame::encode_invalid(&message), &[]);
         // SAFETY: nothing of ours needs to run at exit.
         unsafe { libc::_exit(0) }
@@ -306,14 +306,14 @@ impl Channel {
                     continue;
                 }
             }
-            wait_readable(fd, self.reader_wake.as_raw_fd());
+            wait_readable(fd, self.reader_wake.1.as_raw_fd());
         }
     }
 
     /// An isolate thread spinning for a reply reads the replies the parent sent, if no one
     /// else is reading: each is pushed to its run (its own among them). It stops at a frame
-    /// of another kind, which the reader thread dispatches (it is woken for it), and never
-    /// waits for the socket: only a frame already begun is read to its end.
+    /// of another kind, or one not in the buffer whole, which the reader thread reads and
+    /// dispatches (it is woken for it): the spinning thread never waits for the socket.
     fn read_replies(&self) {
         let Ok(mut input) = self.input.try_lock() else { return };
         loop {
@@ -328,9 +328,11 @@ impl Channel {
                 }
             }
             let buffered = input.buffer();
-            let reply = buffered.len() >= HEADER_BYTES
-                && Header::decode(&buffered[..HEADER_BYTES]).is_ok_and(|h| matches!(h.kind, Kind::Fulfill | Kind::Reject | Kind::Answer));
-            if !reply {
+            let whole_reply = buffered.len() >= HEADER_BYTES
+                && Header::decode(&buffered[..HEADER_BYTES]).is_ok_and(|h| {
+                    matches!(h.kind, Kind::Fulfill | Kind::Reject | Kind::Answer) && buffered.len() >= HEADER_BYTES + h.len as usize
+                });
+            if !whole_reply {
                 self.wake_reader();
                 return;
             }
@@ -342,10 +344,8 @@ impl Channel {
     }
 
     fn wake_reader(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd; a full counter (never, at
-        // one per frame) only means the reader is already due to wake.
-        unsafe { libc::write(self.reader_wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        // Full (WouldBlock): the reader is due to wake already.
+        let _ = (&self.reader_wake.0).write(&[1]);
     }
 
     /// A reply to a host call or a data request: pushed to its run.
@@ -463,16 +463,16 @@ impl Channel {
 /// is woken whenever its peer reads (the socket's space to write grew: one wait queue for
 /// both), i.e. at every frame the parent takes from the isolate threads; a poll(2) waiter
 /// for input is not.
-/// Sleeps until the socket `fd` has something to read or `wake` (an eventfd) was written;
-/// clears `wake`.
+/// Sleeps until the socket `fd` has something to read or a byte came on `wake` (the
+/// reading end of `Channel::reader_wake`, non-blocking); takes what came on `wake`.
 fn wait_readable(fd: RawFd, wake: RawFd) {
     let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }, libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 }];
     // SAFETY: two valid pollfds. An error or EINTR just sends the caller round again.
     unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
     if p[1].revents != 0 {
-        let mut count = 0u64;
-        // SAFETY: reads 8 bytes into a live u64 from our non-blocking eventfd.
-        unsafe { libc::read(wake, (&mut count as *mut u64).cast(), 8) };
+        let mut bytes = [0u8; 64];
+        // SAFETY: reads into a live buffer of its length from our non-blocking socket.
+        unsafe { libc::read(wake, bytes.as_mut_ptr().cast(), bytes.len()) };
     }
 }
 

@@ -169,6 +169,9 @@ pub(crate) struct WebState {
     timers: Mutex<Timers>,
     /// The host function `fetch` speaks the web protocol to (the tool's index).
     fetch_tool: Mutex<Option<u32>>,
+    /// JS read what belongs to a run (the clock, the fetch tool's index) since the last
+    /// `begin_run`: a context prepared before its run must not have (`isolate::warm`).
+    read_run_state: std::sync::atomic::AtomicBool,
 }
 
 /// The run loop's side of the timers: when the JS asked to be woken (`timerArm`), by the
@@ -190,7 +193,13 @@ impl WebState {
     }
 
     fn origin(&self) -> (Instant, f64) {
+        self.read_run_state.store(true, std::sync::atomic::Ordering::Relaxed);
         *lock(&self.clock).get_or_insert_with(|| (Instant::now(), 0.0))
+    }
+
+    /// Whether JS read the clock or the fetch tool's index since the last `begin_run`.
+    pub(crate) fn read_run_state(&self) -> bool {
+        self.read_run_state.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The index of the run's fetch capability, for a context prepared before the run
@@ -206,6 +215,7 @@ impl WebState {
     /// A run starts: timers of earlier runs (a persistent sandbox's) are gone; the seam
     /// dropped their promises when that run ended.
     pub(crate) fn begin_run(&self) {
+        self.read_run_state.store(false, std::sync::atomic::Ordering::Relaxed);
         let mut t = lock(&self.timers);
         t.epoch = t.epoch.wrapping_add(1);
         t.armed = None;
@@ -483,5 +493,6 @@ fn op_console_write(_: &WebState, host: &dyn WebHost, args: &mut [OpArg]) -> OpR
 
 /// The index of the host function the fetch capability is (for `lib.host`), or -1.
 fn op_fetch_tool(state: &WebState, _: &dyn WebHost, _: &mut [OpArg]) -> OpResult {
+    state.read_run_state.store(true, std::sync::atomic::Ordering::Relaxed);
     one(OpValue::Number(lock(&state.fetch_tool).map_or(-1.0, f64::from)))
 }

@@ -570,13 +570,19 @@ impl<T: Clone, W> Pool<T, W> {
         Some(removed.item)
     }
 
-    /// A warm isolate for a run needing `memory_mb`, if one matches and is ready.
-    /// Count the start with `count_start` once the run is handed over.
-    pub fn take_warm(&mut self, memory_mb: u32) -> Option<W> {
+    /// A warm isolate for a run needing `memory_mb`, if one matches and is ready: the
+    /// oldest whose context `fits` the run, else the oldest (its thread makes a fresh
+    /// isolate for the run: an isolate prepared in a shape runs no longer ask for would
+    /// otherwise hold its place for good), with whether it fits. Count the start with
+    /// `count_start` once the run is handed over.
+    pub fn take_warm(&mut self, memory_mb: u32, fits: impl Fn(&W) -> bool) -> Option<(W, bool)> {
         if memory_mb != self.config.memory_mb {
             return None;
         }
-        self.warm.pop_front()
+        match self.warm.iter().position(fits) {
+            Some(i) => self.warm.remove(i).map(|w| (w, true)),
+            None => self.warm.pop_front().map(|w| (w, false)),
+        }
     }
 
     pub fn count_start(&mut self, warm: bool) {

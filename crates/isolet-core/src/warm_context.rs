@@ -31,6 +31,9 @@ pub struct WarmUpSeen {
     pub asked_for_run: bool,
     /// It set a timer: the run loop that would fire it belongs to a run.
     pub timer_set: bool,
+    /// It read what is the run's: the web clock (which starts with the run: a time kept
+    /// from the warm-up would be off by the wait), the fetch capability's index.
+    pub read_run_state: bool,
     /// It was stopped: over its time, or its isolate at the memory limit.
     pub stopped: bool,
 }
@@ -42,7 +45,7 @@ impl WarmUpSeen {
     /// no more contexts: a prelude that logs, asks for a run's things or sets timers
     /// would waste every warm-up after.
     pub fn usable(&self) -> bool {
-        self.settled && !self.logged && !self.asked_for_run && !self.timer_set && !self.stopped
+        self.settled && !self.logged && !self.asked_for_run && !self.timer_set && !self.read_run_state && !self.stopped
     }
 }
 
@@ -80,6 +83,7 @@ mod tests {
             WarmUpSeen { logged: true, ..clean },
             WarmUpSeen { asked_for_run: true, ..clean },
             WarmUpSeen { timer_set: true, ..clean },
+            WarmUpSeen { read_run_state: true, ..clean },
             WarmUpSeen { stopped: true, ..clean },
         ] {
             assert!(!seen.usable(), "{seen:?}");

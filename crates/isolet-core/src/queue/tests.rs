@@ -139,13 +139,27 @@ fn warm_isolates_serve_only_runs_with_their_memory() {
     p.warm_to_create();
     p.warm_ready(Some(1));
     p.warm_ready(Some(2));
-    assert_eq!(p.take_warm(64), None, "another memory limit needs a cold isolate");
-    assert_eq!(p.take_warm(128), Some(1));
+    let any = |_: &u32| true;
+    assert_eq!(p.take_warm(64, any), None, "another memory limit needs a cold isolate");
+    assert_eq!(p.take_warm(128, any), Some((1, true)));
     p.count_start(true);
     p.count_start(false);
     assert_eq!((p.counters().warm_starts, p.counters().cold_starts), (1, 1));
-    assert_eq!(p.take_warm(128), Some(2));
-    assert_eq!(p.take_warm(128), None);
+    assert_eq!(p.take_warm(128, any), Some((2, true)));
+    assert_eq!(p.take_warm(128, any), None);
+}
+
+#[test]
+fn a_run_takes_the_oldest_warm_isolate_that_fits_it_else_the_oldest() {
+    let mut p: Pool<&str, u32> = Pool::new(config(4, 4, 3));
+    p.warm_to_create();
+    for w in [1, 2, 3] {
+        p.warm_ready(Some(w));
+    }
+    assert_eq!(p.take_warm(128, |w| w % 2 == 0), Some((2, true)), "the one that fits, not the oldest");
+    assert_eq!(p.take_warm(128, |w| *w > 5), Some((1, false)), "none fits: the oldest, said not to fit");
+    assert_eq!(p.take_warm(128, |_| true), Some((3, true)));
+    assert_eq!(p.take_warm(128, |_| true), None);
 }
 
 #[test]
