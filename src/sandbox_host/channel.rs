@@ -312,8 +312,8 @@ impl Channel {
 
     /// An isolate thread spinning for a reply reads the replies the parent sent, if no one
     /// else is reading: each is pushed to its run (its own among them). It stops at a frame
-    /// of another kind, or one not in the buffer whole, which the reader thread reads and
-    /// dispatches (it is woken for it): the spinning thread never waits for the socket.
+    /// of another kind, or a reply of more than `READ_BUFFER_BYTES`, which the reader
+    /// thread reads and dispatches (it is woken for it), and at an empty socket.
     fn read_replies(&self) {
         let Ok(mut input) = self.input.try_lock() else { return };
         loop {
@@ -327,12 +327,14 @@ impl Channel {
                     return;
                 }
             }
+            // A small reply is read even if only its head is here: the parent sends its
+            // payload right behind it (a separate write), so the wait is microseconds and
+            // the spin's CPU credit stays capped. A large one is the reader thread's.
             let buffered = input.buffer();
-            let whole_reply = buffered.len() >= HEADER_BYTES
-                && Header::decode(&buffered[..HEADER_BYTES]).is_ok_and(|h| {
-                    matches!(h.kind, Kind::Fulfill | Kind::Reject | Kind::Answer) && buffered.len() >= HEADER_BYTES + h.len as usize
-                });
-            if !whole_reply {
+            let small_reply = buffered.len() >= HEADER_BYTES
+                && Header::decode(&buffered[..HEADER_BYTES])
+                    .is_ok_and(|h| matches!(h.kind, Kind::Fulfill | Kind::Reject | Kind::Answer) && h.len as usize <= READ_BUFFER_BYTES);
+            if !small_reply {
                 self.wake_reader();
                 return;
             }

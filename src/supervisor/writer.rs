@@ -57,34 +57,31 @@ impl HostWriter {
         if s.closed {
             return;
         }
-        let mut rest = 0;
+        // The fast path: straight into the socket, as far as it takes it, in one system
+        // call (a host reading the frame then finds it whole, not its head alone).
+        let mut written = 0;
         if s.queue.is_empty() {
-            // The fast path: straight into the socket, as far as it takes it.
-            while rest < parts.len() {
-                let part = parts[rest];
-                let n = send_some(self.fd.as_raw_fd(), part, libc::MSG_DONTWAIT);
-                match n {
-                    Ok(n) if n == part.len() => rest += 1,
-                    Ok(n) => {
-                        s.queue.push_back((part.to_vec(), n));
-                        rest += 1;
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        // The host is gone: its reader sees that and ends it.
-                        s.closed = true;
-                        s.queue.clear();
-                        return;
-                    }
+            match send_parts(self.fd.as_raw_fd(), parts, libc::MSG_DONTWAIT) {
+                Ok(n) => written = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => {
+                    // The host is gone: its reader sees that and ends it.
+                    s.closed = true;
+                    s.queue.clear();
+                    return;
                 }
             }
-            if rest == parts.len() && s.queue.is_empty() {
-                return;
-            }
         }
-        for part in &parts[rest..] {
-            s.queue.push_back((part.to_vec(), 0));
+        for part in parts {
+            if written >= part.len() {
+                written -= part.len();
+                continue;
+            }
+            s.queue.push_back((part.to_vec(), written));
+            written = 0;
+        }
+        if s.queue.is_empty() {
+            return;
         }
         drop(s);
         self.wake.notify_one();
@@ -100,35 +97,25 @@ impl HostWriter {
         if s.closed {
             return;
         }
+        let mut written = 0;
         if s.queue.is_empty() {
-            match send_some(self.fd.as_raw_fd(), head, libc::MSG_DONTWAIT) {
-                Ok(n) if n == head.len() => match send_some(self.fd.as_raw_fd(), &body, libc::MSG_DONTWAIT) {
-                    Ok(m) if m == body.len() => return,
-                    Ok(m) => s.queue.push_back((body, m)),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.queue.push_back((body, 0)),
-                    Err(_) => {
-                        s.closed = true;
-                        s.queue.clear();
-                        return;
-                    }
-                },
-                Ok(n) => {
-                    s.queue.push_back((head.to_vec(), n));
-                    s.queue.push_back((body, 0));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    s.queue.push_back((head.to_vec(), 0));
-                    s.queue.push_back((body, 0));
-                }
+            match send_parts(self.fd.as_raw_fd(), &[head, &body], libc::MSG_DONTWAIT) {
+                Ok(n) => written = n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => {
                     s.closed = true;
                     s.queue.clear();
                     return;
                 }
             }
-        } else {
-            s.queue.push_back((head.to_vec(), 0));
+        }
+        if written < head.len() {
+            s.queue.push_back((head.to_vec(), written));
             s.queue.push_back((body, 0));
+        } else if written - head.len() < body.len() {
+            s.queue.push_back((body, written - head.len()));
+        } else {
+            return;
         }
         drop(s);
         self.wake.notify_one();
@@ -190,6 +177,31 @@ impl HostWriter {
             }
             s.queue.pop_front();
         }
+    }
+}
+
+/// One sendmsg(2) of `parts` in order, never raising SIGPIPE: how many bytes went.
+fn send_parts(fd: RawFd, parts: &[&[u8]], flags: libc::c_int) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| libc::iovec { iov_base: p.as_ptr() as *mut libc::c_void, iov_len: p.len() })
+        .collect();
+    if iov.is_empty() {
+        return Ok(0);
+    }
+    // SAFETY: a zeroed msghdr is valid (no name, no control data); the iovecs point into
+    // `parts`, which outlive the call, and `fd` is a socket kept open by the caller.
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        libc::sendmsg(fd, &msg, flags | libc::MSG_NOSIGNAL)
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }
 
