@@ -57,21 +57,7 @@ impl HostWriter {
         if s.closed {
             return;
         }
-        // The fast path: straight into the socket, as far as it takes it, in one system
-        // call (a host reading the frame then finds it whole, not its head alone).
-        let mut written = 0;
-        if s.queue.is_empty() {
-            match send_parts(self.fd.as_raw_fd(), parts, libc::MSG_DONTWAIT) {
-                Ok(n) => written = n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => {
-                    // The host is gone: its reader sees that and ends it.
-                    s.closed = true;
-                    s.queue.clear();
-                    return;
-                }
-            }
-        }
+        let Some(mut written) = self.send_now(&mut s, parts) else { return };
         for part in parts {
             if written >= part.len() {
                 written -= part.len();
@@ -87,6 +73,25 @@ impl HostWriter {
         self.wake.notify_one();
     }
 
+    /// The fast path: with nothing queued, straight into the socket as far as it takes
+    /// `parts`, in one system call (a host reading the frame then finds it whole, not its
+    /// head alone). The bytes that went, or `None` once the host is gone (its reader sees
+    /// that and ends it).
+    fn send_now(&self, s: &mut WriterState, parts: &[&[u8]]) -> Option<usize> {
+        if !s.queue.is_empty() {
+            return Some(0);
+        }
+        match send_parts(self.fd.as_raw_fd(), parts, libc::MSG_DONTWAIT) {
+            Ok(n) => Some(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(0),
+            Err(_) => {
+                s.closed = true;
+                s.queue.clear();
+                None
+            }
+        }
+    }
+
     /// Sends an owned buffer (no copy when it cannot go out at once).
     pub(crate) fn send_owned(&self, head: &[u8], body: Vec<u8>) {
         self.send_owned_queued(self.queue(), head, body);
@@ -97,18 +102,7 @@ impl HostWriter {
         if s.closed {
             return;
         }
-        let mut written = 0;
-        if s.queue.is_empty() {
-            match send_parts(self.fd.as_raw_fd(), &[head, &body], libc::MSG_DONTWAIT) {
-                Ok(n) => written = n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => {
-                    s.closed = true;
-                    s.queue.clear();
-                    return;
-                }
-            }
-        }
+        let Some(written) = self.send_now(&mut s, &[head, &body]) else { return };
         if written < head.len() {
             s.queue.push_back((head.to_vec(), written));
             s.queue.push_back((body, 0));
