@@ -1,11 +1,12 @@
 //! The command line: the settings and flags of `isolet run` and `isolet mcp`, the number
 //! flags of `isolet autofix`, and the messages for an unknown flag or command.
-use crate::limits::{IsolateLimits, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_TIME_MS};
+use crate::limits::{IsolateLimits, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS};
 
 use super::engine::{EngineConfig, ENGINE_CONFIG};
 use super::integrations::{http_settings, http_values, McpHttpSettings, AUTOFIX_FLAGS, AUTOFIX_OPTIONS, MCP_HTTP, MCP_HTTP_FLAGS};
-use super::run::{language_of_file, Isolation, ISOLATION_MODES, LANGUAGES, MEM, UNHANDLED_REJECTIONS_OPT};
-use super::table::{err, fields, flag, nearest, opt, options_of_flags, whole, within, Fields, Flag, Kind, Opt, OptionsError, Raw};
+use super::limits::{CPU_TIME, IDLE_TIME, MEMORY, WALL_TIME};
+use super::run::{language_of_file, Isolation, ISOLATION_MODES, LANGUAGES, UNHANDLED_REJECTIONS_OPT};
+use super::table::{err, fields, flag, nearest, opt, options_of_flags, within, Fields, Flag, Kind, Opt, OptionsError, Raw};
 
 /// Isolates the CLI's engine runs at once unless its `engine` config says otherwise.
 pub const CLI_MAX_CONCURRENT_ISOLATES: u64 = 2;
@@ -15,9 +16,9 @@ pub const CLI_WARM_POOL_SIZE: u64 = 1;
 /// `isolet run` and `isolet mcp`, as `--config` keys (`CLI_FLAGS` are the flags).
 /// `cpuTimeMs` has no default of its own: it is the wall-clock limit.
 pub const CLI_SETTINGS: &[Opt] = &[
-    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_WALL_TIME_MS), &["wallTimeMs", "timeout"]),
-    whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
-    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memory"]).deprecated(&["memoryMb"]),
+    WALL_TIME,
+    CPU_TIME,
+    MEMORY.aliases(&["memory"]).deprecated(&["memoryMb"]),
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("readDir", Kind::Text),
@@ -30,7 +31,7 @@ pub const CLI_SETTINGS: &[Opt] = &[
     opt("http", Kind::Object(MCP_HTTP)),
     // `isolet mcp`: one persistent sandbox per MCP session (`isolet run` ignores them).
     opt("stateful", Kind::Bool),
-    whole("idleTimeoutMs", 1, MAX_TIME_MS, None, &["sandboxIdleMs"]).deprecated(&["statefulIdleMs"]),
+    IDLE_TIME.aliases(&["sandboxIdleMs"]).deprecated(&["statefulIdleMs"]),
     UNHANDLED_REJECTIONS_OPT,
 ];
 

@@ -5,18 +5,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::limits::{
-    BridgeLimits, IsolateLimits, DEFAULT_CODE_CACHE_MB, DEFAULT_ENGINE_MEMORY_MB, DEFAULT_MAX_LOG_BYTES, DEFAULT_MAX_LOG_ENTRIES,
-    DEFAULT_MAX_MESSAGES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_VALUES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_VALUES,
-    DEFAULT_MAX_PENDING_HOST_CALLS, DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_MAX_PENDING_HOST_CALL_VALUES, MAX_CODE_CACHE_MB,
-    MAX_PRELUDE_BYTES, MAX_TIME_MS,
+    BridgeLimits, IsolateLimits, DEFAULT_CODE_CACHE_MB, DEFAULT_ENGINE_MEMORY_MB, MAX_CODE_CACHE_MB, MAX_PRELUDE_BYTES, MAX_TIME_MS,
 };
 use crate::names::check_global_name;
 
+use super::limits::{BRIDGE_LIMITS, CPU_TIME, IDLE_TIME, MAX_COUNT, MEMORY, MODULES, MODULE_BYTES, QUEUE_TIME, WALL_TIME};
 use super::run::{
     bridge_limits, check_module_map, check_prelude_shadowing, check_tool_names, code_of, module_map, module_options, ExecMode, GivenBridge,
-    Isolation, RunPlan, UnhandledRejections, BRIDGE_NAMES, CODE_TYPES, DEFAULT_ISOLATION, ISOLATION_MODES, LANGUAGES, MAX_BYTES, MAX_COUNT,
-    MAX_LOG_ENTRIES, MAX_MODULES_LIMIT, MAX_PENDING_BYTES, MAX_PENDING_CALLS, MAX_TENANT_BYTES, MEM, RUN_SANDBOX, RUN_SANDBOX_BRIDGE_NAMES,
-    UNHANDLED_REJECTIONS_OPT,
+    Isolation, RunPlan, UnhandledRejections, BRIDGE_NAMES, CODE_TYPES, DEFAULT_ISOLATION, ISOLATION_MODES, LANGUAGES, MAX_TENANT_BYTES,
+    RUN_SANDBOX, RUN_SANDBOX_BRIDGE_NAMES, UNHANDLED_REJECTIONS_OPT,
 };
 use super::table::{err, fields, opt, whole, Fields, Kind, Opt, OptionsError, Raw};
 
@@ -32,40 +29,25 @@ pub const DEFAULT_SANDBOX_IDLE_TIMEOUT_MS: u64 = 600_000;
 /// Most open sandboxes an engine may be configured to allow (`maxOpenSandboxes`).
 const MAX_OPEN_SANDBOXES: u64 = 100_000;
 
-/// The bridge limits, shared by `defaultBridgeLimits` and a request's `bridgeLimits`.
-pub const BRIDGE_LIMITS: &[Opt] = &[
-    whole("maxMessageBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_MESSAGE_BYTES as u64), &[]),
-    whole("maxMessages", 0, MAX_COUNT, Some(DEFAULT_MAX_MESSAGES as u64), &["maxHostCalls"]),
-    whole("maxOutputBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_OUTPUT_BYTES as u64), &[]),
-    whole("maxLogEntries", 0, MAX_LOG_ENTRIES, Some(DEFAULT_MAX_LOG_ENTRIES as u64), &[]),
-    whole("maxLogBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_LOG_BYTES as u64), &[]),
-    whole("maxPendingHostCallBytes", 1, MAX_PENDING_BYTES, Some(DEFAULT_MAX_PENDING_HOST_CALL_BYTES as u64), &[]),
-    whole("maxPendingHostCalls", 1, MAX_PENDING_CALLS, Some(DEFAULT_MAX_PENDING_HOST_CALLS as u64), &[]),
-    whole("maxOutputValues", 1, MAX_COUNT, Some(DEFAULT_MAX_OUTPUT_VALUES as u64), &[]),
-    whole("maxMessageValues", 1, MAX_COUNT, Some(DEFAULT_MAX_MESSAGE_VALUES as u64), &[]),
-    whole("maxPendingHostCallValues", 1, MAX_COUNT, Some(DEFAULT_MAX_PENDING_HOST_CALL_VALUES as u64), &[]),
-];
-
 /// `defaultIsolateLimits` and a request's `isolateLimits`. `memoryMb` has no default
 /// here: it falls back to the engine's `memoryMb` (the memory of its warm isolates).
 pub const ISOLATE_LIMITS: &[Opt] = &[
-    whole("memoryMb", MEM.0, MEM.1, None, &["memoryLimitMb"]),
-    whole("cpuTimeMs", 1, MAX_TIME_MS, Some(DEFAULT_REQUEST_CPU_TIME_MS), &[]),
-    whole("wallTimeMs", 1, MAX_TIME_MS, Some(DEFAULT_REQUEST_WALL_TIME_MS), &["timeoutMs", "timeout"]),
-    // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
-    whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
+    MEMORY.called("memoryMb", &["memoryLimitMb"]).default_of(None),
+    CPU_TIME.default_of(Some(DEFAULT_REQUEST_CPU_TIME_MS)),
+    WALL_TIME.called("wallTimeMs", &["timeoutMs", "timeout"]).default_of(Some(DEFAULT_REQUEST_WALL_TIME_MS)),
+    QUEUE_TIME,
 ];
 
 /// `new SandboxEngine(config)`.
 pub const ENGINE_CONFIG: &[Opt] = &[
-    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_ENGINE_MEMORY_MB as u64), &[]).seed_names(&["memoryMb"]),
+    MEMORY.aliases(&[]).seed_names(&["memoryMb"]).default_of(Some(DEFAULT_ENGINE_MEMORY_MB as u64)),
     whole("maxConcurrentIsolates", 1, 1024, Some(4), &["maxConcurrency", "concurrency"]),
     whole("warmPoolSize", 0, 256, Some(0), &["warmPool"]),
     whole("maxQueueSize", 0, 1_000_000, Some(1000), &["queueSize"]),
     whole("processes", 1, 64, Some(2), &[]),
     // Process isolation: persistent sandboxes of one tenant that share a sandbox host.
     whole("sandboxesPerHost", 1, crate::host_policy::MAX_SANDBOXES_PER_HOST, Some(crate::host_policy::DEFAULT_SANDBOXES_PER_HOST), &[]),
-    whole("maxQueueMs", 0, MAX_TIME_MS, Some(crate::queue::DEFAULT_MAX_QUEUE_MS), &["queueTimeoutMs"]),
+    QUEUE_TIME.default_of(Some(crate::queue::DEFAULT_MAX_QUEUE_MS)),
     whole("maxOpenSandboxes", 1, MAX_OPEN_SANDBOXES, Some(crate::queue::DEFAULT_MAX_OPEN_SANDBOXES as u64), &["maxSandboxes"]),
     // Default: a quarter of maxOpenSandboxes (`queue::default_max_open_sandboxes_per_tenant`).
     whole("maxOpenSandboxesPerTenant", 1, MAX_OPEN_SANDBOXES, None, &["maxSandboxesPerTenant"]),
@@ -98,8 +80,8 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     opt("type", Kind::OneOf(CODE_TYPES)),
     opt("modules", Kind::ModuleMap),
     opt("resolve", Kind::Function),
-    whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
-    whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
+    MODULES,
+    MODULE_BYTES,
     opt("web", Kind::Bool),
     UNHANDLED_REJECTIONS_OPT,
 ];
@@ -460,7 +442,7 @@ pub const TOOL_REFUSAL_NAME: &str = "PermissionError";
 /// The sandbox-wide options of `createSandbox(options)` (see `crate::sandbox`).
 pub const SANDBOX_LIMITS: &[Opt] = &[
     whole("totalCpuTimeMs", 1, MAX_TIME_MS, None, &["maxTotalCpuTimeMs", "cpuBudgetMs"]),
-    whole("idleTimeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_SANDBOX_IDLE_TIMEOUT_MS), &["idleMs", "idleTimeout"]),
+    IDLE_TIME.default_of(Some(DEFAULT_SANDBOX_IDLE_TIMEOUT_MS)),
     whole("maxTotalHostCalls", 0, MAX_COUNT, None, &["totalHostCalls"]),
 ];
 
@@ -468,15 +450,14 @@ pub const SANDBOX_LIMITS: &[Opt] = &[
 /// `modules` join the sandbox's own for this run; `maxModules` and `maxModuleBytes` are
 /// the sandbox's (its module graph's, for its life).
 pub const SANDBOX_RUN: &[Opt] = &[
-    whole("timeoutMs", 1, MAX_TIME_MS, None, &["wallTimeMs", "timeout"]),
-    whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
+    WALL_TIME.default_of(None),
+    CPU_TIME,
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("signal", Kind::Shaped("an AbortSignal")),
     opt("type", Kind::OneOf(CODE_TYPES)),
     opt("modules", Kind::ModuleMap),
     opt("resolve", Kind::Function),
-    // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
-    whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
+    QUEUE_TIME,
     UNHANDLED_REJECTIONS_OPT,
 ];
 

@@ -1,9 +1,10 @@
 //! The entry points of isolet's integrations: Code Mode's `IsoletExecutor`, `autoFix`, the
 //! MCP server (`run_code`'s arguments, its HTTP settings) and the capability factories.
-use crate::limits::{DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_TIME_MS};
+use crate::limits::MAX_TIME_MS;
 
 use super::engine::ENGINE_CONFIG;
-use super::run::{code_of, language_of_file, LANGUAGES, MAX_BYTES, MEM};
+use super::limits::{IDLE_TIME, MAX_BYTES, MEMORY, WALL_TIME};
+use super::run::{code_of, language_of_file, LANGUAGES};
 use super::table::{err, fields, flag, opt, whole, Fields, Flag, Kind, Opt, OptionsError, Raw};
 
 /// Default of `new IsoletExecutor({ timeoutMs })`, as in Code Mode's DynamicWorkerExecutor.
@@ -13,10 +14,10 @@ pub const DEFAULT_CODEMODE_TIMEOUT_MS: u64 = 60_000;
 /// `timeoutMs` is the wall-clock limit of a run, and its CPU-time limit unless
 /// `defaultIsolateLimits.cpuTimeMs` says otherwise.
 pub const CODEMODE_EXECUTOR: &[Opt] = &[
-    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_CODEMODE_TIMEOUT_MS), &["wallTimeMs"]).deprecated(&["timeout"]),
+    WALL_TIME.aliases(&["wallTimeMs"]).deprecated(&["timeout"]).default_of(Some(DEFAULT_CODEMODE_TIMEOUT_MS)),
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("stateful", Kind::Bool),
-    whole("idleTimeoutMs", 1, MAX_TIME_MS, None, &[]).deprecated(&["idleTimeout"]),
+    IDLE_TIME.aliases(&[]).deprecated(&["idleTimeout"]),
     // A fetch capability (createFetchCapability): every execution's `fetch`.
     opt("fetch", Kind::Function),
 ];
@@ -40,8 +41,8 @@ pub const AUTOFIX_OPTIONS: &[Opt] = &[
     opt("approve", Kind::Function),
     opt("auditLog", Kind::Text),
     opt("language", Kind::OneOf(LANGUAGES)),
-    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memoryMb", "memory"]),
-    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_WALL_TIME_MS), &["timeout", "wallTimeMs"]),
+    MEMORY,
+    WALL_TIME,
     whole("providerTimeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_PROVIDER_TIMEOUT_MS), &["providerTimeout"]),
     whole("maxSuggestionBytes", 1, MAX_BYTES, Some(DEFAULT_AUTOFIX_MAX_BYTES), &[]),
     whole("maxFileBytes", 1, MAX_BYTES, Some(DEFAULT_AUTOFIX_MAX_BYTES), &[]),

@@ -23,6 +23,9 @@ mod table;
 mod engine;
 mod run;
 
+// Every limit more than one entry point sets, declared once: name, bounds, default.
+mod limits;
+
 // The other entry points: the CLI (`isolet run`, `isolet mcp`, `isolet autofix`), Code
 // Mode's `IsoletExecutor`, `autoFix(options)`, the MCP tool's arguments and the capability
 // factories. Each has a table under its own names; what they share with runSandbox and
@@ -43,7 +46,7 @@ pub use cli::{
 };
 pub(crate) use engine::{sandbox_options, sandbox_run};
 pub use engine::{
-    sandbox_table, EngineConfig, Prelude, ToolCalls, BRIDGE_LIMITS, DEFAULT_REQUEST_CPU_TIME_MS, DEFAULT_REQUEST_WALL_TIME_MS,
+    sandbox_table, EngineConfig, Prelude, ToolCalls, DEFAULT_REQUEST_CPU_TIME_MS, DEFAULT_REQUEST_WALL_TIME_MS,
     DEFAULT_SANDBOX_IDLE_TIMEOUT_MS, ENGINE_CONFIG, ISOLATE_LIMITS, PRELUDE, SANDBOX_LIMITS, SANDBOX_RUN, SUBMIT_REQUEST, TOOL_POLICY,
     TOOL_REFUSAL_NAME,
 };
@@ -54,6 +57,7 @@ pub use integrations::{
     DEFAULT_MCP_MAX_SESSIONS, DEFAULT_MCP_MAX_SESSIONS_PER_CLIENT, DEFAULT_MCP_SESSION_IDLE_MS, DEFAULT_PROVIDER_TIMEOUT_MS,
     FETCH_CAPABILITY, FILE_READ_CAPABILITY, MCP_HTTP, MCP_HTTP_FLAGS, MCP_RUN_CODE,
 };
+pub use limits::BRIDGE_LIMITS;
 pub use run::{
     check_prelude_shadowing, language_of_file, run_sandbox, ExecMode, GivenBridge, Isolation, RunPlan, UnhandledRejections, CODE_TYPES,
     DEFAULT_ISOLATION, ISOLATION_MODES, LANGUAGES, MAX_TENANT_BYTES, RUN_SANDBOX, UNHANDLED_REJECTIONS,

@@ -2,16 +2,15 @@
 //! others share with it: the limit constants, the module options, the bridge-limit checks.
 use std::collections::BTreeMap;
 
-use crate::limits::{
-    BridgeLimits, IsolateLimits, DEFAULT_MAX_LOG_BYTES, DEFAULT_MAX_LOG_ENTRIES, DEFAULT_MAX_MESSAGES, DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_MAX_MESSAGE_VALUES, DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_VALUES, DEFAULT_MAX_PENDING_HOST_CALLS,
-    DEFAULT_MAX_PENDING_HOST_CALL_BYTES, DEFAULT_MAX_PENDING_HOST_CALL_VALUES, DEFAULT_RUN_MEMORY_MB, DEFAULT_WALL_TIME_MS, MAX_MEMORY_MB,
-    MAX_TIME_MS, MIN_MEMORY_MB,
-};
+use crate::limits::{BridgeLimits, IsolateLimits, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_VALUES};
 use crate::modules::ModuleLimits;
 use crate::names::check_capability_names;
 
-use super::table::{err, fields, opt, whole, Fields, Kind, Opt, OptionsError, Raw};
+use super::limits::{
+    CPU_TIME, LOG_BYTES, LOG_ENTRIES, MAX_COUNT, MAX_PENDING_BYTES, MEMORY, MESSAGES, MESSAGE_BYTES, MESSAGE_VALUES, MODULES, MODULE_BYTES,
+    OUTPUT_BYTES, OUTPUT_VALUES, PENDING_CALLS, PENDING_CALL_BYTES, PENDING_CALL_VALUES, QUEUE_TIME, WALL_TIME,
+};
+use super::table::{err, fields, opt, Fields, Kind, Opt, OptionsError, Raw};
 
 /// Isolation modes (`isolation`).
 pub const ISOLATION_MODES: &[&str] = &["process", "thread"];
@@ -25,16 +24,6 @@ pub const UNHANDLED_REJECTIONS: &[&str] = &["warn", "error"];
 /// `unhandledRejections`, the same in every option set that takes it.
 pub(super) const UNHANDLED_REJECTIONS_OPT: Opt =
     opt("unhandledRejections", Kind::OneOf(UNHANDLED_REJECTIONS)).aliases(&["unhandledRejection", "onUnhandledRejection"]);
-/// Most modules a run may be allowed (`maxModules`).
-pub(super) const MAX_MODULES_LIMIT: u64 = 100_000;
-
-pub(super) const MAX_BYTES: u64 = 1 << 30;
-/// Largest accepted in-flight byte budget: 16 GiB.
-pub(super) const MAX_PENDING_BYTES: u64 = 1 << 34;
-pub(super) const MAX_LOG_ENTRIES: u64 = 1_000_000;
-pub(super) const MAX_PENDING_CALLS: u64 = 1_000_000;
-pub(super) const MAX_COUNT: u64 = u32::MAX as u64;
-pub(super) const MEM: (u64, u64) = (MIN_MEMORY_MB as u64, MAX_MEMORY_MB as u64);
 
 /// Default `isolation` of `runSandbox` and `SandboxEngine`: a process boundary.
 pub const DEFAULT_ISOLATION: Isolation = Isolation::Process;
@@ -43,19 +32,19 @@ pub const MAX_TENANT_BYTES: usize = 256;
 
 /// `runSandbox(code, options)`.
 pub const RUN_SANDBOX: &[Opt] = &[
-    whole("memoryLimitMb", MEM.0, MEM.1, Some(DEFAULT_RUN_MEMORY_MB as u64), &["memoryMb", "memoryLimit"]),
-    whole("timeoutMs", 1, MAX_TIME_MS, Some(DEFAULT_WALL_TIME_MS), &["wallTimeMs", "timeout"]),
-    whole("cpuTimeMs", 1, MAX_TIME_MS, None, &[]),
-    whole("maxOutputBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_OUTPUT_BYTES as u64), &[]),
-    whole("maxMessageBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_MESSAGE_BYTES as u64), &[]),
-    whole("maxHostCalls", 0, MAX_COUNT, Some(DEFAULT_MAX_MESSAGES as u64), &["maxMessages"]),
-    whole("maxLogEntries", 0, MAX_LOG_ENTRIES, Some(DEFAULT_MAX_LOG_ENTRIES as u64), &[]),
-    whole("maxLogBytes", 1, MAX_BYTES, Some(DEFAULT_MAX_LOG_BYTES as u64), &[]),
-    whole("maxPendingHostCallBytes", 1, MAX_PENDING_BYTES, Some(DEFAULT_MAX_PENDING_HOST_CALL_BYTES as u64), &[]),
-    whole("maxPendingHostCalls", 1, MAX_PENDING_CALLS, Some(DEFAULT_MAX_PENDING_HOST_CALLS as u64), &[]),
-    whole("maxOutputValues", 1, MAX_COUNT, Some(DEFAULT_MAX_OUTPUT_VALUES as u64), &[]),
-    whole("maxMessageValues", 1, MAX_COUNT, Some(DEFAULT_MAX_MESSAGE_VALUES as u64), &[]),
-    whole("maxPendingHostCallValues", 1, MAX_COUNT, Some(DEFAULT_MAX_PENDING_HOST_CALL_VALUES as u64), &[]),
+    MEMORY.aliases(&["memoryMb", "memoryLimit"]),
+    WALL_TIME,
+    CPU_TIME,
+    OUTPUT_BYTES,
+    MESSAGE_BYTES,
+    MESSAGES.called("maxHostCalls", &["maxMessages"]),
+    LOG_ENTRIES,
+    LOG_BYTES,
+    PENDING_CALL_BYTES,
+    PENDING_CALLS,
+    OUTPUT_VALUES,
+    MESSAGE_VALUES,
+    PENDING_CALL_VALUES,
     opt("isolation", Kind::OneOf(ISOLATION_MODES)),
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("capabilities", Kind::Tools).aliases(&["tools"]),
@@ -64,10 +53,9 @@ pub const RUN_SANDBOX: &[Opt] = &[
     opt("type", Kind::OneOf(CODE_TYPES)),
     opt("modules", Kind::ModuleMap),
     opt("resolve", Kind::Function),
-    whole("maxModules", 1, MAX_MODULES_LIMIT, Some(crate::modules::DEFAULT_MAX_MODULES as u64), &[]),
-    whole("maxModuleBytes", 1, MAX_BYTES, Some(crate::modules::DEFAULT_MAX_MODULE_BYTES), &[]),
-    // A run's own (none: the engine's, `queue::DEFAULT_MAX_QUEUE_MS`); 0: start now or fail.
-    whole("maxQueueMs", 0, MAX_TIME_MS, None, &["queueTimeoutMs"]),
+    MODULES,
+    MODULE_BYTES,
+    QUEUE_TIME,
     opt("web", Kind::Bool),
     UNHANDLED_REJECTIONS_OPT,
 ];

@@ -143,6 +143,17 @@ impl Opt {
         Opt { deprecated, ..self }
     }
 
+    /// A declared limit under an entry point's own name (a seed's), with the other
+    /// spellings suggested for it there.
+    pub(super) const fn called(self, name: &'static str, aliases: &'static [&'static str]) -> Opt {
+        Opt { name, aliases, ..self }
+    }
+
+    /// A declared limit with an entry point's own default.
+    pub(super) const fn default_of(self, default: Option<u64>) -> Opt {
+        Opt { default, ..self }
+    }
+
     /// How `key` spells this option, if it does.
     pub(super) fn spelling(&self, key: &str) -> Option<Spelling> {
         if self.name == key {
