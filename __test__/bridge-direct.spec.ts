@@ -114,7 +114,7 @@ describe.each(ISOLATIONS)('byte replies into the sandbox (%s)', (isolation) => {
     const code = 'try { return (await get()).length } catch (e) { return e.name + ": " + e.message }';
     expect(ok(await runSandbox(code, { ...limits, maxMessageBytes: size, capabilities: { get: () => u8 } }))).toBe(u8.length);
     const refused = ok(await runSandbox(code, { ...limits, maxMessageBytes: size - 1, capabilities: { get: () => u8 } }));
-    expect(refused).toBe(`RangeError: get returned ${size} bytes, over the bridge limit of ${size - 1} bytes`);
+    expect(refused).toBe(`RangeError: get's reply: ${size} bytes, over the bridge limit of ${size - 1} bytes (maxMessageBytes)`);
   });
 });
 
@@ -145,7 +145,7 @@ describe.each(ISOLATIONS)('string replies into the sandbox (%s)', (isolation) =>
     const code = 'try { return (await get()).length } catch (e) { return e.name + ": " + e.message }';
     expect(ok(await runSandbox(code, { ...limits, maxMessageBytes: size, capabilities: { get: () => ascii } }))).toBe(ascii.length);
     const refused = ok(await runSandbox(code, { ...limits, maxMessageBytes: size - 1, capabilities: { get: () => ascii } }));
-    expect(refused).toBe(`RangeError: get returned ${size} bytes, over the bridge limit of ${size - 1} bytes`);
+    expect(refused).toBe(`RangeError: get's reply: ${size} bytes, over the bridge limit of ${size - 1} bytes (maxMessageBytes)`);
   });
 });
 

@@ -84,7 +84,7 @@ describe('Executor contract', () => {
       'async () => { try { await github.huge(); return "no error" } catch (e) { return e.name + ": " + e.message } }',
       [issues],
     );
-    expect(r.result).toMatch(/^RangeError: github\.huge returned \d+ bytes, over the bridge limit/);
+    expect(r.result).toMatch(/^RangeError: github\.huge's reply: \d+ bytes, over the bridge limit/);
   });
 
   it('rejects bad provider names and never throws', async () => {

@@ -187,7 +187,7 @@ describe('namespaced tools in runSandbox', () => {
         maxMessageBytes: 1024 * 1024,
       }),
     );
-    expect(out).toMatch(/^RangeError: blob\.get returned \d+ bytes, over the bridge limit of 1048576 bytes$/);
+    expect(out).toMatch(/^RangeError: blob\.get's reply: \d+ bytes, over the bridge limit of 1048576 bytes \(maxMessageBytes\)$/);
   });
 
   it('unknown namespaces and members are ordinary sandbox errors', async () => {

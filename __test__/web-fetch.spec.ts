@@ -277,7 +277,7 @@ describe.each(['thread', 'process'] as const)('fetch over a fetch capability (%s
     )) as [[string, string], [string, string], number];
     expect(r[0][0]).toBe('TypeError');
     expect(r[0][1]).toMatch(/exceed the bridge limit of 200000 bytes/);
-    expect(r[1]).toEqual(['TypeError', expect.stringMatching(/fetch returned \d+ bytes, over the bridge limit of 200000 bytes/)]);
+    expect(r[1]).toEqual(['TypeError', expect.stringMatching(/fetch's reply: \d+ bytes, over the bridge limit of 200000 bytes/)]);
     expect(r[2]).toBe(200);
     const capped = createFetchCapability({ allowedOrigins: [api.origin], maxResponseBytes: 1000 });
     const small = ok(await runSandbox(`try { await fetch('${api.origin}/big?n=5000') } catch (e) { return [e.constructor.name, e.message] }`, { web: true, isolation, capabilities: { fetch: capped } }));

@@ -630,9 +630,36 @@ function serializeInSlices(value, maxBytes, done, stop) {
   else inSlices(2 * writer.length, (deadline) => writer.run(deadline), () => done(null, writer.bytes(), writer.length), fail, stop);
 }
 
+/**
+ * The host side of `maxMessageBytes`: every value the host hands a run (a tool's reply, a
+ * data answer, `sandbox.call` arguments) is written through here, at most `maxBytes` of it.
+ * `done(problem, bytes)`: `problem` is null, or `{ name, message }` naming `what` (`get's
+ * reply`, `respond(3): the value`): a DataCloneError for a value that cannot be copied, a
+ * RangeError for one over the limit. Timing as serializeInSlices.
+ */
+function intoSandbox(value, maxBytes, what, done, stop) {
+  serializeInSlices(
+    value,
+    maxBytes,
+    (err, bytes, length) => {
+      if (err) done({ name: 'DataCloneError', message: `${what} cannot be copied into the sandbox: ${describeHostError(err).message}` });
+      else if (bytes === null) done(overMaxMessageBytes(what, length, maxBytes));
+      else done(null, bytes);
+    },
+    stop,
+  );
+}
+
+/** The RangeError of a value of `length` bytes over `maxBytes` (see intoSandbox). */
+function overMaxMessageBytes(what, length, maxBytes) {
+  return { name: 'RangeError', message: `${what}: ${length} bytes, over the bridge limit of ${maxBytes} bytes (maxMessageBytes)` };
+}
+
 module.exports = {
   serialize,
   serializeInSlices,
+  intoSandbox,
+  overMaxMessageBytes,
   directBytesVersionFor,
   directStringVersionFor,
   deserialize,

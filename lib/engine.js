@@ -3,7 +3,7 @@
 // sessions as async iterables of events, data requests, limits, tool policy, WASM.
 const native = require('./native');
 const { execute } = require('./execute');
-const { serializeInSlices } = require('./bridge');
+const { intoSandbox, serializeInSlices } = require('./bridge');
 const { normalizeTools, useWebFetch } = require('./tools');
 const { preparePlan, returnHint } = require('./source');
 const { remapResult } = require('./positions');
@@ -126,19 +126,16 @@ class SandboxSession {
     const max = this._maxMessageBytes;
     let now = true;
     let thrown;
-    serializeInSlices(value, max, (err, bytes, length) => {
-      let message;
-      if (err) message = `respond(${id}): value cannot be copied into the sandbox: ${err.message}`;
-      else if (bytes === null) message = `respond(${id}): value is ${length} bytes, over maxMessageBytes (${max})`;
+    intoSandbox(value, max, `respond(${id}): value`, (problem, bytes) => {
       if (now) {
-        if (message !== undefined) thrown = new SandboxValidationError(message);
+        if (problem) thrown = new SandboxValidationError(problem.message);
         else this._answer(id, bytes, undefined);
         return;
       }
       // Written in later turns: the request is answered (or failed) once it is.
       if (this._closed) return;
       try {
-        if (message !== undefined) this._answer(id, undefined, message);
+        if (problem) this._answer(id, undefined, problem.message);
         else this._answer(id, bytes, undefined);
       } catch {
         // The run ended meanwhile: nothing waits for it.

@@ -2,7 +2,7 @@
 // The one execution path: submit a request to a native engine, serve its host calls
 // and data requests on this (the Node main) thread, and settle with a result record.
 // runSandbox and SandboxEngine sessions are both built on `execute`.
-const { serializeInSlices, directBytesVersionFor, directStringVersionFor, deserializeInSlices, describeHostError } = require('./bridge');
+const { intoSandbox, overMaxMessageBytes, directBytesVersionFor, directStringVersionFor, deserializeInSlices, describeHostError } = require('./bridge');
 const { AsyncResource } = require('node:async_hooks');
 const { RunContext, callInRun } = require('./run-context');
 const { SandboxRuntimeError, errorFromFailure, errorFromThrown } = require('./errors');
@@ -166,25 +166,23 @@ function execute(engine, plan, hooks = {}) {
     const stringVersion = bytesVersion === 0 ? directStringVersionFor(value) : 0;
     if (bytesVersion !== 0) n = handle.fulfillUint8Array(callId, value, bytesVersion, maxReply);
     else if (stringVersion !== 0) n = handle.fulfillAsciiString(callId, value, value.length, stringVersion, maxReply);
+    const what = `${ev.name}'s reply`;
     if (n >= 0) {
       if (n > maxReply) {
-        handle.reject(callId, 'RangeError', `${ev.name} returned ${n} bytes, over the bridge limit of ${maxReply} bytes`);
+        const over = overMaxMessageBytes(what, n, maxReply);
+        handle.reject(callId, over.name, over.message);
       }
       return;
     }
     // Long values are written a slice at a time (lib/codec.js).
-    serializeInSlices(
+    intoSandbox(
       value,
       maxReply,
-      (err, bytes, length) => {
+      what,
+      (problem, bytes) => {
         if (finished) return;
-        if (err) {
-          handle.reject(callId, 'DataCloneError', `${ev.name} returned a value that cannot be copied into the sandbox: ${describeHostError(err).message}`);
-        } else if (bytes === null) {
-          handle.reject(callId, 'RangeError', `${ev.name} returned ${length} bytes, over the bridge limit of ${maxReply} bytes`);
-        } else {
-          handle.fulfill(callId, bytes);
-        }
+        if (problem) handle.reject(callId, problem.name, problem.message);
+        else handle.fulfill(callId, bytes);
       },
       () => finished,
     );

@@ -8,7 +8,7 @@
 // imports stay loaded in the sandbox (src/v8 keeps its module graph) for later runs.
 const native = require('./native');
 const { execute, EMPTY_STATS } = require('./execute');
-const { serializeInSlices } = require('./bridge');
+const { intoSandbox } = require('./bridge');
 const { normalizeTools, useWebFetch } = require('./tools');
 const { stripTypes, preparePlan } = require('./source');
 const { remapResult } = require('./positions');
@@ -74,9 +74,6 @@ function runOptionsOf(options) {
   // Checked natively to be a function (or absent); this run's, over the sandbox's.
   return { shaped, signal, resolve: shaped.resolve };
 }
-
-/** The most bytes call arguments are written to before maxMessageBytes is checked (1 GiB, its range). */
-const MAX_CALL_BYTES = 1 << 30;
 
 class Sandbox {
   /** @internal Use createSandbox() or engine.openSandbox(). */
@@ -154,25 +151,22 @@ class Sandbox {
     try {
       const run = runOptionsOf(options);
       signal = run.signal;
+      const plan = this._native.plan(code, run.shaped);
       let bytes;
-      if (call !== undefined) {
+      if (call === undefined) {
+        // A module has top-level await of its own; a script gets it by a rewrite.
+        map = await preparePlan(plan, plan.mode === 'script' ? 'topLevelAwait' : undefined);
+      } else {
         if (typeof call.name !== 'string' || call.name.length === 0) {
           throw new SandboxValidationError(`sandbox.call: name must be a non-empty string, got ${call.name === null ? 'null' : typeof call.name}`);
         }
         // Big arguments are written a slice at a time (lib/codec.js).
         bytes = await new Promise((resolve, reject) => {
-          serializeInSlices(call.args, MAX_CALL_BYTES, (err, written, length) => {
-            if (err) reject(new SandboxValidationError(`sandbox.call(${call.name}): arguments cannot be copied into the sandbox: ${err.message}`));
-            else resolve(written ?? { length });
+          intoSandbox(call.args, plan.maxMessageBytes, `sandbox.call(${call.name}): arguments`, (problem, written) => {
+            if (problem) reject(new SandboxValidationError(problem.message));
+            else resolve(written);
           });
         });
-      }
-      const plan = this._native.plan(code, run.shaped);
-      if (call === undefined) {
-        // A module has top-level await of its own; a script gets it by a rewrite.
-        map = await preparePlan(plan, plan.mode === 'script' ? 'topLevelAwait' : undefined);
-      } else if (bytes.length > plan.maxMessageBytes) {
-        throw new SandboxValidationError(`sandbox.call(${call.name}): arguments are ${bytes.length} bytes, over maxMessageBytes (${plan.maxMessageBytes})`);
       }
       if (signal !== undefined) {
         try {

@@ -602,14 +602,10 @@ impl RunShared {
         }
     }
 
-    /// Answers data request `id`; false when no such request is waiting. An answer
-    /// larger than `maxMessageBytes` is replaced by an error the sandbox sees.
+    /// Answers data request `id`; false when no such request is waiting. The answer was
+    /// written within `maxMessageBytes` by the host (`intoSandbox` in lib/bridge.js).
     pub(crate) fn push_answer(&self, id: u32, answer: DataAnswer) -> bool {
-        let max = self.spec.plan.bridge.max_message_bytes;
         let answer = match answer {
-            DataAnswer::Value(v) if v.len() > max => {
-                DataAnswer::Error(format!("data answer of {} bytes exceeds maxMessageBytes ({max})", v.len()))
-            }
             DataAnswer::Error(m) => DataAnswer::Error(truncate_utf8(m, MAX_REJECTION_MESSAGE_BYTES)),
             other => other,
         };

@@ -12,8 +12,8 @@ use crate::names::check_global_name;
 use super::limits::{BRIDGE_LIMITS, CPU_TIME, IDLE_TIME, MAX_COUNT, MEMORY, MODULES, MODULE_BYTES, QUEUE_TIME, WALL_TIME};
 use super::run::{
     bridge_limits, check_module_map, check_prelude_shadowing, check_tool_names, code_of, module_map, module_options, ExecMode, GivenBridge,
-    Isolation, RunPlan, UnhandledRejections, BRIDGE_NAMES, CODE_TYPES, DEFAULT_ISOLATION, ISOLATION_MODES, LANGUAGES, MAX_TENANT_BYTES,
-    RUN_SANDBOX, RUN_SANDBOX_BRIDGE_NAMES, UNHANDLED_REJECTIONS_OPT,
+    Isolation, RunPlan, UnhandledRejections, BRIDGE_NAMES, CODE_TYPE, DEFAULT_ISOLATION, ISOLATION_MODES, LANGUAGES, MODULE_MAP, RESOLVE,
+    RUN_SANDBOX, RUN_SANDBOX_BRIDGE_NAMES, TENANT, UNHANDLED_REJECTIONS_OPT,
 };
 use super::table::{err, fields, opt, whole, Fields, Kind, Opt, OptionsError, Raw};
 
@@ -76,10 +76,10 @@ pub const SUBMIT_REQUEST: &[Opt] = &[
     opt("toolPolicy", Kind::Object(TOOL_POLICY)),
     opt("tools", Kind::Tools).aliases(&["capabilities"]),
     opt("data", Kind::BytesMap),
-    opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
-    opt("type", Kind::OneOf(CODE_TYPES)),
-    opt("modules", Kind::ModuleMap),
-    opt("resolve", Kind::Function),
+    TENANT,
+    CODE_TYPE,
+    MODULE_MAP,
+    RESOLVE,
     MODULES,
     MODULE_BYTES,
     opt("web", Kind::Bool),
@@ -454,9 +454,9 @@ pub const SANDBOX_RUN: &[Opt] = &[
     CPU_TIME,
     opt("language", Kind::OneOf(LANGUAGES)),
     opt("signal", Kind::Shaped("an AbortSignal")),
-    opt("type", Kind::OneOf(CODE_TYPES)),
-    opt("modules", Kind::ModuleMap),
-    opt("resolve", Kind::Function),
+    CODE_TYPE,
+    MODULE_MAP,
+    RESOLVE,
     QUEUE_TIME,
     UNHANDLED_REJECTIONS_OPT,
 ];

@@ -57,20 +57,31 @@ pub(super) const MESSAGE_VALUES: Opt = whole("maxMessageValues", 1, MAX_COUNT, S
 pub(super) const PENDING_CALL_VALUES: Opt =
     whole("maxPendingHostCallValues", 1, MAX_COUNT, Some(DEFAULT_MAX_PENDING_HOST_CALL_VALUES as u64), &[]);
 
+/// A table with the bridge limits in it: `$before`, the ten bridge limits (the host-call
+/// count as `$messages`: its name differs by seed), then `$after`.
+macro_rules! with_bridge_limits {
+    ([$($before:expr),* $(,)?], $messages:expr, [$($after:expr),* $(,)?]) => {
+        &[
+            $($before,)*
+            $crate::options::limits::MESSAGE_BYTES,
+            $messages,
+            $crate::options::limits::OUTPUT_BYTES,
+            $crate::options::limits::LOG_ENTRIES,
+            $crate::options::limits::LOG_BYTES,
+            $crate::options::limits::PENDING_CALL_BYTES,
+            $crate::options::limits::PENDING_CALLS,
+            $crate::options::limits::OUTPUT_VALUES,
+            $crate::options::limits::MESSAGE_VALUES,
+            $crate::options::limits::PENDING_CALL_VALUES,
+            $($after,)*
+        ]
+    };
+}
+pub(super) use with_bridge_limits;
+
 /// The bridge limits, under the engine's seed names (`defaultBridgeLimits`, a request's
 /// `bridgeLimits`). runSandbox takes the same, with `maxHostCalls` for `maxMessages`.
-pub const BRIDGE_LIMITS: &[Opt] = &[
-    MESSAGE_BYTES,
-    MESSAGES,
-    OUTPUT_BYTES,
-    LOG_ENTRIES,
-    LOG_BYTES,
-    PENDING_CALL_BYTES,
-    PENDING_CALLS,
-    OUTPUT_VALUES,
-    MESSAGE_VALUES,
-    PENDING_CALL_VALUES,
-];
+pub const BRIDGE_LIMITS: &[Opt] = with_bridge_limits!([], MESSAGES, []);
 
 // ---- A persistent sandbox -------------------------------------------------------------
 

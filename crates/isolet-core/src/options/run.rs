@@ -7,8 +7,7 @@ use crate::modules::ModuleLimits;
 use crate::names::check_capability_names;
 
 use super::limits::{
-    CPU_TIME, LOG_BYTES, LOG_ENTRIES, MAX_COUNT, MAX_PENDING_BYTES, MEMORY, MESSAGES, MESSAGE_BYTES, MESSAGE_VALUES, MODULES, MODULE_BYTES,
-    OUTPUT_BYTES, OUTPUT_VALUES, PENDING_CALLS, PENDING_CALL_BYTES, PENDING_CALL_VALUES, QUEUE_TIME, WALL_TIME,
+    with_bridge_limits, CPU_TIME, MAX_COUNT, MAX_PENDING_BYTES, MEMORY, MESSAGES, MODULES, MODULE_BYTES, QUEUE_TIME, WALL_TIME,
 };
 use super::table::{err, fields, opt, Fields, Kind, Opt, OptionsError, Raw};
 
@@ -30,35 +29,32 @@ pub const DEFAULT_ISOLATION: Isolation = Isolation::Process;
 /// Longest `tenant`, in UTF-8 bytes: the engine keeps counts per tenant name.
 pub const MAX_TENANT_BYTES: usize = 256;
 
+/// Options runSandbox, engine requests and sandboxes share, each the same everywhere.
+pub(super) const TENANT: Opt = opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES });
+pub(super) const CODE_TYPE: Opt = opt("type", Kind::OneOf(CODE_TYPES));
+pub(super) const MODULE_MAP: Opt = opt("modules", Kind::ModuleMap);
+pub(super) const RESOLVE: Opt = opt("resolve", Kind::Function);
+
 /// `runSandbox(code, options)`.
-pub const RUN_SANDBOX: &[Opt] = &[
-    MEMORY.aliases(&["memoryMb", "memoryLimit"]),
-    WALL_TIME,
-    CPU_TIME,
-    OUTPUT_BYTES,
-    MESSAGE_BYTES,
+pub const RUN_SANDBOX: &[Opt] = with_bridge_limits!(
+    [MEMORY.aliases(&["memoryMb", "memoryLimit"]), WALL_TIME, CPU_TIME],
     MESSAGES.called("maxHostCalls", &["maxMessages"]),
-    LOG_ENTRIES,
-    LOG_BYTES,
-    PENDING_CALL_BYTES,
-    PENDING_CALLS,
-    OUTPUT_VALUES,
-    MESSAGE_VALUES,
-    PENDING_CALL_VALUES,
-    opt("isolation", Kind::OneOf(ISOLATION_MODES)),
-    opt("language", Kind::OneOf(LANGUAGES)),
-    opt("capabilities", Kind::Tools).aliases(&["tools"]),
-    opt("signal", Kind::Shaped("an AbortSignal")),
-    opt("tenant", Kind::Label { max_bytes: MAX_TENANT_BYTES }),
-    opt("type", Kind::OneOf(CODE_TYPES)),
-    opt("modules", Kind::ModuleMap),
-    opt("resolve", Kind::Function),
-    MODULES,
-    MODULE_BYTES,
-    QUEUE_TIME,
-    opt("web", Kind::Bool),
-    UNHANDLED_REJECTIONS_OPT,
-];
+    [
+        opt("isolation", Kind::OneOf(ISOLATION_MODES)),
+        opt("language", Kind::OneOf(LANGUAGES)),
+        opt("capabilities", Kind::Tools).aliases(&["tools"]),
+        opt("signal", Kind::Shaped("an AbortSignal")),
+        TENANT,
+        CODE_TYPE,
+        MODULE_MAP,
+        RESOLVE,
+        MODULES,
+        MODULE_BYTES,
+        QUEUE_TIME,
+        opt("web", Kind::Bool),
+        UNHANDLED_REJECTIONS_OPT,
+    ]
+);
 
 /// Where isolates run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
