@@ -710,37 +710,20 @@ impl RunShared {
             // Refused before it is counted, sent or buffered anywhere on the host.
             return DataAnswer::Error(format!("data key is longer than the limit of {MAX_DATA_KEY_BYTES} bytes"));
         }
-        if !self.count_message() {
-            return DataAnswer::Error(format!("Bridge message limit of {} per execution exceeded", self.spec.plan.bridge.max_messages));
-        }
-        let id = self.next_data_id.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut inbox = lock(&self.inbox);
-            if inbox.closed {
-                return DataAnswer::Terminated;
-            }
-            // Reads block the isolate thread, so at most one request per run waits here.
-            inbox.waiting.insert(id);
-        }
-        self.sink.data_request(id, key);
-        let mut inbox = lock(&self.inbox);
-        loop {
-            if let Some(answer) = inbox.answers.remove(&id) {
-                return answer;
-            }
-            if inbox.closed || self.should_stop() {
-                inbox.waiting.remove(&id);
-                return DataAnswer::Terminated;
-            }
-            inbox = self.cv.wait_timeout(inbox, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
-        }
+        // Reads block the isolate thread, so at most one request per run waits here.
+        self.ask_host(|id| self.sink.data_request(id, key))
     }
-}
 
-impl RunShared {
     /// Blocking request to the host's `resolve` from the isolate thread: counted as a
     /// message (`maxMessages`) and answered within the run's time limits.
     pub(crate) fn request_module(&self, key: &str, referrer: &str) -> DataAnswer {
+        let typescript = isolet_core::modules::is_typescript(key, self.spec.plan.language);
+        self.ask_host(|id| self.sink.module_request(id, key, referrer, typescript))
+    }
+
+    /// Counts a blocking request as a message, sends it with `send(id)` and waits for its
+    /// answer, until the run stops.
+    fn ask_host(&self, send: impl FnOnce(u32)) -> DataAnswer {
         if !self.count_message() {
             return DataAnswer::Error(format!("Bridge message limit of {} per execution exceeded", self.spec.plan.bridge.max_messages));
         }
@@ -752,8 +735,7 @@ impl RunShared {
             }
             inbox.waiting.insert(id);
         }
-        let typescript = isolet_core::modules::is_typescript(key, self.spec.plan.language);
-        self.sink.module_request(id, key, referrer, typescript);
+        send(id);
         let mut inbox = lock(&self.inbox);
         loop {
             if let Some(answer) = inbox.answers.remove(&id) {

@@ -406,10 +406,7 @@ impl Sandbox {
                     }
                 }
             }
-            ffi::ISOLET_TOO_LARGE => {
-                let (name, message) = seam_policy::CODE_TOO_LONG;
-                Step::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() })
-            }
+            ffi::ISOLET_TOO_LARGE => too_long(),
             _ => Step::Terminated,
         };
         // SAFETY: frees whatever the seam left in err (idempotent on null fields).
@@ -506,10 +503,7 @@ impl Sandbox {
             ffi::ISOLET_PENDING => Step::Pending,
             ffi::ISOLET_THREW => Step::Threw(take_error(&mut err)),
             ffi::ISOLET_SYNTAX => Step::Syntax(take_syntax(&mut err).thrown),
-            ffi::ISOLET_TOO_LARGE => {
-                let (name, message) = seam_policy::CODE_TOO_LONG;
-                Step::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() })
-            }
+            ffi::ISOLET_TOO_LARGE => too_long(),
             _ => Step::Terminated,
         };
         // SAFETY: frees whatever the seam left in err (idempotent on null fields).
@@ -718,4 +712,10 @@ impl Drop for Sandbox {
             drop(Box::from_raw(self.callbacks));
         }
     }
+}
+
+/// Code past V8's longest string, as the SyntaxError a run reports.
+fn too_long() -> Step {
+    let (name, message) = seam_policy::CODE_TOO_LONG;
+    Step::Syntax(Thrown { name: name.into(), message: message.into(), ..Default::default() })
 }
