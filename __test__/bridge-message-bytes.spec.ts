@@ -1,7 +1,8 @@
 // maxMessageBytes on the host side: a tool's reply, a data answer and sandbox.call's
-// arguments are all written through one function (intoSandbox in lib/bridge.js), and the
-// limit set is the limit enforced: a value of exactly maxMessageBytes goes in, one byte
-// less refuses it with an error naming the limit.
+// arguments are all written through one function (intoSandbox in lib/bridge.js), a module
+// source from `resolve` is held to the same bound, and the limit set is the limit
+// enforced: a value of exactly maxMessageBytes goes in, one byte less refuses it with an
+// error naming the limit.
 import { describe, expect, it } from 'vitest';
 import { createSandbox, runSandbox, SandboxEngine, type Isolation, type SandboxSession } from '..';
 import { failed, ok } from './support/results';
@@ -9,7 +10,7 @@ import { failed, ok } from './support/results';
 const VALUE = 'x'.repeat(5000);
 /** The byte count an over-the-limit message reports. */
 const bytesIn = (message: string) => {
-  const m = /: (\d+) bytes, over the bridge limit of (\d+) bytes \(maxMessageBytes\)$/.exec(message);
+  const m = /: (\d+) bytes, over the bridge limit of (\d+) bytes \(maxMessageBytes\)/.exec(message);
   expect(m, message).not.toBeNull();
   return Number(m![1]);
 };
@@ -43,6 +44,17 @@ describe.each(['thread', 'process'] as Isolation[])('maxMessageBytes on the host
     const size = bytesIn(refused.message);
     expect(ok(await call(size))).toBe(VALUE.length);
     expect(failed(await call(size - 1)).message).toBe(`sandbox.call(size): arguments: ${size} bytes, over the bridge limit of ${size - 1} bytes (maxMessageBytes)`);
+  });
+
+  it("a module source from resolve", async () => {
+    const source = `export default ${JSON.stringify(VALUE)}.length;`;
+    const load = (maxMessageBytes: number) =>
+      runSandbox('import n from "big"; export default n;', { isolation, type: 'module', resolve: () => source, maxMessageBytes });
+    const refused = failed(await load(100));
+    expect(refused.message).toMatch(/failed: the source of big: \d+ bytes, over the bridge limit of 100 bytes \(maxMessageBytes\)$/);
+    const size = bytesIn(refused.message);
+    expect(ok(await load(size))).toBe(VALUE.length);
+    expect(failed(await load(size - 1)).message).toContain(`the source of big: ${size} bytes, over the bridge limit of ${size - 1} bytes (maxMessageBytes)`);
   });
 
   it('a data answer', async () => {

@@ -631,11 +631,14 @@ function serializeInSlices(value, maxBytes, done, stop) {
 }
 
 /**
- * The host side of `maxMessageBytes`: every value the host hands a run (a tool's reply, a
- * data answer, `sandbox.call` arguments) is written through here, at most `maxBytes` of it.
- * `done(problem, bytes)`: `problem` is null, or `{ name, message }` naming `what` (`get's
- * reply`, `respond(3): the value`): a DataCloneError for a value that cannot be copied, a
- * RangeError for one over the limit. Timing as serializeInSlices.
+ * The host side of `maxMessageBytes` for values: a tool's reply, a data answer and
+ * `sandbox.call` arguments are written through here (a module source, a string, is
+ * compared with the same message in lib/execute.js). The bridge's writer stops at
+ * `maxBytes`; a value only v8.Serializer writes (a class instance, a sparse array) is
+ * written whole, then compared. `done(problem, bytes)`: `problem` is null, or
+ * `{ name, message }` naming `what` (`get's reply`, `respond(3): value`): a DataCloneError
+ * for a value that cannot be copied, a RangeError for one over the limit. Timing as
+ * serializeInSlices.
  */
 function intoSandbox(value, maxBytes, what, done, stop) {
   serializeInSlices(

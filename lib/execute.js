@@ -151,7 +151,10 @@ function execute(engine, plan, hooks = {}) {
           return answer(undefined, `it returned ${describeThrown(found)}, not a source string or { source: string, specifier?: string }`);
         }
         if (ev.typescript) source = await stripTypes(source, { language: 'typescript', asyncBody: false, timeoutMs: plan.wallTimeMs });
-        answer(native.moduleAnswer(source, specifier), undefined);
+        // Within maxMessageBytes, as everything the host hands a run (intoSandbox).
+        const bytes = native.moduleAnswer(source, specifier);
+        if (bytes.length > plan.maxMessageBytes) return answer(undefined, overMaxMessageBytes(`the source of ${ev.key}`, bytes.length, plan.maxMessageBytes).message);
+        answer(bytes, undefined);
       })
       .catch((err) => answer(undefined, describeHostError(err).message));
   };
@@ -166,10 +169,9 @@ function execute(engine, plan, hooks = {}) {
     const stringVersion = bytesVersion === 0 ? directStringVersionFor(value) : 0;
     if (bytesVersion !== 0) n = handle.fulfillUint8Array(callId, value, bytesVersion, maxReply);
     else if (stringVersion !== 0) n = handle.fulfillAsciiString(callId, value, value.length, stringVersion, maxReply);
-    const what = `${ev.name}'s reply`;
     if (n >= 0) {
       if (n > maxReply) {
-        const over = overMaxMessageBytes(what, n, maxReply);
+        const over = overMaxMessageBytes(`${ev.name}'s reply`, n, maxReply);
         handle.reject(callId, over.name, over.message);
       }
       return;
@@ -178,7 +180,7 @@ function execute(engine, plan, hooks = {}) {
     intoSandbox(
       value,
       maxReply,
-      what,
+      `${ev.name}'s reply`,
       (problem, bytes) => {
         if (finished) return;
         if (problem) handle.reject(callId, problem.name, problem.message);
