@@ -56,7 +56,8 @@ describe('time limits stop every kind of infinite loop', () => {
 
 describe('memory limits', () => {
   it('turns a heap bomb into SandboxOOMError, then runs healthy code', async () => {
-    const err = failed(await runSandbox('const a = []; while (true) a.push({ x: Math.random(), y: "s" + a.length })'));
+    // A generous timeout: on a loaded machine the bomb can take more than the default 5 s to fill 64 MB.
+    const err = failed(await runSandbox('const a = []; while (true) a.push({ x: Math.random(), y: "s" + a.length })', { timeoutMs: 60_000 }));
     expect(err).toBeInstanceOf(SandboxOOMError);
     expect(err.message).toMatch(/memory limit of 64 MB/);
     const healthy = await runSandbox('[1, 2, 3].map((x) => x * 2)');

@@ -294,11 +294,13 @@ describe('the source worker', () => {
 });
 
 describe('Code Mode\'s function source', () => {
-  it('is linear in the code: inputs a backtracking pattern took hours on take milliseconds', async () => {
+  it('is linear in the code: inputs a backtracking pattern took hours on end within seconds', async () => {
     for (const code of ['(' + '):'.repeat(2_000_000), '```' + '\n'.repeat(4_000_000) + 'x', 'async (' + ')\t:'.repeat(1_000_000)]) {
       const t0 = performance.now();
       expect(normalizeCode(code).length).toBeGreaterThan(code.length - 1);
-      expect(performance.now() - t0).toBeLessThan(2_000);
+      // A bound far from both: the backtracking pattern took hours on these inputs, a linear
+      // pass takes milliseconds, and a loaded CI machine once took 2.1 s for one of them.
+      expect(performance.now() - t0).toBeLessThan(10_000);
     }
     // The shapes Code Mode passes keep their meaning.
     // TypeScript is JavaScript by the time the shape is decided (normalizeCode itself takes JavaScript).
@@ -307,7 +309,7 @@ describe('Code Mode\'s function source', () => {
     expect(normalizeCode('```ts\n(a) => a\n```')).toBe('(a) => a');
     expect(normalizeCode('(a) + (b)')).toBe('async () => {\nreturn ((a) + (b))\n}');
     expect(normalizeCode('function f() {}\nreturn f')).toBe('async () => {\nfunction f() {}\nreturn f\n}');
-  });
+  }, 60_000);
 
   it('such an input is an error result of the executor, prepared off Node\'s thread', async () => {
     const measured = await onNodesThread(() => codemode.execute('(' + '):'.repeat(2_000_000), []));
