@@ -190,6 +190,19 @@ describe('runSandbox: errors', () => {
     expect(getter.message).toBe('RangeError: no');
   });
 
+  it('names the path in the run, under its limits: changed built-ins and huge results only change its own message', async () => {
+    const messageOf = async (code: string, opts = {}) => failed(await runSandbox(code, opts)).message;
+    // A long key is cut at 60 characters, never inside one.
+    expect(await messageOf('({ ["é".repeat(70)]: () => 1 })')).toContain(`result["${'é'.repeat(60)}…"]: function`);
+    // The walk uses the run's own built-ins: replaced, they cost the path, not the host.
+    expect(await messageOf('Object.keys = () => { throw new Error("x") }; ({ f() {} })')).toBe('Error: f() {} could not be cloned.');
+    const endless = failed(await runSandbox('Object.keys = () => { while (true); }; ({ f() {} })', { timeoutMs: 500 }));
+    expect(endless).toBeInstanceOf(SandboxTimeoutError);
+    // Past 100,000 values the walk gives up, and V8's own message stands.
+    expect(await messageOf('const a = []; for (let i = 0; i < 200000; i++) a.push(i); a.push(() => 1); a')).toBe('Error: () => 1 could not be cloned.');
+    expect(ok(await runSandbox('[1, 2, 3].map((x) => x * 2)'))).toEqual([2, 4, 6]);
+  });
+
   it('caps the output size instead of exhausting host memory', async () => {
     const err = failed(await runSandbox('"x".repeat(20 * 1024 * 1024)', { memoryLimitMb: 256 }));
     expect(err).toBeInstanceOf(SandboxRuntimeError);

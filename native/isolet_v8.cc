@@ -292,7 +292,7 @@ struct isolet_sandbox {
   std::unique_ptr<PlatformDelegate> delegate;
   v8::Global<Context> context;
   v8::Global<Value> completion;
-  // The script isolet_sandbox_run_cached compiled last, for isolet_sandbox_create_code_cache.
+  // The script isolet_sandbox_run compiled last, for isolet_sandbox_create_code_cache.
   v8::Global<v8::UnboundScript> last_script;
   v8::Global<Object> data_cache;
   // The context's own WebAssembly.Instance, taken before `WebAssembly` is removed from
@@ -340,7 +340,7 @@ struct isolet_sandbox {
   std::vector<std::pair<uint32_t, v8::Global<v8::UnboundScript>>> uncached_scripts;
   // Promises ops gave back (ISOLET_OP_PROMISE), by the id Rust chose, until settled.
   std::unordered_map<uint32_t, v8::Global<v8::Promise::Resolver>> op_promises;
-  uint32_t error_script = 0;
+  uint32_t seam_script = 0;
   // Promises rejected while no handler was attached (V8's promise-reject callback), with
   // where they were rejected when the reason is no Error; one leaves the list when a
   // handler comes. isolet_sandbox_next_rejection reports those left.
@@ -578,8 +578,9 @@ MaybeLocal<Value> DeserializeValue(Isolate* isolate, Local<Context> ctx, const u
   return deserializer.ReadValue(ctx);
 }
 
-// What the structured-clone algorithm refuses, by kind, or nullptr.
-const char* UncloneableKind(Local<Value> v) {
+// How the structured-clone algorithm treats a value (lib.cloneKind, for the seam script's
+// uncloneablePath): what it refuses, by kind, or how it copies it.
+const char* CloneKind(Local<Value> v) {
   if (v->IsSymbol() || v->IsSymbolObject()) return "symbol";
   if (v->IsFunction()) return "function";
   if (v->IsProxy()) return "Proxy";
@@ -591,129 +592,13 @@ const char* UncloneableKind(Local<Value> v) {
   if (v->IsMapIterator() || v->IsSetIterator()) return "iterator";
   if (v->IsModuleNamespaceObject()) return "module namespace";
   if (v->IsExternal()) return "host object";
-  return nullptr;
-}
-
-// Objects the serializer copies whole, without reading their properties.
-bool LeafObject(Local<Object> o) {
-  return o->IsDate() || o->IsRegExp() || o->IsArrayBuffer() || o->IsArrayBufferView() || o->IsNativeError() ||
-         o->IsNumberObject() || o->IsStringObject() || o->IsBooleanObject() || o->IsBigIntObject() ||
-         o->IsWasmModuleObject();
-}
-
-// A property key as a path segment: `.name`, `[3]` (an array index), `["a b"]`.
-std::string KeySegment(const std::string& key, bool in_array) {
-  auto ident_start = [](unsigned char c) { return std::isalpha(c) || c == '_' || c == '$'; };
-  bool index = !key.empty() && key.size() < 11 && std::all_of(key.begin(), key.end(), [](unsigned char c) { return std::isdigit(c); }) &&
-               (key.size() == 1 || key[0] != '0');
-  if (index && in_array) return "[" + key + "]";
-  bool identifier = !key.empty() && ident_start(key[0]) &&
-                    std::all_of(key.begin(), key.end(), [&](unsigned char c) { return ident_start(c) || std::isdigit(c); });
-  if (identifier) return "." + key;
-  if (index) return "[" + key + "]";
-  std::string quoted = "[\"";
-  size_t shown = 0;
-  for (unsigned char c : key) {
-    if (++shown > 60) {
-      quoted += "…";
-      break;
-    }
-    if (c == '"' || c == '\\') quoted += '\\';
-    if (c < 0x20) {
-      quoted += "?";
-      continue;
-    }
-    quoted += static_cast<char>(c);
-  }
-  return quoted + "\"]";
-}
-
-// The path of the first value in a result (depth first, in the order the serializer
-// copies it) that the serializer refuses, with its kind: `result.items[3].onClick:
-// function`. Empty when none is found among the first 100000 values (then V8's own
-// message stands). Reading properties runs getters, as serializing did.
-std::string FindUncloneable(Isolate* isolate, Local<Context> ctx, Local<Value> root) {
-  constexpr size_t kMaxValues = 100000;
-  TryCatch try_catch(isolate);
-  struct Node {
-    Local<Value> value;
-    int parent;
-    std::string segment;
-  };
-  std::vector<Node> nodes;
-  std::vector<int> pending;
-  nodes.push_back({root, -1, "result"});
-  pending.push_back(0);
-  Local<v8::Map> seen = v8::Map::New(isolate);
-  while (!pending.empty()) {
-    if (isolate->IsExecutionTerminating()) return std::string();
-    int index = pending.back();
-    pending.pop_back();
-    Local<Value> v = nodes[index].value;
-    if (const char* kind = UncloneableKind(v)) {
-      std::vector<const std::string*> parts;
-      for (int i = index; i >= 0; i = nodes[i].parent) parts.push_back(&nodes[i].segment);
-      std::string path;
-      for (auto it = parts.rbegin(); it != parts.rend() && path.size() < 1000; ++it) path += **it;
-      return path + ": " + kind;
-    }
-    if (!v->IsObject()) continue;
-    Local<Object> obj = v.As<Object>();
-    if (LeafObject(obj) || seen->Has(ctx, obj).FromMaybe(true)) continue;
-    if (seen->Set(ctx, obj, v8::True(isolate)).IsEmpty()) return std::string();
-    size_t first = nodes.size();
-    if (obj->IsMap() || obj->IsSet()) {
-      bool map = obj->IsMap();
-      Local<v8::Array> entries = map ? obj.As<v8::Map>()->AsArray() : obj.As<v8::Set>()->AsArray();
-      uint32_t step = map ? 2 : 1;
-      for (uint32_t i = 0; i + step <= entries->Length() && nodes.size() < kMaxValues; i += step) {
-        Local<Value> key;
-        if (!entries->Get(ctx, i).ToLocal(&key)) return std::string();
-        std::string entry = "[" + std::string(map ? "Map" : "Set") + " entry " + std::to_string(i / step) + "]";
-        if (!map) {
-          nodes.push_back({key, index, entry});
-          continue;
-        }
-        Local<Value> value;
-        if (!entries->Get(ctx, i + 1).ToLocal(&value)) return std::string();
-        nodes.push_back({key, index, entry + ".key"});
-        // `.get("name")` for a string or number key, else by the entry's place.
-        std::string get = entry + ".value";
-        if (key->IsNumber()) get = ".get(" + ToUtf8(isolate, ctx, key, 60) + ")";
-        if (key->IsString()) {
-          // KeySegment's `["a b"]` holds the quoted key; its `.name` and `[3]` hold it bare.
-          std::string segment = KeySegment(ToUtf8(isolate, ctx, key, 256), false);
-          if (segment[0] == '.') get = ".get(\"" + segment.substr(1) + "\")";
-          else if (segment[1] == '"') get = ".get(" + segment.substr(1, segment.size() - 2) + ")";
-          else get = ".get(\"" + segment.substr(1, segment.size() - 2) + "\")";
-        }
-        nodes.push_back({value, index, get});
-      }
-    } else {
-      Local<v8::Array> keys;
-      if (!obj->GetOwnPropertyNames(ctx, static_cast<v8::PropertyFilter>(v8::ONLY_ENUMERABLE | v8::SKIP_SYMBOLS),
-                                    v8::KeyConversionMode::kConvertToString)
-               .ToLocal(&keys)) {
-        if (isolate->IsExecutionTerminating()) return std::string();
-        try_catch.Reset();
-        continue;
-      }
-      bool array = obj->IsArray();
-      for (uint32_t i = 0; i < keys->Length() && nodes.size() < kMaxValues; ++i) {
-        Local<Value> key, value;
-        if (!keys->Get(ctx, i).ToLocal(&key) || !obj->Get(ctx, key).ToLocal(&value)) {
-          if (isolate->IsExecutionTerminating()) return std::string();
-          try_catch.Reset();
-          continue;
-        }
-        nodes.push_back({value, index, KeySegment(ToUtf8(isolate, ctx, key, 256), array)});
-      }
-    }
-    // Children are visited in order: pushed last first.
-    for (size_t i = nodes.size(); i > first; --i) pending.push_back(static_cast<int>(i - 1));
-    if (nodes.size() >= kMaxValues) break;
-  }
-  return std::string();
+  if (!v->IsObject()) return "primitive";
+  // Copied whole, without reading their properties.
+  if (v->IsDate() || v->IsRegExp() || v->IsArrayBuffer() || v->IsArrayBufferView() || v->IsNativeError() ||
+      v->IsNumberObject() || v->IsStringObject() || v->IsBooleanObject() || v->IsBigIntObject() ||
+      v->IsWasmModuleObject())
+    return "leaf";
+  return v->IsMap() ? "map" : v->IsSet() ? "set" : v->IsArray() ? "array" : "object";
 }
 
 constexpr size_t kMaxKeptRejections = 1000;
@@ -1503,18 +1388,24 @@ MaybeLocal<Value> OpValueToJs(isolet_sandbox* sb, Isolate* isolate, isolet_op_va
 // with an exception pending when it could not run.
 MaybeLocal<Value> LoadExports(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, uint32_t index);
 
-// Makes an ISOLET_ERROR_CLASS_INSTALLED error: the error script's makeError(message, name).
-MaybeLocal<Value> MakeInstalledError(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, Local<String> message,
-                                     Local<String> name) {
-  Local<Value> exports, make;
-  if (!LoadExports(sb, isolate, ctx, sb->error_script).ToLocal(&exports) || !exports->IsObject() ||
-      !exports.As<Object>()->Get(ctx, Utf8(isolate, "makeError")).ToLocal(&make) || !make->IsFunction())
+// Calls export `name` of the seam script (isolet_sandbox_install_ops' `seam_script`).
+MaybeLocal<Value> CallSeamScript(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, const char* name, int argc,
+                                 Local<Value>* argv) {
+  Local<Value> exports, fn;
+  if (sb->ops_lib.IsEmpty() || !LoadExports(sb, isolate, ctx, sb->seam_script).ToLocal(&exports) || !exports->IsObject() ||
+      !exports.As<Object>()->Get(ctx, Utf8(isolate, name)).ToLocal(&fn) || !fn->IsFunction())
     return MaybeLocal<Value>();
-  Local<Value> argv[] = {message, name};
-  return make.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), 2, argv);
+  return fn.As<v8::Function>()->Call(ctx, v8::Undefined(isolate), argc, argv);
 }
 
-// The error an op threw: made by the error script for ISOLET_ERROR_CLASS_INSTALLED, else a
+// Makes an ISOLET_ERROR_CLASS_INSTALLED error: the seam script's makeError(message, name).
+MaybeLocal<Value> MakeInstalledError(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, Local<String> message,
+                                     Local<String> name) {
+  Local<Value> argv[] = {message, name};
+  return CallSeamScript(sb, isolate, ctx, "makeError", 2, argv);
+}
+
+// The error an op threw: made by the seam script for ISOLET_ERROR_CLASS_INSTALLED, else a
 // fresh Error of the class, named.
 Local<Value> OpError(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx, isolet_op_result* r) {
   Local<String> message = String::NewFromUtf8(isolate, reinterpret_cast<const char*>(r->message.ptr),
@@ -1815,6 +1706,12 @@ void CloneCall(const v8::FunctionCallbackInfo<Value>& info) {
   bool ok = DeserializeValue(isolate, ctx, bytes.first, bytes.second).ToLocal(&copy);
   sb->allocator->refund(bytes.second);
   if (ok) info.GetReturnValue().Set(copy);
+}
+
+// cloneKind(value): see isolet_sandbox_install_ops.
+void CloneKindCall(const v8::FunctionCallbackInfo<Value>& info) {
+  Isolate* isolate = info.GetIsolate();
+  info.GetReturnValue().Set(Utf8(isolate, CloneKind(info.Length() > 0 ? info[0] : Local<Value>(v8::Undefined(isolate)))));
 }
 
 }  // namespace
@@ -2127,18 +2024,9 @@ static int32_t Started(isolet_sandbox* sb, Isolate* isolate, Local<Context> ctx,
   return isolet_sandbox_poll(sb);
 }
 
-int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
-                           const uint8_t* origin_name, size_t origin_len, int32_t column_offset,
-                           int32_t call_completion, isolet_error* err) {
-  int32_t rejected = 0;
-  return isolet_sandbox_run_cached(sb, code, len, origin_name, origin_len, column_offset, call_completion,
-                                   nullptr, 0, &rejected, err);
-}
-
-int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
-                                  const uint8_t* origin_name, size_t origin_len, int32_t column_offset,
-                                  int32_t call_completion, const uint8_t* cache, size_t cache_len,
-                                  int32_t* cache_rejected, isolet_error* err) {
+int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len, const uint8_t* origin_name,
+                           size_t origin_len, int32_t column_offset, int32_t call_completion,
+                           const uint8_t* cache, size_t cache_len, int32_t* cache_rejected, isolet_error* err) {
   ENTER(sb);
   TryCatch try_catch(isolate);
   *cache_rejected = 0;
@@ -2305,10 +2193,14 @@ int32_t isolet_sandbox_take_result(isolet_sandbox* sb, isolet_value* value, isol
     // threw while the result was copied) is what it threw.
     Local<Value> exception = try_catch.Exception();
     Local<v8::Message> message = try_catch.Message();
-    std::string path = FindUncloneable(isolate, ctx, result);
+    Local<Value> path;
+    {
+      TryCatch walk(isolate);
+      if (!CallSeamScript(sb, isolate, ctx, "uncloneablePath", 1, &result).ToLocal(&path)) path = Local<Value>();
+    }
     if (try_catch.HasTerminated() || isolate->IsExecutionTerminating()) return ISOLET_TERMINATED;
-    if (!path.empty()) {
-      SetText(&err->message, path);
+    if (!path.IsEmpty() && path->IsString() && path.As<String>()->Length() > 0) {
+      SetText(&err->message, ToUtf8(isolate, ctx, path, sb->config.max_error_text_bytes));
       return ISOLET_UNCLONEABLE;
     }
     DescribeException(isolate, ctx, exception, message, err);
@@ -2441,13 +2333,6 @@ void* isolet_named_keys(void* value) {
 }
 
 int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t len,
-                              const uint8_t* name, size_t name_len, uint32_t* id,
-                              isolet_error* err) {
-  int32_t rejected = 0;
-  return isolet_module_compile_cached(sb, code, len, name, name_len, nullptr, 0, &rejected, id, err);
-}
-
-int32_t isolet_module_compile_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
                                      const uint8_t* name, size_t name_len, const uint8_t* cache,
                                      size_t cache_len, int32_t* cache_rejected, uint32_t* id,
                                      isolet_error* err) {
@@ -2636,21 +2521,23 @@ int32_t isolet_sandbox_settle_op(isolet_sandbox* sb, uint32_t id, isolet_op_valu
 }
 
 int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
-                                   const uint32_t* scripts, size_t count, uint32_t error_script) {
+                                   const uint32_t* scripts, size_t count, uint32_t seam_script) {
   ENTER(sb);
   TryCatch try_catch(isolate);
-  sb->error_script = error_script;
-  Local<v8::Function> op, clone, load, host;
+  sb->seam_script = seam_script;
+  Local<v8::Function> op, clone, load, host, clone_kind;
   // Null prototype, frozen: the scripts' view of the primitives, which no sandbox code sees.
   Local<Object> lib = Object::New(isolate, v8::Null(isolate), nullptr, nullptr, 0);
   if (!v8::Function::New(ctx, OpCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&op) ||
       !v8::Function::New(ctx, CloneCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&clone) ||
       !v8::Function::New(ctx, LoadCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&load) ||
       !v8::Function::New(ctx, HostCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&host) ||
+      !v8::Function::New(ctx, CloneKindCall, Local<Value>(), 1, v8::ConstructorBehavior::kThrow).ToLocal(&clone_kind) ||
       lib->CreateDataProperty(ctx, Utf8(isolate, "op"), op).IsNothing() ||
       lib->CreateDataProperty(ctx, Utf8(isolate, "clone"), clone).IsNothing() ||
       lib->CreateDataProperty(ctx, Utf8(isolate, "load"), load).IsNothing() ||
       lib->CreateDataProperty(ctx, Utf8(isolate, "host"), host).IsNothing() ||
+      lib->CreateDataProperty(ctx, Utf8(isolate, "cloneKind"), clone_kind).IsNothing() ||
       !lib->SetIntegrityLevel(ctx, v8::IntegrityLevel::kFrozen).FromMaybe(false))
     return try_catch.HasTerminated() ? ISOLET_TERMINATED : ISOLET_FAILED;
   sb->ops_lib.Reset(isolate, lib);

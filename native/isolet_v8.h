@@ -289,19 +289,15 @@ void isolet_wasm_module_free(isolet_wasm_module* module);
 // at `column_offset`; with `call_completion`, the script's value (a function) is then
 // called with no arguments and its return value is the result. ISOLET_OK or
 // ISOLET_PENDING (promise), ISOLET_THREW, ISOLET_SYNTAX, ISOLET_TOO_LARGE (longer than
-// V8's longest string) or ISOLET_TERMINATED.
+// V8's longest string) or ISOLET_TERMINATED. A V8 code cache `cache` (`cache_len` bytes,
+// none when 0) is consumed if V8 accepts it; *cache_rejected is 1 when it was given and
+// refused (wrong V8 version or flags, or not this source's length), and the code was
+// compiled from source. The compiled script is kept for isolet_sandbox_create_code_cache.
 int32_t isolet_sandbox_run(isolet_sandbox* sb, const uint8_t* code, size_t len,
                            const uint8_t* origin, size_t origin_len, int32_t column_offset,
-                           int32_t call_completion, isolet_error* err);
-// isolet_sandbox_run with a V8 code cache: `cache` (`cache_len` bytes, none when 0) is
-// consumed if V8 accepts it; *cache_rejected is 1 when it was given and refused (wrong V8
-// version or flags, or not this source's length), and the code was compiled from source.
-// The compiled script is kept for isolet_sandbox_create_code_cache.
-int32_t isolet_sandbox_run_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
-                                  const uint8_t* origin, size_t origin_len, int32_t column_offset,
-                                  int32_t call_completion, const uint8_t* cache, size_t cache_len,
-                                  int32_t* cache_rejected, isolet_error* err);
-// The code cache (bytecode, no heap state) of the script isolet_sandbox_run_cached compiled
+                           int32_t call_completion, const uint8_t* cache, size_t cache_len,
+                           int32_t* cache_rejected, isolet_error* err);
+// The code cache (bytecode, no heap state) of the script isolet_sandbox_run compiled
 // last, including the functions compiled since: ISOLET_OK (*out set) or ISOLET_FAILED.
 int32_t isolet_sandbox_create_code_cache(isolet_sandbox* sb, isolet_bytes* out);
 // Compiles `code` without running it: as a classic script, or with `as_function_body` as
@@ -361,16 +357,12 @@ int32_t isolet_sandbox_reject_call(isolet_sandbox* sb, uint32_t call_id, uint32_
 //
 // Compiles `code` as a module named `name` (its stacks show that name): ISOLET_OK (*id
 // set), ISOLET_SYNTAX (*err, with line and column), ISOLET_TOO_LARGE or ISOLET_TERMINATED.
+// A V8 code cache is consumed as isolet_sandbox_run does: *cache_rejected is 1 when it was
+// given and refused (the module was compiled from source).
 int32_t isolet_module_compile(isolet_sandbox* sb, const uint8_t* code, size_t len,
-                              const uint8_t* name, size_t name_len, uint32_t* id,
+                              const uint8_t* name, size_t name_len, const uint8_t* cache,
+                              size_t cache_len, int32_t* cache_rejected, uint32_t* id,
                               isolet_error* err);
-// isolet_module_compile with a V8 code cache, as isolet_sandbox_run_cached: `cache`
-// (`cache_len` bytes, none when 0) is consumed if V8 accepts it; *cache_rejected is 1 when
-// it was given and refused (the module was compiled from source).
-int32_t isolet_module_compile_cached(isolet_sandbox* sb, const uint8_t* code, size_t len,
-                                     const uint8_t* name, size_t name_len, const uint8_t* cache,
-                                     size_t cache_len, int32_t* cache_rejected, uint32_t* id,
-                                     isolet_error* err);
 // The code cache (bytecode, no heap state) of module `id`, with the functions compiled
 // since it was: ISOLET_OK (*out set) or ISOLET_FAILED.
 int32_t isolet_module_create_code_cache(isolet_sandbox* sb, uint32_t id, isolet_bytes* out);
@@ -408,7 +400,7 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
 // property (writable, configurable, not enumerable) whose value, computed on its first
 // access, is exports[names[i]], `exports` being what embedded script `scripts[i]` gives.
 // An embedded script (see on_script) is run at most once per context, on first use: its
-// value, a function, is called with a frozen object `lib` of four native primitives, which
+// value, a function, is called with a frozen object `lib` of five native primitives, which
 // JS cannot tell from built-ins and no sandbox code sees unless a script hands them out:
 //   op(index, ...args)  calls on_op synchronously with op `index` and the arguments (at
 //                       most ISOLET_OP_MAX_ARGS, converted as ISOLET_OP_* says; no sandbox
@@ -422,12 +414,17 @@ void isolet_sandbox_set_import_handler(isolet_sandbox* sb, isolet_import_fn on_i
 //                       isolet_sandbox_add_host_function installs does (on_host_call, its
 //                       promise settled by isolet_sandbox_fulfill_call / _reject_call), so
 //                       a script can wrap a host function the run has without a global;
+//   cloneKind(value)    how the structured clone treats `value`: "primitive", "leaf" (an
+//                       object copied whole), "map", "set", "array", "object", or the kind
+//                       it refuses ("function", "symbol", "Proxy", "Promise", ...);
 // and what it returns is its exports. A script compiles with its code cache when on_script
-// has one; else isolet_sandbox_cache_scripts makes one for on_script_cache. ISOLET_ERROR_CLASS_INSTALLED errors are made by the
-// exports of script `error_script`: makeError(message, name). ISOLET_OK, ISOLET_FAILED or
+// has one; else isolet_sandbox_cache_scripts makes one for on_script_cache. The seam calls
+// two exports of script `seam_script`: makeError(message, name) makes the
+// ISOLET_ERROR_CLASS_INSTALLED errors, uncloneablePath(result) names the value a result
+// could not be copied for (ISOLET_UNCLONEABLE). ISOLET_OK, ISOLET_FAILED or
 // ISOLET_TERMINATED; nothing runs (nor is compiled) until a run reads one of the globals.
 int32_t isolet_sandbox_install_ops(isolet_sandbox* sb, const uint8_t* names, size_t names_len,
-                                   const uint32_t* scripts, size_t count, uint32_t error_script);
+                                   const uint32_t* scripts, size_t count, uint32_t seam_script);
 
 // Makes the code caches of the embedded scripts this sandbox compiled without one, for
 // on_script_cache: after a run, so they hold the functions the run compiled too.

@@ -189,17 +189,8 @@ extern "C" {
         err: *mut isolet_error,
     ) -> i32;
     pub fn isolet_wasm_module_free(module: *mut isolet_wasm_module);
+    #[allow(clippy::too_many_arguments)] // the seam's flat C signature
     pub fn isolet_sandbox_run(
-        sb: *mut isolet_sandbox,
-        code: *const u8,
-        len: usize,
-        origin: *const u8,
-        origin_len: usize,
-        column_offset: i32,
-        call_completion: i32,
-        err: *mut isolet_error,
-    ) -> i32;
-    pub fn isolet_sandbox_run_cached(
         sb: *mut isolet_sandbox,
         code: *const u8,
         len: usize,
@@ -248,17 +239,8 @@ extern "C" {
         message: *const u8,
         message_len: usize,
     ) -> i32;
-    pub fn isolet_module_compile(
-        sb: *mut isolet_sandbox,
-        code: *const u8,
-        len: usize,
-        name: *const u8,
-        name_len: usize,
-        id: *mut u32,
-        err: *mut isolet_error,
-    ) -> i32;
     #[allow(clippy::too_many_arguments)] // the seam's flat C signature
-    pub fn isolet_module_compile_cached(
+    pub fn isolet_module_compile(
         sb: *mut isolet_sandbox,
         code: *const u8,
         len: usize,
@@ -286,7 +268,7 @@ extern "C" {
         names_len: usize,
         scripts: *const u32,
         count: usize,
-        error_script: u32,
+        seam_script: u32,
     ) -> i32;
     pub fn isolet_sandbox_heap(sb: *mut isolet_sandbox, used: *mut usize, peak: *mut usize, peak_young_large: *mut usize);
     pub fn isolet_sandbox_hit_memory_limit(sb: *mut isolet_sandbox) -> i32;

@@ -280,14 +280,13 @@ impl Sandbox {
 
     /// Defines each global `name` as a lazy data property whose value is that name's export of
     /// embedded script `script` (see `isolet_sandbox_install_ops` and `SandboxHost::script`);
-    /// ops' DOMException-class errors are made by script `error_script`'s `makeError`.
-    pub(crate) fn install_ops(&mut self, globals: &[(&str, u32)], error_script: u32) -> Step {
+    /// script `seam_script` is the one the seam calls (`makeError`, `uncloneablePath`).
+    pub(crate) fn install_ops(&mut self, globals: &[(&str, u32)], seam_script: u32) -> Step {
         let names = nul_joined(&globals.iter().map(|(name, _)| *name).collect::<Vec<_>>());
         let scripts: Vec<u32> = globals.iter().map(|(_, script)| *script).collect();
         // SAFETY: live sandbox, valid buffers for the call.
-        let rc = unsafe {
-            ffi::isolet_sandbox_install_ops(self.raw, names.as_ptr(), names.len(), scripts.as_ptr(), scripts.len(), error_script)
-        };
+        let rc =
+            unsafe { ffi::isolet_sandbox_install_ops(self.raw, names.as_ptr(), names.len(), scripts.as_ptr(), scripts.len(), seam_script) };
         match rc {
             _ if self.panicked() => Step::Terminated,
             ffi::ISOLET_OK => Step::Settled,
@@ -416,7 +415,8 @@ impl Sandbox {
 
     fn run_uncached(&mut self, wrapped: &seam_policy::WrappedSource, origin: &str, err: &mut ffi::isolet_error) -> i32 {
         let source = &wrapped.source;
-        // SAFETY: live sandbox, valid buffers.
+        let mut rejected = 0;
+        // SAFETY: live sandbox, valid buffers; no cache.
         unsafe {
             ffi::isolet_sandbox_run(
                 self.raw,
@@ -426,6 +426,9 @@ impl Sandbox {
                 origin.len(),
                 wrapped.column_offset,
                 i32::from(wrapped.call),
+                std::ptr::null(),
+                0,
+                &mut rejected,
                 err,
             )
         }
@@ -453,7 +456,7 @@ impl Sandbox {
         // SAFETY: live sandbox, valid buffers; `data` outlives the call (V8 reads it only
         // while compiling).
         let rc = unsafe {
-            ffi::isolet_sandbox_run_cached(
+            ffi::isolet_sandbox_run(
                 self.raw,
                 source.as_ptr(),
                 source.len(),

@@ -84,7 +84,7 @@ pub(super) fn compile_module(
     let mut rejected = 0;
     // SAFETY: live sandbox, valid buffers and out-pointers; `data` outlives the call.
     let rc = unsafe {
-        ffi::isolet_module_compile_cached(
+        ffi::isolet_module_compile(
             raw,
             source.as_ptr(),
             source.len(),

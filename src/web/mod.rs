@@ -30,6 +30,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("console", include_str!("js/09_console.js")),
     ("inspect", include_str!("js/10_inspect.js")),
     ("fetch", include_str!("js/11_fetch.js")),
+    ("seam", include_str!("js/12_seam.js")),
 ];
 
 /// The globals of every sandbox, with or without `web`: `console` (Node's formatting).
@@ -71,8 +72,9 @@ const GLOBALS: &[(&str, &str)] = &[
 /// With a fetch capability (`RunPlan::web_fetch`): WHATWG fetch over it.
 const FETCH_GLOBALS: &[(&str, &str)] = &[("fetch", "fetch")];
 
-/// The script whose `makeError(message, name)` makes the DOMExceptions ops throw.
-const ERROR_SCRIPT: &str = "webidl";
+/// The script the seam calls: `makeError(message, name)` makes the DOMExceptions ops throw,
+/// `uncloneablePath(result)` names what a result could not be copied for.
+const SEAM_SCRIPT: &str = "seam";
 
 fn script_index(name: &str) -> u32 {
     SCRIPTS.iter().position(|(n, _)| *n == name).expect("a script of SCRIPTS") as u32
@@ -263,7 +265,7 @@ pub(crate) fn install(sandbox: &mut Sandbox, state: &WebState, web: bool, fetch_
     let fetch_globals = if web && fetch_tool.is_some() { FETCH_GLOBALS } else { &[] };
     let globals: Vec<(&str, u32)> =
         CONSOLE_GLOBALS.iter().chain(web_globals).chain(fetch_globals).map(|(name, script)| (*name, script_index(script))).collect();
-    match sandbox.install_ops(&globals, script_index(ERROR_SCRIPT)) {
+    match sandbox.install_ops(&globals, script_index(SEAM_SCRIPT)) {
         Step::Settled => None,
         other => Some(other),
     }

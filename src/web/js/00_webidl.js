@@ -100,6 +100,4 @@ function newDOMException(message, name) {
 return {
   TOKEN, illegalConstructor, requiredArguments, toDOMString, toUSVString, toBoolean, toDictionary, bufferSourceBytes,
   webidlClass, reportException, newDOMException,
-  // The errors ops throw as DOMExceptions (the seam's ISOLET_ERROR_CLASS_INSTALLED).
-  makeError: newDOMException,
 };
