@@ -138,13 +138,23 @@ static ENGINES: Mutex<Vec<(usize, Weak<Inner>)>> = Mutex::new(Vec::new());
 /// except quarantined ones. Called as Node's environment is torn down: disposing an
 /// isolate while Node disposes V8 would crash the process.
 pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
     stop_all(env, timeout);
+    if !quarantine::on_main_thread() {
+        return;
+    }
     // A quarantined thread still owns a live isolate, and V8 (13+) aborts in V8::Dispose
     // when any isolate is left: the process leaves now, with the code its main thread was
-    // exiting with. Only the main environment's teardown may end the process: a Worker's
-    // ending leaves the quarantined thread running (its process exits later, through
-    // here: lib/native.js loads isolet on the main thread when a Worker loads it first).
-    if quarantine::quarantined() > 0 && quarantine::on_main_thread() {
+    // exiting with. So does it while any other isolate thread is still alive past the wait
+    // (its isolate being disposed as V8 is torn down would free V8's state twice). Only the
+    // main environment's teardown may end the process: a Worker's ending leaves the
+    // quarantined thread running (its process exits later, through here: lib/native.js
+    // loads isolet on the main thread when a Worker loads it first).
+    let unstopped = || crate::isolate::thread::live_threads() > quarantine::quarantined();
+    while unstopped() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if quarantine::quarantined() > 0 || unstopped() {
         quarantine::exit_without_v8_teardown();
     }
 }

@@ -376,7 +376,7 @@ impl Sandbox {
                 let key = cache.key(&Unit { kind, origin: seam_policy::SCRIPT_NAME, source: &wrapped.source });
                 self.run_cached(&wrapped, key, seam_policy::SCRIPT_NAME, kind, cache, &mut err)
             }
-            None => self.run_uncached(&wrapped, seam_policy::SCRIPT_NAME, &mut err),
+            None => self.run_source(&wrapped, seam_policy::SCRIPT_NAME, &[], &mut err).0,
         };
         let step = match rc {
             _ if self.panicked() => Step::Terminated,
@@ -413,11 +413,14 @@ impl Sandbox {
         step
     }
 
-    fn run_uncached(&mut self, wrapped: &seam_policy::WrappedSource, origin: &str, err: &mut ffi::isolet_error) -> i32 {
+    /// Compiles and starts `wrapped`, consuming `data` (a V8 code cache) when given; the
+    /// seam's code, and whether V8 refused the data.
+    fn run_source(&mut self, wrapped: &seam_policy::WrappedSource, origin: &str, data: &[u8], err: &mut ffi::isolet_error) -> (i32, bool) {
         let source = &wrapped.source;
         let mut rejected = 0;
-        // SAFETY: live sandbox, valid buffers; no cache.
-        unsafe {
+        // SAFETY: live sandbox, valid buffers; `data` outlives the call (V8 reads it only
+        // while compiling).
+        let rc = unsafe {
             ffi::isolet_sandbox_run(
                 self.raw,
                 source.as_ptr(),
@@ -426,12 +429,13 @@ impl Sandbox {
                 origin.len(),
                 wrapped.column_offset,
                 i32::from(wrapped.call),
-                std::ptr::null(),
-                0,
+                data.as_ptr(),
+                data.len(),
                 &mut rejected,
                 err,
             )
-        }
+        };
+        (rc, rejected != 0)
     }
 
     /// Compiles (from the cache's data when it has some) and starts `wrapped`; produces
@@ -452,25 +456,8 @@ impl Sandbox {
             Lookup::Hit(data) => data,
             _ => &[],
         };
-        let mut rejected = 0;
-        // SAFETY: live sandbox, valid buffers; `data` outlives the call (V8 reads it only
-        // while compiling).
-        let rc = unsafe {
-            ffi::isolet_sandbox_run(
-                self.raw,
-                source.as_ptr(),
-                source.len(),
-                origin.as_ptr(),
-                origin.len(),
-                wrapped.column_offset,
-                i32::from(wrapped.call),
-                data.as_ptr(),
-                data.len(),
-                &mut rejected,
-                err,
-            )
-        };
-        if rejected != 0 {
+        let (rc, rejected) = self.run_source(wrapped, origin, data, err);
+        if rejected {
             cache.rejected(key);
         }
         if lookup == Lookup::Produce && matches!(rc, ffi::ISOLET_OK | ffi::ISOLET_PENDING) && !self.panicked() {

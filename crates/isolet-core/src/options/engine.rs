@@ -13,7 +13,7 @@ use super::limits::{BRIDGE_LIMITS, CPU_TIME, IDLE_TIME, MAX_COUNT, MEMORY, MODUL
 use super::run::{
     bridge_limits, check_module_map, check_prelude_shadowing, check_tool_names, code_of, module_map, module_options, ExecMode, GivenBridge,
     Isolation, RunPlan, UnhandledRejections, BRIDGE_NAMES, CODE_TYPE, DEFAULT_ISOLATION, ISOLATION_MODES, LANGUAGES, MODULE_MAP, RESOLVE,
-    RUN_SANDBOX, RUN_SANDBOX_BRIDGE_NAMES, TENANT, UNHANDLED_REJECTIONS_OPT,
+    RUN_SANDBOX, TENANT, UNHANDLED_REJECTIONS_OPT,
 };
 use super::table::{err, fields, opt, whole, Fields, Kind, Opt, OptionsError, Raw};
 
@@ -475,42 +475,9 @@ pub fn sandbox_table() -> &'static [Opt] {
 /// Checks `createSandbox(options)`; see `crate::sandbox::sandbox_plan`.
 pub(crate) fn sandbox_options(options: &Raw) -> Result<crate::sandbox::SandboxPlan, OptionsError> {
     let f = fields("", "createSandbox options", options, sandbox_table())?;
-    let (bridge, _) = bridge_limits(&f, BridgeLimits::default(), &GivenBridge::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
-    let tools = f.names("capabilities")?.unwrap_or_default();
-    check_tool_names("capabilities", "capability", &tools)?;
-    let (is_module, modules, module_limits, module_resolver) = module_options(&f)?;
-    let base = RunPlan {
-        code: String::new(),
-        // A classic script by default, so that declarations land in the context's global
-        // scope; `type: 'module'` makes each run a module unless the run says otherwise.
-        mode: if is_module { ExecMode::Module } else { ExecMode::Script },
-        language: f.one_of("language")?.unwrap_or("javascript"),
-        isolation: Some(Isolation::parse(f.one_of("isolation")?).unwrap_or(DEFAULT_ISOLATION)),
-        limits: IsolateLimits {
-            memory_mb: f.whole_or_default("memoryLimitMb")? as u32,
-            wall_time_ms: f.whole_or_default("timeoutMs")?,
-            cpu_time_ms: f.whole("cpuTimeMs")?,
-        },
-        bridge,
-        max_calls: vec![None; tools.len()],
-        tools,
-        data_object: false,
-        data_values: BTreeMap::new(),
-        wasm: false,
-        // Kept for the sandbox's life: its globals are installed by its first run.
-        web: f.bool("web")?.unwrap_or(false),
-        // Each run's unless it says otherwise.
-        unhandled_rejections: UnhandledRejections::parse(f.one_of("unhandledRejections")?).unwrap_or_default(),
-        stream_console: false,
-        tenant: f.label("tenant")?,
-        // The sandbox's own map: every run may import from it (a run's plan carries only
-        // the run's own map; see `sandbox_run`).
-        modules,
-        module_limits,
-        module_resolver,
-        max_queue_ms: f.whole("maxQueueMs")?,
-        web_fetch: false,
-    };
+    // A classic script by default, so that declarations land in the context's global
+    // scope; `type: 'module'` makes each run a module unless the run says otherwise.
+    let base = super::run::run_sandbox_plan(&f, String::new(), false)?;
     let limits = crate::sandbox::SandboxLimits {
         total_cpu_time_ms: f.whole("totalCpuTimeMs")?,
         idle_timeout_ms: Some(f.whole_or_default("idleTimeoutMs")?),

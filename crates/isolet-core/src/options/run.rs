@@ -316,7 +316,7 @@ pub(super) const BRIDGE_NAMES: [&str; 10] = [
     VALUE_NAMES[1],
     VALUE_NAMES[2],
 ];
-pub(super) const RUN_SANDBOX_BRIDGE_NAMES: [&str; 10] = [
+const RUN_SANDBOX_BRIDGE_NAMES: [&str; 10] = [
     "maxMessageBytes",
     "maxHostCalls",
     "maxOutputBytes",
@@ -346,19 +346,25 @@ pub(super) fn check_tool_names(path: &str, label: &str, names: &[String]) -> Res
 pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
     let code = code_of("code", code)?;
     let f = fields("", "runSandbox options", options, RUN_SANDBOX)?;
+    run_sandbox_plan(&f, code, true)
+}
+
+/// The plan runSandbox's options make, which `createSandbox` shares (its runs start from
+/// it): with `capabilities_make_body`, code given capabilities is an async function body.
+pub(super) fn run_sandbox_plan(f: &Fields, code: String, capabilities_make_body: bool) -> Result<RunPlan, OptionsError> {
     let memory_mb = f.whole_or_default("memoryLimitMb")? as u32;
     let wall_time_ms = f.whole_or_default("timeoutMs")?;
     let cpu_time_ms = f.whole("cpuTimeMs")?;
-    let (bridge, _) = bridge_limits(&f, BridgeLimits::default(), &GivenBridge::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
+    let (bridge, _) = bridge_limits(f, BridgeLimits::default(), &GivenBridge::default(), RUN_SANDBOX_BRIDGE_NAMES)?;
     let capabilities = f.names("capabilities")?;
     let tools = capabilities.clone().unwrap_or_default();
     check_tool_names("capabilities", "capability", &tools)?;
-    let (is_module, modules, module_limits, module_resolver) = module_options(&f)?;
+    let (is_module, modules, module_limits, module_resolver) = module_options(f)?;
     Ok(RunPlan {
         code,
         mode: if is_module {
             ExecMode::Module
-        } else if capabilities.is_some() {
+        } else if capabilities_make_body && capabilities.is_some() {
             ExecMode::AsyncBody
         } else {
             ExecMode::Script
@@ -372,10 +378,13 @@ pub fn run_sandbox(code: &Raw, options: &Raw) -> Result<RunPlan, OptionsError> {
         data_object: false,
         data_values: BTreeMap::new(),
         wasm: false,
+        // A persistent sandbox keeps it for its life: its globals are installed by its first run.
         web: f.bool("web")?.unwrap_or(false),
         unhandled_rejections: UnhandledRejections::parse(f.one_of("unhandledRejections")?).unwrap_or_default(),
         stream_console: false,
         tenant: f.label("tenant")?,
+        // A persistent sandbox's own map: every run may import from it (a run's plan
+        // carries only the run's own map; see `sandbox_run`).
         modules,
         module_limits,
         module_resolver,
