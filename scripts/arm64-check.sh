@@ -207,7 +207,7 @@ if has vitest; then
     # because vitest's forks would exec the arm64 node natively.
     ISOLET_SANDBOX_HOST_EXEC="${node_arm64}" NODE_PATH="${extra}/node_modules" \
       ESBUILD_BINARY_PATH="${root}/node_modules/@esbuild/linux-x64/bin/esbuild" \
-      bounded 600 "${node_arm64}" node_modules/vitest/vitest.mjs run --pool=threads "${VITEST_FILES[@]}" 2>&1 |
+      bounded 600 "${node_arm64}" node_modules/vitest/vitest.mjs run --pool=threads --maxWorkers=2 "${VITEST_FILES[@]}" 2>&1 |
       tee "${ARM64_LOG_DIR:-${tmp}}/.ci-test-arm64-node${major}.log"
     echo "   Node ${major} arm64 vitest subset: $((SECONDS - started)) s wall"
   done
