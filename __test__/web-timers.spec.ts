@@ -25,15 +25,17 @@ describe.each(['thread', 'process'] as const)('timers (%s isolation)', (isolatio
     const code = `(async () => {
       const log = [];
       const ids = [];
-      ids.push(setTimeout((a, b) => log.push('b:' + a + b), 10, 1, 2));
-      ids.push(setTimeout(() => { log.push('a'); Promise.resolve().then(() => log.push('a:micro')); }, 5));
-      ids.push(setTimeout(() => log.push('c'), 10));
+      // Delays 100 ms apart: the order holds unless this script stalls that long between two
+      // calls (with 5 ms apart, a loaded CI machine fired 'b' before the 0 ms timer).
+      ids.push(setTimeout((a, b) => log.push('b:' + a + b), 200, 1, 2));
+      ids.push(setTimeout(() => { log.push('a'); Promise.resolve().then(() => log.push('a:micro')); }, 100));
+      ids.push(setTimeout(() => log.push('c'), 200));
       const cleared = setTimeout(() => log.push('never'), 1);
       clearTimeout(cleared);
       clearTimeout('not an id');
       clearInterval(undefined);
       ids.push(setTimeout(function () { log.push('this:' + (this === globalThis)); }));
-      await new Promise((r) => setTimeout(r, 40));
+      await new Promise((r) => setTimeout(r, 400));
       return [log, ids.every((id) => Number.isInteger(id) && id > 0), new Set(ids).size, cleared > ids[2]];
     })()`;
     expect(await out(code)).toEqual([['this:true', 'a', 'a:micro', 'b:12', 'c'], true, 4, true]);
