@@ -7,8 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import * as v8 from 'node:v8';
 import * as path from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { runSandbox, type SandboxResult } from '..';
+import { runChild } from './support/spawn';
 
 const MiB = 1024 * 1024;
 const ISOLATIONS = ['thread', 'process'] as const;
@@ -150,7 +150,7 @@ describe.each(ISOLATIONS)('string replies into the sandbox (%s)', (isolation) =>
 });
 
 describe('replies in flight when a run ends', () => {
-  it('many runs ending with 16 MB replies queued free them (RSS bounded, in a child node)', () => {
+  it('many runs ending with 16 MB replies queued free them (RSS bounded, in a child node)', async () => {
     // Each run asks for three 16 MB arrays and spins until its time limit, so the replies
     // sit queued for an isolate that never takes them; 12 runs queue 576 MB in all.
     const script = `
@@ -172,7 +172,7 @@ describe('replies in flight when a run ends', () => {
         await new Promise((r) => setTimeout(r, 50));
         console.log(JSON.stringify({ grewMb: (rss() - before) / (1 << 20), codes, calls }));
       })();`;
-    const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000 });
+    const child = await runChild(process.execPath, ['-e', script], { timeout: 60_000 });
     expect(child.status, child.stderr).toBe(0);
     const { grewMb, codes, calls } = JSON.parse(child.stdout.trim().split('\n').pop()!);
     expect(new Set(codes)).toEqual(new Set(['ERR_ISOLET_TIMEOUT']));

@@ -6,12 +6,12 @@
 // small objects stalled it 870-960 ms; the benchmark's rows, `npm run bench --only=values`,
 // hold the goals: max < 50 ms, p99 < 20 ms).
 import { describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import * as util from 'node:util';
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const codec = createRequire(__filename)(path.join(root, 'lib', 'codec.js')) as {
@@ -266,7 +266,7 @@ describe('lib/codec.js against V8 (issue 23)', () => {
     }
   });
 
-  it("never writes through the host's prototypes: an accessor or a frozen Object.prototype leaves the built objects as V8 builds them", () => {
+  it("never writes through the host's prototypes: an accessor or a frozen Object.prototype leaves the built objects as V8 builds them", async () => {
     const script = `
 const v8 = require('node:v8');
 const { Reader } = require(${JSON.stringify(path.join(root, 'lib', 'codec.js'))});
@@ -280,14 +280,14 @@ Object.defineProperty(Object.prototype, 'fixed', { value: 'proto', writable: fal
 const r = new Reader(bytes); while (!r.run(Infinity));
 const v = r.value;
 console.log(JSON.stringify({ called, own: Object.getOwnPropertyNames(v[0]), evil: v[0].evil, fixed: v[0].fixed, extra: Object.getOwnPropertyDescriptor(v, 'extra').value }));`;
-    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
+    const r = await runChild(process.execPath, ['-e', script]);
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ called: 0, own: ['evil', 'fixed', 'ok'], evil: 1, fixed: 2, extra: 4 });
   });
 });
 
 describe.each(['thread', 'process'] as const)('the host loop while a big result is built (%s mode)', (isolation) => {
-  it('16 MiB of small objects no longer holds it in one piece (a generous bound: before, 870-960 ms)', () => {
+  it('16 MiB of small objects no longer holds it in one piece (a generous bound: before, 870-960 ms)', async () => {
     const script = `
 const { runSandbox } = require(${JSON.stringify(root)});
 const { monitorEventLoopDelay } = require('node:perf_hooks');
@@ -302,7 +302,7 @@ const { monitorEventLoopDelay } = require('node:perf_hooks');
   console.log(JSON.stringify({ ok: r.success && r.output.length === 900000 && r.output[899999].id === 899999, maxMs: lag.max / 1e6 }));
   process.exit(0);
 })();`;
-    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120000 });
+    const r = await runChild(process.execPath, ['-e', script], { timeout: 120000 });
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
     expect(out.ok).toBe(true);

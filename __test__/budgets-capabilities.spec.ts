@@ -6,10 +6,10 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runSandbox, createFetchCapability, createFileReadCapability, currentRun, SandboxValidationError } from '..';
 import { ok } from './support/results';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
@@ -187,10 +187,10 @@ describe('file reads in flight per run', () => {
     }
   });
 
-  it('a readFile storm of 1000 un-awaited 10 MB reads leaves host memory bounded (child node)', () => {
+  it('a readFile storm of 1000 un-awaited 10 MB reads leaves host memory bounded (child node)', async () => {
     const file = path.join(dir, 'ten.bin');
     fs.writeFileSync(file, Buffer.alloc(10 * 1000 * 1000, 'a'));
-    const r = spawnSync(
+    const r = await runChild(
       process.execPath,
       [
         '-e',
@@ -206,7 +206,7 @@ describe('file reads in flight per run', () => {
           console.log(JSON.stringify({ success: res.success, output: res.output, error: res.error && res.error.message, hwm }));
         });`,
       ],
-      { encoding: 'utf8', timeout: 60_000 },
+      { timeout: 60_000 },
     );
     fs.rmSync(file);
     expect(r.signal, r.stderr).toBeNull();

@@ -1,7 +1,6 @@
 // Per-run budgets on host calls in flight (docs/budgets.md): how many calls, and how many
 // bytes of their arguments and replies the host holds, from the call until its reply has
 // reached the sandbox. Each attack is tried; the bound that was set is the bound seen.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -12,14 +11,14 @@ import {
   type SandboxEvent,
 } from '..';
 import { ok } from './support/results';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 1024 * 1024;
 
 /** Runs `script` in a fresh `node` with `isolet` required; judged from outside. */
-function runNode(script: string) {
-  const r = spawnSync(process.execPath, ['-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
-    encoding: 'utf8',
+async function runNode(script: string) {
+  const r = await runChild(process.execPath, ['-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
     timeout: 60_000,
   });
   return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
@@ -43,10 +42,10 @@ describe('host calls in flight: bytes', () => {
     expect(DEFAULT_BRIDGE_LIMITS.maxPendingHostCalls).toBe(128);
   });
 
-  it('survives 330 un-awaited 15 MB calls to a slow async capability in a 64 MB run (child node, judged from outside)', () => {
+  it('survives 330 un-awaited 15 MB calls to a slow async capability in a 64 MB run (child node, judged from outside)', async () => {
     // This crashed the host on its own heap limit before the budget existed. The time
     // limit is raised because serializing 330 x 15 MB takes seconds on a loaded machine.
-    const r = runNode(`
+    const r = await runNode(`
       const slow = () => new Promise((resolve) => setTimeout(() => resolve(1), 300));
       isolet.runSandbox(\`
         const big = 'x'.repeat(15 * 1024 * 1024);

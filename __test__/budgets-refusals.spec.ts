@@ -3,10 +3,10 @@
 // isolate at once; before, each refusal queued a rejection for the isolate thread, and
 // `for (;;) { ping(); }` never let it drain them (+411 MB of the parent's peak RSS in
 // thread mode; in process mode the host passed its RSS budget and was killed).
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runSandbox, DEFAULT_BRIDGE_LIMITS } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 2 ** 20;
@@ -14,7 +14,7 @@ const MiB = 2 ** 20;
 const BOUND = 64 * MiB;
 
 /** Runs `body` (an async function body with `isolet`, `hwm(pid)` and `hosts()` in scope) in a fresh node; returns what it prints as JSON. */
-function inChild(body: string): any {
+async function inChild(body: string): Promise<any> {
   const script = `const isolet = require(${JSON.stringify(root)});
     const fs = require('node:fs');
     const hwm = (pid = 'self') => Number(/VmHWM:\\s+(\\d+)/.exec(fs.readFileSync('/proc/' + pid + '/status', 'utf8'))[1]) * 1024;
@@ -23,7 +23,7 @@ function inChild(body: string): any {
       try { return Number(/PPid:\\s+(\\d+)/.exec(fs.readFileSync('/proc/' + p + '/status', 'utf8'))[1]) === process.pid; } catch { return false; }
     });
     (async () => { ${body} })().then((v) => { console.log(JSON.stringify(v)); process.exit(0); });`;
-  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+  const child = await runChild(process.execPath, ['-e', script], { timeout: 120_000 });
   expect(child.stderr).toBe('');
   expect(child.status).toBe(0);
   return JSON.parse(child.stdout);
@@ -59,8 +59,8 @@ describe('refused host calls', () => {
     expect(many.success && many.output).toEqual([maxMessages, refusal, refusal]);
   });
 
-  it('thread mode: for (;;) { ping(); } to its time limit adds under 64 MB to the host peak RSS', () => {
-    const { name, hostCalls, grew } = inChild(`
+  it('thread mode: for (;;) { ping(); } to its time limit adds under 64 MB to the host peak RSS', async () => {
+    const { name, hostCalls, grew } = await inChild(`
       await isolet.runSandbox('1', { isolation: 'thread' });
       const before = hwm();
       ${LOOP.replace('ISOLATION', "'thread'")}
@@ -70,8 +70,8 @@ describe('refused host calls', () => {
     expect(grew).toBeLessThan(BOUND);
   });
 
-  it('process mode: the same loop adds under 64 MB to its sandbox host, which survives it', () => {
-    const { name, hostCalls, before, after } = inChild(`
+  it('process mode: the same loop adds under 64 MB to its sandbox host, which survives it', async () => {
+    const { name, hostCalls, before, after } = await inChild(`
       // Every host warmed by a run first, so each has its baseline peak.
       await Promise.all([1, 2, 3, 4].map(() => isolet.runSandbox('1', { isolation: 'process' })));
       const before = Object.fromEntries(hosts().map((p) => [p, hwm(p)]));

@@ -4,13 +4,13 @@
 // limit set is the limit enforced, in both modes; the issue's reproductions are judged
 // from outside, in a child node.
 import { describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import * as v8 from 'node:v8';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runSandbox, SandboxEngine, DEFAULT_BRIDGE_LIMITS } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const MODES = ['thread', 'process'] as const;
@@ -106,7 +106,7 @@ describe('the value count (isolet-core, read from V8 bytes)', () => {
   // against what V8's deserializer and the bridge's reader (lib/codec.js) build, heap used
   // after a full GC, in a child node. Never much under (a bound must hold); at most a
   // few times over (or data would be refused for nothing).
-  it('estimates what a value costs built within 0.9-3x of what V8 and the bridge reader build, for the shapes data takes', () => {
+  it('estimates what a value costs built within 0.9-3x of what V8 and the bridge reader build, for the shapes data takes', async () => {
     const script = `
 const v8 = require('node:v8');
 const native = require(${JSON.stringify(path.join(root, 'lib', 'native.js'))});
@@ -139,7 +139,7 @@ for (const [name, make] of Object.entries(shapes)) {
   out[name] = { cost, v8: a1 - a0, reader: b1 - b0 };
 }
 console.log(JSON.stringify(out));`;
-    const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60000 });
+    const r = await runChild(process.execPath, ['--expose-gc', '-e', script], { timeout: 60000 });
     expect(r.status, r.stderr).toBe(0);
     const measured = JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, { cost: number; v8: number; reader: number }>;
     for (const [name, m] of Object.entries(measured)) {
@@ -263,7 +263,7 @@ describe.each(MODES)('value limits (%s mode)', (isolation) => {
 });
 
 /** Runs `body` (an async function body with `runSandbox`, `report`) in a child node. */
-function inChild(body: string, env: Record<string, string> = {}) {
+async function inChild(body: string, env: Record<string, string> = {}) {
   const script = `
 const { runSandbox } = require(${JSON.stringify(root)});
 const { monitorEventLoopDelay } = require('node:perf_hooks');
@@ -284,7 +284,7 @@ const { monitorEventLoopDelay } = require('node:perf_hooks');
   console.log(JSON.stringify({ out, growthMb: mb(peak - rss0), heldMb: mb(process.memoryUsage().rss - rss0), lagMaxMs: lag.max / 1e6 }));
   process.exit(0);
 })().catch((e) => { console.error(e); process.exit(1); });`;
-  const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 60000, env: { ...process.env, ...env } });
+  const r = await runChild(process.execPath, ['--expose-gc', '-e', script], { timeout: 60000, env: { ...process.env, ...env } });
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout.trim().split('\n').pop()!);
 }
@@ -295,8 +295,8 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
   // Before value limits: +188 MB and a 2.1 s stall for one (process mode), 1.3 s (thread mode).
   // Since issue 23 the count's default is far above data; what refuses them is what they
   // would cost built: ~128 MB each, over 6 x maxOutputBytes (isolet-core `value_count`).
-  it.each(MODES)('two results of 4 M short strings at once (%s mode): refused before they are built; the loop stays free', (mode) => {
-    const r = inChild(
+  it.each(MODES)('two results of 4 M short strings at once (%s mode): refused before they are built; the loop stays free', async (mode) => {
+    const r = await inChild(
       `${brief} const code = "const a=[];for(let i=0;i<4e6;i++)a.push('ab');a";
        return (await Promise.all([runSandbox(code, { isolation: process.env.MODE }), runSandbox(code, { isolation: process.env.MODE })])).map(brief);`,
       { MODE: mode },
@@ -313,8 +313,8 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
 
   // Before value limits: +649 MB, all of it still held after the run ended (process mode).
   // Each list would cost the parent ~125 MB built, over 6 x maxMessageBytes (issue 23).
-  it.each(MODES)('four un-awaited calls with 15.6 MB of short strings each to a slow capability (%s mode): refused in the sandbox', (mode) => {
-    const r = inChild(
+  it.each(MODES)('four un-awaited calls with 15.6 MB of short strings each to a slow capability (%s mode): refused in the sandbox', async (mode) => {
+    const r = await inChild(
       `let calls = 0;
        const slow = () => { calls++; return new Promise((r) => setTimeout(() => r(1), 3000)); };
        const res = await runSandbox("const s=[];for(let i=0;i<3.9e6;i++)s.push('ab');const m=[];for(let i=0;i<4;i++)m.push(await slow(s).catch((e)=>e.message));return m",
@@ -331,8 +331,8 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
 
   // A compromised host that skips the count: the parent counts the bytes itself. Before,
   // the 17-byte result became a 30 M-slot array: +229 MB in the parent.
-  it('process mode: a compromised host sending a 17-byte result of 3e7 slots fails its run with maxOutputValues', () => {
-    const out = compromised('sparse-result', `const r = await engine.submit({ requestId: 'x', code: 'return 1' }).done;
+  it('process mode: a compromised host sending a 17-byte result of 3e7 slots fails its run with maxOutputValues', async () => {
+    const out = await compromised('sparse-result', `const r = await engine.submit({ requestId: 'x', code: 'return 1' }).done;
       return r.type === 'result' ? { length: r.data.length } : { name: r.error.name, limit: r.error.limit };`);
     expect(out.out).toEqual({ name: 'SandboxRuntimeError', limit: 'maxOutputValues' });
     expect(out.growthMb).toBeLessThan(64);
@@ -341,8 +341,8 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
   // Its calls are counted too (isolet-core host_policy's EventBudget, off Node's thread):
   // five of 8,000,002 values each pass maxPendingHostCallValues (33,554,432) at the fifth,
   // which the real host's isolate would have refused: the host is not the one we started.
-  it('process mode: a compromised host keeping more argument values in flight than the run allows is ended; only the calls within are served', () => {
-    const out = compromised('value-calls', `let calls = 0;
+  it('process mode: a compromised host keeping more argument values in flight than the run allows is ended; only the calls within are served', async () => {
+    const out = await compromised('value-calls', `let calls = 0;
       const hang = (a) => { calls++; return new Promise(() => {}); };
       const r = await engine.submit({ requestId: 'x', code: 'return 1', tools: { hang } }).done;
       return { calls, code: r.type === 'error' ? r.error.code : 'result', message: r.type === 'error' ? r.error.message : '' };`);
@@ -352,7 +352,7 @@ describe('the issue\'s reproductions, judged from outside (a child node)', () =>
 });
 
 /** Runs `body` against an engine whose one host is the compromised one, in `mode`. */
-function compromised(mode: string, body: string) {
+async function compromised(mode: string, body: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-values-'));
   try {
     fs.writeFileSync(path.join(dir, 'mode'), mode);
@@ -372,7 +372,7 @@ require(${JSON.stringify(path.join(root, 'lib', 'native.js'))}).setSandboxHost(p
   await engine.shutdown();
   process.exit(0);
 })().catch((e) => { console.error(e); process.exit(1); });`;
-    const r = spawnSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8', timeout: 30000, env: { ...process.env, ISOLET_TEST_EVIL_DIR: dir } });
+    const r = await runChild(process.execPath, ['--expose-gc', '-e', script], { timeout: 30000, env: { ...process.env, ISOLET_TEST_EVIL_DIR: dir } });
     expect(r.status, r.stderr).toBe(0);
     expect(fs.existsSync(path.join(dir, 'answered'))).toBe(true);
     return JSON.parse(r.stdout.trim().split('\n').pop()!);

@@ -2,11 +2,11 @@
 // `node:vm` context of the same Node, apart from the differences listed in ALLOWED.
 // Regression: on Node 20 sandbox isolates started from V8's own snapshot while the
 // process's shared read-only heap came from Node's, and `Math.E` sat under the key `'`.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { runSandbox } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
@@ -133,14 +133,13 @@ describe('the ECMAScript environment', () => {
     expect(r.success && r.output).toEqual([true, []]);
   });
 
-  it('is exact when Node itself runs without its startup snapshot', () => {
+  it('is exact when Node itself runs without its startup snapshot', async () => {
     const code = `require(${JSON.stringify(root)}).runSandbox('[Math.E, Math.PI, typeof Intl.v8BreakIterator]').then((r) => console.log(JSON.stringify(r.output)))`;
     for (const env of [
       { args: ['--no-node-snapshot'], env: {} },
       { args: [], env: { NODE_OPTIONS: '--no-node-snapshot' } },
     ]) {
-      const r = spawnSync(process.execPath, [...env.args, '-e', code], {
-        encoding: 'utf8',
+      const r = await runChild(process.execPath, [...env.args, '-e', code], {
         timeout: 30_000,
         env: { ...process.env, ...env.env },
       });

@@ -4,17 +4,16 @@
 // Node's event loop alive exactly while runs are in flight (a process with nothing left to
 // do exits on its own), shutdown and process.exit() at any moment, and an engine that is
 // garbage-collected while its runs are in flight.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SandboxEngine, runSandbox } from '..';
 import { ok } from './support/results';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
-function runNode(script: string, args: string[] = []) {
-  const r = spawnSync(process.execPath, [...args, '-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
-    encoding: 'utf8',
+async function runNode(script: string, args: string[] = []) {
+  const r = await runChild(process.execPath, [...args, '-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
     timeout: 60_000,
   });
   return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
@@ -76,8 +75,8 @@ describe('one event channel per engine (thread mode)', () => {
     expect(runs.map(ok)).toEqual([true, true, true, true]);
   });
 
-  it('lets Node exit on its own once runs are done (no process.exit, nothing left in flight)', () => {
-    const r = runNode(`
+  it('lets Node exit on its own once runs are done (no process.exit, nothing left in flight)', async () => {
+    const r = await runNode(`
       (async () => {
         const outputs = [];
         for (let i = 0; i < 20; i++) outputs.push((await isolet.runSandbox('1 + ' + i, { isolation: 'thread' })).output);
@@ -93,8 +92,8 @@ describe('one event channel per engine (thread mode)', () => {
     expect(r.stdout.trim()).toBe('exit 0 20 19900 42');
   });
 
-  it('ends every run of an engine shut down mid-run, drops late replies, and Node still exits on its own', () => {
-    const r = runNode(`
+  it('ends every run of an engine shut down mid-run, drops late replies, and Node still exits on its own', async () => {
+    const r = await runNode(`
       (async () => {
         const engine = new isolet.SandboxEngine({ isolation: 'thread', memoryMb: 64, maxConcurrentIsolates: 4, warmPoolSize: 2 });
         await engine.init();
@@ -125,9 +124,9 @@ describe('one event channel per engine (thread mode)', () => {
     expect(after).toBe('after SandboxAbortedError');
   });
 
-  it('survives process.exit() from inside a host call while other runs stream events (10 processes)', () => {
+  it('survives process.exit() from inside a host call while other runs stream events (10 processes)', async () => {
     for (let i = 0; i < 10; i++) {
-      const r = runNode(`
+      const r = await runNode(`
         let n = 0;
         const f = (x) => { if (++n === 150 + ${i * 7}) process.exit(0); return x; };
         for (let k = 0; k < 6; k++) {
@@ -139,9 +138,9 @@ describe('one event channel per engine (thread mode)', () => {
     }
   });
 
-  it('process.exit() right after runs end exits cleanly, many times', () => {
+  it('process.exit() right after runs end exits cleanly, many times', async () => {
     for (let i = 0; i < 10; i++) {
-      const r = runNode(`
+      const r = await runNode(`
         (async () => {
           await Promise.all(Array.from({ length: 8 }, (_, k) => isolet.runSandbox('let s = 0; for (let i = 0; i < 20; i++) s += await f(i); return s + ' + k, { isolation: 'thread', capabilities: { f: (x) => x } })));
           ${i % 2 ? 'setImmediate(() => process.exit(0));' : 'process.exit(0);'}
@@ -152,8 +151,8 @@ describe('one event channel per engine (thread mode)', () => {
     }
   });
 
-  it('delivers the runs of an engine that was garbage-collected mid-run, then lets Node exit', () => {
-    const r = runNode(
+  it('delivers the runs of an engine that was garbage-collected mid-run, then lets Node exit', async () => {
+    const r = await runNode(
       `
       async function once(k) {
         const engine = new isolet.SandboxEngine({ isolation: 'thread', memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 0 });

@@ -2,10 +2,10 @@
 // ArrayBuffers and growable SharedArrayBuffers (reserved and committed through V8's page
 // allocator, not the ArrayBuffer allocator) are charged at their maxByteLength, and
 // console output is cut while it is formatted, before any line is joined.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runSandbox, runtime } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 2 ** 20;
@@ -92,7 +92,7 @@ describe('resizable and growable buffers', () => {
 });
 
 describe('console output', () => {
-  it('is cut at maxLogBytes while formatting: 60,000 arguments of 1 KB do not reach host memory', () => {
+  it('is cut at maxLogBytes while formatting: 60,000 arguments of 1 KB do not reach host memory', async () => {
     // Judged from outside: the child reports its own peak RSS (VmHWM) before and after.
     const script = `const isolet = require(${JSON.stringify(root)});
       const hwm = () => Number(/VmHWM:\\s+(\\d+)/.exec(require('node:fs').readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
@@ -102,7 +102,7 @@ describe('console output', () => {
         const r = await isolet.runSandbox("console.log(...Array(60000).fill('x'.repeat(1000))); 'done'", { timeoutMs: 30000, isolation: 'thread' });
         console.log(JSON.stringify({ output: r.output, entries: r.logs.length, length: r.logs[0].message.length, grew: hwm() - before }));
       })();`;
-    const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000 });
+    const child = await runChild(process.execPath, ['-e', script], { timeout: 60_000 });
     expect(child.stderr).toBe('');
     expect(child.status).toBe(0);
     const { output, entries, length, grew } = JSON.parse(child.stdout);

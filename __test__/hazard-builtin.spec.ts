@@ -4,15 +4,14 @@
 // the thread held a lock of Node's platform), is counted in processStats(), and leaves
 // the count when it finishes on its own. Each case runs in a child `node`, judged from
 // outside: exit code, stderr, and a heartbeat timer that must keep ticking.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
-function runNode(script: string, env: Record<string, string> = {}) {
-  const r = spawnSync(process.execPath, ['-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
-    encoding: 'utf8',
+async function runNode(script: string, env: Record<string, string> = {}) {
+  const r = await runChild(process.execPath, ['-e', `const isolet = require(${JSON.stringify(root)});\n${script}`], {
     timeout: 200_000,
     env: { ...process.env, ...env },
   });
@@ -25,8 +24,8 @@ const HEARTBEAT = `let beats = 0; setInterval(() => beats++, 10).unref();
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));`;
 
 describe('thread mode: a built-in that ignores TerminateExecution', () => {
-  it('times out in time, is quarantined at idle priority, and the host keeps serving', () => {
-    const r = runNode(`${HEARTBEAT}
+  it('times out in time, is quarantined at idle priority, and the host keeps serving', async () => {
+    const r = await runNode(`${HEARTBEAT}
       (async () => {
         const started = Date.now();
         const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 300, isolation: 'thread' });
@@ -54,8 +53,8 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     expect(second.quarantined).toBe(1);
   });
 
-  it('is throttled to under half a core while it loops (issue 35: idle priority alone gave it a whole idle core)', () => {
-    const r = runNode(`
+  it('is throttled to under half a core while it loops (issue 35: idle priority alone gave it a whole idle core)', async () => {
+    const r = await runNode(`
       (async () => {
         const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100, isolation: 'thread' });
         await new Promise((res) => setTimeout(res, 200));
@@ -78,9 +77,9 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     expect(cores).toBeLessThan(0.5);
   });
 
-  it('leaves the quarantine and frees its isolate when the built-in finishes on its own', () => {
+  it('leaves the quarantine and frees its isolate when the built-in finishes on its own', async () => {
     // lastIndexOf over 2**27 holes takes about a second of CPU and ignores termination.
-    const r = runNode(`${HEARTBEAT}
+    const r = await runNode(`${HEARTBEAT}
       (async () => {
         const live0 = isolet.processStats().liveThreads;
         const started = Date.now();
@@ -107,8 +106,8 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     // An idle-priority thread only runs when a core is idle: allow for a busy machine.
   }, 210_000);
 
-  it('keeps a SandboxEngine\'s counts right when its quarantined thread finishes, and shuts down', () => {
-    const r = runNode(`${HEARTBEAT}
+  it('keeps a SandboxEngine\'s counts right when its quarantined thread finishes, and shuts down', async () => {
+    const r = await runNode(`${HEARTBEAT}
       (async () => {
         const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1, isolation: 'thread' });
         await engine.init();
@@ -137,8 +136,8 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     // An idle-priority thread only runs when a core is idle: allow for a busy machine.
   }, 210_000);
 
-  it('refuses new runs once ISOLET_MAX_QUARANTINED threads are quarantined', () => {
-    const r = runNode(
+  it('refuses new runs once ISOLET_MAX_QUARANTINED threads are quarantined', async () => {
+    const r = await runNode(
       `(async () => {
         const stuck = await isolet.runSandbox('Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', { timeoutMs: 100, isolation: 'thread' });
         const refused = await isolet.runSandbox('1', { isolation: 'thread' });
@@ -156,10 +155,10 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     expect(refused[2]).toBe('ERR_ISOLET_OVERLOADED');
   });
 
-  it('a Worker that leaves a quarantined thread behind does not end the process or its exit code', () => {
+  it('a Worker that leaves a quarantined thread behind does not end the process or its exit code', async () => {
     // Regression: the Worker's environment teardown ended the whole process with the
     // Worker's exit code (0), so the main thread's later work and its code were lost.
-    const r = runNode(`
+    const r = await runNode(`
       const { Worker } = require('node:worker_threads');
       const src = 'const { runSandbox, processStats } = require(' + JSON.stringify(${JSON.stringify(root)}) + ');' +
         'const { parentPort } = require("node:worker_threads");' +

@@ -9,12 +9,12 @@
 // refused, typed, naming process isolation; processStats() shows it. Each case runs in a
 // child node: parked threads stay in their process for good.
 import { describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
-function child(body: string, env: Record<string, string> = {}) {
+async function child(body: string, env: Record<string, string> = {}) {
   const script = `
 const { runSandbox, processStats } = require(${JSON.stringify(root)});
 const rss = () => process.memoryUsage().rss;
@@ -28,7 +28,7 @@ const brief = (r) => r.success ? { ok: true } : { name: r.error.name, code: r.er
   console.log(JSON.stringify({ out, growthMb: (rss() - rss0) / 1048576 }));
   process.exit(0);
 })().catch((e) => { console.error(e); process.exit(1); });`;
-  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 180000, env: { ...process.env, ...env } });
+  const r = await runChild(process.execPath, ['-e', script], { timeout: 180000, env: { ...process.env, ...env } });
   expect(r.status, r.stderr).toBe(0);
   return { ...JSON.parse(r.stdout.trim().split('\n').pop()!), stderr: r.stderr };
 }
@@ -43,10 +43,10 @@ function expectRealStats(stats: { wallTimeMs: number; cpuTimeMs: number; heapUse
 }
 
 describe('a fatal out-of-memory', () => {
-  it('thread mode: no banner on stderr, real stats, parked memory counted and bounded, then runs refused naming process isolation', { timeout: 240000 }, () => {
+  it('thread mode: no banner on stderr, real stats, parked memory counted and bounded, then runs refused naming process isolation', { timeout: 240000 }, async () => {
     // What one parked thread holds differs by line (about 190 MB on Node 20, 370 MB on 26):
     // runs go on until the bound refuses one, which takes two or more.
-    const r = child(
+    const r = await child(
       `// The spread of a huge string reaches V8's fatal path itself (one huge allocation).
        const spread = brief(await runSandbox("[...'x'.repeat(2 ** 28)]", { isolation: 'thread', timeoutMs: 30000 }));
        const fills = [];
@@ -79,8 +79,8 @@ describe('a fatal out-of-memory', () => {
     expect(r.out.refused.message).toMatch(/ended in a fatal out-of-memory and hold \d+ MB .*ISOLET_MAX_PARKED_MB=500.*isolation: 'process'/);
   });
 
-  it('process mode: real stats, nothing on the parent\'s stderr, the parent\'s memory untouched', { timeout: 120000 }, () => {
-    const r = child(
+  it('process mode: real stats, nothing on the parent\'s stderr, the parent\'s memory untouched', { timeout: 120000 }, async () => {
+    const r = await child(
       `const runs = [];
        for (let i = 0; i < 2; i++) runs.push(brief(await runSandbox(${JSON.stringify(FILL)}, { isolation: 'process', timeoutMs: 30000 })));
        return { runs, stats: processStats() };`,
@@ -98,11 +98,11 @@ describe('a fatal out-of-memory', () => {
     expect(r.growthMb).toBeLessThan(64);
   });
 
-  it('thread mode: a web API handed a huge rope (512 MB of text, a few bytes until flattened) ends the run out of memory, parks nothing', { timeout: 120000 }, () => {
+  it('thread mode: a web API handed a huge rope (512 MB of text, a few bytes until flattened) ends the run out of memory, parks nothing', { timeout: 120000 }, async () => {
     // Measuring the text's UTF-8 flattened it inside the op's native call, where a heap past
     // its limit is a fatal OOM: the thread parked with 579 MB and later thread runs were
     // refused. Its length is charged first now.
-    const r = child(
+    const r = await child(
       `const cases = ['new TextEncoder().encode(s).length', 'new Blob([s]).size', 'btoa(s).length'];
        const runs = [];
        for (const c of cases) runs.push(brief(await runSandbox('const s = "x".repeat(2 ** 29 - 24); ' + c, { isolation: 'thread', web: true, timeoutMs: 30000 })));

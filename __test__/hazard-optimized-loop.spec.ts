@@ -3,10 +3,10 @@
 // isolet sets --no-turboshaft-loop-unrolling at load (V8 >= 12.4): such loops must end at
 // their limit through normal termination, never through the give-up path (no thread is
 // quarantined). ISOLET_V8_LOOP_UNROLLING=1 keeps V8's default, checked in a child node.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runSandbox, processStats, runtime, SandboxOOMError, SandboxTimeoutError } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const v8Major = Number(runtime.v8Version.split('.')[0]);
@@ -50,22 +50,22 @@ describe('thread mode: loops that optimized code runs without interrupt checks',
     expect(after.success && after.output).toBe(2);
   });
 
-  it('ISOLET_V8_LOOP_UNROLLING=1 keeps V8 default loop unrolling (the flag is what stops the loop)', () => {
+  it('ISOLET_V8_LOOP_UNROLLING=1 keeps V8 default loop unrolling (the flag is what stops the loop)', async () => {
     const script = `const isolet = require(${JSON.stringify(root)});
       isolet.runSandbox(${JSON.stringify(SHAPES[0])}, { timeoutMs: 300, isolation: 'thread' }).then((r) => {
         console.log(JSON.stringify([r.error.name, isolet.processStats().quarantinedThreads]));
         process.exitCode = 3;
       });`;
-    const run = (env: Record<string, string>) => {
-      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+    const run = async (env: Record<string, string>) => {
+      const r = await runChild(process.execPath, ['-e', script], { timeout: 60_000, env: { ...process.env, ...env } });
       expect(r.stderr).toBe('');
       expect(r.signal).toBeNull();
       expect(r.status).toBe(3);
       return JSON.parse(r.stdout) as [string, number];
     };
-    expect(run({})).toEqual(['SandboxTimeoutError', 0]);
+    expect(await run({})).toEqual(['SandboxTimeoutError', 0]);
     // With unrolling left on, V8 >= 13 compiles the loop without an interrupt check: the
     // run still ends in time, through the give-up path, and its thread is quarantined.
-    expect(run({ ISOLET_V8_LOOP_UNROLLING: '1' })).toEqual(['SandboxTimeoutError', v8Major >= 13 ? 1 : 0]);
+    expect(await run({ ISOLET_V8_LOOP_UNROLLING: '1' })).toEqual(['SandboxTimeoutError', v8Major >= 13 ? 1 : 0]);
   });
 });

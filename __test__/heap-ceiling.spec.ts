@@ -7,10 +7,10 @@
 // as SandboxOOMError; a run within the limit still passes.
 // Thread mode runs in a child node (its memory is judged there); process mode's memory
 // lands in the sandbox hosts.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runSandbox, SandboxOOMError } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const MiB = 2 ** 20;
@@ -56,7 +56,7 @@ function check(over: Outcome[], under: Outcome[], after: Outcome) {
 }
 
 describe('the heap limit is a ceiling', () => {
-  it('thread mode: over the limit is SandboxOOMError, within it passes, the host survives', () => {
+  it('thread mode: over the limit is SandboxOOMError, within it passes, the host survives', async () => {
     const script = `const isolet = require(${JSON.stringify(root)});
       const run = async (code) => {
         const r = await isolet.runSandbox(code, { isolation: 'thread', memoryLimitMb: ${LIMIT_MB}, timeoutMs: 20000 });
@@ -70,7 +70,7 @@ describe('the heap limit is a ceiling', () => {
         console.log(JSON.stringify({ over, under, after: await run('1 + 1') }));
         process.exit(0);
       })();`;
-    const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+    const child = await runChild(process.execPath, ['-e', script], { timeout: 120_000 });
     expect(child.stderr).toBe('');
     expect(child.status).toBe(0);
     const { over, under, after } = JSON.parse(child.stdout);
@@ -101,7 +101,7 @@ describe('the heap limit is a ceiling', () => {
   // the heap limit could not stop it: 30 M values took a thread-mode parent 745 MB past
   // its peak for 3.3 s before the run failed. A text with more values than the limit can
   // hold (isolet-core `max_json_values`: memoryMb / 16 B) now ends the run before the parse.
-  it('thread mode: JSON.parse of more values than the limit can hold ends the run before it costs the parent', () => {
+  it('thread mode: JSON.parse of more values than the limit can hold ends the run before it costs the parent', async () => {
     const script = `const isolet = require(${JSON.stringify(root)});
       const fs = require('node:fs');
       const peakMb = () => Number(/VmHWM:\\s+(\\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) / 1024;
@@ -112,7 +112,7 @@ describe('the heap limit is a ceiling', () => {
         console.log(JSON.stringify({ name: r.success ? null : r.error.name, growth: peakMb() - before }));
         process.exit(0);
       })();`;
-    const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+    const child = await runChild(process.execPath, ['-e', script], { timeout: 120_000 });
     expect(child.stderr).toBe('');
     const { name, growth } = JSON.parse(child.stdout);
     expect(name).toBe('SandboxOOMError');

@@ -5,10 +5,10 @@
 // libuv in the host runs without io_uring rings that seccomp could not see through.
 // Judged from outside: the host's /proc/<pid>/fd, listed by the parent.
 import { describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
@@ -33,14 +33,14 @@ const { SandboxEngine } = require(${JSON.stringify(root)});
 `;
 
 describe('a sandbox host inherits nothing of its parent', () => {
-  it('a descriptor planted in the parent (not close-on-exec) is not open in any host; no io_uring ring either', () => {
+  it('a descriptor planted in the parent (not close-on-exec) is not open in any host; no io_uring ring either', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-inherit-'));
     const secret = path.join(dir, 'secret.txt');
     fs.writeFileSync(secret, 'top secret');
     const fd = fs.openSync(secret, 'r');
     try {
       // stdio[5] reaches the child as descriptor 5, without close-on-exec.
-      const r = spawnSync(process.execPath, ['-e', SCENARIO], { stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', fd], encoding: 'utf8', timeout: 30000 });
+      const r = await runChild(process.execPath, ['-e', SCENARIO], { stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', fd], timeout: 30000 });
       expect(r.status, r.stderr).toBe(0);
       const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
       expect(out.planted).toBe(secret);

@@ -6,13 +6,13 @@
 // on Node 20: 2 aborts in 7 processes before the fix, 0 in 6 after (at load 3-8). The race
 // is rare, so this test catches a regression only some of the time; it runs in a child
 // process, judged from outside.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { expect, it } from 'vitest';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
-it('thread-mode runs on 16 lanes for 15 s (isolates made and disposed at once on 8 threads) leave the host running', () => {
+it('thread-mode runs on 16 lanes for 15 s (isolates made and disposed at once on 8 threads) leave the host running', async () => {
   const script = `
     const { SandboxEngine } = require(${JSON.stringify(root)});
     (async () => {
@@ -31,7 +31,7 @@ it('thread-mode runs on 16 lanes for 15 s (isolates made and disposed at once on
       await engine.shutdown();
       console.log(runs);
     })();`;
-  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60_000 });
+  const r = await runChild(process.execPath, ['-e', script], { timeout: 60_000 });
   expect(r.signal, r.stderr.slice(0, 2000)).toBeNull();
   expect(r.status, r.stderr.slice(0, 2000)).toBe(0);
   expect(Number(r.stdout.trim())).toBeGreaterThan(100);

@@ -4,7 +4,6 @@
 // once, with the class that matches how they ended, and the engine must count each
 // ending once, with the same class (the answer and the slot's release come from the
 // run's one `finish`).
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -17,6 +16,7 @@ import {
   type SandboxEvent,
   type SandboxSession,
 } from '..';
+import { runChild } from './support/spawn';
 
 const engines: SandboxEngine[] = [];
 afterEach(async () => {
@@ -185,7 +185,7 @@ describe('run lifecycle races (thread isolation)', () => {
 });
 
 describe('run lifecycle races with threads that ignore termination (thread isolation, child process)', () => {
-  it('a run given up on by the watchdog ends once with its first stop reason, however aborts and shutdown race it', () => {
+  it('a run given up on by the watchdog ends once with its first stop reason, however aborts and shutdown race it', async () => {
     // Each run is stuck in a built-in that ignores termination; its wall limit stops it
     // 100 ms after it starts, the watchdog gives up on it 400 ms later, and an abort lands
     // 200-600 ms after the start: before, at or after that moment. A shutdown lands 300 ms
@@ -217,7 +217,7 @@ describe('run lifecycle races with threads that ignore termination (thread isola
           processQuarantined: isolet.processStats().quarantinedThreads }));
         process.exitCode = 3;
       })();`;
-    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+    const r = await runChild(process.execPath, ['-e', script], { timeout: 120_000 });
     expect(r.signal).toBeNull();
     expect(r.stderr).toBe('');
     // The process leaves with its own exit code though quarantined threads still run.

@@ -6,10 +6,11 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { runChild } from './support/spawn';
 
 const ROOT = path.resolve(__dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'isolet.js');
@@ -241,21 +242,21 @@ describe('isolet mcp --http stops gracefully', () => {
 
 describe('isolet mcp --http usage', () => {
   const mcp = (args: string[], env: Record<string, string> = {}) =>
-    spawnSync(process.execPath, [BIN, 'mcp', ...args], { encoding: 'utf8', timeout: 20000, input: '', env: { ...process.env, ...env } });
+    runChild(process.execPath, [BIN, 'mcp', ...args], { timeout: 20000, input: '', env: { ...process.env, ...env } });
 
-  it('checks its flags in isolet-core and exits 2 naming them', () => {
-    const noHttp = mcp(['--max-sessions', '3']);
+  it('checks its flags in isolet-core and exits 2 naming them', async () => {
+    const noHttp = await mcp(['--max-sessions', '3']);
     expect(noHttp.status).toBe(2);
     expect(noHttp.stderr).toContain('isolet mcp: --max-sessions needs --http [host:]port (isolet mcp speaks stdio without it)');
-    const badAddress = mcp(['--http', ':8080']);
+    const badAddress = await mcp(['--http', ':8080']);
     expect(badAddress.status).toBe(2);
     expect(badAddress.stderr).toContain("--http must be [host:]port with a port from 0 to 65535 (8080, 0.0.0.0:8080, [::1]:8080), got ':8080'");
-    const typo = mcp(['--http', '0', '--max-session', '3']);
+    const typo = await mcp(['--http', '0', '--max-session', '3']);
     expect(typo.stderr).toContain('--max-session is not a known option of isolet mcp; did you mean --max-sessions?');
-    const unset = mcp(['--http', '0', '--token-env', 'ISOLET_TEST_UNSET_TOKEN']);
+    const unset = await mcp(['--http', '0', '--token-env', 'ISOLET_TEST_UNSET_TOKEN']);
     expect(unset.status).toBe(2);
     expect(unset.stderr).toContain('isolet mcp: the environment variable ISOLET_TEST_UNSET_TOKEN (the bearer token) is not set');
-    const help = mcp(['--help']);
+    const help = await mcp(['--help']);
     expect(help.stdout).toContain('--http [host:]port');
     expect(help.stdout).toContain('--max-sessions <n>       MCP sessions (and stateful sandbox handles) open at once\n                           (default 16)');
     expect(help.stdout).toContain('--max-sessions-per-client <n>');

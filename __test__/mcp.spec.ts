@@ -4,10 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { runChild } from './support/spawn';
 
 const ROOT = path.resolve(__dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'isolet.js');
@@ -136,7 +136,7 @@ describe('isolet mcp over stdio', () => {
 });
 
 describe('isolet mcp without the SDK installed', () => {
-  it('exits 2 naming the package to install', () => {
+  it('exits 2 naming the package to install', async () => {
     // A copy of the package with no node_modules at all: what a plain runSandbox user has.
     const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-nosdk-'));
     try {
@@ -144,11 +144,11 @@ describe('isolet mcp without the SDK installed', () => {
       for (const entry of ['bin', 'lib', 'build', 'prebuilds', 'index.js', 'package.json']) {
         if (fs.existsSync(path.join(ROOT, entry))) fs.cpSync(path.join(ROOT, entry), path.join(copy, entry), { recursive: true });
       }
-      const r = spawnSync(process.execPath, [path.join(copy, 'bin', 'isolet.js'), 'mcp'], { encoding: 'utf8', timeout: 20000, input: '' });
+      const r = await runChild(process.execPath, [path.join(copy, 'bin', 'isolet.js'), 'mcp'], { timeout: 20000, input: '' });
       expect(r.status).toBe(2);
       expect(r.stderr).toContain('isolet mcp needs the optional package @modelcontextprotocol/server, which is not installed: npm install @modelcontextprotocol/server');
       // ...while plain runSandbox works in that copy.
-      const plain = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(copy)}).runSandbox('6 * 7').then((r) => { console.log(r.output); process.exit(0) })`], { encoding: 'utf8', timeout: 20000 });
+      const plain = await runChild(process.execPath, ['-e', `require(${JSON.stringify(copy)}).runSandbox('6 * 7').then((r) => { console.log(r.output); process.exit(0) })`], { timeout: 20000 });
       expect(plain.stdout.trim()).toBe('42');
     } finally {
       fs.rmSync(copy, { recursive: true, force: true });
@@ -196,10 +196,10 @@ describe('isolet mcp with stateful: true (one sandbox per session)', () => {
     }
   });
 
-  it('refuses idleTimeoutMs without stateful, naming the key', () => {
+  it('refuses idleTimeoutMs without stateful, naming the key', async () => {
     const config = path.join(dir, 'bad-stateful.json');
     fs.writeFileSync(config, JSON.stringify({ idleTimeoutMs: 1000 }));
-    const r = spawnSync(process.execPath, [BIN, 'mcp', '--config', config], { encoding: 'utf8', timeout: 20_000 });
+    const r = await runChild(process.execPath, [BIN, 'mcp', '--config', config], { timeout: 20_000 });
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain('idleTimeoutMs applies to a stateful server only');
   });

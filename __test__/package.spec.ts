@@ -2,11 +2,11 @@
 // <project>/node_modules/isolet (with or without a binary), used from a child `node` by
 // name. Covers the loader's message when no binary matches, the install script's choice,
 // the `exports` map for require and import, and autoFix without the optional `openai`.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const abi = process.versions.modules;
@@ -45,18 +45,18 @@ function project(opts: { binary: boolean; fakePrebuilds?: string[] }): { dir: st
   return { dir, pkg };
 }
 
-function node(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}) {
+async function node(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}) {
   const { NODE_PATH: _ignored, ...rest } = process.env;
-  const r = spawnSync(process.execPath, args, { cwd, encoding: 'utf8', timeout: 30_000, env: { ...rest, ...env } });
+  const r = await runChild(process.execPath, args, { cwd, timeout: 30_000, env: { ...rest, ...env } });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 const otherAbis = Object.keys(SUPPORTED_NODE_ABIS).filter((a) => a !== abi);
 
 describe('loader: no binary for this Node', () => {
-  it('names the Node version and ABI, lists the shipped ABIs, and says `npm rebuild isolet`', () => {
+  it('names the Node version and ABI, lists the shipped ABIs, and says `npm rebuild isolet`', async () => {
     const { dir } = project({ binary: false, fakePrebuilds: otherAbis.map((a) => `isolet.abi${a}.node`) });
-    const r = node(dir, [
+    const r = await node(dir, [
       '-e',
       "try { require('isolet'); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }",
     ]);
@@ -70,9 +70,9 @@ describe('loader: no binary for this Node', () => {
     expect(err.message).not.toContain('npm run build');
   });
 
-  it('says when the package ships no prebuilt binary at all', () => {
+  it('says when the package ships no prebuilt binary at all', async () => {
     const { dir } = project({ binary: false });
-    const r = node(dir, ['-e', "require('isolet')"]);
+    const r = await node(dir, ['-e', "require('isolet')"]);
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain(`ships no prebuilt binary for ${target};`);
     expect(r.stderr).toContain('`npm rebuild isolet`');
@@ -80,10 +80,10 @@ describe('loader: no binary for this Node', () => {
 });
 
 describe('loader: a prebuilt binary that does not load', () => {
-  it('names the file and the Node, and gives the command for a source build', () => {
+  it('names the file and the Node, and gives the command for a source build', async () => {
     // A file that is not a loadable ELF object fails the same way a too-old glibc does: in dlopen.
     const { dir } = project({ binary: false, fakePrebuilds: [`isolet.abi${abi}.node`] });
-    const r = node(dir, [
+    const r = await node(dir, [
       '-e',
       "try { require('isolet'); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }",
     ]);
@@ -95,17 +95,17 @@ describe('loader: a prebuilt binary that does not load', () => {
 });
 
 describe('install script inside an installed package', () => {
-  it('uses the matching prebuilt binary without cargo', () => {
+  it('uses the matching prebuilt binary without cargo', async () => {
     const { pkg } = project({ binary: true });
-    const r = node(pkg, ['scripts/build.js', '--if-missing'], { CARGO: '/nonexistent/cargo' });
+    const r = await node(pkg, ['scripts/build.js', '--if-missing'], { CARGO: '/nonexistent/cargo' });
     expect(r.status).toBe(0);
     expect(r.stdout).toContain(`isolet: using ${path.join('prebuilds', `${process.platform}-${process.arch}`, `isolet.abi${abi}.node`)}`);
     expect(fs.existsSync(path.join(pkg, 'build'))).toBe(false);
   });
 
-  it('ignores the prebuilt binary under ISOLET_BUILD_FROM_SOURCE=1 (then needs cargo)', () => {
+  it('ignores the prebuilt binary under ISOLET_BUILD_FROM_SOURCE=1 (then needs cargo)', async () => {
     const { pkg } = project({ binary: true });
-    const r = node(pkg, ['scripts/build.js', '--if-missing'], {
+    const r = await node(pkg, ['scripts/build.js', '--if-missing'], {
       CARGO: '/nonexistent/cargo',
       ISOLET_BUILD_FROM_SOURCE: '1',
     });
@@ -114,9 +114,9 @@ describe('install script inside an installed package', () => {
     expect(r.stderr).toContain("Rust's cargo was not found");
   });
 
-  it('without a match and without Rust: says so, names the ABIs, and fails', () => {
+  it('without a match and without Rust: says so, names the ABIs, and fails', async () => {
     const { pkg } = project({ binary: false, fakePrebuilds: otherAbis.map((a) => `isolet.abi${a}.node`) });
-    const r = node(pkg, ['scripts/build.js', '--if-missing'], { CARGO: '/nonexistent/cargo' });
+    const r = await node(pkg, ['scripts/build.js', '--if-missing'], { CARGO: '/nonexistent/cargo' });
     expect(r.status).toBe(1);
     expect(r.stdout).toContain(`no binary for ${target}, Node ${process.version} (ABI ${abi})`);
     expect(r.stdout).toContain('Building it from source');
@@ -127,7 +127,7 @@ describe('install script inside an installed package', () => {
 });
 
 describe('exports', () => {
-  it('resolves "." for require and import to the same module, and "./package.json"', () => {
+  it('resolves "." for require and import to the same module, and "./package.json"', async () => {
     const { dir, pkg } = project({ binary: true });
     const script = `
       import { createRequire } from 'node:module';
@@ -146,7 +146,7 @@ describe('exports', () => {
         deep,
       }));
     `;
-    const r = node(dir, ['--input-type=module', '-e', script]);
+    const r = await node(dir, ['--input-type=module', '-e', script]);
     expect(r.stderr).toBe('');
     expect(JSON.parse(r.stdout)).toEqual({
       output: [2, 4, 6],
@@ -172,7 +172,7 @@ describe('exports', () => {
 });
 
 describe('autoFix without the optional openai package', () => {
-  it('fails with provider-error naming the package to install', () => {
+  it('fails with provider-error naming the package to install', async () => {
     const { dir } = project({ binary: true });
     const work = path.join(dir, 'work');
     fs.mkdirSync(work);
@@ -185,7 +185,7 @@ describe('autoFix without the optional openai package', () => {
         baseURL: 'http://127.0.0.1:9/v1' })
         .then((r) => console.log(JSON.stringify({ openai, status: r.status, reason: r.reason, message: r.message })));
     `;
-    const r = node(dir, ['-e', script]);
+    const r = await node(dir, ['-e', script]);
     expect(r.stderr).toBe('');
     const out = JSON.parse(r.stdout);
     expect(out).toMatchObject({ openai: 'missing', status: 'failed', reason: 'provider-error' });

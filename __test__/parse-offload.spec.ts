@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
@@ -17,6 +16,7 @@ import { createSandbox, runSandbox, SandboxEngine, SandboxTimeoutError, type San
 import { IsoletExecutor, normalizeCode } from '../lib/codemode';
 import { createMcpServer, mcpSettings } from '../lib/mcp';
 import { expectOffNodesThread, onNodesThread } from './support/loop-delay';
+import { runChild } from './support/spawn';
 
 type Recipe = { language?: string; asyncBody?: boolean; normalizeCode?: boolean; rewrite?: 'lastExpression' | 'topLevelAwait' };
 type Prepared = { code: string; map: Int32Array[] };
@@ -270,11 +270,11 @@ describe('the source worker', () => {
     }
   }, 60_000);
 
-  it('never keeps the process alive: a script that prepared a large program exits', () => {
+  it('never keeps the process alive: a script that prepared a large program exits', async () => {
     const script = `require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'source.js'))})
       .prepareSource('x += 1;\\n'.repeat(10000) + 'x', { rewrite: 'lastExpression' })
       .then((r) => console.log(r.code.slice(-10)));`;
-    const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 });
+    const r = await runChild(process.execPath, ['-e', script], { timeout: 20_000 });
     expect(r.error).toBeUndefined();
     expect(r.status).toBe(0);
     expect(r.stdout).toBe('return (x)\n');

@@ -2,10 +2,10 @@
 // scripts/prebuild-darwin.js reads what build.rs's probe would print (V8's layout flags,
 // version, ABI) from that node's headers. Checked here against Nodes that do run: the
 // answer read from a Node's headers must equal the one its own process.config gives.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const { probeAnswer } = require('../scripts/prebuild-darwin') as { probeAnswer: (include: string) => Record<string, unknown> };
@@ -35,11 +35,11 @@ function nodes(): { node: string; include: string }[] {
 }
 
 describe('prebuild-darwin: the probe answer read from a Node\'s headers', () => {
-  it('equals what that Node reports about itself, for every Node at hand', () => {
+  it('equals what that Node reports about itself, for every Node at hand', async () => {
     const checked = nodes().filter((n) => fs.existsSync(path.join(n.include, 'config.gypi')));
     expect(checked.length).toBeGreaterThan(0);
     for (const { node, include } of checked) {
-      const r = spawnSync(node, ['-e', PROBE], { encoding: 'utf8' });
+      const r = await runChild(node, ['-e', PROBE]);
       expect(r.status, r.stderr).toBe(0);
       const reported = JSON.parse(r.stdout);
       const { execPath: _, ...read } = probeAnswer(include);

@@ -5,11 +5,11 @@
 // in a real child `node` that is judged from outside: its runs fail ERR_ISOLET_CRASHED,
 // its memory stays bounded, the other host serves, the replacement serves.
 import { describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runSandbox, SandboxEngine } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const FAKE_HOST = path.join(__dirname, 'support', 'compromised-sandbox-host.js');
@@ -41,12 +41,11 @@ require(${JSON.stringify(path.join(root, 'lib', 'native.js'))}).setSandboxHost(p
 })().catch((e) => { console.error(e); process.exit(1); });
 `;
 
-function attack(mode: string) {
+async function attack(mode: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'isolet-channel-'));
   try {
     fs.writeFileSync(path.join(dir, 'mode'), mode);
-    const r = spawnSync(process.execPath, ['-e', SCENARIO], {
-      encoding: 'utf8',
+    const r = await runChild(process.execPath, ['-e', SCENARIO], {
       timeout: 30000,
       env: { ...process.env, ISOLET_TEST_EVIL_DIR: dir },
     });
@@ -73,8 +72,8 @@ describe('process isolation: a compromised host on the run channel', () => {
     ['log-flood', "sends a done whose log list claims 3 million entries (the run keeps 1000)"],
     ['health-flood', 'floods health frames'],
     ['sandbox-closed-flood', 'floods sandboxClosed frames for sandboxes it was never given'],
-  ])('%s: a host that %s fails only its own run (ERR_ISOLET_CRASHED); the others serve', (mode) => {
-    const out = attack(mode);
+  ])('%s: a host that %s fails only its own run (ERR_ISOLET_CRASHED); the others serve', async (mode) => {
+    const out = await attack(mode);
     const failed = out.first.filter((r: { code?: string }) => r.code !== undefined);
     expect(failed).toHaveLength(1);
     expect(failed[0]).toMatchObject({ name: 'SandboxError', code: 'ERR_ISOLET_CRASHED' });

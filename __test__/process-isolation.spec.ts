@@ -2,7 +2,6 @@
 // host process, never this one. Each attack here is real: a real child process, real
 // signals, real memory. The host is judged by what it can still do afterwards.
 import { describe, expect, it, afterAll } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
@@ -16,6 +15,7 @@ import {
   SandboxTimeoutError,
   SandboxValidationError,
 } from '..';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
@@ -326,7 +326,7 @@ describe('process isolation: host calls, data and lifecycle', () => {
 
   function runNode(script: string, _kill?: (child: number) => void) {
     const code = `const isolet = require(${JSON.stringify(root)});\n${script}`;
-    return spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 20000 });
+    return runChild(process.execPath, ['-e', code], { timeout: 20000 });
   }
 
   for (const [how, exit] of [
@@ -335,7 +335,7 @@ describe('process isolation: host calls, data and lifecycle', () => {
     ['an uncaught exception', "throw new Error('boom');"],
   ] as const) {
     it(`leaves no host process behind on ${how}`, async () => {
-      const r = runNode(`
+      const r = await runNode(`
         isolet.runSandbox('while (true) {}', { timeoutMs: 60000 });
         isolet.runSandbox('1').then(() => {
           const e = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1 });
@@ -353,7 +353,7 @@ describe('process isolation: host calls, data and lifecycle', () => {
   }
 
   it('serves many engines left open without a listener warning, and ends all their hosts at exit', async () => {
-    const r = runNode(`
+    const r = await runNode(`
       process.on('warning', (w) => console.log('WARNING ' + w.name));
       (async () => {
         const engines = [];
@@ -376,9 +376,9 @@ describe('process isolation: host calls, data and lifecycle', () => {
     expect(await waitGone(pids)).toBe(true);
   });
 
-  it('settles runs with a typed error when no host process can be started', () => {
+  it('settles runs with a typed error when no host process can be started', async () => {
     // A process that may not fork (here: locked down itself) still gets answers.
-    const r = runNode(`
+    const r = await runNode(`
       require(${JSON.stringify(path.join(root, 'lib', 'native'))}).lockDown(process.ppid);
       Promise.all([isolet.runSandbox('1'), isolet.runSandbox('2'), isolet.runSandbox('3')]).then((rs) => {
         console.log(JSON.stringify(rs.map((x) => [x.success, x.error && x.error.code, x.error && x.error.message])));
@@ -394,9 +394,9 @@ describe('process isolation: host calls, data and lifecycle', () => {
     }
   });
 
-  it('opening a persistent sandbox when no host process can be started rejects, typed, saying why', () => {
+  it('opening a persistent sandbox when no host process can be started rejects, typed, saying why', async () => {
     // Each sandbox gets a host of its own; a process that may not fork cannot start one.
-    const r = runNode(`
+    const r = await runNode(`
       require(${JSON.stringify(path.join(root, 'lib', 'native'))}).lockDown(process.ppid);
       const engine = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 4, warmPoolSize: 0, processes: 1 });
       (async () => {

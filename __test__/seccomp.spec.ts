@@ -4,7 +4,7 @@
 // and PDEATHSIG tests kill processes. Each refusal is tried for real, next to a control
 // child that makes the same attempts without locking down and succeeds, so a probe that
 // cannot observe a refusal fails the test.
-import { fork, spawn, spawnSync } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -12,6 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runChild as spawnAsync } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 const linux = process.platform === 'linux';
@@ -345,11 +346,11 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
     }
   });
 
-  it('reports the refused system calls, including every one the design names', () => {
-    const r = spawnSync(
+  it('reports the refused system calls, including every one the design names', async () => {
+    const r = await spawnAsync(
       process.execPath,
       ['-e', `const n = require(${JSON.stringify(path.join(root, 'lib', 'native'))}); console.log(JSON.stringify(n.lockDown(process.ppid)))`],
-      { encoding: 'utf8', timeout: 30_000 },
+      { timeout: 30_000 },
     );
     expect(r.status, r.stderr).toBe(0);
     const status = JSON.parse(r.stdout);
@@ -366,8 +367,8 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
     expect(status.refused).toEqual(expect.arrayContaining(required));
   });
 
-  it('a second call changes nothing and returns the first status', () => {
-    const r = spawnSync(
+  it('a second call changes nothing and returns the first status', async () => {
+    const r = await spawnAsync(
       process.execPath,
       [
         '-e',
@@ -377,7 +378,7 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
          console.log(JSON.stringify(a)); console.log(JSON.stringify(b));
          isolet.runSandbox('1 + 1', { isolation: 'thread' }).then((x) => console.log(x.output));`,
       ],
-      { encoding: 'utf8', timeout: 30_000 },
+      { timeout: 30_000 },
     );
     expect(r.status, r.stderr).toBe(0);
     const [first, second, output] = r.stdout.trim().split('\n');
@@ -386,8 +387,8 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
     expect(output).toBe('2');
   });
 
-  it('rejects a parentPid that is not a process id, before locking anything', () => {
-    const r = spawnSync(
+  it('rejects a parentPid that is not a process id, before locking anything', async () => {
+    const r = await spawnAsync(
       process.execPath,
       [
         '-e',
@@ -397,23 +398,23 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
          }
          console.log(require('node:fs').readFileSync('/proc/self/status', 'utf8').match(/^Seccomp:\\s*(\\d)/m)[1]);`,
       ],
-      { encoding: 'utf8', timeout: 30_000 },
+      { timeout: 30_000 },
     );
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.trim().split('\n')).toEqual([...Array(6).fill('rejected'), '0']);
   });
 
-  it('exits at once if the parent it was told about is already gone', () => {
+  it('exits at once if the parent it was told about is already gone', async () => {
     // The parent of this child is the test process; telling it a different parent pid
     // is what it sees if its real parent died after fork and it was re-parented.
-    const r = spawnSync(
+    const r = await spawnAsync(
       process.execPath,
       [
         '-e',
         `const n = require(${JSON.stringify(path.join(root, 'lib', 'native'))});
          console.log('before'); n.lockDown(${process.pid} + 1 === process.ppid ? ${process.pid} + 2 : ${process.pid} + 1); console.log('after');`,
       ],
-      { encoding: 'utf8', timeout: 30_000 },
+      { timeout: 30_000 },
     );
     expect(r.signal).toBeNull();
     expect(r.status).toBe(71);
@@ -464,11 +465,11 @@ if (linux) describe('lockDown in a sandbox host process (Linux)', () => {
 
 // Elsewhere the same binding must answer, not fail.
 else describe('lockDown elsewhere', () => {
-  it('reports why nothing was locked down instead of failing', () => {
-    const r = spawnSync(
+  it('reports why nothing was locked down instead of failing', async () => {
+    const r = await spawnAsync(
       process.execPath,
       ['-e', `const n = require(${JSON.stringify(path.join(root, 'lib', 'native'))}); console.log(JSON.stringify(n.lockDown(process.ppid)))`],
-      { encoding: 'utf8', timeout: 30_000 },
+      { timeout: 30_000 },
     );
     expect(r.status, r.stderr).toBe(0);
     const status = JSON.parse(r.stdout);

@@ -5,15 +5,15 @@
 // because the watchdog's abandonment read the stop reason after the run had left its
 // stopping phase. Stuck threads burn CPU until their process ends, so each mode runs in a
 // child `node` that exits when done.
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runChild } from './support/spawn';
 
 const root = path.resolve(__dirname, '..');
 
 const STUCK = 'Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)';
 
-function child(isolation: 'thread' | 'process') {
+async function child(isolation: 'thread' | 'process') {
   const script = `
     const isolet = require(${JSON.stringify(root)});
     const out = (o) => console.log(JSON.stringify(o));
@@ -58,15 +58,15 @@ function child(isolation: 'thread' | 'process') {
       out({ case: 'runSandbox signal builtin', type: r.success ? 'result' : 'error', name: r.error && r.error.name, code: r.error && r.error.code, message: r.error && r.error.message });
       process.exit(0);
     })();`;
-  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+  const r = await runChild(process.execPath, ['-e', script], { timeout: 120_000 });
   return { status: r.status, stderr: r.stderr, ends: r.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
 }
 
 const SHUT = { type: 'error', name: 'SandboxAbortedError', code: 'ERR_ISOLET_ABORTED' };
 
 describe.each(['thread', 'process'] as const)('%s isolation: runs stopped by their caller', (isolation) => {
-  it('are SandboxAbortedError whatever they were doing, never a time limit they did not reach', () => {
-    const r = child(isolation);
+  it('are SandboxAbortedError whatever they were doing, never a time limit they did not reach', async () => {
+    const r = await child(isolation);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(r.ends).toEqual([

@@ -7,7 +7,6 @@ import * as fs from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { spawnSync } from 'node:child_process';
 
 import {
   runSandbox,
@@ -17,6 +16,7 @@ import {
   autoFix,
   type SandboxResult,
 } from '../index';
+import { runChild } from './support/spawn';
 
 function failed(r: SandboxResult): any {
   expect(r.success).toBe(false);
@@ -110,11 +110,11 @@ describe('runSandbox with language: typescript', () => {
     expect(err.message).toBe(`language must be 'javascript' or 'typescript', got 'python'`);
   });
 
-  it('prints no warning on any Node line (a library must not cause an ExperimentalWarning)', () => {
-    const child = spawnSync(
+  it('prints no warning on any Node line (a library must not cause an ExperimentalWarning)', async () => {
+    const child = await runChild(
       process.execPath,
       ['-e', `require(${JSON.stringify(path.resolve(__dirname, '..'))}).runSandbox('const x: number = 1; x', { language: 'typescript' }).then((r) => { console.log(JSON.stringify(r.output)); process.exit(0); })`],
-      { encoding: 'utf8', timeout: 20000 },
+      { timeout: 20000 },
     );
     expect(child.stdout.trim()).toBe('1');
     expect(child.stderr).toBe('');
