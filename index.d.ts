@@ -988,7 +988,7 @@ export interface IsolateStats {
   coldStarts: number;
   /** Isolate threads alive (warm, running and quarantined). */
   threads: number;
-  /** Threads that ignored termination and still run at idle priority (or are parked after a fatal OOM); drops when one finishes on its own. */
+  /** Threads that ignored termination and still run at the lowest priority (or are parked after a fatal OOM); drops when one finishes on its own. */
   quarantined: number;
   /** The engine's isolation mode. */
   isolation: Isolation;

@@ -1,6 +1,6 @@
 // The host process must exit cleanly and keep its exit code, whatever isolet's threads
 // are doing: warm isolates waiting, runs in flight, or a quarantined thread still running
-// at idle priority (thread mode), and whatever its sandbox host processes are doing.
+// at the lowest priority (thread mode), and whatever its sandbox host processes are doing.
 // Regression: disposing warm isolates while Node tore V8 down segfaulted at exit, and a
 // quarantined isolate made V8 13 abort in V8::Dispose. The same holds when only
 // `worker_threads` Workers load isolet (vitest's default pool): a quarantined thread left

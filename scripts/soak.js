@@ -64,7 +64,7 @@ const HOSTILE = [
   ['huge allocation', () => ({ code: "const s = 'x'.repeat(2 ** 28); s.indexOf('y')", options: { memoryLimitMb: 16, timeoutMs: 2000 } })],
   // In thread mode a built-in that never ends holds its thread until the process exits
   // (README: capped by ISOLET_MAX_QUARANTINED, then every run is refused), and one given
-  // up on runs at idle priority, which a busy machine starves: there the soak's one
+  // up on runs at the lowest priority, which a busy machine starves: there the soak's one
   // ignores termination for about 60 ms of CPU and then ends on its own.
   ['unstoppable builtin', () => ({
     code: ISOLATION === 'thread' ? 'Array.prototype.lastIndexOf.call({ length: 2 ** 22 }, 1)' : 'Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)',

@@ -122,7 +122,7 @@ pub fn main_thread_guarded() -> bool {
 pub struct ProcessStats {
     /// Isolate threads alive in this process (warm, running and quarantined).
     pub live_threads: u32,
-    /// Threads that ignored termination and still run at idle priority (or are parked
+    /// Threads that ignored termination and still run at the lowest priority (or are parked
     /// after a fatal V8 OOM); drops again when such a thread finishes on its own.
     pub quarantined_threads: u32,
     /// Sandbox host processes alive, over all engines of this process.

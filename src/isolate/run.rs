@@ -773,7 +773,7 @@ impl Watched for RunShared {
     }
 
     /// The thread ignored termination: answer with the stop's failure now and quarantine
-    /// the thread (idle priority, left to run; see `limits::quarantine`).
+    /// the thread (the lowest priority, left to run; see `limits::quarantine`).
     fn abandon(&self) {
         self.end(Ending::Abandoned, |life| {
             // Read after `finish` moved the phase on: the reason is kept past the end.

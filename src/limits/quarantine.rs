@@ -1,7 +1,8 @@
 //! Threads that V8 could not stop (a built-in that loops without checking for
 //! termination, e.g. `Array.prototype.indexOf` on a huge array-like) are quarantined:
-//! lowered to idle priority (SCHED_IDLE; on macOS, which has no idle policy, the lowest
-//! priority of the ordinary policy) and left to run. They are never stopped at an
+//! lowered to the lowest priority of the ordinary policy (nice 19 on Linux,
+//! `QUARANTINE_NICE`: never SCHED_IDLE, under which a lock it holds stalled the threads
+//! waiting for it while the machine was busy), throttled, and left to run. They are never stopped at an
 //! arbitrary instruction: a thread stopped by a signal may hold a lock of Node's platform
 //! (its worker-queue mutex, the allocator's), which froze the whole host. A quarantined
 //! thread keeps its isolate and stack (bounded by its limits, counted, capped); if it
@@ -71,7 +72,7 @@ pub(crate) fn exit_without_v8_teardown() -> ! {
     }
 }
 
-/// Threads in quarantine now: still running at idle priority after ignoring
+/// Threads in quarantine now: still running at the lowest priority after ignoring
 /// termination, or parked after a fatal V8 OOM.
 pub(crate) fn quarantined() -> usize {
     QUARANTINED.load(Ordering::SeqCst)
@@ -101,21 +102,14 @@ pub(crate) fn max_quarantined() -> usize {
     isolet_core::queue::max_quarantined(std::env::var(isolet_core::queue::MAX_QUARANTINED_ENV).ok().as_deref())
 }
 
-/// Scheduling parameters at priority 0 (SCHED_IDLE's and SCHED_OTHER's only one).
-/// Zeroed, not a struct literal: musl's `sched_param` has more fields than glibc's.
-fn priority_zero() -> libc::sched_param {
-    // SAFETY: sched_param is plain integers, for which zero is valid.
-    unsafe { std::mem::zeroed() }
-}
-
-/// Quarantines `thread`: from now on it only gets CPU time nobody else wants.
+/// Quarantines `thread`: from now on it gets the smallest share of the CPU.
 ///
 /// # Safety
 /// `thread` must be a live isolate thread that cannot exit during this call (the
 /// caller holds the run's `ending` lock, which the thread takes before it exits).
 pub(crate) unsafe fn quarantine(thread: libc::pthread_t, tid: libc::pid_t) {
     // SAFETY: the caller guarantees `thread` is alive for this call.
-    if unsafe { !lower(thread) } {
+    if unsafe { !lower(thread, tid) } {
         super::lock(&NOT_LOWERED).push(tid);
     }
     // SAFETY: as above.
@@ -123,7 +117,7 @@ pub(crate) unsafe fn quarantine(thread: libc::pthread_t, tid: libc::pid_t) {
     QUARANTINED.fetch_add(1, Ordering::SeqCst);
 }
 
-/// Idle priority yields to every other thread, but a quarantined thread alone on a core
+/// The lowest priority yields to other threads, but a quarantined thread alone on a core
 /// still spins it at 100% for as long as its built-in loops (a sandbox host kept alive by
 /// a neighbour's run, or this process in thread mode). A timer on the thread's own CPU
 /// clock signals it after each `QUARANTINE_RUN_MS` of CPU time, and the handler sleeps
@@ -180,7 +174,7 @@ mod throttle {
     }
 
     /// Starts pausing live thread `thread` (id `tid`) after each `QUARANTINE_RUN_MS` of its
-    /// CPU time. Best effort: a failure leaves it at idle priority only.
+    /// CPU time. Best effort: a failure leaves it at the lowest priority only.
     ///
     /// # Safety
     /// `thread` must be alive for this call.
@@ -233,20 +227,28 @@ mod throttle {
     pub(super) fn stop_current() {}
 }
 
-/// Lowers live thread `thread` to idle priority; false if the system refused.
+/// Lowers live thread `tid` of this process to `QUARANTINE_NICE`; false if the system
+/// refused (a sandbox host's seccomp filter: its parent lowers the thread).
 #[cfg(target_os = "linux")]
-unsafe fn lower(thread: libc::pthread_t) -> bool {
-    let param = priority_zero();
-    // SAFETY: the caller guarantees `thread` is alive for this call.
-    unsafe { libc::pthread_setschedparam(thread, libc::SCHED_IDLE, &param) == 0 }
+unsafe fn lower(_thread: libc::pthread_t, tid: libc::pid_t) -> bool {
+    set_nice(tid, isolet_core::limits::QUARANTINE_NICE)
 }
 
-/// macOS has no SCHED_IDLE, and its background QoS or PRIO_DARWIN_BG apply to the
-/// calling thread only: the stuck thread gets the lowest priority of SCHED_OTHER, below
-/// every ordinary thread's default, but not idle (it still competes for CPU).
+/// setpriority(2) on one thread (Linux's niceness is per thread); raising it needs no privilege.
+#[cfg(target_os = "linux")]
+fn set_nice(tid: libc::pid_t, nice: i32) -> bool {
+    // SAFETY: a system call on a thread id; no memory is passed.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) == 0 }
+}
+
+/// macOS: the lowest priority of SCHED_OTHER, as on Linux (its background QoS and
+/// PRIO_DARWIN_BG apply to the calling thread only): below every ordinary thread's
+/// default, still competing for CPU.
 #[cfg(target_os = "macos")]
-unsafe fn lower(thread: libc::pthread_t) -> bool {
-    let mut param = priority_zero();
+unsafe fn lower(thread: libc::pthread_t, _tid: libc::pid_t) -> bool {
+    // Zeroed, not a struct literal: sched_param's fields differ between libcs.
+    // SAFETY: sched_param is plain integers, for which zero is valid.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
     // SAFETY: no preconditions; the caller guarantees `thread` is alive for this call.
     unsafe {
         param.sched_priority = libc::sched_get_priority_min(libc::SCHED_OTHER);
@@ -259,27 +261,30 @@ pub(crate) fn take_not_lowered() -> Vec<libc::pid_t> {
     std::mem::take(&mut *super::lock(&NOT_LOWERED))
 }
 
-/// Lowers thread `tid` of process `pid` (a child of ours) to SCHED_IDLE, if it is one of
-/// that process's threads. False when it is not, or the call failed.
+/// Lowers thread `tid` of process `pid` (a child of ours) to `QUARANTINE_NICE`, if it is
+/// one of that process's threads. False when it is not, or the call failed.
 #[cfg(target_os = "linux")]
 pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
     let task = format!("/proc/{pid}/task/{tid}");
     if tid == 0 || !std::path::Path::new(&task).exists() {
         return false;
     }
-    let idle = priority_zero();
-    // SAFETY: a system call on a thread id that was our child's a moment ago; lowering a
-    // thread's priority needs no privilege.
-    if unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_IDLE, &idle) } != 0 {
+    // The thread may end and its id go to another process's new thread between the check
+    // and the call (a host reporting a thread that it then ends): that thread gets its
+    // niceness back, where the system lets it.
+    // SAFETY: getpriority has no memory effects; -1 is also a niceness, told apart by errno.
+    let before = unsafe {
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        (*libc::__errno_location() == 0).then_some(nice)
+    };
+    if before.is_none() || !set_nice(tid as libc::pid_t, isolet_core::limits::QUARANTINE_NICE) {
         return false;
     }
-    // The thread may have ended and its id gone to another process's new thread between
-    // the check and the call (a host reporting a thread that it then ends): that thread
-    // gets the ordinary policy back.
     if !std::path::Path::new(&task).exists() {
-        let ordinary = priority_zero();
-        // SAFETY: as above; SCHED_OTHER at priority 0 is every ordinary thread's policy.
-        unsafe { libc::sched_setscheduler(tid as libc::pid_t, libc::SCHED_OTHER, &ordinary) };
+        if let Some(nice) = before {
+            set_nice(tid as libc::pid_t, nice);
+        }
         return false;
     }
     true

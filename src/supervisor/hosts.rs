@@ -129,10 +129,9 @@ impl State {
         self.hosts.iter().map(Host::view).collect()
     }
 
-    /// Tells host `key` to end for `end` (kept if it was told already): kills it.
     /// Tells host `key` to end for `end` (kept if it was told already): kills it, and
     /// settles its runs now, not once it is reaped: a dying host can take long to go (a
-    /// thread of it at idle priority on a busy machine holds up its exit).
+    /// thread of it at the lowest priority on a busy machine holds up its exit).
     pub(super) fn end_host(&mut self, key: u64, end: HostEnd) {
         let Some(h) = self.host_mut(key) else { return };
         if h.end.is_none() {

@@ -55,7 +55,7 @@ pub enum Kind {
     /// The host shut down as asked and is exiting.
     Bye = 24,
     /// Threads of the host stuck in runs that ignored termination, which it could not
-    /// lower to idle priority itself (its seccomp filter allows that for its main thread
+    /// lower to the lowest priority itself (its seccomp filter allows that for its main thread
     /// only): the parent lowers them.
     Lower = 25,
     /// An import the run's module map does not hold, for the host's `resolve`: answered

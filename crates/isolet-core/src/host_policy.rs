@@ -29,7 +29,7 @@ pub const STARVED_GRACE_MS: u64 = 1_000;
 /// spins a core: it has used about the grace in CPU when the grace is over. One that is
 /// still unwinding, on a machine too busy to run it (a flattened 256 MB rope takes
 /// 160-290 ms of CPU to finish), has not, and is given until `max_ms`; quarantining it
-/// would hold its memory at idle priority and count against `ISOLET_MAX_QUARANTINED`.
+/// would hold its memory at the lowest priority and count against `ISOLET_MAX_QUARANTINED`.
 pub fn give_up_on_stopped(terminated_for_ms: u64, cpu_since_ms: Option<u64>, max_ms: u64) -> bool {
     if terminated_for_ms < WATCHDOG_GRACE_MS {
         return false;
@@ -41,7 +41,7 @@ pub fn give_up_on_stopped(terminated_for_ms: u64, cpu_since_ms: Option<u64>, max
 }
 
 /// What the answer of a run stopped at its limit may take to reach the parent beyond
-/// the watchdog's grace (a frame written by a thread at idle priority, a busy host).
+/// the watchdog's grace (a frame written by a thread at the lowest priority, a busy host).
 pub const CHANNEL_MARGIN_MS: u64 = 350;
 
 /// How long past its wall limit a run may go unanswered before its host is ended: the
@@ -497,7 +497,7 @@ pub struct HostView {
     /// It serves one run alone (a run started again after its host ended): it takes no
     /// other until that run ends.
     pub solo: bool,
-    /// It has a stuck thread (at idle priority) and is to end once its runs end.
+    /// It has a stuck thread (at the lowest priority) and is to end once its runs end.
     pub draining: bool,
     /// It was started for one persistent sandbox and serves only that sandbox's runs
     /// (see `sandbox_host_pool`): no placement here ever picks it.
@@ -544,7 +544,7 @@ pub fn place_overflow(hosts: &[HostView], max_runs: usize, alone: bool) -> Optio
 /// The host a run should start on when no host takes runs but draining ones and ones
 /// serving a run alone (hosts end faster than replacements start, under a stream of
 /// hostile runs): one of those, rather than a wait of a host's start. A draining host's
-/// stuck thread is at idle priority; a run next to one started again alone is new, so
+/// stuck thread is at the lowest priority; a run next to one started again alone is new, so
 /// nothing of it has been seen either and it would be started again too if that host
 /// ended. `None` once any other host takes runs, so those hosts go back to their state.
 pub fn place_last_resort(hosts: &[HostView], max_runs: usize, alone: bool) -> Option<usize> {
@@ -841,8 +841,8 @@ pub fn start_failure(why: &str, stderr_tail: &str) -> Failure {
 }
 
 /// What to do with a host that reported a thread stuck in a run that ignored termination
-/// (its run already answered as timed out; the thread lowered to idle priority, so it
-/// takes only CPU nobody else wants). With no other run in it, it is ended now; else it
+/// (its run already answered as timed out; the thread lowered to the lowest priority, so it
+/// takes the smallest share of the CPU). With no other run in it, it is ended now; else it
 /// takes no new work, a replacement starts at once, and it is ended once its other runs
 /// finish: they keep what they have done (starting them again elsewhere would throw it
 /// away, and is not possible at all for a run that has been seen outside).

@@ -255,9 +255,19 @@ pub fn parked_memory_refusal(threads: usize, bytes: u64, max: u64) -> Option<Fai
     })
 }
 
-/// A quarantined thread (a built-in that ignored termination, left to finish at idle
-/// priority) runs at most this much CPU time between pauses: idle priority alone still
-/// gives it a whole core when nothing else wants one, for as long as it loops.
+/// The niceness a quarantined thread is lowered to (Linux): the lowest priority of the
+/// ordinary policy, not SCHED_IDLE. It shares its process with others (Node's thread in
+/// thread mode, its neighbours' runs in a draining sandbox host), and a thread it blocks
+/// on a lock it holds (the address space's, taken by a page fault or an mmap; an
+/// allocator's) waits until it runs again: at idle priority, for as long as the machine
+/// is busy. Soaks saw whole draining hosts stall past their runs' deadlines, using 220 ms
+/// of CPU in 2.75 s, and their neighbours fail with them. At nice 19 it still gets its
+/// small fair share, so such a wait is short; the throttle bounds what it takes.
+pub const QUARANTINE_NICE: i32 = 19;
+
+/// A quarantined thread (a built-in that ignored termination, left to finish at the
+/// lowest priority) runs at most this much CPU time between pauses: the lowest priority
+/// alone still gives it a whole core when nothing else wants one, for as long as it loops.
 pub const QUARANTINE_RUN_MS: u64 = 5;
 /// Its pause after each `QUARANTINE_RUN_MS` of CPU time. The pause is a bounded sleep in a
 /// signal handler, never a stop: a lock the thread holds (its allocator's, Node's platform

@@ -311,7 +311,7 @@ pub fn stuck_thread_refusal(quarantined: usize, max: usize) -> Option<Failure> {
         Failure::new(
             ErrorKind::Overloaded,
             format!(
-                "{quarantined} sandbox threads ignored termination and are still running at idle priority \
+                "{quarantined} sandbox threads ignored termination and are still running at the lowest priority \
                  (limit {MAX_QUARANTINED_ENV}={max}); restart the process to reclaim their memory"
             ),
         )

@@ -29,7 +29,7 @@ pub enum CloseReason {
     IdleTimeout,
     /// A run reached the heap limit.
     OutOfMemory,
-    /// A run ignored termination; its thread was left to finish at idle priority.
+    /// A run ignored termination; its thread was left to finish at the lowest priority.
     Unresponsive,
     /// `totalCpuTimeMs` used up.
     TotalCpuTime,

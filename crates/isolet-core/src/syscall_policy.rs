@@ -186,7 +186,7 @@ pub const REFUSED: &[Refused] = &[
         syscall: "setpriority",
         when: When::TargetsOtherThanCaller { process_kind: PRIO_PROCESS },
         refusal: Refusal::NotPermitted,
-        why: "lowers the host's (or the user's every process's) priority; the child's own process stays allowed",
+        why: "lowers the host's (or the user's every process's) priority; the child's own process stays allowed, so the child cannot lower its other threads either (the parent does)",
     },
     Refused {
         syscall: "ioprio_set",
@@ -198,7 +198,7 @@ pub const REFUSED: &[Refused] = &[
         syscall: "sched_setscheduler",
         when: When::TargetsOtherProcess { arg: 0 },
         refusal: Refusal::NotPermitted,
-        why: "SCHED_IDLE on the host starves it; allowed for the calling thread (0) and the main thread only, so the child cannot lower its other threads either",
+        why: "SCHED_IDLE on the host starves it; allowed for the calling thread (0) and the main thread only",
     },
     Refused {
         syscall: "sched_setparam",
