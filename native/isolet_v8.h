@@ -259,6 +259,10 @@ int32_t isolet_sandbox_delete_global(isolet_sandbox* sb, const uint8_t* object, 
 // Deletes `globalThis[ns]` after cutting the `constructor` link of each of its member
 // functions' prototypes, so objects made by them cannot lead back to it.
 int32_t isolet_sandbox_remove_namespace(isolet_sandbox* sb, const uint8_t* ns, size_t ns_len);
+// Defines (never assigns) `globalThis[name]` as a host function: a call serializes its
+// arguments (at most the run's max_message_bytes) and hands them to on_host_call as host
+// function `fn_index`; it returns a promise, settled by isolet_sandbox_fulfill_call or
+// isolet_sandbox_reject_call, or rejected at once when the call is refused.
 int32_t isolet_sandbox_add_host_function(isolet_sandbox* sb, const uint8_t* name, size_t len,
                                          uint32_t fn_index);
 // Installs `globalThis[ns]` as a frozen, null-prototype, read-only object holding host
@@ -344,7 +348,7 @@ enum {
   ISOLET_ERROR_CLASS_TYPE = 1,
   ISOLET_ERROR_CLASS_RANGE = 2,
   ISOLET_ERROR_CLASS_REFERENCE = 3,
-  // Native ops only: the error script's makeError(message, name) (isolet_sandbox_install_ops),
+  // Native ops only: the seam script's makeError(message, name) (isolet_sandbox_install_ops),
   // e.g. a DOMException.
   ISOLET_ERROR_CLASS_INSTALLED = 4,
 };
