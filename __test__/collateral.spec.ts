@@ -40,7 +40,7 @@ const CRASH: HostileKind = {
   async meanwhile(engine) {
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const processes = () => engine.stats().processes!;
-    for (let i = 0; i < 100 && processes().draining > 0; i++) await sleep(20);
+    for (let i = 0; i < 500 && processes().draining > 0; i++) await sleep(20);
     const pids = processes().pids;
     const before = pids.map(cpuTicks);
     await sleep(150);

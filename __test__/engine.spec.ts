@@ -204,7 +204,7 @@ describe('sessions and data requests', () => {
       }
     }
     // A slot is given back once the isolate is disposed, just after the event.
-    for (let i = 0; i < 100 && Object.keys(engine.stats().failed).length < 3; i++) await sleep(10);
+    for (let i = 0; i < 1000 && Object.keys(engine.stats().failed).length < 3; i++) await sleep(10);
     expect(engine.stats().failed).toMatchObject({ SandboxRuntimeError: 1, SandboxOOMError: 1, SandboxValidationError: 1 });
   });
 });
@@ -225,7 +225,7 @@ describe('admission: concurrency cap, queue, abort, shutdown', () => {
     expect(maxBusy).toBeLessThanOrEqual(2);
     expect(maxBusy).toBeGreaterThanOrEqual(1);
     expect(started.sort()).toEqual(['s0', 's1', 's2', 's3', 's4', 's5']);
-    for (let i = 0; i < 100 && engine.stats().completed < 6; i++) await sleep(10);
+    for (let i = 0; i < 1000 && engine.stats().completed < 6; i++) await sleep(10);
     expect(engine.stats().completed).toBe(6);
   });
 
@@ -294,11 +294,11 @@ describe('admission: concurrency cap, queue, abort, shutdown', () => {
 
   it('keeps a warm pool and serves from it', async () => {
     const engine = await makeEngine({ warmPoolSize: 2 });
-    for (let i = 0; i < 100 && engine.stats().warm < 2; i++) await sleep(10);
+    for (let i = 0; i < 1000 && engine.stats().warm < 2; i++) await sleep(10);
     expect(engine.stats().warm).toBe(2);
     await engine.submit({ requestId: 'w1', code: 'return 1' }).done;
     expect(engine.stats().warmStarts).toBe(1);
-    for (let i = 0; i < 100 && engine.stats().warm < 2; i++) await sleep(10);
+    for (let i = 0; i < 1000 && engine.stats().warm < 2; i++) await sleep(10);
     expect(engine.stats().warm).toBe(2);
     // A request for another memory size cannot use a warm isolate.
     await engine.submit({ requestId: 'c1', code: 'return 1', isolateLimits: { memoryMb: 64 } }).done;
@@ -330,7 +330,7 @@ describe('memoryMb is the limit enforced', () => {
     // One warm isolate in each of the (default two) sandbox host processes, so the run
     // starts warm whichever host it goes to.
     const engine = await makeEngine({ memoryMb: 32, warmPoolSize: 2, defaultIsolateLimits: DEFAULT_ISOLATE_LIMITS });
-    for (let i = 0; i < 300 && engine.stats().warm < 2; i++) await sleep(10);
+    for (let i = 0; i < 1000 && engine.stats().warm < 2; i++) await sleep(10);
     const end = await engine.submit({ requestId: 'm32', code: grow }).done;
     expect(end.type).toBe('error');
     if (end.type === 'error') expect(end.error).toBeInstanceOf(SandboxOOMError);

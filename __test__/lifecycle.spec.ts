@@ -69,7 +69,7 @@ async function ending(session: SandboxSession): Promise<Ending> {
 
 /** Waits until no run holds a slot (a run's slot is given back after its answer). */
 async function settled(engine: SandboxEngine) {
-  for (let i = 0; i < 500 && (engine.stats().busy > 0 || engine.stats().queued > 0); i++) await sleep(10);
+  for (let i = 0; i < 1000 && (engine.stats().busy > 0 || engine.stats().queued > 0); i++) await sleep(10);
   const s = engine.stats();
   expect(s.busy).toBe(0);
   expect(s.queued).toBe(0);

@@ -267,7 +267,7 @@ describe('SandboxEngine: each limit is the limit enforced (thread mode)', () => 
 describe('SandboxEngine: pool sizes are the limits enforced (stats)', () => {
   const busy = 'const end = Date.now() + 300; while (Date.now() < end) {} return 1';
   async function until(check: () => boolean) {
-    for (let i = 0; i < 400 && !check(); i++) await sleep(10);
+    for (let i = 0; i < 1000 && !check(); i++) await sleep(10);
     return check();
   }
 
