@@ -306,6 +306,8 @@ const { monitorEventLoopDelay } = require('node:perf_hooks');
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
     expect(out.ok).toBe(true);
-    expect(out.maxMs).toBeLessThan(400);
+    // 800: a loaded machine (CI, three suites at once) delays any loop by hundreds of ms;
+    // built in one piece, it was held 870-960 ms on an idle one.
+    expect(out.maxMs).toBeLessThan(800);
   });
 });

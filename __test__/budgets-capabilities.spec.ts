@@ -65,8 +65,9 @@ describe('fetch: requests end with their run', () => {
   it('aborts requests and closes their sockets when the run returns without awaiting them', async () => {
     const fetch = createFetchCapability({ allowedOrigins: [ORIGIN], timeoutMs: 60_000 });
     const before = sockets.opened;
-    // tick() gives the host time to start every request before the run returns.
-    const tick = () => new Promise((r) => setTimeout(r, 300));
+    // tick() gives the host time to start every request before the run returns: it waits
+    // until the server has them all (a fixed 300 ms was too little on a loaded machine).
+    const tick = () => eventually(() => sockets.opened - before >= 20, 10_000);
     const r = await runSandbox(
       `for (let i = 0; i < 20; i++) fetch({ url: '${ORIGIN}/hang?' + i }).catch(() => {}); await tick(); return 'left'`,
       { capabilities: { fetch, tick } },
@@ -84,7 +85,7 @@ describe('fetch: requests end with their run', () => {
     const before = sockets.opened;
     const r = await runSandbox(
       `await Promise.all(Array.from({ length: 10 }, (_, i) => fetch({ url: '${ORIGIN}/hang?t' + i })))`,
-      { capabilities: { fetch }, timeoutMs: 500 },
+      { capabilities: { fetch }, timeoutMs: 3000 },
     );
     expect(r.success).toBe(false);
     expect(!r.success && r.error.name).toBe('SandboxTimeoutError');

@@ -272,11 +272,12 @@ describe.each(['thread', 'process'] as const)('stateful executor, %s isolation',
   });
 
   it('hardens the new sandbox opened after idleTimeout closed the last one', async () => {
-    const executor = executorOf({ idleTimeoutMs: 200 });
+    // 1 s idle, 3 s asleep: on a loaded machine a gap between two executions can pass 200 ms.
+    const executor = executorOf({ idleTimeoutMs: 1000 });
     try {
       const patch = 'async () => { try { Array.prototype.map = () => []; return "patched" } catch (e) { return e.name } }';
       expect(await executor.execute(`async () => { globalThis.kept = 1; return (${patch})() }`, [])).toEqual({ result: 'TypeError', logs: [] });
-      await new Promise((resolve) => setTimeout(resolve, 600));
+      await new Promise((resolve) => setTimeout(resolve, 3000));
       // A new sandbox (the global is gone), as hardened as the first.
       expect(await executor.execute(`async () => [typeof globalThis.kept, await (${patch})()]`, [])).toEqual({ result: ['undefined', 'TypeError'], logs: [] });
     } finally {

@@ -132,6 +132,8 @@ describe('Executor contract', () => {
     await executor.dispose();
     const cpu = new IsoletExecutor({ timeoutMs: 5000, defaultIsolateLimits: { cpuTimeMs: 100 } });
     try {
+      // Its engine and host start first: the time below is the run's alone.
+      await cpu.execute('async () => 1', {});
       const t0 = Date.now();
       const r = await cpu.execute('async () => { while (true) {} }', {});
       expect(r.error).toBe('Execution timed out');
@@ -169,11 +171,12 @@ describe('stateful executor', () => {
   });
 
   it('idleTimeout closes the sandbox; the next execution starts empty', async () => {
-    const session = new IsoletExecutor({ stateful: true, idleTimeoutMs: 200, timeoutMs: 2000, memoryMb: 64, maxConcurrentIsolates: 1 });
+    // 1 s idle, 3 s asleep: on a loaded machine a gap between two executions can pass 200 ms.
+    const session = new IsoletExecutor({ stateful: true, idleTimeoutMs: 1000, timeoutMs: 2000, memoryMb: 64, maxConcurrentIsolates: 1 });
     try {
       await session.execute('async () => { globalThis.kept = 1 }', []);
       expect((await session.execute('async () => globalThis.kept', [])).result).toBe(1);
-      await new Promise((r) => setTimeout(r, 600));
+      await new Promise((r) => setTimeout(r, 3000));
       expect((await session.execute('async () => typeof globalThis.kept', [])).result).toBe('undefined');
     } finally {
       await session.dispose();

@@ -315,7 +315,7 @@ describe('admission: concurrency cap, queue, abort, shutdown', () => {
       const end = await s.done;
       expect(end).toMatchObject({ type: 'result', data: i * 2 });
     }
-    await sleep(50);
+    for (let i = 0; i < 500 && (processStats().liveThreads > threads0 + 2 || engine.stats().threads > 3); i++) await sleep(20);
     expect(processStats().liveThreads).toBeLessThanOrEqual(threads0 + 2);
     expect(engine.stats().threads).toBeLessThanOrEqual(3);
     expect(process.memoryUsage().rss - rss0).toBeLessThan(60 * 1024 * 1024);

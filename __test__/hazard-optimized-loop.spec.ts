@@ -39,7 +39,8 @@ describe('thread mode: loops that optimized code runs without interrupt checks',
     const rss0 = process.memoryUsage().rss;
     const quarantined0 = processStats().quarantinedThreads;
     for (let i = 0; i < 3; i++) {
-      const r = await runSandbox('const a = []; while (true) a.push(new Array(1000).fill(a.length))', { isolation: 'thread' });
+      // 60 s: the memory limit decides, not the default 5 s (a loaded machine took longer).
+      const r = await runSandbox('const a = []; while (true) a.push(new Array(1000).fill(a.length))', { isolation: 'thread', timeoutMs: 60_000 });
       expect(r.success === false && r.error).toBeInstanceOf(SandboxOOMError);
     }
     // Each run may keep at most its heap limit plus 64 MB of headroom (parked thread).

@@ -40,11 +40,12 @@ describe('capability semantics', () => {
     expect(ok(await runSandbox('const p = syncOne(); return p instanceof Promise', { capabilities: { syncOne: () => 1 } }))).toBe(true);
   });
 
-  it('overlaps concurrent host calls: ten 50 ms calls take about 50 ms, not 500', async () => {
-    const wait = () => new Promise((r) => setTimeout(() => r('done'), 50));
+  it('overlaps concurrent host calls: ten 300 ms calls take about 300 ms, not 3,000', async () => {
+    const wait = () => new Promise((r) => setTimeout(() => r('done'), 300));
     const r = await runSandbox('const all = await Promise.all(Array.from({ length: 10 }, () => wait())); return all.length', { capabilities: { wait } });
     expect(ok(r)).toBe(10);
-    expect(r.stats.wallTimeMs).toBeLessThan(300);
+    // Generous for a loaded machine, and still half of one call after another.
+    expect(r.stats.wallTimeMs).toBeLessThan(1500);
   });
 
   it('turns a throwing handler into a catchable sandbox Error with name and message, never the host object', async () => {

@@ -1,6 +1,6 @@
 // Memory, time and stack limits: each hazard is tried for real and must end in the
 // matching typed error, with the host (this process) unharmed.
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { runSandbox, SandboxOOMError, SandboxTimeoutError, SandboxRuntimeError, type SandboxResult } from '..';
 
 function failed(r: SandboxResult) {
@@ -9,6 +9,11 @@ function failed(r: SandboxResult) {
 }
 
 describe('time limits stop every kind of infinite loop', () => {
+  // The default engine and its sandbox host processes are started here, not inside the
+  // first timed case: a loaded machine takes seconds for that.
+  beforeAll(async () => {
+    await runSandbox('1', { timeoutMs: 30_000 });
+  });
   const loops: Record<string, string> = {
     'while (true)': 'while (true) {}',
     'for (;;) with work': 'let x = 0; for (;;) { x = (x + 1) % 7 }',
@@ -91,10 +96,11 @@ describe('memory limits', () => {
     // hazard-optimized-loop.spec.ts.) In thread mode the isolates live in this
     // process, so this is where a leak per run would show.
     const bomb = 'const a = []; while (true) a.push({ x: Math.random(), n: a.length })';
-    expect(failed(await runSandbox(bomb, { isolation: 'thread' }))).toBeInstanceOf(SandboxOOMError);
+    // 60 s: the memory limit decides, not the default 5 s (a loaded machine took longer).
+    expect(failed(await runSandbox(bomb, { isolation: 'thread', timeoutMs: 60_000 }))).toBeInstanceOf(SandboxOOMError);
     const baseline = process.memoryUsage().rss;
     for (let i = 0; i < 40; i++) {
-      const err = failed(await runSandbox(bomb, { isolation: 'thread' }));
+      const err = failed(await runSandbox(bomb, { isolation: 'thread', timeoutMs: 60_000 }));
       expect(err).toBeInstanceOf(SandboxOOMError);
     }
     const after = process.memoryUsage().rss;

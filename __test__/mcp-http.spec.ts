@@ -326,7 +326,7 @@ describe('serveHttp with stateful: true', () => {
       // The client ends its session (DELETE); the server closes that session's sandbox.
       await (a.transport as StreamableHTTPClientTransport).terminateSession();
       await a.close();
-      await new Promise((r) => setTimeout(r, 200));
+      for (let i = 0; i < 500 && served.engine.stats().sandboxes.open > 1; i++) await new Promise((r) => setTimeout(r, 20));
       expect(served.engine.stats().sandboxes.open).toBe(1);
       expect((await call(b, 'who')).content[0].text).toBe('"b"');
       await b.close();
@@ -354,7 +354,7 @@ describe('serveHttp with stateful: true', () => {
         await (a.transport as StreamableHTTPClientTransport).terminateSession();
         await a.close();
         let after = await call(b, 'typeof who');
-        for (let i = 0; i < 20 && after.isError; i++) {
+        for (let i = 0; i < 100 && after.isError; i++) {
           await new Promise((r) => setTimeout(r, 100));
           after = await call(b, 'typeof who');
         }

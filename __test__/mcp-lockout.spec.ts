@@ -170,7 +170,7 @@ for (const isolation of ISOLATIONS) {
         // (Within the moment the server takes to see its stream close, far below the 60 s idle timeout.)
         await b2.close();
         let taken = await initialize(port, '127.0.0.3');
-        for (let i = 0; i < 50 && taken.status !== 200; i++) {
+        for (let i = 0; i < 100 && taken.status !== 200; i++) {
           await new Promise((r) => setTimeout(r, 100));
           taken = await initialize(port, '127.0.0.3');
         }

@@ -264,7 +264,7 @@ describe('the source worker', () => {
         expect(slow.error).toBeInstanceOf(SandboxTimeoutError);
         expect(slow.error.message).toMatch(/top-level await rewrite.*50 ms/);
       }
-      expect(await limited.run('var y = await 41; y + 1')).toMatchObject({ success: true, output: 42 });
+      expect(await limited.run('var y = await 41; y + 1', { timeoutMs: 10_000 })).toMatchObject({ success: true, output: 42 });
     } finally {
       limited.close();
     }

@@ -146,8 +146,9 @@ const slowPrelude = (ms: number) => `${LIBRARY}\nconst until = Date.now() + ${ms
 
 describe.each(['thread', 'process'] as const)('a prelude in warm isolates (%s isolation)', (isolation) => {
   it("a warm isolate evaluates the prelude before its run: the run pays none of its time, and sees it fresh", async () => {
-    // The prelude takes 400 ms; the runs may take 200: evaluated in the run, it could not finish.
-    const engine = engineWith({ isolation, warmPoolSize: 2, prelude: slowPrelude(400), defaultIsolateLimits: { wallTimeMs: 200 } });
+    // The prelude takes 700 ms; the runs may take 400 (room for a loaded machine; a warm-up
+    // may take 2,000): evaluated in the run, it could not finish.
+    const engine = engineWith({ isolation, warmPoolSize: 2, prelude: slowPrelude(700), defaultIsolateLimits: { wallTimeMs: 400 } });
     await engine.init();
     for (let i = 0; i < 3; i++) {
       await warmed(engine, 1);
@@ -155,7 +156,7 @@ describe.each(['thread', 'process'] as const)('a prelude in warm isolates (%s is
       expect(await outcome(session)).toEqual({ ok: true, data: [5, 1, 2, 99] });
     }
     // A run given no warm isolate (another memory limit) evaluates the prelude itself, under its own limits.
-    const cold = await outcome(engine.submit({ code: 'return add(1, 1)', isolateLimits: { memoryMb: 96, wallTimeMs: 200 } }));
+    const cold = await outcome(engine.submit({ code: 'return add(1, 1)', isolateLimits: { memoryMb: 96, wallTimeMs: 400 } }));
     expect(cold.ok).toBe(false);
     expect(cold.ok === false && cold.error.code).toBe('ERR_ISOLET_TIMEOUT');
   });
@@ -199,8 +200,9 @@ describe.each(['thread', 'process'] as const)('a prelude in warm isolates (%s is
     for (let i = 0; i < 2; i++) {
       await warmed(engine, 1);
       await new Promise((r) => setTimeout(r, 600));
-      // Kept from a warm-up, timeOrigin would be the warm-up's: 600 ms behind the clock.
-      const r = await outcome(engine.submit({ code: 'return [Math.abs(performance.timeOrigin + performance.now() - Date.now()) < 100, origin === performance.timeOrigin, started < 100]' }));
+      // Kept from a warm-up, timeOrigin would be the warm-up's: 600 ms behind the clock (400:
+      // room for a loaded machine between the run's start and its first statement).
+      const r = await outcome(engine.submit({ code: 'return [Math.abs(performance.timeOrigin + performance.now() - Date.now()) < 400, origin === performance.timeOrigin, started < 400]' }));
       expect(r).toEqual({ ok: true, data: [true, true, true] });
     }
   });
@@ -225,7 +227,7 @@ describe.each(['thread', 'process'] as const)('a prelude in warm isolates (%s is
       ['const keep = []; for (;;) keep.push(new Array(100000).fill(1));', ['ERR_ISOLET_OOM', 'ERR_ISOLET_TIMEOUT']],
     ] as const) {
       // Time enough for init() (a host's start and the check) on a loaded machine.
-      const after = Date.now() + 1500;
+      const after = Date.now() + 5000;
       const engine = engineWith({
         isolation,
         warmPoolSize: 1,

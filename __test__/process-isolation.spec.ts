@@ -31,7 +31,7 @@ function alive(pid: number): boolean {
   }
 }
 
-async function waitGone(pids: number[], ms = 3000): Promise<boolean> {
+async function waitGone(pids: number[], ms = 10_000): Promise<boolean> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
     if (pids.every((p) => !alive(p))) return true;
@@ -161,18 +161,24 @@ describe('process isolation: runs that cannot be stopped', () => {
     const engine = await makeEngine({ maxConcurrentIsolates: 2, processes: 1 });
     const [pid] = engine.stats().processes!.pids;
     // The neighbour sleeps in the same host (one host): it keeps the host alive, using no CPU.
-    const neighbour = engine.submit({ requestId: id(), code: 'Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000); return 7', isolateLimits: { wallTimeMs: 8000 } });
+    // 8 s: it outlives the stuck run's answer, the lowering and the measurement below on a
+    // loaded machine too.
+    const neighbour = engine.submit({ requestId: id(), code: 'Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 8000); return 7', isolateLimits: { wallTimeMs: 15_000 } });
     const stuck = await engine.submit({ requestId: id(), code: 'return Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', isolateLimits: { wallTimeMs: 200 } }).done;
     expect(stuck.type).toBe('error');
-    await new Promise((r) => setTimeout(r, 200));
-    expect(engine.stats().processes!.draining).toBe(1);
     // The parent lowered the stuck thread (the host's filter refuses it that): niceness 19
     // under SCHED_OTHER (0), never SCHED_IDLE (5), whose lock holders stall their
     // neighbours; the host's other threads keep its niceness (the parent's + 10).
-    const threads = fs
-      .readdirSync(`/proc/${pid}/task`)
-      .map((t) => fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8').replace(/^.*\) /, '').split(' '))
-      .map((f) => ({ nice: Number(f[16]), policy: Number(f[38]) }));
+    const threadsOf = () =>
+      fs
+        .readdirSync(`/proc/${pid}/task`)
+        .map((t) => fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8').replace(/^.*\) /, '').split(' '))
+        .map((f) => ({ nice: Number(f[16]), policy: Number(f[38]) }));
+    for (let i = 0; i < 500 && (engine.stats().processes!.draining < 1 || !threadsOf().some((t) => t.nice === 19)); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(engine.stats().processes!.draining).toBe(1);
+    const threads = threadsOf();
     const hostNice = Math.min(19, os.getPriority(process.pid) + 10);
     expect(threads.filter((t) => t.nice !== hostNice || t.policy !== 0)).toEqual([{ nice: 19, policy: 0 }]);
     // The host's CPU time over 1 s, from /proc (clock ticks, 100 a second on Linux).
@@ -260,7 +266,7 @@ describe('process isolation: crashes', () => {
         const [pid] = engine.stats().processes!.pids;
         process.kill(pid, 'SIGSEGV');
         crashes++;
-        await expect.poll(() => engine.stats().processes!.crashed, { timeout: 5000 }).toBe(crashes);
+        await expect.poll(() => engine.stats().processes!.crashed, { timeout: 10_000 }).toBe(crashes);
         await serving(engine);
       }
       // A host's descriptors close as its I/O thread reaps it, Node's copy once its loop
@@ -273,8 +279,8 @@ describe('process isolation: crashes', () => {
     const fds = count('/proc/self/fd');
     const threads = count('/proc/self/task');
     await crash(20);
-    await expect.poll(() => count('/proc/self/fd'), { timeout: 3000 }).toBeLessThanOrEqual(fds + 2);
-    await expect.poll(() => count('/proc/self/task'), { timeout: 3000 }).toBeLessThanOrEqual(threads + 2);
+    await expect.poll(() => count('/proc/self/fd'), { timeout: 10_000 }).toBeLessThanOrEqual(fds + 2);
+    await expect.poll(() => count('/proc/self/task'), { timeout: 10_000 }).toBeLessThanOrEqual(threads + 2);
   });
 
   it('contains V8 bugs reachable from JavaScript (test262 await-using: SIGSEGV on V8 13.6)', async () => {
@@ -312,8 +318,10 @@ describe('process isolation: host calls, data and lifecycle', () => {
     const engine = await makeEngine({ maxConcurrentIsolates: 2, processes: 1 });
     await serving(engine);
     const code = 'const t = Date.now(); while (Date.now() - t < 100); return Date.now()';
-    const runs = Array.from({ length: 8 }, () => engine.submit({ requestId: id(), code, isolateLimits: { wallTimeMs: 400 } }).done);
-    const heldUntil = Date.now() + 2500;
+    // Limits and the hold with room for a loaded machine: what is tested is that the runs end
+    // while Node's thread is held, not how fast.
+    const runs = Array.from({ length: 8 }, () => engine.submit({ requestId: id(), code, isolateLimits: { wallTimeMs: 2000 } }).done);
+    const heldUntil = Date.now() + 5000;
     while (Date.now() < heldUntil); // no turn of Node's loop meanwhile
     const results = await Promise.all(runs);
     for (const r of results) expect(r).toMatchObject({ type: 'result' });
@@ -351,10 +359,9 @@ describe('process isolation: host calls, data and lifecycle', () => {
           const e = new isolet.SandboxEngine({ memoryMb: 64, maxConcurrentIsolates: 2, warmPoolSize: 1 });
           return e.init().then(() => e.submit({ code: 'return 1' }).done).then(() => {
             console.log(JSON.stringify(e.stats().processes.pids));
-            ${exit || "setTimeout(() => { e.shutdown(); }, 10); process.exitCode = 0;"}
+            ${exit || "setTimeout(() => { e.shutdown(); }, 10); process.exitCode = 0; setTimeout(() => process.exit(0), 3000);"}
           });
         });
-        ${exit ? '' : "setTimeout(() => process.exit(0), 3000);"}
       `);
       const pids: number[] = JSON.parse(r.stdout.trim().split('\n')[0]);
       expect(pids.length).toBeGreaterThan(0);

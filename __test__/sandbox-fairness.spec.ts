@@ -22,7 +22,7 @@ function output(r: Awaited<ReturnType<Sandbox['run']>>) {
 }
 
 /** Resolves when `check` holds, polling; fails after `ms`. */
-async function until(check: () => boolean, what: string, ms = 5000) {
+async function until(check: () => boolean, what: string, ms = 10_000) {
   const end = Date.now() + ms;
   while (!check()) {
     if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
@@ -64,7 +64,7 @@ describe.each(['thread', 'process'] as const)('%s isolation', (isolation) => {
     // Before, the five idle sandboxes held both slots and this waited for as long as
     // they stayed open. A slot is free: it is never queued.
     const started = performance.now();
-    const done = await engine.submit({ code: 'return 6 * 7', tenant: 'b', isolateLimits: { wallTimeMs: 1000, maxQueueMs: 0 } }).done;
+    const done = await engine.submit({ code: 'return 6 * 7', tenant: 'b', isolateLimits: { wallTimeMs: 10_000, maxQueueMs: 0 } }).done;
     expect(done.type === 'result' && done.data).toBe(42);
     expect(performance.now() - started).toBeLessThan(5000);
     // The sandboxes kept their state, each its own.
@@ -168,7 +168,7 @@ describe.each(['thread', 'process'] as const)('%s isolation', (isolation) => {
     expect(boxes).toHaveLength(100);
     await Promise.all(boxes.map((sb, i) => sb.run(`globalThis.x = ${i}`).then(output)));
     // The default engine has 8 slots; 100 idle sandboxes hold none of them.
-    const r = await runSandbox('6 * 7', { isolation, tenant: 'b', timeoutMs: 1000, maxQueueMs: 0 });
+    const r = await runSandbox('6 * 7', { isolation, tenant: 'b', timeoutMs: 10_000, maxQueueMs: 0 });
     expect(r.success && r.output).toBe(42);
     const seen = await Promise.all(boxes.map((sb) => sb.run('x').then(output)));
     expect(seen).toEqual(boxes.map((_, i) => i));

@@ -132,7 +132,7 @@ describe.each(['thread', 'process'] as const)('console (%s isolation)', (isolati
     expect(small.logs[1].message).toBe('[isolet] 1 console entries dropped (log limit reached)');
     const value = ok(await runSandbox('console.log("é".repeat(30000)); console.log({ s: "é".repeat(30000) }); 1', { isolation }).then((x) => ({ ...x, output: x })));
     expect(value.logs.map((l) => Buffer.byteLength(l.message))).toEqual([16384, 16384]);
-    const many = await runSandbox('const a = Array(60000).fill("x".repeat(1000)); console.log(...a); console.log(...a.map((s) => ({ s }))); 1', { isolation });
+    const many = await runSandbox('const a = Array(60000).fill("x".repeat(1000)); console.log(...a); console.log(...a.map((s) => ({ s }))); 1', { isolation, timeoutMs: 30_000 });
     ok(many);
     expect(many.logs.map((l) => l.message.length)).toEqual([1024 * 1024 + '… [truncated]'.length, '[isolet] 1 console entries dropped (log limit reached)'.length]);
     expect(many.stats.cpuTimeMs).toBeLessThan(2000);
