@@ -278,13 +278,12 @@ pub(crate) fn lower_thread_of(pid: u32, tid: u32) -> bool {
         let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
         (*libc::__errno_location() == 0).then_some(nice)
     };
-    if before.is_none() || !set_nice(tid as libc::pid_t, isolet_core::limits::QUARANTINE_NICE) {
+    let Some(before) = before else { return false };
+    if !set_nice(tid as libc::pid_t, isolet_core::limits::QUARANTINE_NICE) {
         return false;
     }
     if !std::path::Path::new(&task).exists() {
-        if let Some(nice) = before {
-            set_nice(tid as libc::pid_t, nice);
-        }
+        set_nice(tid as libc::pid_t, before);
         return false;
     }
     true
