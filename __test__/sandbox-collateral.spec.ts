@@ -111,14 +111,20 @@ describe('an open sandbox outlives hostile neighbours (process isolation)', () =
       warmPoolSize: 2,
       tools: { later: () => (++calls, new Promise((r) => setTimeout(() => r(40), 600))) },
     });
-    const kinds: Record<string, string> = {
-      'an unstoppable built-in': 'Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)',
-      'a host-memory bomb (a flattened string)': "{ const s = 'x'.repeat(2 ** 28); (s + 'y').charCodeAt(10) }",
-      'a host-memory bomb (big ArrayBuffers)': '{ const keep = []; for (let i = 0; i < 64; i++) { const b = new Uint8Array(16 * 2 ** 20); b.fill(1); keep.push(b) } keep.length }',
+    // Each with the time it is given: the built-in is stopped by its deadline; a bomb must be
+    // ended by memory, not by a deadline a loaded machine reaches first (a timed-out run that
+    // stopped leaves its sandbox open, as it should).
+    const kinds: Record<string, { code: string; timeoutMs: number }> = {
+      'an unstoppable built-in': { code: 'Array.prototype.indexOf.call({ length: 2 ** 53 - 1 }, 1)', timeoutMs: 300 },
+      'a host-memory bomb (a flattened string)': { code: "{ const s = 'x'.repeat(2 ** 28); (s + 'y').charCodeAt(10) }", timeoutMs: 10_000 },
+      'a host-memory bomb (big ArrayBuffers)': {
+        code: '{ const keep = []; for (let i = 0; i < 64; i++) { const b = new Uint8Array(16 * 2 ** 20); b.fill(1); keep.push(b) } keep.length }',
+        timeoutMs: 10_000,
+      },
     };
     const victim = await openOn(engine, { tenant: 'victim' });
     expect(output(await victim.run('var notes = []; notes.length'))).toBe(0);
-    for (const [kind, code] of Object.entries(kinds)) {
+    for (const [kind, { code, timeoutMs }] of Object.entries(kinds)) {
       const before = engine.stats().processes!.pids;
       const hostile = await openOn(engine, { timeoutMs: 300, tenant: 'mallory' });
       expect(output(await hostile.run('var mine = 1; mine'))).toBe(1);
@@ -128,8 +134,9 @@ describe('an open sandbox outlives hostile neighbours (process isolation)', () =
       const waiting = engine.submit({ requestId: rid(), code: 'return (await later()) + 2', toolPolicy: { allowedTools: ['later'] } }).done;
       const plain = engine.submit({ requestId: rid(), code: 'const w = new Int32Array(new SharedArrayBuffer(4)); Atomics.wait(w, 0, 0, 300); return 2' }).done;
       const victimRun = victim.run(`Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300); notes.push(${JSON.stringify(kind)}); notes.length`);
-      const bad = await hostile.run(code, { timeoutMs: 300 });
+      const bad = await hostile.run(code, { timeoutMs });
       expect(bad.success, kind).toBe(false);
+      if (timeoutMs > 300) expect(bad.success || bad.error.code, kind).toBe('ERR_ISOLET_OOM');
       expect(output(await victimRun), kind).toBe(Object.keys(kinds).indexOf(kind) + 1);
       const plainEnd = await plain;
       expect(plainEnd.type === 'result' && plainEnd.data, kind).toBe(2);
