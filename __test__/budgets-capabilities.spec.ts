@@ -228,7 +228,8 @@ describe('currentRun() for your own capabilities', () => {
         seen = currentRun()?.signal;
         return new Promise(() => {}); // never answers
       };
-      const r = await runSandbox('return await hang()', { capabilities: { hang }, timeoutMs: 300, isolation });
+      // (A limit the run reaches its call within, on a loaded machine too.)
+      const r = await runSandbox('return await hang()', { capabilities: { hang }, timeoutMs: 3000, isolation });
       expect(r.success).toBe(false);
       expect(seen).toBeInstanceOf(AbortSignal);
       expect(await eventually(() => seen!.aborted, 2000)).toBe(true);

@@ -54,7 +54,8 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     expect(r.status).toBe(7);
     const [first, second] = r.json;
     expect(first.name).toBe('SandboxTimeoutError');
-    expect(first.elapsed).toBeLessThan(1300);
+    // Answered at its limit + at most a second of grace when starved (STARVED_GRACE_MS), + room.
+    expect(first.elapsed).toBeLessThan(300 + 1000 + 1000);
     expect(first.quarantined).toBe(1);
     expect(first.lowered).toEqual([{ nice: 19, policy: 0 }]);
     // 500 ms of 10 ms ticks: a frozen host gets none. Lenient for a loaded machine.
@@ -110,7 +111,7 @@ describe('thread mode: a built-in that ignores TerminateExecution', () => {
     expect(r.status).toBe(0);
     const [{ at, after, live0, next }] = r.json;
     expect(at.name).toBe('SandboxTimeoutError');
-    expect(at.elapsed).toBeLessThan(1050);
+    expect(at.elapsed).toBeLessThan(50 + 1000 + 1000);
     expect(at.quarantinedThreads).toBe(1);
     expect(after.quarantinedThreads).toBe(0);
     // The finished thread is gone: only the warm pool's threads are left.

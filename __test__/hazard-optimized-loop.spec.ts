@@ -23,6 +23,8 @@ const SHAPES = [
 
 describe('thread mode: loops that optimized code runs without interrupt checks', () => {
   it('end at their time limit by normal termination, quarantining no thread', async () => {
+    // The engine starts first: each elapsed time below is its loop's alone.
+    await runSandbox('1', { isolation: 'thread' });
     const quarantined0 = processStats().quarantinedThreads;
     for (const code of SHAPES) {
       const started = Date.now();

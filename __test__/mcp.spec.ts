@@ -33,7 +33,7 @@ beforeAll(async () => {
   // copy out the 20 MB result the output-limit case returns.
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [BIN, 'mcp', '--config', config, '--timeout-ms', '3000', '--read-dir', path.join(dir, 'docs')],
+    args: [BIN, 'mcp', '--config', config, '--timeout-ms', '5000', '--read-dir', path.join(dir, 'docs')],
     stderr: 'pipe',
   });
   transport.stderr?.on('data', (d) => (stderr += d));
@@ -53,7 +53,7 @@ describe('isolet mcp over stdio', () => {
     const tool = tools[0];
     expect(tool.inputSchema).toMatchObject({ type: 'object', required: ['code'], properties: { code: { type: 'string' }, language: { enum: ['javascript', 'typescript'] } } });
     // Flags win over the config file (timeout), the file gives the rest (memory).
-    expect(tool.description).toContain('Limits per run: 3000 ms wall-clock, 3000 ms CPU, 32 MB heap.');
+    expect(tool.description).toContain('Limits per run: 5000 ms wall-clock, 5000 ms CPU, 32 MB heap.');
     expect(tool.description).toContain('declare function readFile(input: {');
   });
 
@@ -88,7 +88,7 @@ describe('isolet mcp over stdio', () => {
   it('a timeout and a heap bomb are error results, and the server keeps serving', async () => {
     const slow = await call({ code: 'while (true) {}' });
     expect(slow.isError).toBe(true);
-    expect(slow.content[0].text).toMatch(/^SandboxTimeoutError \[ERR_ISOLET_TIMEOUT\]: .*3000 ms/);
+    expect(slow.content[0].text).toMatch(/^SandboxTimeoutError \[ERR_ISOLET_TIMEOUT\]: .*5000 ms/);
     const bomb = await call({ code: 'const a = []; while (true) a.push(new Array(2 ** 16).fill(a.length + 0.5));' });
     expect(bomb.isError).toBe(true);
     expect(bomb.content[0].text).toMatch(/^SandboxOOMError \[ERR_ISOLET_OOM\]: .*32 MB/);

@@ -168,9 +168,10 @@ describe('runSandbox: option names and values', () => {
   it('exports its defaults, the ones a run gets', async () => {
     expect(RUN_SANDBOX_DEFAULTS).toEqual({ memoryLimitMb: 64, timeoutMs: 5000 });
     // 24 MB fits under the default 64 MB; 80 MB does not.
-    expect(ok(await runSandbox(ALLOC_24MB, { isolation: 'thread' })).output).toBe(30);
+    // (The default memory is what is tested; time enough for it under qemu-user.)
+    expect(ok(await runSandbox(ALLOC_24MB, { isolation: 'thread', timeoutMs: 60_000 })).output).toBe(30);
     const huge = 'const keep = []; for (let i = 0; i < 100; i++) keep.push(new Array(100000).fill(i + 0.5)); keep.length';
-    expect(failed(await runSandbox(huge, { isolation: 'thread' }))).toBeInstanceOf(SandboxOOMError);
+    expect(failed(await runSandbox(huge, { isolation: 'thread', timeoutMs: 60_000 }))).toBeInstanceOf(SandboxOOMError);
   });
 });
 
