@@ -157,6 +157,7 @@ pub(crate) fn shutdown_all(env: usize, timeout: Duration) {
     if quarantine::quarantined() > 0 || unstopped() {
         quarantine::exit_without_v8_teardown();
     }
+    crate::isolate::thread::join_ended(deadline);
 }
 
 /// Shuts down every engine of environment `env` and waits (up to `timeout`) for their
@@ -170,6 +171,10 @@ pub(crate) fn stop_all(env: usize, timeout: Duration) {
         let engine = ThreadPool { inner };
         engine.shutdown();
         engine.wait_idle(deadline.saturating_duration_since(Instant::now()));
+    }
+    // `process.exit()` goes on to `exit()`: the threads that ended must be gone first.
+    if quarantine::on_main_thread() {
+        crate::isolate::thread::join_ended(deadline);
     }
 }
 

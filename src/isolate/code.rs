@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use isolet_core::limits::PRELUDE_INIT_TIME_MS;
 
+use super::thread::IsolateThread;
 use crate::limits::lock;
 use crate::v8::{
     DataAnswer, EmbeddedScript, EngineCode, IsolateHandle, OpArg, OpResult, Refusal, Sandbox, SandboxConfig, SandboxHost, Step,
@@ -83,11 +84,12 @@ pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32, web: bool) -
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
     let host = Arc::new(PreludeHost { handle: Mutex::new(None), code: code.clone(), web: WebState::default() });
     let (code_for_thread, host_for_thread) = (code.clone(), host.clone());
-    let spawned = std::thread::Builder::new().name("isolet-prelude".into()).stack_size(8 * 1024 * 1024).spawn(move || {
+    // An isolate thread like a run's: the process's exit waits for it.
+    let check = Box::new(move || {
         let config = SandboxConfig { heap_limit_bytes, array_buffer_limit_bytes: heap_limit_bytes };
         let Some(mut sandbox) = Sandbox::new(&config, host_for_thread.clone()) else {
             let _ = tx.send(Err("prelude could not be checked: no V8 isolate could be created".into()));
-            return;
+            return false;
         };
         *lock(&host_for_thread.handle) = Some(sandbox.handle());
         let mut what = "prelude".to_string();
@@ -118,8 +120,9 @@ pub(crate) fn check_prelude(code: &Arc<EngineCode>, memory_mb: u32, web: bool) -
         };
         drop(sandbox);
         let _ = tx.send(result);
+        false
     });
-    if spawned.is_err() {
+    if IsolateThread::start("isolet-prelude", check, Box::new(|_| {})).is_err() {
         return Err("prelude could not be checked: no thread could be started".into());
     }
     match rx.recv_timeout(Duration::from_millis(PRELUDE_INIT_TIME_MS)) {

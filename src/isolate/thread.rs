@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, Weak};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use isolet_core::{ErrorKind, Failure, LogLevel};
@@ -39,6 +40,50 @@ static LIVE_THREADS: AtomicUsize = AtomicUsize::new(0);
 /// Isolate threads currently alive (quarantined ones included).
 pub(crate) fn live_threads() -> usize {
     LIVE_THREADS.load(Ordering::SeqCst)
+}
+
+/// The isolate threads' handles, so the process's exit can wait for their very end. A
+/// thread's last act, after its work, is running its thread-local destructors; among them
+/// OpenSSL's, which it registered when V8 seeded its isolate from Node's entropy source.
+/// `exit()` runs OpenSSL's cleanup, which frees every thread's state too: a thread still
+/// ending then freed it twice (glibc "double free or corruption", about 1 exit in 200 of
+/// `isolet run` in thread mode on Node 20).
+static HANDLES: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Keeps `handle`, joining the threads already finished (only their last instants left).
+fn keep_handle(handle: JoinHandle<()>) {
+    let finished = {
+        let mut handles = lock(&HANDLES);
+        let (finished, running) = std::mem::take(&mut *handles).into_iter().partition::<Vec<_>, _>(|h| h.is_finished());
+        *handles = running;
+        handles.push(handle);
+        finished
+    };
+    for h in finished {
+        let _ = h.join();
+    }
+}
+
+/// Joins every isolate thread that has left its work (the count of live threads), waiting
+/// until `deadline` for those that have left it to end; threads still working (quarantined,
+/// or a Worker's) are left alone. Called before the process exits (see `HANDLES`).
+pub(crate) fn join_ended(deadline: Instant) {
+    loop {
+        let finished = {
+            let mut handles = lock(&HANDLES);
+            let (finished, running) = std::mem::take(&mut *handles).into_iter().partition::<Vec<_>, _>(|h| h.is_finished());
+            *handles = running;
+            finished
+        };
+        for h in finished {
+            let _ = h.join();
+        }
+        // Handles beyond the live count are threads between leaving the count and ending.
+        if lock(&HANDLES).len() <= live_threads() || Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// The sandbox's view of the run it currently serves.
@@ -234,35 +279,36 @@ impl IsolateThread {
     /// Starts a thread that serves one run from `source`; `on_exit` runs as it ends, told
     /// whether the thread had been quarantined (and then finished on its own).
     pub(crate) fn spawn(config: SandboxConfig, source: JobSource, on_exit: Box<dyn FnOnce(bool) + Send>) -> std::io::Result<()> {
-        LIVE_THREADS.fetch_add(1, Ordering::SeqCst);
-        let spawned = std::thread::Builder::new().name("isolet-isolate".into()).stack_size(ISOLATE_THREAD_STACK).spawn(move || {
-            crate::limits::banner::quiet_this_thread();
-            let quarantined = thread_main(config, source);
-            LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
-            on_exit(quarantined);
-        });
-        if spawned.is_err() {
-            LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
-        }
-        spawned.map(|_| ())
+        Self::start("isolet-isolate", Box::new(move || thread_main(config, source)), on_exit)
     }
-}
 
-impl IsolateThread {
     /// Starts an isolate thread (a persistent sandbox's) that runs `body`, which returns
     /// whether the thread had been quarantined; `on_exit` as for `spawn`.
     pub(crate) fn spawn_with(body: Box<dyn FnOnce() -> bool + Send>, on_exit: Box<dyn FnOnce(bool) + Send>) -> std::io::Result<()> {
+        Self::start("isolet-sandbox", body, on_exit)
+    }
+
+    /// Starts any thread that makes an isolate (named `name`): counted live while `body`
+    /// runs, so the process's exit waits for it (see `engine::shutdown_all`), and its
+    /// handle kept, so the exit waits for its very end (see `HANDLES`).
+    pub(crate) fn start(name: &str, body: Box<dyn FnOnce() -> bool + Send>, on_exit: Box<dyn FnOnce(bool) + Send>) -> std::io::Result<()> {
         LIVE_THREADS.fetch_add(1, Ordering::SeqCst);
-        let spawned = std::thread::Builder::new().name("isolet-sandbox".into()).stack_size(ISOLATE_THREAD_STACK).spawn(move || {
+        let spawned = std::thread::Builder::new().name(name.into()).stack_size(ISOLATE_THREAD_STACK).spawn(move || {
             crate::limits::banner::quiet_this_thread();
             let quarantined = body();
             LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
             on_exit(quarantined);
         });
-        if spawned.is_err() {
-            LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+        match spawned {
+            Ok(handle) => {
+                keep_handle(handle);
+                Ok(())
+            }
+            Err(e) => {
+                LIVE_THREADS.fetch_sub(1, Ordering::SeqCst);
+                Err(e)
+            }
         }
-        spawned.map(|_| ())
     }
 }
 
