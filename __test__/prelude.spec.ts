@@ -252,7 +252,7 @@ describe.each(['thread', 'process'] as const)('a prelude in warm isolates (%s is
       expect(engine.stats().quarantined).toBe(0);
       expect((await outcome(engine.submit({ code: 'return 1 + 1' }))).ok).toBe(false);
     }
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('prelude option checks', () => {
