@@ -3,7 +3,7 @@
 // API against its standard's examples, typed errors for bad input, and attacks that must
 // fail (memory, quotas) without hurting the host.
 import { afterAll, describe, expect, it } from 'vitest';
-import { createSandbox, runSandbox, SandboxEngine, type Isolation, type Sandbox, type SandboxOptions } from '..';
+import { createSandbox, processStats, runSandbox, SandboxEngine, type Isolation, type Sandbox, type SandboxOptions } from '..';
 import { failed, ok } from './support/results';
 
 const WEB_GLOBALS = [
@@ -310,6 +310,23 @@ describe.each(['thread', 'process'] as const)('web: true (%s isolation)', (isola
     expect(clone.name).toBe('SandboxOOMError');
     // Over its quota, getRandomValues throws before it touches the buffer.
     expect(await out('const b = new Uint8Array(1e6); try { crypto.getRandomValues(b) } catch (e) { [e.name, b.every((x) => x === 0)] }')).toEqual(['QuotaExceededError', true]);
+    expect(await out('atob(btoa("still here"))')).toBe('still here');
+  });
+
+  it('attacks at the gigabyte: what TextEncoder, Blob and structuredClone would allocate counts against 64 MB', async () => {
+    // V8's longest string is 2 ** 29 - 24 units: the biggest TextEncoder output is from 3-byte
+    // characters (960 MB of UTF-8). The Blob's and the clone's parts are flattened first.
+    // The encoder's text was made well-formed in JavaScript first, which flattened the rope
+    // inside V8: a fatal OOM that parked its thread with 707 MB (thread mode).
+    const cases = {
+      textEncoder: 'new TextEncoder().encode("\u20ac".repeat(2 ** 28 + 2 ** 26)).length',
+      blob: 'const part = "x".repeat(2 ** 20); (part + "y").charCodeAt(1); new Blob(Array(1024).fill(part)).size',
+      structuredClone: 'const s = "x".repeat(2 ** 26); (s + "y").charCodeAt(1); structuredClone(Array(16).fill(s)).length',
+    };
+    for (const [api, code] of Object.entries(cases)) {
+      expect([api, failed(await run(code, { memoryLimitMb: 64, timeoutMs: 30_000 })).name]).toEqual([api, 'SandboxOOMError']);
+    }
+    expect(processStats().parkedThreads).toBe(0);
     expect(await out('atob(btoa("still here"))')).toBe('still here');
   });
 });

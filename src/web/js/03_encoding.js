@@ -8,7 +8,10 @@ class TextEncoder {
     return 'utf-8';
   }
   encode(input = '') {
-    return op(OP.encode, toUSVString(input));
+    // The op writes UTF-8 with lone surrogates as U+FFFD, which is what a USVString gives;
+    // toWellFormed() would first flatten a rope of two-byte text inside V8, past the run's
+    // memory, where the op charges its length before it reads a character.
+    return op(OP.encode, toDOMString(input));
   }
   encodeInto(source, destination) {
     requiredArguments(arguments.length, 2, "Failed to execute 'encodeInto' on 'TextEncoder'");
